@@ -1,0 +1,99 @@
+package l4
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// FlowCounter counts live flows. Dec never goes below zero: an unmatched
+// decrement is a bug elsewhere, so it is counted (Underflows) for the
+// caller to report instead of being hidden in a negative count.
+type FlowCounter struct {
+	n          atomic.Int64
+	underflows atomic.Uint64
+}
+
+// Inc counts one more live flow.
+func (c *FlowCounter) Inc() { c.n.Add(1) }
+
+// Dec counts one flow ended. It returns false, and leaves the count at zero,
+// when there was no live flow to end.
+func (c *FlowCounter) Dec() bool {
+	for {
+		n := c.n.Load()
+		if n <= 0 {
+			c.underflows.Add(1)
+			return false
+		}
+		if c.n.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// Load returns the live flow count.
+func (c *FlowCounter) Load() int64 { return c.n.Load() }
+
+// Underflows returns how many decrements found the count at zero.
+func (c *FlowCounter) Underflows() uint64 { return c.underflows.Load() }
+
+// Backend is one backend of one VIP. Its identity and address are fixed at
+// creation; everything else is live state in atomics, read on hot paths and
+// shared by every snapshot that lists the backend.
+type Backend struct {
+	ID   BackendID
+	Addr netip.AddrPort
+
+	// vipFlows is the VIP-wide total that Acquire and Release keep in step
+	// with flows, so that bounded-load hashing reads the mean in O(1).
+	vipFlows *FlowCounter
+
+	flows FlowCounter
+	rtt   EWMA
+}
+
+// NewBackend makes a backend whose flows also count toward vipFlows (which
+// may be nil).
+func NewBackend(id BackendID, addr netip.AddrPort, vipFlows *FlowCounter) *Backend {
+	b := &Backend{ID: id, Addr: addr, vipFlows: vipFlows}
+	b.rtt.SetAlpha(DefaultEWMAAlpha)
+	return b
+}
+
+// Acquire counts a new live flow on the backend. Balancers call it when they
+// pick; whoever holds the flow calls Release exactly once when it ends.
+func (b *Backend) Acquire() {
+	b.flows.Inc()
+	if b.vipFlows != nil {
+		b.vipFlows.Inc()
+	}
+}
+
+// Release counts a live flow ended. It returns false on an unmatched
+// release (a bug to log; the count stays at zero).
+func (b *Backend) Release() bool {
+	if !b.flows.Dec() {
+		return false
+	}
+	if b.vipFlows != nil {
+		b.vipFlows.Dec()
+	}
+	return true
+}
+
+// LiveFlows returns the backend's live flow count.
+func (b *Backend) LiveFlows() int64 { return b.flows.Load() }
+
+// Underflows returns how many releases had no matching acquire.
+func (b *Backend) Underflows() uint64 { return b.flows.Underflows() }
+
+// VIPFlows returns the VIP-wide counter this backend reports into (may be nil).
+func (b *Backend) VIPFlows() *FlowCounter { return b.vipFlows }
+
+// RTT is the backend's handshake round-trip estimate, fed by health probes
+// and by the proxy's own connects.
+func (b *Backend) RTT() *EWMA { return &b.rtt }
+
+// ObserveRTT folds one handshake time into the backend's estimate.
+func (b *Backend) ObserveRTT(d time.Duration) { b.rtt.Observe(d) }

@@ -1,0 +1,158 @@
+package balance
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/l4lb/l4lb/l4"
+)
+
+// Member is one eligible backend of a snapshot with its effective weight.
+type Member struct {
+	Backend *l4.Backend
+	Weight  uint32 // > 0
+}
+
+// Algorithm names a balancing rule.
+type Algorithm uint8
+
+// Algorithms, as named in the config file.
+const (
+	RoundRobin Algorithm = iota
+	LeastConn
+	P2C
+	LeastTime
+	SourceHash
+	Maglev
+	Random
+)
+
+var algorithmNames = [...]string{
+	RoundRobin: "round_robin",
+	LeastConn:  "least_conn",
+	P2C:        "p2c",
+	LeastTime:  "least_time",
+	SourceHash: "source_hash",
+	Maglev:     "maglev",
+	Random:     "random",
+}
+
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("algorithm(%d)", uint8(a))
+}
+
+// ParseAlgorithm maps a config name to an Algorithm.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for i, n := range algorithmNames {
+		if n == s {
+			return Algorithm(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown algorithm %q", s)
+}
+
+// HashKey says which parts of a flow the hashing algorithms hash.
+type HashKey uint8
+
+// Hash keys, as named in the config file.
+const (
+	HashSrcIP     HashKey = iota // client address only: a reconnecting client keeps its backend
+	HashSrcIPPort                // client address and port
+	HashFiveTuple                // protocol, both addresses, both ports
+)
+
+var hashKeyNames = [...]string{
+	HashSrcIP:     "src_ip",
+	HashSrcIPPort: "src_ip_port",
+	HashFiveTuple: "5tuple",
+}
+
+func (k HashKey) String() string {
+	if int(k) < len(hashKeyNames) {
+		return hashKeyNames[k]
+	}
+	return fmt.Sprintf("hashkey(%d)", uint8(k))
+}
+
+// ParseHashKey maps a config name to a HashKey.
+func ParseHashKey(s string) (HashKey, error) {
+	for i, n := range hashKeyNames {
+		if n == s {
+			return HashKey(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown hash_key %q", s)
+}
+
+// DefaultMaglevSize is the Maglev lookup table size (a prime).
+const DefaultMaglevSize = 65537
+
+// Options select and tune an algorithm. The zero value is round robin.
+type Options struct {
+	Algorithm Algorithm
+	// HashKey applies to SourceHash and Maglev.
+	HashKey HashKey
+	// MaglevSize is the Maglev table size; 0 means DefaultMaglevSize. Must be prime.
+	MaglevSize uint32
+	// BalanceFactor bounds the load of the hashing algorithms, in percent of
+	// the mean live flows (125 = 1.25x); 0 turns bounding off.
+	BalanceFactor uint32
+	// LeastTimeDefault is the RTT assumed for a backend with no sample yet.
+	LeastTimeDefault time.Duration
+}
+
+// ErrNoBackend is what callers report when Pick finds no eligible backend.
+var ErrNoBackend = errors.New("no eligible backend")
+
+// MaxTries bounds how many backends one flow may try (first pick plus retries).
+const MaxTries = 16
+
+// Tried is the small set of backends a flow has already tried and that a
+// retry must skip. The zero value is empty; it lives on the caller's stack.
+type Tried struct {
+	n int
+	b [MaxTries]*l4.Backend
+}
+
+// Add records b. Beyond MaxTries entries it is ignored.
+func (t *Tried) Add(b *l4.Backend) {
+	if t.n < MaxTries {
+		t.b[t.n] = b
+		t.n++
+	}
+}
+
+// Has reports whether b was tried. A nil Tried has nothing.
+func (t *Tried) Has(b *l4.Backend) bool {
+	if t == nil {
+		return false
+	}
+	for i := 0; i < t.n; i++ {
+		if t.b[i] == b {
+			return true
+		}
+	}
+	return false
+}
+
+// Len returns how many backends were recorded.
+func (t *Tried) Len() int {
+	if t == nil {
+		return 0
+	}
+	return t.n
+}
+
+// Picker chooses a backend for a new flow. Implementations are immutable and
+// safe for concurrent use.
+type Picker interface {
+	// Pick returns a backend for f that is not in tried (which may be nil)
+	// and counts one live flow on it (Backend.Acquire): the caller must
+	// Release it when the flow ends or its connect fails. It returns nil
+	// when every member was tried or there are none.
+	Pick(f *l4.Flow, tried *Tried) *l4.Backend
+}

@@ -1,0 +1,70 @@
+// Package snapshot holds a VIP's immutable balancing snapshot (the eligible
+// backends, their weights and the algorithm's prebuilt tables) and the
+// atomic store that hot paths read it from.
+//
+// One writer builds a new Snapshot and stores it; readers Load it once per
+// new flow and never see it change. A published Snapshot is never mutated.
+package snapshot
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/balance"
+)
+
+// Snapshot is what a new flow of one VIP picks from.
+type Snapshot struct {
+	// Members are the eligible backends, sorted by ID.
+	Members []balance.Member
+	Options balance.Options
+	picker  balance.Picker
+}
+
+// Build makes a snapshot over members (copied and sorted by backend ID, so
+// that hash tables depend on identities, never on config order).
+func Build(opts balance.Options, members []balance.Member) (*Snapshot, error) {
+	ms := slices.Clone(members)
+	slices.SortFunc(ms, func(a, b balance.Member) int { return cmp.Compare(a.Backend.ID, b.Backend.ID) })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].Backend.ID == ms[i-1].Backend.ID {
+			return nil, fmt.Errorf("backend %q listed twice", ms[i].Backend.ID)
+		}
+	}
+	p, err := balance.New(opts, ms)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Members: ms, Options: opts, picker: p}, nil
+}
+
+// Pick chooses a backend for f, skipping tried, and counts a live flow on it
+// (see balance.Picker). It returns nil when no eligible backend is left.
+func (s *Snapshot) Pick(f *l4.Flow, tried *balance.Tried) *l4.Backend {
+	if s == nil || s.picker == nil {
+		return nil
+	}
+	return s.picker.Pick(f, tried)
+}
+
+// Len returns the number of eligible backends.
+func (s *Snapshot) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.Members)
+}
+
+// Store publishes snapshots to readers. The zero value holds nil (no backend).
+type Store struct {
+	p atomic.Pointer[Snapshot]
+}
+
+// Load returns the current snapshot (nil before the first Store).
+func (s *Store) Load() *Snapshot { return s.p.Load() }
+
+// Store publishes snap.
+func (s *Store) Store(snap *Snapshot) { s.p.Store(snap) }
