@@ -107,7 +107,7 @@ func Veth(t testing.TB, a *Netns, aIf, aAddr string, b *Netns, bIf, bAddr string
 	t.Helper()
 	MustRun(t, "ip", "link", "add", aIf, "netns", a.Name, "type", "veth", "peer", "name", bIf, "netns", b.Name)
 	for _, e := range []struct {
-		ns         *Netns
+		ns        *Netns
 		dev, addr string
 	}{{a, aIf, aAddr}, {b, bIf, bAddr}} {
 		if e.addr != "" {
