@@ -24,17 +24,28 @@ type Config struct {
 	XDP *XDP
 }
 
+// VIP returns the VIP called name, or nil.
+func (c *Config) VIP(name string) *VIP {
+	for i := range c.VIPs {
+		if c.VIPs[i].Name == name {
+			return &c.VIPs[i]
+		}
+	}
+	return nil
+}
+
 // Global holds process-wide settings ([global]).
 type Global struct {
 	LogLevel  string // debug | info | warn | error; default info
 	LogFormat string // console | json; default console
-	// AdminSocket is the Unix socket of the admin/status API; default
-	// /run/l4lb/admin.sock; "" after validation never happens (use "off" to disable: then "").
+	// AdminSocket is the Unix socket of the admin/status API: an absolute
+	// path, default /run/l4lb/admin.sock. The file value "off" disables the
+	// API and reads here as "".
 	AdminSocket string
 	// MetricsListen is host:port for Prometheus metrics; "" = off (default).
 	MetricsListen string
 	// DrainTimeout bounds how long shutdown and removed VIPs wait for
-	// connections to finish; default 30s.
+	// connections to finish; default 30s; range 0..1h.
 	DrainTimeout time.Duration
 	// PipeSize is the size in bytes of each splice pipe; default 1 MiB;
 	// range 4096..16 MiB, rounded up to a power of two by the kernel.
@@ -42,35 +53,41 @@ type Global struct {
 }
 
 // VIP is one virtual service ([[vip]]).
+//
+// Keys that do not apply to a VIP (udp keys on a tcp VIP, least_time keys
+// with another algorithm...) are an error when the VIP sets them itself and
+// are ignored when they come from [defaults]; their fields then hold the
+// default and mean nothing.
 type VIP struct {
-	Name     string
-	Listen   netip.AddrPort
-	Protocol string // tcp | udp
-	Mode     string // proxy | xdp; default proxy
+	Name     string         // 1..64 of [a-zA-Z0-9_.-], unique
+	Listen   netip.AddrPort // IPv4-mapped IPv6 is stored as IPv4; port != 0
+	Protocol string         // tcp | udp; default tcp
+	Mode     string         // proxy | xdp; default proxy
 
 	// Balancing.
-	Algorithm         string        // round_robin | least_conn | p2c | least_time | source_hash | maglev | random; default round_robin
+	Algorithm         string        // round_robin | least_conn | p2c | least_time | source_hash | maglev | random; default round_robin (proxy), maglev (xdp, the only one it supports)
 	HashKey           string        // src_ip | src_ip_port | 5tuple; default src_ip (proxy), 5tuple (xdp)
-	HashBalanceFactor int           // percent, 0 = off, else >= 100; default 0
-	MaglevTableSize   int           // prime, default 65537
-	LeastTimeDefault  time.Duration // RTT assumed before the first sample; default 1ms
+	HashBalanceFactor int           // percent, 0 = off, else 100..1000; default 0; proxy mode only
+	MaglevTableSize   int           // prime in 1009..1000003 and >= 100 x backends; default 65537
+	LeastTimeDefault  time.Duration // RTT assumed before the first sample; default 1ms; 1us..10s
 	LeastTimeAlpha    float64       // EWMA weight of a new sample, (0,1]; default 0.3
 	LeastTimeMetric   string        // connect | first_byte; default connect
 
-	// TCP proxy behaviour.
-	ConnectTimeout time.Duration // default 2s
+	// TCP proxy behaviour (protocol tcp, mode proxy).
+	ConnectTimeout time.Duration // default 2s; 1ms..5m
 	Retries        int           // extra backends tried after a failed connect; 0..15; default 2
-	IdleTimeout    time.Duration // no bytes either way for this long closes the connection; default 1h
-	KeepAlive      time.Duration // TCP keepalive idle time on both sides; default 60s; 0 = off
-	MaxConns       int           // 0 = unlimited; at the limit the VIP stops accepting (clients wait in the listen backlog)
-	ProxyProtocol  string        // off | v1 | v2; default off
-	// AffinityTimeout > 0 keeps a client address on its last backend for this long.
+	IdleTimeout    time.Duration // no bytes either way for this long closes the connection; default 1h; 1s..168h
+	KeepAlive      time.Duration // TCP keepalive idle time on both sides; default 60s; 0 = off, else 1s..2h
+	MaxConns       int           // 0 = unlimited (default), up to 10M; at the limit the VIP stops accepting (clients wait in the listen backlog); proxy mode, tcp or udp
+	ProxyProtocol  string        // off | v1 | v2; default off; always off for other VIPs
+	// AffinityTimeout > 0 keeps a client address on its last backend for
+	// this long; default 0; up to 24h.
 	AffinityTimeout time.Duration
 
 	// UDP.
-	SessionTimeout time.Duration // default 30s
-	MaxSessions    int           // default 65536
-	UDPResponses   int           // close a session after this many replies; 0 = unlimited
+	SessionTimeout time.Duration // default 30s; 1s..1h
+	MaxSessions    int           // default 65536; 1..16Mi
+	UDPResponses   int           // close a session after this many replies; 0 = unlimited (default), up to 65535; proxy mode only
 
 	// XDP.
 	Forward string // ipip | l2 (xdp mode only); default ipip
@@ -83,47 +100,56 @@ type VIP struct {
 }
 
 // Health is a VIP's health check ([vip.health], defaults from [defaults.health]).
+//
+// The keys of one check type (send/expect, http, database) are zero for
+// other types. Send and its hex form are one setting, as are the three
+// expect keys: a VIP that sets one replaces all of them from [defaults].
 type Health struct {
 	Type     string        // none | tcp | send_expect | postgres | mysql | redis | http; default tcp
-	Interval time.Duration // default 2s
-	Timeout  time.Duration // default 1s; must be <= interval
-	Rise     int           // default 2
-	Fall     int           // default 3
-	Port     int           // 0 = the backend's own port
+	Interval time.Duration // default 2s; 100ms..1h
+	Timeout  time.Duration // default 1s; 1ms..1h and <= interval
+	Rise     int           // default 2; 1..100
+	Fall     int           // default 3; 1..100
+	Port     int           // 0 = the backend's own port (default); 0..65535
 	// Passive marks: a connect failure seen by the proxy counts toward Fall.
 	// MaxFails failures within FailTimeout mark the backend down (nginx
-	// semantics); 0 disables passive marks. Defaults 1 and 10s.
+	// semantics); 0 disables passive marks. Defaults 1 (0..100) and 10s
+	// (1s..1h).
 	MaxFails    int
 	FailTimeout time.Duration
-	SlowStart   time.Duration // ramp the weight over this after recovery; 0 = off
+	SlowStart   time.Duration // ramp the weight over this after recovery; 0 = off (default); up to 1h
 	OnDown      string        // keep | reset; default keep
 
-	// send_expect
-	Send        []byte // from send (string) or send_hex
+	// send_expect: at least one of Send, Expect, ExpectRegex; each at most 4096 bytes.
+	Send        []byte // from send (string) or send_hex (hex, spaces allowed); not both
 	Expect      []byte // prefix the reply must start with (expect / expect_hex)
-	ExpectRegex string // alternatively, a regular expression the reply must match
+	ExpectRegex string // alternatively (RE2 syntax), a regular expression the reply must match
 
 	// http
-	Path   string // default "/"
-	Host   string // Host header; default the backend address
-	Status int    // default 200
+	Path   string // default "/"; starts with /, no spaces or control characters
+	Host   string // Host header; "" (default) = the backend address
+	Status int    // default 200, or 101 with WebSocket; 100..599
 	// WebSocket sends an Upgrade: websocket request (expect Status 101).
 	WebSocket bool
 
-	// postgres / mysql / redis
+	// postgres / mysql / redis (Database: postgres and mysql); no NUL bytes
 	User     string
 	Password string
 	Database string
-	Role     string // any | primary | replica; default any (postgres and mysql only)
+	Role     string // any | primary | replica; default any (postgres and mysql only; other than any needs User)
 }
 
 // Backend is one backend of a VIP ([[vip.backend]]).
 type Backend struct {
 	// Name is optional; the backend's identity is Name or, when empty, Address.
+	// Names follow the VIP name rule; identities and addresses are unique
+	// within a VIP.
 	Name    string
-	Address netip.AddrPort
-	Weight  int // 0..1000, default 100; 0 = no new flows (drain)
-	Line    int
+	Address netip.AddrPort // IPv4-mapped IPv6 is stored as IPv4; not unspecified; in xdp mode its port is the VIP's
+	Weight  int            // 0..1000, default 100; 0 = no new flows (drain)
+	// Line is where the backend is defined in the file ([[vip.backend]]
+	// header or inline table); 0 if unknown.
+	Line int
 }
 
 // ID returns the backend's stable identity: its name or its address.
@@ -136,7 +162,7 @@ func (b Backend) ID() string {
 
 // XDP holds fast-path settings ([xdp]).
 type XDP struct {
-	Interface string
+	Interface string // required; a Linux interface name
 	Attach    string // driver | generic; default driver
-	PinPath   string
+	PinPath   string // absolute path, or "" (default) = maps are not pinned
 }

@@ -51,6 +51,17 @@ type Backend struct {
 
 	flows FlowCounter
 	rtt   EWMA
+
+	// Stats are cumulative counters the data planes keep per backend.
+	Stats BackendStats
+}
+
+// BackendStats are cumulative per-backend counters (never reset on reload).
+type BackendStats struct {
+	Flows        atomic.Uint64 // flows established (connections, UDP sessions)
+	ConnectFails atomic.Uint64 // connects that were refused or timed out
+	BytesIn      atomic.Uint64 // client to backend
+	BytesOut     atomic.Uint64 // backend to client
 }
 
 // NewBackend makes a backend whose flows also count toward vipFlows (which

@@ -1,0 +1,35 @@
+# l4lb: `make demo` shows it working, `make test` runs the whole suite.
+GO      ?= go
+BIN     := bin
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# Keep the whole suite well under CI's budget.
+TEST_TIMEOUT ?= 14m
+
+.PHONY: all build test generate generate-check demo bench lint clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/l4lb ./cmd/l4lb
+	$(GO) build -o $(BIN)/testserver ./scripts/testserver
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
+	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+test: build lint
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+generate:
+	$(GO) generate ./...
+
+demo: build
+	scripts/demo.sh
+
+bench: build
+	scripts/bench.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,171 @@
+// `l4lb run`: the daemon, its signals and its reloads.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4/reconcile"
+)
+
+// daemon is one running l4lb process.
+type daemon struct {
+	path  string
+	log   *zap.Logger
+	level zap.AtomicLevel
+	rt    *reconcile.Runtime
+	admin *adminServer
+}
+
+func cmdRun(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "/etc/l4lb/l4lb.toml", "config file")
+	logFormat := fs.String("log-format", "", "console or json (overrides the config file)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	format := cfg.Global.LogFormat
+	if *logFormat != "" {
+		format = *logFormat
+	}
+	log, level, err := newLogger(format, cfg.Global.LogLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "l4lb:", err)
+		return 1
+	}
+	defer log.Sync()
+	d := &daemon{path: *path, log: log, level: level}
+	if err := d.start(cfg); err != nil {
+		log.Error("start failed", zap.Error(err))
+		return 1
+	}
+	return d.loop(cfg)
+}
+
+func (d *daemon) start(cfg *config.Config) error {
+	if n, err := raiseFileLimit(); err != nil {
+		d.log.Warn("cannot raise open file limit", zap.Error(err))
+	} else {
+		d.log.Info("open file limit", zap.Uint64("nofile", n))
+	}
+	d.rt = reconcile.New(d.log.Named("runtime"), cfg.Global.PipeSize)
+	if err := d.rt.Apply(cfg); err != nil {
+		return err
+	}
+	if cfg.Global.AdminSocket != "" {
+		a, err := startAdmin(cfg.Global.AdminSocket, d.rt, d.log.Named("admin"))
+		if err != nil {
+			d.rt.Shutdown(context.Background())
+			return err
+		}
+		d.admin = a
+	}
+	d.log.Info("l4lb running", zap.String("version", version), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()))
+	return nil
+}
+
+// loop handles signals until a shutdown completes; it returns the exit code.
+func (d *daemon) loop(cfg *config.Config) int {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			cfg = d.reload(cfg)
+			continue
+		}
+		d.log.Info("shutting down", zap.Stringer("signal", sig), zap.Duration("drain_timeout", cfg.Global.DrainTimeout))
+		d.shutdown(cfg.Global.DrainTimeout, sigs)
+		return 0
+	}
+	return 0
+}
+
+// reload applies the file again; a bad file leaves the running config.
+func (d *daemon) reload(running *config.Config) *config.Config {
+	cfg, err := config.Load(d.path)
+	if err != nil {
+		d.log.Error("reload refused: config invalid, running config kept", zap.Error(err))
+		return running
+	}
+	if err := d.rt.Apply(cfg); err != nil {
+		d.log.Error("reload failed, running config kept", zap.Error(err))
+		return running
+	}
+	if err := setLevel(d.level, cfg.Global.LogLevel); err != nil {
+		d.log.Warn("log level unchanged", zap.Error(err))
+	}
+	for _, w := range restartOnly(running.Global, cfg.Global) {
+		d.log.Warn("setting changed but takes effect only after a restart", zap.String("key", w))
+	}
+	d.log.Info("reload applied", zap.Int("vips", len(cfg.VIPs)))
+	return cfg
+}
+
+func restartOnly(old, cur config.Global) []string {
+	var keys []string
+	if old.AdminSocket != cur.AdminSocket {
+		keys = append(keys, "admin_socket")
+	}
+	if old.PipeSize != cur.PipeSize {
+		keys = append(keys, "pipe_size")
+	}
+	if old.MetricsListen != cur.MetricsListen {
+		keys = append(keys, "metrics_listen")
+	}
+	if old.LogFormat != cur.LogFormat {
+		keys = append(keys, "log_format")
+	}
+	return keys
+}
+
+// shutdown drains for up to drain; another SIGTERM/SIGINT cuts it short.
+func (d *daemon) shutdown(drain time.Duration, sigs <-chan os.Signal) {
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	go func() {
+		for sig := range sigs {
+			if sig != syscall.SIGHUP {
+				d.log.Warn("second signal: resetting remaining connections", zap.Stringer("signal", sig))
+				cancel()
+				return
+			}
+			d.log.Info("reload ignored during shutdown")
+		}
+	}()
+	start := time.Now()
+	d.rt.Shutdown(ctx)
+	if d.admin != nil {
+		d.admin.close()
+	}
+	d.log.Info("stopped", zap.Duration("drained_for", time.Since(start)))
+}
+
+// raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit: every
+// proxied connection needs two descriptors.
+func raiseFileLimit() (uint64, error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	lim.Cur = lim.Max
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	return lim.Cur, nil
+}

@@ -1,0 +1,200 @@
+// A VIP's health check: [vip.health] over [defaults.health] over built-ins.
+package config
+
+import (
+	"encoding/hex"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// maxPayload bounds send, expect and expect_regex, in bytes.
+const maxPayload = 4096
+
+// buildHealth resolves and checks one VIP's health table.
+func buildHealth(l *layer, o, d *rawHealth) Health {
+	h := Health{
+		Type: l.oneOf("type", o.Type, d.Type, "tcp",
+			"none", "tcp", "send_expect", "postgres", "mysql", "redis", "http"),
+		Interval:    l.duration("interval", o.Interval, d.Interval, 2*time.Second, span(100*time.Millisecond, time.Hour)),
+		Timeout:     l.duration("timeout", o.Timeout, d.Timeout, time.Second, span(time.Millisecond, time.Hour)),
+		Rise:        l.integer("rise", o.Rise, d.Rise, 2, span[int64](1, 100)),
+		Fall:        l.integer("fall", o.Fall, d.Fall, 3, span[int64](1, 100)),
+		Port:        l.integer("port", o.Port, d.Port, 0, span[int64](0, 65535)),
+		MaxFails:    l.integer("max_fails", o.MaxFails, d.MaxFails, 1, span[int64](0, 100)),
+		FailTimeout: l.duration("fail_timeout", o.FailTimeout, d.FailTimeout, 10*time.Second, span(time.Second, time.Hour)),
+		SlowStart:   l.duration("slow_start", o.SlowStart, d.SlowStart, 0, span(0, time.Hour)),
+		OnDown:      l.oneOf("on_down", o.OnDown, d.OnDown, "keep", "keep", "reset"),
+	}
+	if h.Timeout > h.Interval {
+		key := "timeout" // report at the one the VIP itself sets, if only one
+		if !l.ownSet("timeout") && (l.ownSet("interval") || !l.has("timeout")) {
+			key = "interval"
+		}
+		l.problem(key, "timeout %s must not exceed interval %s", fmtDuration(h.Timeout), fmtDuration(h.Interval))
+	}
+	healthPayload(l, o, d, &h)
+	healthHTTP(l, o, d, &h)
+	healthDB(l, o, d, &h)
+	checkHealthScopes(l, &h)
+	return h
+}
+
+// groupOf returns the tables to take a group of keys from: the VIP's own
+// when it sets any key of the group, else [defaults]. So a VIP's send_hex
+// replaces a default send instead of clashing with it.
+func groupOf(o, d *rawHealth, ownSetsAny bool) (own, def *rawHealth) {
+	if ownSetsAny {
+		return o, &rawHealth{}
+	}
+	return &rawHealth{}, d
+}
+
+// healthPayload resolves send/send_hex and expect/expect_hex/expect_regex.
+func healthPayload(l *layer, o, d *rawHealth, h *Health) {
+	so, sd := groupOf(o, d, o.Send.set || o.SendHex.set)
+	h.Send = l.payload("send", so.Send, sd.Send, "send_hex", so.SendHex, sd.SendHex)
+	eo, ed := groupOf(o, d, o.Expect.set || o.ExpectHex.set || o.ExpectRegex.set)
+	h.Expect = l.payload("expect", eo.Expect, ed.Expect, "expect_hex", eo.ExpectHex, ed.ExpectHex)
+	h.ExpectRegex = l.str("expect_regex", eo.ExpectRegex, ed.ExpectRegex, "")
+	if l.has("expect_regex") && (l.has("expect") || l.has("expect_hex")) {
+		l.problem("expect_regex", "expect, expect_hex and expect_regex are mutually exclusive")
+	}
+	if len(h.ExpectRegex) > maxPayload {
+		l.problem("expect_regex", "%d bytes is more than %d", len(h.ExpectRegex), maxPayload)
+		h.ExpectRegex = ""
+	} else if _, err := regexp.Compile(h.ExpectRegex); err != nil {
+		l.problem("expect_regex", "%v", err)
+		h.ExpectRegex = ""
+	}
+	if h.Type == "send_expect" && !l.has("send") && !l.has("send_hex") && len(h.Expect) == 0 && h.ExpectRegex == "" {
+		l.problem("type", "send_expect needs send or send_hex, or expect, expect_hex or expect_regex")
+	}
+}
+
+// payload resolves a pair of keys giving the same bytes as text or as hex
+// (spaces allowed: "00 00 00 08").
+func (l *layer) payload(key string, own, def opt[string], hexKey string, hexOwn, hexDef opt[string]) []byte {
+	text := l.str(key, own, def, "")
+	hx := l.str(hexKey, hexOwn, hexDef, "")
+	var b []byte
+	switch {
+	case l.has(key) && l.has(hexKey):
+		l.problem(hexKey, "%s and %s are mutually exclusive", key, hexKey)
+		return nil
+	case l.ok(hexKey):
+		var err error
+		if b, err = hex.DecodeString(strings.Join(strings.Fields(hx), "")); err != nil {
+			l.problem(hexKey, "%q is not hex bytes", hx)
+			return nil
+		}
+	case l.ok(key):
+		b = []byte(text)
+	}
+	if len(b) > maxPayload {
+		l.problem(l.pickKey(key, hexKey), "%d bytes is more than %d", len(b), maxPayload)
+		return nil
+	}
+	return b
+}
+
+// pickKey returns whichever of the two keys is set.
+func (l *layer) pickKey(a, b string) string {
+	if l.has(a) {
+		return a
+	}
+	return b
+}
+
+// healthHTTP resolves the http check keys.
+func healthHTTP(l *layer, o, d *rawHealth, h *Health) {
+	h.Path = l.str("path", o.Path, d.Path, "/")
+	if !strings.HasPrefix(h.Path, "/") || !isToken(h.Path) {
+		l.problem("path", "%q must start with / and hold no spaces or control characters", h.Path)
+	}
+	h.Host = l.str("host", o.Host, d.Host, "")
+	if !isToken(h.Host) {
+		l.problem("host", "%q must hold no spaces or control characters", h.Host)
+	}
+	h.WebSocket = l.boolean("websocket", o.WebSocket, d.WebSocket, false)
+	status := 200
+	if h.WebSocket {
+		status = 101 // Switching Protocols
+	}
+	h.Status = l.integer("status", o.Status, d.Status, status, span[int64](100, 599))
+}
+
+// isToken reports whether s is printable ASCII without spaces.
+func isToken(s string) bool {
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// healthDB resolves the postgres, mysql and redis check keys.
+func healthDB(l *layer, o, d *rawHealth, h *Health) {
+	h.User = l.str("user", o.User, d.User, "")
+	h.Password = l.str("password", o.Password, d.Password, "")
+	h.Database = l.str("database", o.Database, d.Database, "")
+	l.noNUL("user", h.User)
+	l.noNUL("password", h.Password)
+	l.noNUL("database", h.Database)
+	h.Role = l.oneOf("role", o.Role, d.Role, "any", "any", "primary", "replica")
+	if h.Role != "any" && h.User == "" && (h.Type == "postgres" || h.Type == "mysql") {
+		l.problem("role", "role %s needs a user to log in and ask the server", h.Role)
+	}
+}
+
+// noNUL reports a NUL byte in v: the database protocols send C strings.
+func (l *layer) noNUL(key, v string) {
+	if strings.IndexByte(v, 0) >= 0 {
+		l.problem(key, "must not contain a NUL byte")
+	}
+}
+
+// healthScopes lists the keys that apply only to some check types.
+var healthScopes = []struct {
+	key   string
+	types []string
+}{
+	{"send", []string{"send_expect"}},
+	{"send_hex", []string{"send_expect"}},
+	{"expect", []string{"send_expect"}},
+	{"expect_hex", []string{"send_expect"}},
+	{"expect_regex", []string{"send_expect"}},
+	{"path", []string{"http"}},
+	{"host", []string{"http"}},
+	{"status", []string{"http"}},
+	{"websocket", []string{"http"}},
+	{"user", []string{"postgres", "mysql", "redis"}},
+	{"password", []string{"postgres", "mysql", "redis"}},
+	{"database", []string{"postgres", "mysql"}},
+	{"role", []string{"postgres", "mysql"}},
+}
+
+// checkHealthScopes reports keys the VIP sets for a check type they do not
+// apply to, then clears whatever does not apply (such as an http path
+// inherited from [defaults.health] by a tcp check).
+func checkHealthScopes(l *layer, h *Health) {
+	for _, s := range healthScopes {
+		if l.ownSet(s.key) && !slices.Contains(s.types, h.Type) {
+			l.problem(s.key, "applies only to health type %s, not %s", strings.Join(s.types, " or "), h.Type)
+		}
+	}
+	if h.Type != "send_expect" {
+		h.Send, h.Expect, h.ExpectRegex = nil, nil, ""
+	}
+	if h.Type != "http" {
+		h.Path, h.Host, h.Status, h.WebSocket = "", "", 0, false
+	}
+	if h.Type != "postgres" && h.Type != "mysql" && h.Type != "redis" {
+		h.User, h.Password = "", ""
+	}
+	if h.Type != "postgres" && h.Type != "mysql" {
+		h.Database, h.Role = "", ""
+	}
+}

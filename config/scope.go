@@ -1,0 +1,87 @@
+// Checks that span several keys of a VIP: which keys apply, Maglev, XDP.
+package config
+
+import "fmt"
+
+// vipScope says which VIPs a key applies to.
+type vipScope struct {
+	key     string
+	applies func(v *VIP) bool
+	msg     string
+}
+
+// vipScopes lists the keys that only apply to some VIPs. A VIP that sets
+// one itself where it does not apply is an error; a value from [defaults]
+// is ignored there, so one [defaults] table can serve tcp and udp VIPs.
+var vipScopes = []vipScope{
+	{"hash_key", isHashing, "applies only to algorithm source_hash or maglev"},
+	{"hash_balance_factor", func(v *VIP) bool { return isHashing(v) && v.Mode == modeProxy }, "applies only to algorithm source_hash or maglev in proxy mode"},
+	{"maglev_table_size", func(v *VIP) bool { return v.Algorithm == "maglev" }, "applies only to algorithm maglev"},
+	{"least_time_default", isLeastTime, "applies only to algorithm least_time"},
+	{"least_time_alpha", isLeastTime, "applies only to algorithm least_time"},
+	{"least_time_metric", isLeastTime, "applies only to algorithm least_time"},
+	{"connect_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"retries", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"idle_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"keepalive", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
+	{"max_conns", func(v *VIP) bool { return v.Mode == modeProxy }, "applies only to proxy mode"},
+	{"session_timeout", func(v *VIP) bool { return v.Protocol == protoUDP }, "applies only to udp VIPs"},
+	{"max_sessions", func(v *VIP) bool { return v.Protocol == protoUDP }, "applies only to udp VIPs"},
+	{"udp_responses", func(v *VIP) bool { return v.Protocol == protoUDP && v.Mode == modeProxy }, "applies only to udp VIPs in proxy mode (in xdp mode replies bypass l4lb)"},
+	{"forward", func(v *VIP) bool { return v.Mode == modeXDP }, "applies only to mode xdp"},
+}
+
+func isHashing(v *VIP) bool   { return v.Algorithm == "source_hash" || v.Algorithm == "maglev" }
+func isLeastTime(v *VIP) bool { return v.Algorithm == "least_time" }
+func isTCPProxy(v *VIP) bool  { return v.Protocol == protoTCP && v.Mode == modeProxy }
+
+// checkScopes reports keys the VIP sets where they do not apply, and turns
+// off a PROXY protocol header inherited by a VIP that cannot send one.
+func checkScopes(l *layer, v *VIP) {
+	for _, s := range vipScopes {
+		if l.ownSet(s.key) && !s.applies(v) {
+			l.problem(s.key, "%s", s.msg)
+		}
+	}
+	if !isTCPProxy(v) {
+		v.ProxyProtocol = "off"
+	}
+}
+
+// checkMaglev asks for a table of at least 100 slots per backend: below
+// that Maglev's shares drift more than about 1% from the weights.
+func checkMaglev(l *layer, v *VIP) {
+	if v.Algorithm != "maglev" || v.MaglevTableSize >= 100*len(v.Backends) {
+		return
+	}
+	l.problem("maglev_table_size", "%d is too small for %d backends (use a prime >= %d)",
+		v.MaglevTableSize, len(v.Backends), 100*len(v.Backends))
+}
+
+// checkXDPVIP checks what the XDP fast path needs: an [xdp] table, Maglev,
+// a concrete listen address and backends on the VIP's port (packets are
+// forwarded unchanged, so the backend port cannot differ).
+func checkXDPVIP(l *layer, v *VIP, hasXDP bool) {
+	if !hasXDP {
+		l.problem("mode", "mode xdp needs an [xdp] table with an interface")
+	}
+	if v.Algorithm != "maglev" {
+		l.problem("algorithm", "mode xdp balances with maglev only, not %s", v.Algorithm)
+	}
+	if v.Listen.IsValid() && v.Listen.Addr().IsUnspecified() {
+		l.problem("listen", "mode xdp needs a concrete address, not %s", v.Listen.Addr())
+	}
+	for j, b := range v.Backends {
+		if b.Address.IsValid() && v.Listen.IsValid() && b.Address.Port() != v.Listen.Port() {
+			l.p.add(l.vip, l.backendKey(j, "address"), "port %d must equal the listen port %d in mode xdp (packets are forwarded unchanged)",
+				b.Address.Port(), v.Listen.Port())
+		}
+	}
+}
+
+// backendKey is the path of a key of the VIP's j-th backend.
+func (l *layer) backendKey(j int, key string) string {
+	return fmt.Sprintf("%s.backend[%d].%s", l.own, j, key)
+}

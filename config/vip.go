@@ -1,0 +1,212 @@
+// A [[vip]] table: identity, balancing and proxy settings, backends.
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Modes and protocols.
+const (
+	modeProxy = "proxy"
+	modeXDP   = "xdp"
+	protoTCP  = "tcp"
+	protoUDP  = "udp"
+)
+
+// buildVIP resolves and checks vip[i]. hasXDP says whether the file has an
+// [xdp] table.
+func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
+	own := fmt.Sprintf("vip[%d]", i)
+	l := newLayer(p, rv.Name.val, own, "defaults")
+	v := VIP{Line: p.lines.line(own)}
+	vipIdentity(l, rv, &v)
+	vipBalancing(l, &rv.rawTuning, def, &v)
+	vipTraffic(l, &rv.rawTuning, def, &v)
+	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health)
+	v.Backends = buildBackends(l, rv.Backends)
+	checkScopes(l, &v)
+	checkMaglev(l, &v)
+	if v.Mode == modeXDP {
+		checkXDPVIP(l, &v, hasXDP)
+	}
+	return v
+}
+
+// vipIdentity resolves name, listen and protocol, which [defaults] cannot set.
+func vipIdentity(l *layer, rv *rawVIP, v *VIP) {
+	var none opt[string]
+	v.Name = l.str("name", rv.Name, none, "")
+	switch {
+	case !l.has("name"):
+		l.problem("name", "is required")
+	case l.ok("name") && !validName(v.Name):
+		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", v.Name)
+	}
+	v.Protocol = l.oneOf("protocol", rv.Protocol, none, protoTCP, protoTCP, protoUDP)
+	v.Listen = l.addrPort("listen", rv.Listen)
+}
+
+// addrPort resolves a required ip:port key of the table itself.
+func (l *layer) addrPort(key string, own opt[string]) netip.AddrPort {
+	s := l.str(key, own, opt[string]{}, "")
+	if !l.has(key) {
+		l.problem(key, "is required (ip:port)")
+	}
+	if !l.ok(key) {
+		return netip.AddrPort{}
+	}
+	ap, err := parseAddrPort(s)
+	if err != nil {
+		l.problem(key, "%v", err)
+	}
+	return ap
+}
+
+// vipBalancing resolves mode and the balancing keys.
+func vipBalancing(l *layer, o, d *rawTuning, v *VIP) {
+	v.Mode = l.oneOf("mode", o.Mode, d.Mode, modeProxy, modeProxy, modeXDP)
+	algorithm, hashKey := "round_robin", "src_ip"
+	if v.Mode == modeXDP {
+		algorithm, hashKey = "maglev", "5tuple"
+	}
+	v.Algorithm = l.oneOf("algorithm", o.Algorithm, d.Algorithm, algorithm,
+		"round_robin", "least_conn", "p2c", "least_time", "source_hash", "maglev", "random")
+	v.HashKey = l.oneOf("hash_key", o.HashKey, d.HashKey, hashKey, "src_ip", "src_ip_port", "5tuple")
+	v.HashBalanceFactor = l.integer("hash_balance_factor", o.HashBalanceFactor, d.HashBalanceFactor, 0, orOff[int64](100, 1000))
+	v.MaglevTableSize = l.integer("maglev_table_size", o.MaglevTableSize, d.MaglevTableSize, 65537, span[int64](1009, 1000003))
+	if !isPrime(v.MaglevTableSize) {
+		l.problem("maglev_table_size", "%d is not a prime (try 1009, 10007, 65537, 655373 or 1000003)", v.MaglevTableSize)
+		v.MaglevTableSize = 65537
+	}
+	v.LeastTimeDefault = l.duration("least_time_default", o.LeastTimeDefault, d.LeastTimeDefault, time.Millisecond, span(time.Microsecond, 10*time.Second))
+	v.LeastTimeAlpha = l.float("least_time_alpha", o.LeastTimeAlpha, d.LeastTimeAlpha, 0.3)
+	if !(v.LeastTimeAlpha > 0 && v.LeastTimeAlpha <= 1) {
+		l.problem("least_time_alpha", "%v is out of range (0, 1]", v.LeastTimeAlpha)
+		v.LeastTimeAlpha = 0.3
+	}
+	v.LeastTimeMetric = l.oneOf("least_time_metric", o.LeastTimeMetric, d.LeastTimeMetric, "connect", "connect", "first_byte")
+}
+
+// vipTraffic resolves the TCP proxy, UDP and XDP forwarding keys.
+func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
+	v.ConnectTimeout = l.duration("connect_timeout", o.ConnectTimeout, d.ConnectTimeout, 2*time.Second, span(time.Millisecond, 5*time.Minute))
+	v.Retries = l.integer("retries", o.Retries, d.Retries, 2, span[int64](0, 15))
+	v.IdleTimeout = l.duration("idle_timeout", o.IdleTimeout, d.IdleTimeout, time.Hour, span(time.Second, 7*24*time.Hour))
+	v.KeepAlive = l.duration("keepalive", o.KeepAlive, d.KeepAlive, time.Minute, orOff(time.Second, 2*time.Hour))
+	v.MaxConns = l.integer("max_conns", o.MaxConns, d.MaxConns, 0, span[int64](0, 10_000_000))
+	v.ProxyProtocol = l.oneOf("proxy_protocol", o.ProxyProtocol, d.ProxyProtocol, "off", "off", "v1", "v2")
+	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))
+	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
+	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
+	v.UDPResponses = l.integer("udp_responses", o.UDPResponses, d.UDPResponses, 0, span[int64](0, 65535))
+	v.Forward = l.oneOf("forward", o.Forward, d.Forward, "ipip", "ipip", "l2")
+}
+
+// buildBackends resolves and checks the backends of the VIP of l.
+func buildBackends(l *layer, raws []rawBackend) []Backend {
+	if len(raws) == 0 {
+		l.problem("backend", "at least one [[vip.backend]] is required")
+		return nil
+	}
+	out := make([]Backend, 0, len(raws))
+	seen := backendsSeen{id: map[string]string{}, addr: map[netip.AddrPort]string{}}
+	for j := range raws {
+		own := fmt.Sprintf("%s.backend[%d]", l.own, j)
+		b := buildBackend(newLayer(l.p, l.vip, own, ""), &raws[j])
+		seen.check(l, own, b)
+		out = append(out, b)
+	}
+	return out
+}
+
+// backendsSeen finds backends of a VIP that repeat an identity or an address.
+type backendsSeen struct {
+	id   map[string]string         // identity -> path of the first backend with it
+	addr map[netip.AddrPort]string // address -> path of the first backend with it
+}
+
+// check reports b, at own, if an earlier backend has its identity or address.
+func (s backendsSeen) check(l *layer, own string, b Backend) {
+	if b.Name == "" && !b.Address.IsValid() {
+		return // no identity; its address problem is reported
+	}
+	if prev, dup := s.id[b.ID()]; dup {
+		key := own + ".name"
+		if b.Name == "" {
+			key = own + ".address"
+		}
+		l.p.add(l.vip, key, "backend %q is defined twice (first as %s)", b.ID(), prev)
+		return
+	}
+	s.id[b.ID()] = own
+	if !b.Address.IsValid() {
+		return
+	}
+	if prev, dup := s.addr[b.Address]; dup {
+		l.p.add(l.vip, own+".address", "%s is already the address of %s", b.Address, prev)
+		return
+	}
+	s.addr[b.Address] = own
+}
+
+// buildBackend resolves one [[vip.backend]] table.
+func buildBackend(l *layer, rb *rawBackend) Backend {
+	var none opt[string]
+	b := Backend{Line: l.p.lines.line(l.own)}
+	b.Name = l.str("name", rb.Name, none, "")
+	if l.ok("name") && !validName(b.Name) {
+		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", b.Name)
+	}
+	b.Weight = l.integer("weight", rb.Weight, opt[int64]{}, 100, span[int64](0, 1000))
+	b.Address = l.addrPort("address", rb.Address)
+	if b.Address.IsValid() && b.Address.Addr().IsUnspecified() {
+		l.problem("address", "%s is not a backend address", b.Address.Addr())
+		b.Address = netip.AddrPort{}
+	}
+	return b
+}
+
+// parseAddrPort parses ip:port or [ipv6]:port with a non-zero port. An
+// IPv4-mapped IPv6 address becomes plain IPv4.
+func parseAddrPort(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	switch {
+	case err != nil:
+		return netip.AddrPort{}, fmt.Errorf("%q is not ip:port (such as 198.18.0.10:5432 or [2001:db8::10]:5432)", s)
+	case ap.Port() == 0:
+		return netip.AddrPort{}, fmt.Errorf("%q: port must not be 0", s)
+	case ap.Addr().Zone() != "":
+		return netip.AddrPort{}, fmt.Errorf("%q: zoned addresses are not supported", s)
+	case ap.Addr().IsMulticast():
+		return netip.AddrPort{}, fmt.Errorf("%q: multicast addresses are not supported", s)
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+}
+
+// validName reports whether s is a valid VIP or backend name.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// isPrime reports whether n is prime (trial division; n is at most ~1e6).
+func isPrime(n int) bool {
+	if n < 2 {
+		return false
+	}
+	for d := 2; d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
+}

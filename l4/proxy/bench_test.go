@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// ioCopyProxy is the plain proxy l4lb must beat: io.Copy per direction
+// between raw *net.TCPConn (splice(2) inside Go's runtime).
+func ioCopyProxy(t testing.TB, backend netip.AddrPort) netip.AddrPort {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				b, err := net.Dial("tcp4", backend.String())
+				if err != nil {
+					c.Close()
+					return
+				}
+				done := make(chan struct{})
+				go func() {
+					io.Copy(c, b)
+					c.(*net.TCPConn).CloseWrite()
+					close(done)
+				}()
+				io.Copy(b, c)
+				b.(*net.TCPConn).CloseWrite()
+				<-done
+				c.Close()
+				b.Close()
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// BenchmarkBulk moves bytes client -> backend through each kind of path on
+// loopback: compare the MB/s of splice with io.Copy and with no proxy.
+func BenchmarkBulk(b *testing.B) {
+	sink := startServer(b, func(c *net.TCPConn) { io.Copy(io.Discard, c) })
+	paths := map[string]func(testing.TB) netip.AddrPort{
+		"direct": func(testing.TB) netip.AddrPort { return sink },
+		"splice": func(t testing.TB) netip.AddrPort { return newService(t, Settings{}, sink).addr },
+		"iocopy": func(t testing.TB) netip.AddrPort { return ioCopyProxy(t, sink) },
+	}
+	for _, name := range []string{"direct", "splice", "iocopy"} {
+		b.Run(name, func(b *testing.B) {
+			addr := paths[name](b)
+			c, err := net.DialTimeout("tcp4", addr.String(), time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			buf := make([]byte, 1<<20)
+			b.SetBytes(int64(len(buf)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := c.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRoundTrip measures a small request/response on a persistent
+// connection through each path.
+func BenchmarkRoundTrip(b *testing.B) {
+	echo := startServer(b, echoHandler)
+	paths := map[string]func(testing.TB) netip.AddrPort{
+		"direct": func(testing.TB) netip.AddrPort { return echo },
+		"splice": func(t testing.TB) netip.AddrPort { return newService(t, Settings{}, echo).addr },
+		"iocopy": func(t testing.TB) netip.AddrPort { return ioCopyProxy(t, echo) },
+	}
+	for _, name := range []string{"direct", "splice", "iocopy"} {
+		b.Run(name, func(b *testing.B) {
+			c, err := net.DialTimeout("tcp4", paths[name](b).String(), time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			msg, got := make([]byte, 100), make([]byte, 100)
+			b.ResetTimer()
+			for range b.N {
+				c.Write(msg)
+				if _, err := io.ReadFull(c, got); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,122 @@
+// Test helpers: real loopback backends and a service in front of them.
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/snapshot"
+)
+
+// startServer runs handler for every connection to a fresh loopback listener.
+func startServer(t testing.TB, handler func(c *net.TCPConn)) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handler(c.(*net.TCPConn))
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+func echoHandler(c *net.TCPConn) { io.Copy(c, c) }
+
+// deadAddr returns a loopback address where nothing listens (refused).
+func deadAddr(t testing.TB) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ln.Addr().(*net.TCPAddr).AddrPort()
+	ln.Close()
+	return a
+}
+
+type testService struct {
+	*TCPService
+	addr     netip.AddrPort
+	backends []*l4.Backend
+	store    *snapshot.Store
+	pipes    *PipePool
+}
+
+func newService(t testing.TB, st Settings, addrs ...netip.AddrPort) *testService {
+	t.Helper()
+	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), keepAliveConfig(st.KeepAlive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testService{store: &snapshot.Store{}, pipes: NewPipePool(0)}
+	ts.setBackends(t, addrs...)
+	ts.TCPService = NewTCPService(TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: ts.pipes, Settings: st})
+	ts.addr = ln.Addr().(*net.TCPAddr).AddrPort()
+	go ts.Serve()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ts.Drain(ctx)
+		for _, b := range ts.backends {
+			if b.LiveFlows() != 0 || b.Underflows() != 0 {
+				t.Errorf("backend %s: %d live flows, %d underflows after drain", b.ID, b.LiveFlows(), b.Underflows())
+			}
+		}
+	})
+	return ts
+}
+
+func (ts *testService) setBackends(t testing.TB, addrs ...netip.AddrPort) {
+	t.Helper()
+	var ms []balance.Member
+	for i, a := range addrs {
+		b := l4.NewBackend(l4.BackendID(fmt.Sprintf("b%d", i)), a, nil)
+		ts.backends = append(ts.backends, b)
+		ms = append(ms, balance.Member{Backend: b, Weight: 1})
+	}
+	snap, err := snapshot.Build(balance.Options{}, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.store.Store(snap)
+}
+
+func (ts *testService) dial(t testing.TB) *net.TCPConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp4", ts.addr.String(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+// waitFor polls cond for up to d.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,65 @@
+// max_conns: the accept loop stops accepting while a VIP is at its limit.
+package proxy
+
+import "sync"
+
+// limiter counts a VIP's connections against max_conns. At the limit the
+// accept loop waits, so new clients queue in the kernel's listen backlog
+// (as with HAProxy's maxconn) instead of being refused; they are accepted
+// as connections end.
+type limiter struct {
+	mu      sync.Mutex
+	max     int // 0 = unlimited
+	n       int
+	stopped bool
+	wake    chan struct{}
+}
+
+func (l *limiter) init() { l.wake = make(chan struct{}, 1) }
+
+// acquire takes a slot, waiting while the VIP is full. It returns false
+// once stop was called.
+func (l *limiter) acquire() bool {
+	for {
+		l.mu.Lock()
+		if l.stopped {
+			l.mu.Unlock()
+			return false
+		}
+		if l.max == 0 || l.n < l.max {
+			l.n++
+			l.mu.Unlock()
+			return true
+		}
+		l.mu.Unlock()
+		<-l.wake
+	}
+}
+
+func (l *limiter) release() {
+	l.mu.Lock()
+	l.n--
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *limiter) setMax(n int) {
+	l.mu.Lock()
+	l.max = max(n, 0)
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *limiter) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *limiter) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}

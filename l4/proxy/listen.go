@@ -1,0 +1,64 @@
+// Listening sockets for VIPs.
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ListenTCP opens a VIP's listening socket. IP_FREEBIND lets it bind before
+// the VIP address is on an interface (keepalived or BGP may add it later).
+func ListenTCP(addr netip.AddrPort, keepAlive net.KeepAliveConfig) (*net.TCPListener, error) {
+	lc := net.ListenConfig{Control: freebind, KeepAliveConfig: keepAlive}
+	if !keepAlive.Enable {
+		lc.KeepAlive = -1
+	}
+	ln, err := lc.Listen(context.Background(), tcpNetwork(addr.Addr()), addr.String())
+	if err != nil {
+		return nil, fmt.Errorf("listen tcp %s: %w", addr, err)
+	}
+	return ln.(*net.TCPListener), nil
+}
+
+// ListenUDP opens a VIP's datagram socket, with IP_FREEBIND.
+func ListenUDP(addr netip.AddrPort) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: freebind}
+	network := "udp4"
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		network = "udp6"
+	}
+	pc, err := lc.ListenPacket(context.Background(), network, addr.String())
+	if err != nil {
+		return nil, fmt.Errorf("listen udp %s: %w", addr, err)
+	}
+	return pc.(*net.UDPConn), nil
+}
+
+func tcpNetwork(a netip.Addr) string {
+	if a.Is6() && !a.Is4In6() {
+		return "tcp6"
+	}
+	return "tcp4"
+}
+
+func freebind(network, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
+		if serr == nil && (network == "tcp6" || network == "udp6") {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("IP_FREEBIND: %w", serr)
+	}
+	return nil
+}

@@ -1,0 +1,312 @@
+// TCP VIP service: accept loop, backend selection with retries, drain.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/snapshot"
+)
+
+// Settings are a TCP VIP's tunables. A service holds them behind an atomic
+// pointer: a reload swaps in new ones and established connections keep the
+// values they started with.
+type Settings struct {
+	Name           string
+	ConnectTimeout time.Duration // 0 = 2s
+	Retries        int           // extra backends to try after a failed connect
+	IdleTimeout    time.Duration // 0 = none
+	KeepAlive      time.Duration // TCP keepalive idle on both sides; 0 = off
+	MaxConns       int           // 0 = unlimited
+	ProxyProtocol  int           // 0 = off, 1 or 2 = PROXY header version sent to backends
+}
+
+// Observer learns the outcome of every connect to a backend: the runtime
+// feeds passive health marks and handshake RTTs from it. Calls are made on
+// connection goroutines and must not block.
+type Observer interface {
+	ConnectOK(b *l4.Backend, handshake time.Duration)
+	ConnectFailed(b *l4.Backend, err error)
+}
+
+// ServiceStats are a VIP's cumulative counters.
+type ServiceStats struct {
+	Accepted     atomic.Uint64
+	Active       atomic.Int64
+	NoBackend    atomic.Uint64 // clients closed because no backend could be reached
+	ConnectFails atomic.Uint64
+	AcceptErrors atomic.Uint64
+	IdleClosed   atomic.Uint64
+}
+
+// TCPService proxies one TCP VIP.
+type TCPService struct {
+	key   l4.VIPKey
+	ln    *net.TCPListener
+	snaps *snapshot.Store
+	pipes *PipePool
+	log   *zap.Logger
+	obs   Observer
+
+	settings atomic.Pointer[Settings]
+	limit    limiter
+	Stats    ServiceStats
+
+	wg         sync.WaitGroup // connection goroutines
+	acceptDone chan struct{}
+
+	mu    sync.Mutex
+	conns map[*tcpConn]struct{}
+}
+
+// TCPConfig builds a TCPService.
+type TCPConfig struct {
+	Listener  *net.TCPListener
+	Snapshots *snapshot.Store
+	Pipes     *PipePool
+	Settings  Settings
+	Log       *zap.Logger // nil = no logs
+	Observer  Observer    // nil = none
+}
+
+// NewTCPService makes a service; Serve starts it.
+func NewTCPService(cfg TCPConfig) *TCPService {
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &TCPService{
+		key:        l4.VIPKey{Addr: cfg.Listener.Addr().(*net.TCPAddr).AddrPort(), Proto: l4.TCP},
+		ln:         cfg.Listener,
+		snaps:      cfg.Snapshots,
+		pipes:      cfg.Pipes,
+		log:        log,
+		obs:        cfg.Observer,
+		acceptDone: make(chan struct{}),
+		conns:      make(map[*tcpConn]struct{}),
+	}
+	s.limit.init()
+	s.Update(cfg.Settings)
+	return s
+}
+
+// Key returns the VIP's listen address and protocol.
+func (s *TCPService) Key() l4.VIPKey { return s.key }
+
+// Settings returns the settings new connections use.
+func (s *TCPService) Settings() Settings { return *s.settings.Load() }
+
+// Update swaps in new settings for new connections.
+func (s *TCPService) Update(st Settings) {
+	if st.ConnectTimeout <= 0 {
+		st.ConnectTimeout = 2 * time.Second
+	}
+	s.settings.Store(&st)
+	s.limit.setMax(st.MaxConns)
+}
+
+// Serve runs the accept loop until the listener is closed.
+func (s *TCPService) Serve() {
+	defer close(s.acceptDone)
+	var backoff time.Duration
+	var lastLog time.Time
+	for {
+		if !s.limit.acquire() {
+			return
+		}
+		c, err := s.ln.AcceptTCP()
+		if err != nil {
+			s.limit.release()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.Stats.AcceptErrors.Add(1)
+			backoff = acceptBackoff(err, backoff)
+			if time.Since(lastLog) > 5*time.Second {
+				lastLog = time.Now()
+				s.log.Warn("accept failed", zap.Stringer("vip", s.key), zap.Error(err), zap.Duration("backoff", backoff))
+			}
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		s.Stats.Accepted.Add(1)
+		s.wg.Add(1)
+		go s.handle(c)
+	}
+}
+
+// acceptBackoff grows the pause after an accept error: out of descriptors
+// or memory, retrying at once would spin; a lone aborted handshake needs
+// no pause at all.
+func acceptBackoff(err error, prev time.Duration) time.Duration {
+	var errno syscall.Errno
+	if errors.As(err, &errno) && (errno == unix.ECONNABORTED || errno == unix.EPERM) {
+		return 0
+	}
+	if prev == 0 {
+		return 5 * time.Millisecond
+	}
+	return min(2*prev, time.Second)
+}
+
+func (s *TCPService) handle(client *net.TCPConn) {
+	defer s.wg.Done()
+	defer s.limit.release()
+	s.Stats.Active.Add(1)
+	defer s.Stats.Active.Add(-1)
+	st := s.settings.Load()
+	flow := l4.Flow{
+		Src:   client.RemoteAddr().(*net.TCPAddr).AddrPort(),
+		Dst:   client.LocalAddr().(*net.TCPAddr).AddrPort(),
+		Proto: l4.TCP,
+	}
+	backend, target, err := s.connect(&flow, st)
+	if err != nil {
+		s.Stats.NoBackend.Add(1)
+		if ce := s.log.Check(zap.DebugLevel, "no backend for client"); ce != nil {
+			ce.Write(zap.String("vip", st.Name), zap.Stringer("client", flow.Src), zap.Error(err))
+		}
+		_ = client.SetLinger(0)
+		_ = client.Close()
+		return
+	}
+	defer target.Release()
+	setKeepAlive(client, st.KeepAlive)
+	c := &tcpConn{svc: s, client: client, backend: backend, target: target, start: time.Now(), idle: st.IdleTimeout}
+	if err := s.sendProxyHeader(c, st.ProxyProtocol, &flow); err != nil {
+		c.abort(true, true)
+		return
+	}
+	if !s.track(c) {
+		c.abort(true, true) // shutting down
+		return
+	}
+	c.run()
+}
+
+// connect picks a backend and connects to it, trying up to st.Retries
+// others after a refusal or timeout. Nothing has been read from the client
+// yet, so a retry is invisible to it. The returned backend has one live
+// flow acquired for the connection.
+func (s *TCPService) connect(flow *l4.Flow, st *Settings) (*net.TCPConn, *l4.Backend, error) {
+	snap := s.snaps.Load()
+	var tried balance.Tried
+	lastErr := balance.ErrNoBackend
+	for attempt := 0; attempt <= st.Retries; attempt++ {
+		b := snap.Pick(flow, &tried)
+		if b == nil {
+			break
+		}
+		tried.Add(b)
+		conn, err := s.dial(b, st)
+		if err == nil {
+			b.Stats.Flows.Add(1)
+			return conn, b, nil
+		}
+		b.Release()
+		lastErr = fmt.Errorf("backend %s: %w", b.ID, err)
+	}
+	return nil, nil, lastErr
+}
+
+func (s *TCPService) dial(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
+	d := net.Dialer{Timeout: st.ConnectTimeout, KeepAliveConfig: keepAliveConfig(st.KeepAlive)}
+	if st.KeepAlive <= 0 {
+		d.KeepAlive = -1
+	}
+	start := time.Now()
+	c, err := d.Dial("tcp", b.Addr.String())
+	if err != nil {
+		b.Stats.ConnectFails.Add(1)
+		s.Stats.ConnectFails.Add(1)
+		if s.obs != nil {
+			s.obs.ConnectFailed(b, err)
+		}
+		return nil, err
+	}
+	tc := c.(*net.TCPConn)
+	if s.obs != nil {
+		s.obs.ConnectOK(b, handshakeRTT(tc, time.Since(start)))
+	}
+	return tc, nil
+}
+
+// track registers a connection for drain and forced close; it refuses once
+// the service is shutting down (conns is nil then).
+func (s *TCPService) track(c *tcpConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns == nil {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *TCPService) connEnded(c *tcpConn, in, out uint64) {
+	s.mu.Lock()
+	if s.conns != nil {
+		delete(s.conns, c)
+	}
+	s.mu.Unlock()
+}
+
+// Close stops accepting; established connections continue.
+func (s *TCPService) Close() error {
+	err := s.ln.Close()
+	<-s.acceptDone
+	return err
+}
+
+// Drain stops accepting and waits for connections to end until ctx is done,
+// then resets the rest. It returns how many were reset.
+func (s *TCPService) Drain(ctx context.Context) int {
+	_ = s.Close()
+	s.limit.stop()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return 0
+	case <-ctx.Done():
+	}
+	n := s.ResetWhere(func(*l4.Backend) bool { return true })
+	<-done
+	return n
+}
+
+// ResetWhere resets the connections whose backend matches (on_down = reset,
+// forced shutdown) and returns how many it reset.
+func (s *TCPService) ResetWhere(match func(*l4.Backend) bool) int {
+	s.mu.Lock()
+	var victims []*tcpConn
+	for c := range s.conns {
+		if match(c.target) {
+			victims = append(victims, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range victims {
+		c.abort(true, true)
+	}
+	return len(victims)
+}
+
+// Conns returns the number of proxied connections in progress.
+func (s *TCPService) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}

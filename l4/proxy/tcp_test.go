@@ -1,0 +1,253 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestBulkBothWays sends 64 MiB of random bytes each way at once and
+// compares checksums on the far side.
+func TestBulkBothWays(t *testing.T) {
+	const size = 64 << 20
+	fromBackend := make(chan [32]byte, 1)
+	backendSent := make(chan [32]byte, 1)
+	addr := startServer(t, func(c *net.TCPConn) {
+		go func() { backendSent <- sendRandom(c, size); c.CloseWrite() }()
+		h := sha256.New()
+		io.Copy(h, c)
+		fromBackend <- [32]byte(h.Sum(nil))
+	})
+	ts := newService(t, Settings{Name: "bulk"}, addr)
+	c := ts.dial(t)
+	clientSent := make(chan [32]byte, 1)
+	go func() { clientSent <- sendRandom(c, size); c.CloseWrite() }()
+	h := sha256.New()
+	n, err := io.Copy(h, c)
+	if err != nil || n != size {
+		t.Fatalf("client read %d bytes, err %v", n, err)
+	}
+	if got, want := [32]byte(h.Sum(nil)), <-backendSent; got != want {
+		t.Fatal("backend to client bytes differ")
+	}
+	if got, want := <-fromBackend, <-clientSent; got != want {
+		t.Fatal("client to backend bytes differ")
+	}
+	b := ts.backends[0]
+	if in, out := b.Stats.BytesIn.Load(), b.Stats.BytesOut.Load(); in != size || out != size {
+		t.Fatalf("spliced %d in, %d out; want %d each", in, out, size)
+	}
+}
+
+func sendRandom(w io.Writer, n int64) [32]byte {
+	h := sha256.New()
+	io.Copy(io.MultiWriter(w, h), io.LimitReader(rand.Reader, n))
+	return [32]byte(h.Sum(nil))
+}
+
+// TestHalfClose: the client shuts its write side, the backend reads EOF and
+// only then replies; the client receives the whole reply.
+func TestHalfClose(t *testing.T) {
+	reply := bytes.Repeat([]byte("reply after EOF "), 100000)
+	addr := startServer(t, func(c *net.TCPConn) {
+		req, _ := io.ReadAll(c) // until the client's FIN
+		c.Write(append([]byte(nil), req...))
+		c.Write(reply)
+	})
+	ts := newService(t, Settings{}, addr)
+	c := ts.dial(t)
+	c.Write([]byte("request"))
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte("request"), reply...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes, want %d", len(got), len(want))
+	}
+}
+
+// TestBackendHalfClose: the backend shuts its write side first (a server
+// that announces the end), the client can still send and be heard.
+func TestBackendHalfClose(t *testing.T) {
+	got := make(chan string, 1)
+	addr := startServer(t, func(c *net.TCPConn) {
+		c.Write([]byte("bye"))
+		c.CloseWrite()
+		b, _ := io.ReadAll(c)
+		got <- string(b)
+	})
+	ts := newService(t, Settings{}, addr)
+	c := ts.dial(t)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil || string(b) != "bye" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	c.Write([]byte("still talking"))
+	c.CloseWrite()
+	if s := <-got; s != "still talking" {
+		t.Fatalf("backend got %q", s)
+	}
+}
+
+func TestResetFromClientReachesBackend(t *testing.T) {
+	backendErr := make(chan error, 1)
+	addr := startServer(t, func(c *net.TCPConn) {
+		buf := make([]byte, 10)
+		io.ReadFull(c, buf)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := c.Read(buf)
+		backendErr <- err
+	})
+	ts := newService(t, Settings{}, addr)
+	c := ts.dial(t)
+	c.Write([]byte("0123456789"))
+	time.Sleep(50 * time.Millisecond)
+	c.SetLinger(0)
+	c.Close()
+	if err := <-backendErr; !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("backend read: %v, want connection reset", err)
+	}
+}
+
+func TestResetFromBackendReachesClient(t *testing.T) {
+	addr := startServer(t, func(c *net.TCPConn) {
+		buf := make([]byte, 5)
+		io.ReadFull(c, buf)
+		c.SetLinger(0)
+	})
+	ts := newService(t, Settings{}, addr)
+	c := ts.dial(t)
+	c.Write([]byte("hello"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := c.Read(make([]byte, 10))
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("client read: %v, want connection reset", err)
+	}
+}
+
+// TestRefusedBackendIsRetried: the first pick is a dead address; the client
+// never notices.
+func TestRefusedBackendIsRetried(t *testing.T) {
+	live := startServer(t, echoHandler)
+	ts := newService(t, Settings{Retries: 2}, deadAddr(t), live)
+	for i := 0; i < 6; i++ {
+		c := ts.dial(t)
+		c.Write([]byte("ping"))
+		buf := make([]byte, 4)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("connection %d: %q, %v", i, buf, err)
+		}
+		c.Close()
+	}
+	if ts.backends[0].Stats.ConnectFails.Load() == 0 {
+		t.Fatal("the dead backend was never tried")
+	}
+	if ts.Stats.NoBackend.Load() != 0 {
+		t.Fatal("a client was turned away")
+	}
+}
+
+func TestAllBackendsDownClosesClientPromptly(t *testing.T) {
+	ts := newService(t, Settings{Retries: 3}, deadAddr(t), deadAddr(t))
+	c := ts.dial(t)
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	if err == nil || os.IsTimeout(err) {
+		t.Fatalf("read: %v, want the connection closed", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("closed after %v", d)
+	}
+	if ts.Stats.NoBackend.Load() != 1 {
+		t.Fatalf("NoBackend = %d", ts.Stats.NoBackend.Load())
+	}
+}
+
+func TestIdleTimeoutClosesQuietConnection(t *testing.T) {
+	addr := startServer(t, echoHandler)
+	ts := newService(t, Settings{IdleTimeout: 300 * time.Millisecond}, addr)
+	c := ts.dial(t)
+	// Activity keeps it open past the timeout...
+	var start time.Time
+	for i := 0; i < 6; i++ {
+		time.Sleep(100 * time.Millisecond)
+		c.Write([]byte("x"))
+		io.ReadFull(c, make([]byte, 1))
+		start = time.Now()
+	}
+	// ...silence closes it.
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	if err != io.EOF {
+		t.Fatalf("read: %v, want EOF from idle close", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > time.Second {
+		t.Fatalf("idle close after %v, want about 300ms", d)
+	}
+	if ts.Stats.IdleClosed.Load() != 1 {
+		t.Fatalf("IdleClosed = %d", ts.Stats.IdleClosed.Load())
+	}
+}
+
+// TestMaxConnsQueues: at the limit a new client waits in the backlog and is
+// served as soon as a slot frees.
+func TestMaxConnsQueues(t *testing.T) {
+	addr := startServer(t, echoHandler)
+	ts := newService(t, Settings{MaxConns: 2}, addr)
+	c1, c2 := ts.dial(t), ts.dial(t)
+	for _, c := range []*net.TCPConn{c1, c2} {
+		c.Write([]byte("a"))
+		io.ReadFull(c, make([]byte, 1))
+	}
+	c3 := ts.dial(t) // completes in the kernel backlog
+	c3.Write([]byte("b"))
+	c3.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c3.Read(make([]byte, 1)); !os.IsTimeout(err) {
+		t.Fatalf("third connection served over the limit: %v", err)
+	}
+	c1.Close()
+	c3.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.ReadFull(c3, make([]byte, 1)); err != nil {
+		t.Fatalf("queued connection not served after a slot freed: %v", err)
+	}
+}
+
+// TestIdleConnectionsHoldNoPipe: while connections sit idle no pipe is
+// lent, so an idle connection costs its two sockets only.
+func TestIdleConnectionsHoldNoPipe(t *testing.T) {
+	addr := startServer(t, echoHandler)
+	ts := newService(t, Settings{}, addr)
+	var conns []*net.TCPConn
+	for i := 0; i < 50; i++ {
+		c := ts.dial(t)
+		c.Write([]byte("hi"))
+		io.ReadFull(c, make([]byte, 2))
+		conns = append(conns, c)
+	}
+	waitFor(t, 2*time.Second, "pipes returned", func() bool { return ts.pipes.Lent() == 0 })
+	if n := ts.Conns(); n != 50 {
+		t.Fatalf("%d connections tracked, want 50", n)
+	}
+	// Pooled pipes go when the GC empties the pool; a pipe held by an
+	// idle connection would stay.
+	waitFor(t, 5*time.Second, "pooled pipes closed", func() bool {
+		runtime.GC()
+		return ts.pipes.Open() <= 2
+	})
+}

@@ -1,0 +1,159 @@
+// The Runtime: running VIPs and the diff that a reload applies.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/proxy"
+)
+
+// Runtime owns every running VIP.
+type Runtime struct {
+	log   *zap.Logger
+	pipes *proxy.PipePool
+
+	mu       sync.Mutex // serialises Apply, Shutdown and Status
+	cfg      *config.Config
+	vips     map[l4.VIPKey]*vip
+	draining sync.WaitGroup // VIPs removed by a reload, still draining
+	closed   bool
+}
+
+// New makes an empty Runtime; Apply gives it VIPs.
+func New(log *zap.Logger, pipeSize int) *Runtime {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Runtime{log: log, pipes: proxy.NewPipePool(pipeSize), vips: make(map[l4.VIPKey]*vip)}
+}
+
+// Config returns the config last applied.
+func (r *Runtime) Config() *config.Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg
+}
+
+// Apply makes the running VIPs match cfg: new VIPs start, removed VIPs stop
+// accepting and drain in the background, kept VIPs take the new settings
+// and backends for new connections while established ones continue. If a
+// new VIP cannot start, Apply changes nothing and returns the error.
+func (r *Runtime) Apply(cfg *config.Config) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("runtime is shut down")
+	}
+	desired := make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs))
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		key, err := vipKey(v)
+		if err != nil {
+			return err
+		}
+		desired[key] = v
+	}
+	plans := make(map[l4.VIPKey]*plan)
+	for key, vc := range desired {
+		if v, ok := r.vips[key]; ok {
+			p, err := v.plan(vc)
+			if err != nil {
+				return fmt.Errorf("vip %q: %w", vc.Name, err)
+			}
+			plans[key] = p
+		}
+	}
+	started, err := r.startNew(desired)
+	if err != nil {
+		return err
+	}
+	for key, v := range r.vips {
+		if _, keep := desired[key]; !keep {
+			r.remove(key, v, cfg.Global.DrainTimeout)
+		}
+	}
+	for key, p := range plans {
+		r.vips[key].apply(p)
+	}
+	for _, v := range started {
+		r.vips[v.key] = v
+		v.serve()
+		r.log.Info("vip started", zap.String("vip", v.name()), zap.Stringer("listen", v.key), zap.Int("backends", len(v.cfg().Backends)))
+	}
+	r.cfg = cfg
+	return nil
+}
+
+// startNew opens the VIPs that do not run yet. On failure it closes what it
+// opened and returns the error.
+func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP) ([]*vip, error) {
+	var started []*vip
+	for key, vc := range desired {
+		if _, ok := r.vips[key]; ok {
+			continue
+		}
+		v, err := newVIP(key, vc, r.pipes, r.log)
+		if err != nil {
+			for _, s := range started {
+				s.closeNow()
+			}
+			return nil, fmt.Errorf("vip %q: %w", vc.Name, err)
+		}
+		started = append(started, v)
+	}
+	return started, nil
+}
+
+func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
+	delete(r.vips, key)
+	r.log.Info("vip removed, draining", zap.String("vip", v.name()), zap.Stringer("listen", key), zap.Duration("drain_timeout", drain))
+	r.draining.Add(1)
+	go func() {
+		defer r.draining.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), drain)
+		defer cancel()
+		reset := v.drain(ctx)
+		r.log.Info("vip drained", zap.String("vip", v.name()), zap.Int("reset", reset))
+	}()
+}
+
+// Shutdown stops accepting on every VIP, waits for connections to finish
+// until ctx is done, then resets the rest.
+func (r *Runtime) Shutdown(ctx context.Context) {
+	r.mu.Lock()
+	r.closed = true
+	vips := r.vips
+	r.vips = map[l4.VIPKey]*vip{}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, v := range vips {
+		v.stopAccepting()
+	}
+	for _, v := range vips {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n := v.drain(ctx); n > 0 {
+				r.log.Warn("connections reset at drain timeout", zap.String("vip", v.name()), zap.Int("reset", n))
+			}
+		}()
+	}
+	wg.Wait()
+	r.draining.Wait()
+}
+
+func vipKey(v *config.VIP) (l4.VIPKey, error) {
+	p, err := l4.ParseProtocol(v.Protocol)
+	if err != nil {
+		return l4.VIPKey{}, fmt.Errorf("vip %q: %w", v.Name, err)
+	}
+	return l4.VIPKey{Addr: v.Listen, Proto: p}, nil
+}

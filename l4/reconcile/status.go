@@ -1,0 +1,89 @@
+// Status: what runs, for the admin API and `l4lb status`.
+package reconcile
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Status is the runtime's state at one moment.
+type Status struct {
+	Config string      `json:"config"`
+	VIPs   []VIPStatus `json:"vips"`
+}
+
+// VIPStatus describes one running VIP.
+type VIPStatus struct {
+	Name         string          `json:"name"`
+	Listen       string          `json:"listen"`
+	Protocol     string          `json:"protocol"`
+	Algorithm    string          `json:"algorithm"`
+	Eligible     int             `json:"eligible"`
+	Active       int64           `json:"active"`
+	Accepted     uint64          `json:"accepted"`
+	NoBackend    uint64          `json:"no_backend"`
+	ConnectFails uint64          `json:"connect_fails"`
+	Backends     []BackendStatus `json:"backends"`
+}
+
+// BackendStatus describes one backend of a VIP.
+type BackendStatus struct {
+	ID           string        `json:"id"`
+	Address      string        `json:"address"`
+	Weight       uint32        `json:"weight"`
+	Health       string        `json:"health"`
+	Reason       string        `json:"reason,omitempty"`
+	LiveFlows    int64         `json:"live_flows"`
+	Flows        uint64        `json:"flows"`
+	ConnectFails uint64        `json:"connect_fails"`
+	BytesIn      uint64        `json:"bytes_in"`
+	BytesOut     uint64        `json:"bytes_out"`
+	RTT          time.Duration `json:"rtt_ns"`
+}
+
+// Status reports every VIP and backend, sorted by name and identity.
+func (r *Runtime) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var st Status
+	if r.cfg != nil {
+		st.Config = r.cfg.Path
+	}
+	for _, v := range r.vips {
+		st.VIPs = append(st.VIPs, v.status())
+	}
+	slices.SortFunc(st.VIPs, func(a, b VIPStatus) int { return cmp.Compare(a.Name, b.Name) })
+	return st
+}
+
+func (v *vip) status() VIPStatus {
+	vc := v.cfg()
+	s := VIPStatus{
+		Name: vc.Name, Listen: v.key.Addr.String(), Protocol: v.key.Proto.String(),
+		Algorithm: vc.Algorithm, Eligible: v.store.Load().Len(),
+	}
+	if v.tcp != nil {
+		s.Active = v.tcp.Stats.Active.Load()
+		s.Accepted = v.tcp.Stats.Accepted.Load()
+		s.NoBackend = v.tcp.Stats.NoBackend.Load()
+		s.ConnectFails = v.tcp.Stats.ConnectFails.Load()
+	}
+	v.mu.Lock()
+	for _, b := range v.backends {
+		s.Backends = append(s.Backends, b.status())
+	}
+	v.mu.Unlock()
+	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
+	return s
+}
+
+func (b *backend) status() BackendStatus {
+	rtt, _ := b.b.RTT().Value()
+	return BackendStatus{
+		ID: string(b.b.ID), Address: b.b.Addr.String(), Weight: b.weight,
+		Health: b.health.String(), LiveFlows: b.b.LiveFlows(),
+		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(),
+		BytesIn: b.b.Stats.BytesIn.Load(), BytesOut: b.b.Stats.BytesOut.Load(), RTT: rtt,
+	}
+}

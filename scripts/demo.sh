@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# make demo: a throwaway network (client, balancer, three backends, each in
+# its own namespace), l4lb in front of the backends, some traffic, what each
+# backend served, then everything removed again (also on Ctrl-C).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "make demo needs root (it creates network namespaces)"; exit 1; }
+for tool in ip; do command -v $tool >/dev/null || { echo "missing $tool: apt-get install -y iproute2"; exit 1; }; done
+
+S="l4d$$"                        # unique per run: namespaces never collide
+CLI=$S-cli LB=$S-lb
+BACKENDS=($S-b1 $S-b2 $S-b3)
+VIP=198.18.2.10
+TMP=$(mktemp -d /tmp/l4lb-demo.XXXXXX)
+PIDS=()
+
+cleanup() {
+  set +e
+  for p in "${PIDS[@]}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do [ -n "$p" ] && wait "$p" 2>/dev/null; done
+  for ns in $CLI $LB "${BACKENDS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+step "network: client -> l4lb (VIP $VIP) -> three backends, in namespaces $S-*"
+for ns in $CLI $LB "${BACKENDS[@]}"; do ip netns add "$ns"; inns "$ns" ip link set lo up; done
+ip link add c0 netns $CLI type veth peer name x0 netns $LB
+inns $CLI ip addr add 198.18.0.2/24 dev c0 && inns $CLI ip link set c0 up
+inns $CLI ip route add default via 198.18.0.1
+inns $LB ip addr add 198.18.0.1/24 dev x0 && inns $LB ip link set x0 up
+inns $LB ip addr add $VIP/32 dev lo
+inns $LB ip link add br0 type bridge
+inns $LB ip addr add 198.18.1.1/24 dev br0 && inns $LB ip link set br0 up
+for i in 1 2 3; do
+  ns=${BACKENDS[$((i-1))]}
+  ip link add xb$i netns $LB type veth peer name b0 netns "$ns"
+  inns $LB ip link set xb$i master br0 && inns $LB ip link set xb$i up
+  inns "$ns" ip addr add 198.18.1.1$i/24 dev b0 && inns "$ns" ip link set b0 up
+  inns "$ns" ip route add default via 198.18.1.1
+  # `ip netns exec` execs the program, so $! is the server's own PID
+  ip netns exec "$ns" bin/testserver -name backend-$i -http 198.18.1.1$i:8080 > "$TMP/backend-$i.log" 2>&1 &
+  PIDS+=($!)
+done
+
+cat > "$TMP/l4lb.toml" <<TOML
+[global]
+log_level = "info"
+admin_socket = "$TMP/admin.sock"
+drain_timeout = "5s"
+
+[[vip]]
+name = "web"
+listen = "$VIP:80"
+protocol = "tcp"
+algorithm = "round_robin"
+  [[vip.backend]]
+  name = "backend-1"
+  address = "198.18.1.11:8080"
+  [[vip.backend]]
+  name = "backend-2"
+  address = "198.18.1.12:8080"
+  [[vip.backend]]
+  name = "backend-3"
+  address = "198.18.1.13:8080"
+TOML
+
+step "bin/l4lb check --config demo.toml"
+bin/l4lb check --config "$TMP/l4lb.toml"
+
+step "bin/l4lb run --config demo.toml (in the balancer namespace)"
+ip netns exec $LB bin/l4lb run --config "$TMP/l4lb.toml" > "$TMP/l4lb.log" 2>&1 &
+LBPID=$!
+PIDS+=($LBPID)
+for _ in $(seq 100); do [ -S "$TMP/admin.sock" ] && break; sleep 0.05; done
+[ -S "$TMP/admin.sock" ] || { cat "$TMP/l4lb.log"; echo "l4lb did not start"; exit 1; }
+sed 's/^/  l4lb| /' "$TMP/l4lb.log"
+
+step "client: 30 HTTP requests to $VIP:80"
+inns $CLI bash -c '
+  for i in $(seq 30); do
+    exec 3<>/dev/tcp/'$VIP'/80
+    printf "GET / HTTP/1.0\r\nHost: demo\r\n\r\n" >&3
+    tail -n 1 <&3
+    exec 3>&-
+  done' > "$TMP/replies"
+head -n 6 "$TMP/replies" | sed 's/^/  /'
+echo "  ... ($(wc -l < "$TMP/replies") replies)"
+echo
+echo "replies per backend (as the client saw them):"
+cut -d: -f1 "$TMP/replies" | sort | uniq -c | sed 's/^/  /'
+
+step "bin/l4lb status: what each backend served"
+bin/l4lb status --socket "$TMP/admin.sock"
+
+step "SIGTERM: l4lb drains and exits"
+kill -TERM $LBPID
+status=0; wait $LBPID || status=$?
+echo "l4lb exited with status $status"
+PIDS=("${PIDS[@]/$LBPID}")
+tail -n 2 "$TMP/l4lb.log" | sed 's/^/  l4lb| /'
+step "cleaning up namespaces $S-*"
