@@ -49,8 +49,9 @@ type Backend struct {
 	// with flows, so that bounded-load hashing reads the mean in O(1).
 	vipFlows *FlowCounter
 
-	flows FlowCounter
-	rtt   EWMA
+	flows      FlowCounter
+	rtt        EWMA
+	ineligible atomic.Bool // down, drained (weight 0) or removed from the config
 
 	// Stats are cumulative counters the data planes keep per backend.
 	Stats BackendStats
@@ -92,6 +93,15 @@ func (b *Backend) Release() bool {
 	}
 	return true
 }
+
+// Eligible reports whether new flows may go to the backend. Flows pinned to
+// it (UDP sessions, affinity entries) check it on their next packet or
+// connection and move when it is false.
+func (b *Backend) Eligible() bool { return !b.ineligible.Load() }
+
+// SetEligible is called by the runtime whenever the backend's health,
+// weight or membership changes.
+func (b *Backend) SetEligible(ok bool) { b.ineligible.Store(!ok) }
 
 // LiveFlows returns the backend's live flow count.
 func (b *Backend) LiveFlows() int64 { return b.flows.Load() }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/conntrack"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/snapshot"
@@ -30,6 +31,10 @@ type Settings struct {
 	KeepAlive      time.Duration // TCP keepalive idle on both sides; 0 = off
 	MaxConns       int           // 0 = unlimited
 	ProxyProtocol  int           // 0 = off, 1 or 2 = PROXY header version sent to backends
+	// AffinityTimeout > 0 sends a client address's new connections to the
+	// backend it used last, while that backend is eligible, until the pin
+	// has been unused this long.
+	AffinityTimeout time.Duration
 }
 
 // Observer learns the outcome of every connect to a backend: the runtime
@@ -60,6 +65,7 @@ type TCPService struct {
 	obs   Observer
 
 	settings atomic.Pointer[Settings]
+	affinity atomic.Pointer[conntrack.Affinity] // nil = no affinity
 	limit    limiter
 	Stats    ServiceStats
 
@@ -112,8 +118,27 @@ func (s *TCPService) Update(st Settings) {
 	if st.ConnectTimeout <= 0 {
 		st.ConnectTimeout = 2 * time.Second
 	}
-	s.settings.Store(&st)
+	old := s.settings.Swap(&st)
 	s.limit.setMax(st.MaxConns)
+	if old == nil || old.AffinityTimeout != st.AffinityTimeout {
+		s.setAffinity(st.AffinityTimeout)
+	}
+}
+
+// setAffinity replaces the pin table; a changed timeout starts a fresh one.
+func (s *TCPService) setAffinity(timeout time.Duration) {
+	var next *conntrack.Affinity
+	if timeout > 0 {
+		a, err := conntrack.NewAffinity(conntrack.AffinityOptions{Timeout: timeout})
+		if err != nil {
+			s.log.Error("affinity table", zap.Error(err))
+		} else if err := a.Start(context.Background()); err == nil {
+			next = a
+		}
+	}
+	if old := s.affinity.Swap(next); old != nil {
+		_ = old.Close()
+	}
 }
 
 // Serve runs the accept loop until the listener is closed.
@@ -202,10 +227,11 @@ func (s *TCPService) handle(client *net.TCPConn) {
 // flow acquired for the connection.
 func (s *TCPService) connect(flow *l4.Flow, st *Settings) (*net.TCPConn, *l4.Backend, error) {
 	snap := s.snaps.Load()
+	aff := s.affinity.Load()
 	var tried balance.Tried
 	lastErr := balance.ErrNoBackend
 	for attempt := 0; attempt <= st.Retries; attempt++ {
-		b := snap.Pick(flow, &tried)
+		b := s.pick(snap, aff, flow, &tried)
 		if b == nil {
 			break
 		}
@@ -213,12 +239,28 @@ func (s *TCPService) connect(flow *l4.Flow, st *Settings) (*net.TCPConn, *l4.Bac
 		conn, err := s.dial(b, st)
 		if err == nil {
 			b.Stats.Flows.Add(1)
+			if aff != nil {
+				_ = aff.Set(s.key, flow.Src.Addr(), b)
+			}
 			return conn, b, nil
 		}
 		b.Release()
 		lastErr = fmt.Errorf("backend %s: %w", b.ID, err)
 	}
 	return nil, nil, lastErr
+}
+
+// pick returns the client's pinned backend on a first attempt when it is
+// still eligible, else the balancer's choice; either way with a live flow
+// acquired.
+func (s *TCPService) pick(snap *snapshot.Snapshot, aff *conntrack.Affinity, flow *l4.Flow, tried *balance.Tried) *l4.Backend {
+	if aff != nil && tried.Len() == 0 {
+		if b, ok := aff.Get(s.key, flow.Src.Addr()); ok && b.Eligible() {
+			b.Acquire()
+			return b
+		}
+	}
+	return snap.Pick(flow, tried)
 }
 
 func (s *TCPService) dial(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
@@ -267,8 +309,12 @@ func (s *TCPService) connEnded(c *tcpConn, in, out uint64) {
 func (s *TCPService) Close() error {
 	err := s.ln.Close()
 	<-s.acceptDone
+	s.stopAffinity()
 	return err
 }
+
+// Affinity returns the client pin table, or nil when affinity is off.
+func (s *TCPService) Affinity() *conntrack.Affinity { return s.affinity.Load() }
 
 // Drain stops accepting and waits for connections to end until ctx is done,
 // then resets the rest. It returns how many were reset.
@@ -285,6 +331,13 @@ func (s *TCPService) Drain(ctx context.Context) int {
 	n := s.ResetWhere(func(*l4.Backend) bool { return true })
 	<-done
 	return n
+}
+
+// stopAffinity ends the pin table's sweeper.
+func (s *TCPService) stopAffinity() {
+	if a := s.affinity.Swap(nil); a != nil {
+		_ = a.Close()
+	}
 }
 
 // ResetWhere resets the connections whose backend matches (on_down = reset,

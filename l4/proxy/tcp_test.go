@@ -7,10 +7,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"syscall"
 	"testing"
+
+	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/snapshot"
 	"time"
 )
 
@@ -21,10 +25,12 @@ func TestBulkBothWays(t *testing.T) {
 	fromBackend := make(chan [32]byte, 1)
 	backendSent := make(chan [32]byte, 1)
 	addr := startServer(t, func(c *net.TCPConn) {
-		go func() { backendSent <- sendRandom(c, size); c.CloseWrite() }()
+		sent := make(chan struct{})
+		go func() { backendSent <- sendRandom(c, size); c.CloseWrite(); close(sent) }()
 		h := sha256.New()
 		io.Copy(h, c)
 		fromBackend <- [32]byte(h.Sum(nil))
+		<-sent // the socket closes when the handler returns
 	})
 	ts := newService(t, Settings{Name: "bulk"}, addr)
 	c := ts.dial(t)
@@ -164,10 +170,13 @@ func TestRefusedBackendIsRetried(t *testing.T) {
 
 func TestAllBackendsDownClosesClientPromptly(t *testing.T) {
 	ts := newService(t, Settings{Retries: 3}, deadAddr(t), deadAddr(t))
-	c := ts.dial(t)
 	start := time.Now()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err := c.Read(make([]byte, 1))
+	c, err := net.DialTimeout("tcp4", ts.addr.String(), 2*time.Second)
+	if err == nil { // else the reset beat the end of connect: closed promptly too
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+	}
 	if err == nil || os.IsTimeout(err) {
 		t.Fatalf("read: %v, want the connection closed", err)
 	}
@@ -250,4 +259,59 @@ func TestIdleConnectionsHoldNoPipe(t *testing.T) {
 		runtime.GC()
 		return ts.pipes.Open() <= 2
 	})
+}
+
+// namedServer writes name to every connection and closes it.
+func namedServer(t testing.TB, name string) netip.AddrPort {
+	return startServer(t, func(c *net.TCPConn) { c.Write([]byte(name)) })
+}
+
+func (ts *testService) backendName(t *testing.T) string {
+	t.Helper()
+	c := ts.dial(t)
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestAffinityPinsClient: with affinity a client's reconnects stay on one
+// backend although round robin would rotate; when that backend becomes
+// ineligible they move, and stay on the new one.
+func TestAffinityPinsClient(t *testing.T) {
+	ts := newService(t, Settings{AffinityTimeout: time.Minute},
+		namedServer(t, "b0"), namedServer(t, "b1"), namedServer(t, "b2"))
+	first := ts.backendName(t)
+	for i := 0; i < 6; i++ {
+		if got := ts.backendName(t); got != first {
+			t.Fatalf("reconnect %d went to %s, pinned to %s", i, got, first)
+		}
+	}
+	// What the runtime does when a backend goes down: flag it and publish
+	// a snapshot without it.
+	var ms []balance.Member
+	for _, b := range ts.backends {
+		if string(b.ID) == first {
+			b.SetEligible(false)
+		} else {
+			ms = append(ms, balance.Member{Backend: b, Weight: 1})
+		}
+	}
+	snap, err := snapshot.Build(balance.Options{}, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.store.Store(snap)
+	moved := ts.backendName(t)
+	if moved == first {
+		t.Fatalf("still on ineligible %s", first)
+	}
+	for i := 0; i < 4; i++ {
+		if got := ts.backendName(t); got != moved {
+			t.Fatalf("after the move, reconnect went to %s, want %s", got, moved)
+		}
+	}
 }

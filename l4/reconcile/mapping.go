@@ -26,6 +26,17 @@ func settings(vc *config.VIP) proxy.Settings {
 		KeepAlive:      vc.KeepAlive,
 		MaxConns:       vc.MaxConns,
 		ProxyProtocol:  pp,
+
+		AffinityTimeout: vc.AffinityTimeout,
+	}
+}
+
+func udpSettings(vc *config.VIP) proxy.UDPSettings {
+	return proxy.UDPSettings{
+		Name:           vc.Name,
+		SessionTimeout: vc.SessionTimeout,
+		MaxSessions:    vc.MaxSessions,
+		Responses:      vc.UDPResponses,
 	}
 }
 

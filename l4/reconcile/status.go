@@ -25,6 +25,17 @@ type VIPStatus struct {
 	NoBackend    uint64          `json:"no_backend"`
 	ConnectFails uint64          `json:"connect_fails"`
 	Backends     []BackendStatus `json:"backends"`
+	UDP          *UDPStatus      `json:"udp,omitempty"`
+}
+
+// UDPStatus holds a UDP VIP's datagram counters.
+type UDPStatus struct {
+	Datagrams       uint64 `json:"datagrams"`
+	Replies         uint64 `json:"replies"`
+	Truncated       uint64 `json:"truncated"`
+	Dropped         uint64 `json:"dropped"`
+	SessionsRefused uint64 `json:"sessions_refused"`
+	Moved           uint64 `json:"moved"`
 }
 
 // BackendStatus describes one backend of a VIP.
@@ -68,6 +79,17 @@ func (v *vip) status() VIPStatus {
 		s.Accepted = v.tcp.Stats.Accepted.Load()
 		s.NoBackend = v.tcp.Stats.NoBackend.Load()
 		s.ConnectFails = v.tcp.Stats.ConnectFails.Load()
+	}
+	if v.udp != nil {
+		st := &v.udp.Stats
+		s.Active = v.udp.Sessions()
+		s.Accepted = st.SessionsCreated.Load()
+		s.NoBackend = st.NoBackend.Load()
+		s.UDP = &UDPStatus{
+			Datagrams: st.Datagrams.Load(), Replies: st.Replies.Load(),
+			Truncated: st.Truncated.Load(), Dropped: st.Dropped.Load(),
+			SessionsRefused: st.SessionsRefused.Load(), Moved: st.Moved.Load(),
+		}
 	}
 	v.mu.Lock()
 	for _, b := range v.backends {

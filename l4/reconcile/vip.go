@@ -3,7 +3,6 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +22,8 @@ type vip struct {
 	log   *zap.Logger
 	flows l4.FlowCounter // VIP-wide live flows (bounded-load hashing reads it)
 	store snapshot.Store
-	tcp   *proxy.TCPService
+	tcp   *proxy.TCPService // set for TCP VIPs
+	udp   *proxy.UDPService // set for UDP VIPs
 
 	conf atomic.Pointer[config.VIP]
 
@@ -52,32 +52,90 @@ func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, log *zap.Logge
 	if err != nil {
 		return nil, err
 	}
-	if key.Proto != l4.TCP {
-		return nil, fmt.Errorf("protocol %s is not supported yet", key.Proto)
+	var err2 error
+	if key.Proto == l4.TCP {
+		err2 = v.startTCP(vc, pipes)
+	} else {
+		err2 = v.startUDP(vc)
 	}
+	if err2 != nil {
+		return nil, err2
+	}
+	v.commit(p)
+	return v, nil
+}
+
+func (v *vip) startTCP(vc *config.VIP, pipes *proxy.PipePool) error {
 	st := settings(vc)
-	ln, err := proxy.ListenTCP(key.Addr, keepAliveFor(st))
+	ln, err := proxy.ListenTCP(v.key.Addr, keepAliveFor(st))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	v.tcp = proxy.NewTCPService(proxy.TCPConfig{
 		Listener: ln, Snapshots: &v.store, Pipes: pipes, Settings: st,
 		Log: v.log, Observer: v,
 	})
-	v.commit(p)
-	return v, nil
+	return nil
 }
 
-func (v *vip) name() string                  { return v.conf.Load().Name }
-func (v *vip) cfg() *config.VIP              { return v.conf.Load() }
-func (v *vip) serve()                        { go v.tcp.Serve() }
-func (v *vip) closeNow()                     { _ = v.tcp.Close() }
-func (v *vip) stopAccepting()                { _ = v.tcp.Close() }
-func (v *vip) drain(ctx context.Context) int { return v.tcp.Drain(ctx) }
+func (v *vip) startUDP(vc *config.VIP) error {
+	conn, err := proxy.ListenUDP(v.key.Addr)
+	if err != nil {
+		return err
+	}
+	v.udp, err = proxy.NewUDPService(proxy.UDPConfig{
+		Conn: conn, Snapshots: &v.store, Settings: udpSettings(vc), Log: v.log, Observer: v,
+	})
+	if err != nil {
+		conn.Close()
+	}
+	return err
+}
+
+func (v *vip) name() string     { return v.conf.Load().Name }
+func (v *vip) cfg() *config.VIP { return v.conf.Load() }
+
+func (v *vip) serve() {
+	if v.tcp != nil {
+		go v.tcp.Serve()
+	} else {
+		go v.udp.Serve()
+	}
+}
+
+// stopAccepting closes the listener of a TCP VIP; a UDP VIP stops at drain.
+func (v *vip) stopAccepting() {
+	if v.tcp != nil {
+		_ = v.tcp.Close()
+	}
+}
+
+func (v *vip) closeNow() {
+	if v.tcp != nil {
+		_ = v.tcp.Close()
+	} else {
+		_ = v.udp.Close()
+	}
+}
+
+// drain lets TCP connections finish until ctx is done and returns how many
+// were reset. UDP sessions have no end to wait for: they end at once.
+func (v *vip) drain(ctx context.Context) int {
+	if v.tcp != nil {
+		return v.tcp.Drain(ctx)
+	}
+	n := int(v.udp.Sessions())
+	_ = v.udp.Close()
+	return n
+}
 
 // apply switches the running VIP to a plan made by plan.
 func (v *vip) apply(p *plan) {
-	v.tcp.Update(settings(p.conf))
+	if v.tcp != nil {
+		v.tcp.Update(settings(p.conf))
+	} else {
+		v.udp.Update(udpSettings(p.conf))
+	}
 	v.commit(p)
 }
 
@@ -114,16 +172,27 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 func (v *vip) commit(p *plan) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	for id, old := range v.backends {
+		if nb, ok := p.backends[id]; !ok || nb.b != old.b {
+			old.b.SetEligible(false) // removed: pinned flows move on their next packet
+		}
+	}
+	for _, b := range p.backends {
+		b.b.SetEligible(b.eligible())
+	}
 	v.backends = p.backends
 	v.conf.Store(p.conf)
 	v.store.Store(p.snap)
 }
 
+// eligible reports whether new flows may go to b.
+func (b *backend) eligible() bool { return b.weight > 0 && b.health != l4.HealthDown }
+
 // eligible lists the backends new flows may go to.
 func eligible(bs map[l4.BackendID]*backend) []balance.Member {
 	ms := make([]balance.Member, 0, len(bs))
 	for _, b := range bs {
-		if b.weight > 0 && b.health != l4.HealthDown {
+		if b.eligible() {
 			ms = append(ms, balance.Member{Backend: b.b, Weight: b.weight})
 		}
 	}

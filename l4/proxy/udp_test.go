@@ -1,0 +1,262 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/conntrack"
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/snapshot"
+)
+
+// udpEcho runs a loopback UDP echo server that prefixes replies with name.
+func udpEcho(t testing.TB, name string) netip.AddrPort {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 70000)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(append([]byte(name+":"), buf[:n]...), from)
+		}
+	}()
+	return pc.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+type udpTestService struct {
+	*UDPService
+	addr     netip.AddrPort
+	backends []*l4.Backend
+}
+
+func newUDPService(t testing.TB, listen string, st UDPSettings, addrs ...netip.AddrPort) *udpTestService {
+	t.Helper()
+	conn, err := ListenUDP(netip.MustParseAddrPort(listen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &snapshot.Store{}
+	ts := &udpTestService{}
+	var ms []balance.Member
+	for i, a := range addrs {
+		b := l4.NewBackend(l4.BackendID(fmt.Sprintf("b%d", i)), a, nil)
+		ts.backends = append(ts.backends, b)
+		ms = append(ms, balance.Member{Backend: b, Weight: 1})
+	}
+	snap, err := snapshot.Build(balance.Options{}, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Store(snap)
+	if ts.UDPService, err = NewUDPService(UDPConfig{Conn: conn, Snapshots: store, Settings: st}); err != nil {
+		t.Fatal(err)
+	}
+	ts.addr = conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	go ts.Serve()
+	t.Cleanup(func() {
+		ts.Close()
+		for _, b := range ts.backends {
+			if b.LiveFlows() != 0 || b.Underflows() != 0 {
+				t.Errorf("backend %s: %d live flows, %d underflows after close", b.ID, b.LiveFlows(), b.Underflows())
+			}
+		}
+	})
+	return ts
+}
+
+// exchange sends msg on c and returns the reply.
+func exchange(t testing.TB, c *net.UDPConn, msg []byte) ([]byte, error) {
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(msg); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 70000)
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+func dialUDP(t testing.TB, to netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(to))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestUDPSessionsSpreadAndExpire(t *testing.T) {
+	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: 2 * time.Second},
+		udpEcho(t, "a"), udpEcho(t, "b"), udpEcho(t, "c"))
+	const clients = 90
+	seen := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dialUDP(t, ts.addr)
+			for j := 0; j < 3; j++ { // one session, several datagrams
+				got, err := exchange(t, c, []byte(fmt.Sprintf("client %d msg %d", i, j)))
+				if err != nil {
+					t.Errorf("client %d: %v", i, err)
+					return
+				}
+				name, body, _ := bytes.Cut(got, []byte(":"))
+				if string(body) != fmt.Sprintf("client %d msg %d", i, j) {
+					t.Errorf("client %d got %q", i, got)
+				}
+				if j == 0 {
+					mu.Lock()
+					seen[string(name)]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := ts.Stats.SessionsCreated.Load(); got != clients {
+		t.Fatalf("%d sessions created, want %d", got, clients)
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		if seen[n] != clients/3 {
+			t.Fatalf("round robin spread %v", seen)
+		}
+	}
+	waitFor(t, 8*time.Second, "sessions to expire", func() bool { return ts.Sessions() == 0 })
+	for _, b := range ts.backends {
+		if b.LiveFlows() != 0 {
+			t.Fatalf("backend %s keeps %d live flows after expiry", b.ID, b.LiveFlows())
+		}
+	}
+}
+
+func TestUDPResponsesEndsSession(t *testing.T) {
+	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: time.Minute, Responses: 1}, udpEcho(t, "dns"))
+	c := dialUDP(t, ts.addr)
+	for i := 0; i < 3; i++ {
+		if _, err := exchange(t, c, []byte("query")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 2*time.Second, "session closed after its reply", func() bool { return ts.Sessions() == 0 })
+	}
+	if got := ts.Stats.SessionsCreated.Load(); got != 3 {
+		t.Fatalf("%d sessions created for 3 exchanges, want 3", got)
+	}
+}
+
+func TestUDPSessionMovesOffDownBackend(t *testing.T) {
+	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: time.Minute}, udpEcho(t, "a"), udpEcho(t, "b"))
+	c := dialUDP(t, ts.addr)
+	got, err := exchange(t, c, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := string(got[:1])
+	var down *l4.Backend
+	for _, b := range ts.backends {
+		if (first == "a") == (b.ID == "b0") {
+			down = b
+		}
+	}
+	down.SetEligible(false)
+	// The snapshot still lists it (the runtime would rebuild); the session
+	// must move anyway, and its new pick may skip only by eligibility.
+	for i := 0; i < 4; i++ {
+		got, err = exchange(t, c, []byte("y"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got[:1]) != first {
+			break
+		}
+	}
+	if string(got[:1]) == first {
+		t.Fatalf("session stayed on down backend %s", first)
+	}
+	if ts.Stats.Moved.Load() == 0 {
+		t.Fatal("move not counted")
+	}
+}
+
+func TestUDPMaxSessionsAndOversize(t *testing.T) {
+	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: time.Minute, MaxSessions: 5}, udpEcho(t, "a"))
+	var kept []*net.UDPConn
+	for i := 0; i < 5; i++ {
+		c := dialUDP(t, ts.addr)
+		if _, err := exchange(t, c, []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, c)
+	}
+	for i := 0; i < 50; i++ { // a flood of new clients past the limit
+		c := dialUDP(t, ts.addr)
+		c.Write([]byte("flood"))
+	}
+	waitFor(t, 2*time.Second, "refusals counted", func() bool { return ts.Stats.SessionsRefused.Load() == 50 })
+	big := bytes.Repeat([]byte{0xA5}, maxDatagram-2) // with the "a:" prefix the reply is the UDP maximum
+	for _, c := range kept {
+		got, err := exchange(t, c, big)
+		if err != nil || !bytes.Equal(got[2:], big) {
+			t.Fatalf("existing session broken by the flood: %d bytes, %v", len(got), err)
+		}
+	}
+	if ts.Sessions() != 5 {
+		t.Fatalf("%d sessions", ts.Sessions())
+	}
+}
+
+// TestUDPWildcardRepliesFromVIP: a VIP on 0.0.0.0 answers from the address
+// the client sent to; a connected client socket drops anything else.
+func TestUDPWildcardRepliesFromVIP(t *testing.T) {
+	ts := newUDPService(t, "0.0.0.0:0", UDPSettings{SessionTimeout: time.Minute}, udpEcho(t, "a"))
+	for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+		c := dialUDP(t, netip.AddrPortFrom(netip.MustParseAddr(ip), ts.addr.Port()))
+		if _, err := exchange(t, c, []byte("hi")); err != nil {
+			t.Fatalf("via %s: %v", ip, err)
+		}
+	}
+}
+
+func TestUDPForwardAllocatesNothing(t *testing.T) {
+	// A backend that never reads (and so never answers or allocates): the
+	// count below is the forwarder's alone.
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: time.Minute}, sink.LocalAddr().(*net.UDPAddr).AddrPort())
+	c := dialUDP(t, ts.addr)
+	c.Write([]byte("open a session"))
+	// Datagrams is counted after the forward that sent it: waiting for it
+	// orders the Serve goroutine's session writes before this test's.
+	waitFor(t, 2*time.Second, "session", func() bool { return ts.Stats.Datagrams.Load() == 1 })
+	flow := l4.Flow{Src: c.LocalAddr().(*net.UDPAddr).AddrPort(), Dst: ts.addr, Proto: l4.UDP}
+	e, ok := ts.table.Lookup(conntrack.KeyOf(&flow))
+	if !ok {
+		t.Fatal("no session")
+	}
+	sess := e.Owner.(*udpSession)
+	payload := []byte("datagram")
+	if n := testing.AllocsPerRun(1000, func() { sess.forward(payload) }); n != 0 {
+		t.Fatalf("%v allocations per forwarded datagram", n)
+	}
+}
