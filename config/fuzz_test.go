@@ -1,0 +1,72 @@
+// Fuzzing Parse: no panic, and a config without error is usable.
+package config_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/l4lb/l4lb/config"
+)
+
+func FuzzParse(f *testing.F) {
+	example, err := os.ReadFile("../examples/l4lb.toml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	for _, s := range []string{
+		"",
+		"[[vip]]",
+		"[[vip]]\nname = \"a\"\nlisten = \"198.18.0.1:1\"\n[[vip.backend]]\naddress = \"198.18.1.1:1\"\n",
+		"[[vip]]\nname = \"a\"\nlisten = \"[2001:db8::1]:1\"\nbackend = [{address = \"[2001:db8::2]:1\", weight = 0}]\n",
+		"[[vip]]\nhealth = { intervall = \"1s\" }\n[[vip.backend]]\n",
+		"[defaults]\nname = 1\n[defaults.health]\ntype = \"http\"\nstatus = 101\n",
+		"[xdp]\ninterface = \"eth0\"\n[[vip]]\nmode = \"xdp\"\nalgorithm = \"maglev\"\nmaglev_table_size = 1009\n",
+		"vip = \"x\"",
+		"[vip]\nname = 'x'",
+		"a = \"\"\"\n[[vip]]\n\"\"\"\n",
+		"[[vip]]\nname = \"a\"\nlisten = \"198.18.0.1:1\"\n[vip.health]\ntype = \"send_expect\"\nexpect_regex = \"(\"\nsend_hex = \"zz\"\n",
+		"[global]\ndrain_timeout = \"-1s\"\npipe_size = 1e9\n",
+		"[[vip]]\nName = \"a\"\n[[vip.Backend]]\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := config.Parse("fuzz.toml", data)
+		if err != nil {
+			checkError(t, c, err)
+			return
+		}
+		if len(c.VIPs) == 0 {
+			t.Fatal("valid config without a VIP")
+		}
+		for _, v := range c.VIPs {
+			if len(v.Backends) == 0 {
+				t.Fatalf("VIP %q without backends", v.Name)
+			}
+			if !v.Listen.IsValid() || v.Listen.Port() == 0 {
+				t.Fatalf("VIP %q listen %v", v.Name, v.Listen)
+			}
+			for _, b := range v.Backends {
+				if !b.Address.IsValid() || b.Address.Port() == 0 {
+					t.Fatalf("VIP %q backend %v", v.Name, b.Address)
+				}
+			}
+		}
+	})
+}
+
+// checkError wants an *Error alone, with every problem named and located.
+func checkError(t *testing.T, c *config.Config, err error) {
+	var cerr *config.Error
+	if c != nil || !errors.As(err, &cerr) || len(cerr.Problems) == 0 {
+		t.Fatalf("Parse = %v, %v", c, err)
+	}
+	for _, p := range cerr.Problems {
+		if p.File != "fuzz.toml" || p.Msg == "" || !strings.HasPrefix(p.String(), "fuzz.toml:") {
+			t.Fatalf("bad problem %+v", p)
+		}
+	}
+}
