@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/reconcile"
+)
+
+// udpNamedEcho answers every datagram with "beN:" and the datagram, from
+// backend i's namespace.
+func udpNamedEcho(t *testing.T, tp *testutil.Topology, i, port int) {
+	t.Helper()
+	var pc net.PacketConn
+	tp.Backends[i].MustDo(t, func() (err error) {
+		pc, err = net.ListenPacket("udp4", fmt.Sprintf("%s:%d", tp.BackendIP(i), port))
+		return err
+	})
+	t.Cleanup(func() { pc.Close() })
+	prefix := []byte(fmt.Sprintf("be%d:", i))
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(append(append([]byte(nil), prefix...), buf[:n]...), from)
+		}
+	}()
+}
+
+const udpVIP = `
+[global]
+admin_socket = "@ADMIN@"
+
+[[vip]]
+name = "dns"
+listen = "198.18.2.10:53"
+protocol = "udp"
+session_timeout = "2s"
+  [[vip.backend]]
+  address = "198.18.1.11:5300"
+  [[vip.backend]]
+  address = "198.18.1.12:5300"
+  [[vip.backend]]
+  address = "198.18.1.13:5300"
+`
+
+func lbStatus(t *testing.T, lb *lbProcess) reconcile.Status {
+	t.Helper()
+	out, err := exec.Command(mustBin(t), "status", "--json", "--socket", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")).Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	var st reconcile.Status
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestUDPThousandClients: 1000 client sockets exchange datagrams through the
+// VIP; each gets its own replies, from the VIP address (the sockets are
+// connected to it, so the kernel drops anything else), sessions spread over
+// the backends and expire after the idle timeout, leaving no live flow.
+func TestUDPThousandClients(t *testing.T) {
+	tp := testutil.NewTopology(t, 3)
+	for i := range 3 {
+		udpNamedEcho(t, tp, i, 5300)
+	}
+	lb := startLB(t, tp, udpVIP)
+	const clients = 1000
+	conns := make([]*net.UDPConn, clients)
+	tp.Client.MustDo(t, func() error {
+		for i := range conns {
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: tp.VIP.AsSlice(), Port: 53})
+			if err != nil {
+				return err
+			}
+			conns[i] = c
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	perBackend := make(map[string]int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name, err := udpExchange(c, fmt.Sprintf("client %d", i))
+			if err != nil {
+				t.Errorf("client %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			perBackend[name]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, n := range []string{"be0", "be1", "be2"} {
+		if perBackend[n] < clients/3-50 || perBackend[n] > clients/3+50 {
+			t.Fatalf("sessions per backend %v, want about %d each", perBackend, clients/3)
+		}
+	}
+	st := lbStatus(t, lb)
+	if v := st.VIPs[0]; v.Accepted != clients || v.UDP.Replies < clients {
+		t.Fatalf("status: %d sessions made, %d replies; want %d", v.Accepted, v.UDP.Replies, clients)
+	}
+	waitStatus(t, lb, 8*time.Second, "sessions to expire", func(st reconcile.Status) bool {
+		v := st.VIPs[0]
+		live := int64(0)
+		for _, b := range v.Backends {
+			live += b.LiveFlows
+		}
+		return v.Active == 0 && live == 0
+	})
+}
+
+func waitStatus(t *testing.T, lb *lbProcess, d time.Duration, what string, cond func(reconcile.Status) bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond(lbStatus(t, lb)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %+v", what, lbStatus(t, lb))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// udpExchange sends msg and returns the name of the backend that echoed it,
+// retrying a lost datagram a few times (UDP may drop under load).
+func udpExchange(c *net.UDPConn, msg string) (string, error) {
+	buf := make([]byte, 2048)
+	for try := 0; try < 5; try++ {
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return "", err
+		}
+		n, err := c.Read(buf)
+		if err != nil {
+			continue
+		}
+		name, body, ok := bytes.Cut(buf[:n], []byte(":"))
+		if !ok || string(body) != msg {
+			return "", fmt.Errorf("reply %q to %q", buf[:n], msg)
+		}
+		return string(name), nil
+	}
+	return "", fmt.Errorf("no reply to %q", msg)
+}
