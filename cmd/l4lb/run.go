@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,11 +21,12 @@ import (
 
 // daemon is one running l4lb process.
 type daemon struct {
-	path  string
-	log   *zap.Logger
-	level zap.AtomicLevel
-	rt    *reconcile.Runtime
-	admin *adminServer
+	path    string
+	log     *zap.Logger
+	level   zap.AtomicLevel
+	rt      *reconcile.Runtime
+	admin   *adminServer
+	metrics *http.Server
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
@@ -75,6 +77,15 @@ func (d *daemon) start(cfg *config.Config) error {
 			return err
 		}
 		d.admin = a
+	}
+	if cfg.Global.MetricsListen != "" {
+		m, err := startMetrics(cfg.Global.MetricsListen, d.rt, d.log.Named("metrics"))
+		if err != nil {
+			d.stopServers()
+			d.rt.Shutdown(context.Background())
+			return fmt.Errorf("metrics_listen %s: %w", cfg.Global.MetricsListen, err)
+		}
+		d.metrics = m
 	}
 	d.log.Info("l4lb running", zap.String("version", version), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()))
 	return nil
@@ -150,10 +161,17 @@ func (d *daemon) shutdown(drain time.Duration, sigs <-chan os.Signal) {
 	}()
 	start := time.Now()
 	d.rt.Shutdown(ctx)
+	d.stopServers()
+	d.log.Info("stopped", zap.Duration("drained_for", time.Since(start)))
+}
+
+func (d *daemon) stopServers() {
 	if d.admin != nil {
 		d.admin.close()
 	}
-	d.log.Info("stopped", zap.Duration("drained_for", time.Since(start)))
+	if d.metrics != nil {
+		_ = d.metrics.Close()
+	}
 }
 
 // raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit: every

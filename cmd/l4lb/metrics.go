@@ -1,0 +1,96 @@
+// Prometheus metrics, read from the runtime's status at scrape time.
+package main
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/l4lb/l4lb/l4/reconcile"
+)
+
+// statusCollector turns one Status read into metrics, so the data plane
+// keeps only its own atomics and pays nothing between scrapes.
+type statusCollector struct {
+	rt    *reconcile.Runtime
+	descs map[string]*prometheus.Desc
+}
+
+var vipLabels, backendLabels = []string{"vip", "protocol"}, []string{"vip", "backend", "address"}
+
+func newStatusCollector(rt *reconcile.Runtime) *statusCollector {
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc("l4lb_"+name, help, labels, nil)
+	}
+	return &statusCollector{rt: rt, descs: map[string]*prometheus.Desc{
+		"active":     d("vip_active", "Connections or sessions in progress.", vipLabels),
+		"accepted":   d("vip_accepted_total", "Connections accepted or sessions created.", vipLabels),
+		"no_backend": d("vip_no_backend_total", "Clients turned away because no backend could be reached.", vipLabels),
+		"eligible":   d("vip_eligible_backends", "Backends new flows may go to.", vipLabels),
+		"b_live":     d("backend_live_flows", "Live flows on the backend.", backendLabels),
+		"b_flows":    d("backend_flows_total", "Flows established to the backend.", backendLabels),
+		"b_fails":    d("backend_connect_failures_total", "Connects to the backend that failed.", backendLabels),
+		"b_in":       d("backend_bytes_in_total", "Bytes from clients to the backend.", backendLabels),
+		"b_out":      d("backend_bytes_out_total", "Bytes from the backend to clients.", backendLabels),
+		"b_up":       d("backend_up", "1 when health checks say up (or unknown), 0 when down.", backendLabels),
+		"b_rtt":      d("backend_rtt_seconds", "Handshake RTT estimate (EWMA).", backendLabels),
+		"b_weight":   d("backend_weight", "Configured weight.", backendLabels),
+	}}
+}
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	for _, v := range c.rt.Status().VIPs {
+		vl := []string{v.Name, v.Protocol}
+		ch <- prometheus.MustNewConstMetric(c.descs["active"], gauge, float64(v.Active), vl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["accepted"], counter, float64(v.Accepted), vl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["no_backend"], counter, float64(v.NoBackend), vl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["eligible"], gauge, float64(v.Eligible), vl...)
+		for _, b := range v.Backends {
+			bl := []string{v.Name, b.ID, b.Address}
+			up := 1.0
+			if b.Health == "down" {
+				up = 0
+			}
+			ch <- prometheus.MustNewConstMetric(c.descs["b_live"], gauge, float64(b.LiveFlows), bl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["b_flows"], counter, float64(b.Flows), bl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["b_fails"], counter, float64(b.ConnectFails), bl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["b_in"], counter, float64(b.BytesIn), bl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["b_out"], counter, float64(b.BytesOut), bl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["b_up"], gauge, up, bl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["b_rtt"], gauge, b.RTT.Seconds(), bl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["b_weight"], gauge, float64(b.Weight), bl...)
+		}
+	}
+}
+
+// startMetrics serves /metrics on addr with l4lb's and the Go runtime's metrics.
+func startMetrics(addr string, rt *reconcile.Runtime, log *zap.Logger) (*http.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStatusCollector(rt), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", zap.Error(err))
+		}
+	}()
+	return srv, nil
+}
