@@ -32,7 +32,7 @@ func NewNetns(t testing.TB, tag string) *Netns {
 	MustRun(t, "ip", "netns", "add", name)
 	n := &Netns{Name: name}
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	n.MustExec(t, "ip", "link", "set", "lo", "up")
+	MustRun(t, "ip", "-n", name, "link", "set", "lo", "up")
 	return n
 }
 
