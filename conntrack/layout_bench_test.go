@@ -74,6 +74,8 @@ func BenchmarkLayoutLookup(b *testing.B) {
 			val.put(k, mapValue{backend: bs[0]})
 		}
 		b.Run(fmt.Sprintf("map=pointer/flows=%d", n), func(b *testing.B) {
+			cpu := newCPUMeter(b)
+			defer cpu.report()
 			for i := 0; i < b.N; i++ {
 				e, ok := ptr.get(ks[i&(n-1)])
 				if !ok {
@@ -85,6 +87,8 @@ func BenchmarkLayoutLookup(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("map=value/flows=%d", n), func(b *testing.B) {
+			cpu := newCPUMeter(b)
+			defer cpu.report()
 			for i := 0; i < b.N; i++ {
 				if _, ok := val.get(ks[i&(n-1)]); !ok {
 					b.Fatal("miss")

@@ -105,7 +105,7 @@ func (t *Table) Lookup(k Key) (Entry, bool) {
 	if e.last.Load() != now { // a store per tick, not per lookup
 		e.last.Store(now)
 	}
-	out := t.export(e)
+	out := exportEntry(e)
 	s.mu.RUnlock()
 	s.hits.Add(1)
 	return out, true
@@ -146,7 +146,7 @@ func (t *Table) insertLocked(s *shard, k *Key, tag uint32, b *l4.Backend, owner 
 	pos, slot, ok := s.find(k, tag)
 	if ok {
 		s.dups.Add(1)
-		return t.export(s.at(slot)), false, nil, nil
+		return exportEntry(s.at(slot)), false, nil, nil
 	}
 	now := t.clock.Load()
 	if s.n >= t.shardCap {
@@ -161,7 +161,7 @@ func (t *Table) insertLocked(s *shard, k *Key, tag uint32, b *l4.Backend, owner 
 		pos, _, _ = s.find(k, tag)
 	}
 	s.inserts.Add(1)
-	return t.export(s.add(pos, k, tag, b, owner, now)), true, ev, nil
+	return exportEntry(s.add(pos, k, tag, b, owner, now)), true, ev, nil
 }
 
 // Delete ends k's entry (ReasonDeleted) and reports whether there was one.
@@ -234,7 +234,7 @@ func (t *Table) Len() int {
 // appends the entry to buf for finish.
 func (t *Table) take(s *shard, slot uint32, r Reason, buf []ended) []ended {
 	e := s.at(slot)
-	buf = append(buf, ended{key: e.key, e: t.export(e)})
+	buf = append(buf, ended{key: e.key, e: exportEntry(e)})
 	s.remove(slot)
 	s.ends[r].Add(1)
 	return buf
@@ -252,15 +252,16 @@ func (t *Table) finish(buf []ended, r Reason) {
 	}
 }
 
-// release gives back one live-flow count on b, if the table counts.
+// release gives back one live-flow count on b, if the table counts. An
+// unmatched release is the backend's to count (Backend.Underflows).
 func (t *Table) release(b *l4.Backend) {
 	if t.counted {
 		b.Release()
 	}
 }
 
-// export copies e for a caller.
-func (t *Table) export(e *entry) Entry {
+// exportEntry copies e for a caller.
+func exportEntry(e *entry) Entry {
 	return Entry{Backend: e.backend, Owner: e.owner, State: e.state}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -94,11 +95,15 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d\n",
 			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS\tIN\tOUT\tRTT\tREASON")
+		fmt.Fprintln(tw, "  BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS\tIN\tOUT\tRTT\tLAST CHECK")
 		for _, b := range v.Backends {
+			last := b.LastCheck
+			if b.Reason != "" && b.Reason != last {
+				last = strings.TrimSpace(last + " (down: " + b.Reason + ")")
+			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n",
 				b.ID, b.Address, b.Weight, b.Health, b.LiveFlows, b.Flows, b.ConnectFails,
-				bytesString(b.BytesIn), bytesString(b.BytesOut), rttString(b.RTT), b.Reason)
+				bytesString(b.BytesIn), bytesString(b.BytesOut), rttString(b.RTT), last)
 		}
 		tw.Flush()
 	}

@@ -6,19 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
 
 // Runtime owns every running VIP.
 type Runtime struct {
-	log   *zap.Logger
-	pipes *proxy.PipePool
+	log    *zap.Logger
+	pipes  *proxy.PipePool
+	health *health.Manager
+
+	// index maps a VIP key's string (health target names use it) to the
+	// running VIP, for the health callback, which must not take mu.
+	index atomic.Pointer[map[string]*vip]
 
 	mu       sync.Mutex // serialises Apply, Shutdown and Status
 	cfg      *config.Config
@@ -32,8 +39,22 @@ func New(log *zap.Logger, pipeSize int) *Runtime {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Runtime{log: log, pipes: proxy.NewPipePool(pipeSize), vips: make(map[l4.VIPKey]*vip)}
+	r := &Runtime{log: log, pipes: proxy.NewPipePool(pipeSize), vips: make(map[l4.VIPKey]*vip)}
+	r.health = health.NewManager(r.onHealth)
+	r.publishIndex()
+	return r
 }
+
+// publishIndex rebuilds the lock-free VIP index after vips changed.
+func (r *Runtime) publishIndex() {
+	idx := make(map[string]*vip, len(r.vips))
+	for k, v := range r.vips {
+		idx[k.String()] = v
+	}
+	r.index.Store(&idx)
+}
+
+func (r *Runtime) lookupVIP(key string) *vip { return (*r.index.Load())[key] }
 
 // Config returns the config last applied.
 func (r *Runtime) Config() *config.Config {
@@ -82,11 +103,16 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	}
 	for key, p := range plans {
 		r.vips[key].apply(p)
+		r.syncHealth(r.vips[key], p.removed)
 	}
 	for _, v := range started {
 		r.vips[v.key] = v
 		v.serve()
 		r.log.Info("vip started", zap.String("vip", v.name()), zap.Stringer("listen", v.key), zap.Int("backends", len(v.cfg().Backends)))
+	}
+	r.publishIndex()
+	for _, v := range started {
+		r.syncHealth(v, nil)
 	}
 	r.cfg = cfg
 	return nil
@@ -100,7 +126,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP) ([]*vip, error) {
 		if _, ok := r.vips[key]; ok {
 			continue
 		}
-		v, err := newVIP(key, vc, r.pipes, r.log)
+		v, err := newVIP(key, vc, r.pipes, r.health, r.log)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()
@@ -114,6 +140,17 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP) ([]*vip, error) {
 
 func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 	delete(r.vips, key)
+	v.mu.Lock()
+	ids := make([]l4.BackendID, 0, len(v.backends))
+	for id := range v.backends {
+		ids = append(ids, id)
+	}
+	v.mu.Unlock()
+	// Remove waits for the probe loop, which may be reporting into this
+	// VIP's lock: never call it holding v.mu.
+	for _, id := range ids {
+		r.health.Remove(v.target(id))
+	}
 	r.log.Info("vip removed, draining", zap.String("vip", v.name()), zap.Stringer("listen", key), zap.Duration("drain_timeout", drain))
 	r.draining.Add(1)
 	go func() {
@@ -132,7 +169,9 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	r.closed = true
 	vips := r.vips
 	r.vips = map[l4.VIPKey]*vip{}
+	r.publishIndex()
 	r.mu.Unlock()
+	r.health.Close()
 	var wg sync.WaitGroup
 	for _, v := range vips {
 		v.stopAccepting()

@@ -51,6 +51,8 @@ type BackendStatus struct {
 	BytesIn      uint64        `json:"bytes_in"`
 	BytesOut     uint64        `json:"bytes_out"`
 	RTT          time.Duration `json:"rtt_ns"`
+	LastCheck    string        `json:"last_check,omitempty"`
+	Since        time.Time     `json:"since,omitzero"`
 }
 
 // Status reports every VIP and backend, sorted by name and identity.
@@ -62,7 +64,11 @@ func (r *Runtime) Status() Status {
 		st.Config = r.cfg.Path
 	}
 	for _, v := range r.vips {
-		st.VIPs = append(st.VIPs, v.status())
+		vs := v.status()
+		for i := range vs.Backends {
+			r.healthStatus(v, &vs.Backends[i])
+		}
+		st.VIPs = append(st.VIPs, vs)
 	}
 	slices.SortFunc(st.VIPs, func(a, b VIPStatus) int { return cmp.Compare(a.Name, b.Name) })
 	return st

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/proxy"
@@ -18,14 +19,17 @@ import (
 
 // vip is a running virtual service.
 type vip struct {
-	key   l4.VIPKey
-	log   *zap.Logger
-	flows l4.FlowCounter // VIP-wide live flows (bounded-load hashing reads it)
-	store snapshot.Store
-	tcp   *proxy.TCPService // set for TCP VIPs
-	udp   *proxy.UDPService // set for UDP VIPs
+	key    l4.VIPKey
+	log    *zap.Logger
+	health *health.Manager
+	flows  l4.FlowCounter // VIP-wide live flows (bounded-load hashing reads it)
+	store  snapshot.Store
+	tcp    *proxy.TCPService // set for TCP VIPs
+	udp    *proxy.UDPService // set for UDP VIPs
 
-	conf atomic.Pointer[config.VIP]
+	conf    atomic.Pointer[config.VIP]
+	ramping atomic.Bool // a slow-start goroutine runs
+	stopped atomic.Bool
 
 	mu       sync.Mutex // guards backends and snapshot rebuilds
 	backends map[l4.BackendID]*backend
@@ -33,10 +37,14 @@ type vip struct {
 
 // backend is a backend as the runtime tracks it.
 type backend struct {
-	b      *l4.Backend
-	weight uint32
-	health l4.Health
+	b       *l4.Backend
+	weight  uint32
+	health  l4.Health
+	upSince time.Time // when it last came back up (slow start ramps from here)
 }
+
+// eligible reports whether new flows may go to b.
+func (b *backend) eligible() bool { return b.weight > 0 && b.health != l4.HealthDown }
 
 // plan is a VIP's next backend set and snapshot, built before anything
 // running changes.
@@ -44,22 +52,22 @@ type plan struct {
 	conf     *config.VIP
 	backends map[l4.BackendID]*backend
 	snap     *snapshot.Snapshot
+	removed  []l4.BackendID
 }
 
-func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, log *zap.Logger) (*vip, error) {
-	v := &vip{key: key, log: log.With(zap.String("vip", vc.Name)), backends: map[l4.BackendID]*backend{}}
+func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, hm *health.Manager, log *zap.Logger) (*vip, error) {
+	v := &vip{key: key, log: log.With(zap.String("vip", vc.Name)), health: hm, backends: map[l4.BackendID]*backend{}}
 	p, err := v.plan(vc)
 	if err != nil {
 		return nil, err
 	}
-	var err2 error
 	if key.Proto == l4.TCP {
-		err2 = v.startTCP(vc, pipes)
+		err = v.startTCP(vc, pipes)
 	} else {
-		err2 = v.startUDP(vc)
+		err = v.startUDP(vc)
 	}
-	if err2 != nil {
-		return nil, err2
+	if err != nil {
+		return nil, err
 	}
 	v.commit(p)
 	return v, nil
@@ -105,12 +113,14 @@ func (v *vip) serve() {
 
 // stopAccepting closes the listener of a TCP VIP; a UDP VIP stops at drain.
 func (v *vip) stopAccepting() {
+	v.stopped.Store(true)
 	if v.tcp != nil {
 		_ = v.tcp.Close()
 	}
 }
 
 func (v *vip) closeNow() {
+	v.stopped.Store(true)
 	if v.tcp != nil {
 		_ = v.tcp.Close()
 	} else {
@@ -119,14 +129,14 @@ func (v *vip) closeNow() {
 }
 
 // drain lets TCP connections finish until ctx is done and returns how many
-// were reset. UDP sessions have no end to wait for: they end at once.
+// were reset. UDP sessions have nothing to finish: they end at once.
 func (v *vip) drain(ctx context.Context) int {
+	v.stopped.Store(true)
 	if v.tcp != nil {
 		return v.tcp.Drain(ctx)
 	}
-	n := int(v.udp.Sessions())
 	_ = v.udp.Close()
-	return n
+	return 0
 }
 
 // apply switches the running VIP to a plan made by plan.
@@ -140,8 +150,8 @@ func (v *vip) apply(p *plan) {
 }
 
 // plan builds the backend set for vc, keeping the l4.Backend of every
-// backend whose identity and address are unchanged (its live counts and
-// RTT estimate carry over), and the snapshot over it.
+// backend whose identity and address are unchanged (its live counts, RTT
+// estimate and health carry over), and the snapshot over it.
 func (v *vip) plan(vc *config.VIP) (*plan, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -151,30 +161,44 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 		old, ok := v.backends[id]
 		nb := &backend{weight: uint32(bc.Weight)}
 		if ok && old.b.Addr == bc.Address {
-			nb.b, nb.health = old.b, old.health
+			nb.b, nb.health, nb.upSince = old.b, old.health, old.upSince
 		} else {
 			nb.b = l4.NewBackend(id, bc.Address, &v.flows)
 		}
 		nb.b.RTT().SetAlpha(vc.LeastTimeAlpha)
 		next[id] = nb
 	}
+	var removed []l4.BackendID
+	for id, old := range v.backends {
+		if nb, ok := next[id]; !ok || nb.b != old.b {
+			removed = append(removed, id)
+		}
+	}
 	opts, err := balanceOptions(vc)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := snapshot.Build(opts, eligible(next))
+	snap, err := buildSnapshot(opts, effectiveMembers(next, vc.Health.SlowStart, time.Now()))
 	if err != nil {
 		return nil, err
 	}
-	return &plan{conf: vc, backends: next, snap: snap}, nil
+	return &plan{conf: vc, backends: next, snap: snap, removed: removed}, nil
 }
 
+// commit publishes a plan. Health that changed since the plan was made
+// wins, and then the snapshot is rebuilt from it.
 func (v *vip) commit(p *plan) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	stale := false
 	for id, old := range v.backends {
-		if nb, ok := p.backends[id]; !ok || nb.b != old.b {
+		nb, ok := p.backends[id]
+		if !ok || nb.b != old.b {
 			old.b.SetEligible(false) // removed: pinned flows move on their next packet
+			continue
+		}
+		if nb.health != old.health {
+			nb.health, nb.upSince, stale = old.health, old.upSince, true
 		}
 	}
 	for _, b := range p.backends {
@@ -183,28 +207,46 @@ func (v *vip) commit(p *plan) {
 	v.backends = p.backends
 	v.conf.Store(p.conf)
 	v.store.Store(p.snap)
+	if stale {
+		v.rebuildLocked()
+	}
 }
 
-// eligible reports whether new flows may go to b.
-func (b *backend) eligible() bool { return b.weight > 0 && b.health != l4.HealthDown }
+// effective lists the members new flows may go to, with slow-start weights.
+func (v *vip) effective(now time.Time) []balance.Member {
+	return effectiveMembers(v.backends, v.cfg().Health.SlowStart, now)
+}
 
-// eligible lists the backends new flows may go to.
-func eligible(bs map[l4.BackendID]*backend) []balance.Member {
+func effectiveMembers(bs map[l4.BackendID]*backend, slowStart time.Duration, now time.Time) []balance.Member {
 	ms := make([]balance.Member, 0, len(bs))
 	for _, b := range bs {
 		if b.eligible() {
-			ms = append(ms, balance.Member{Backend: b.b, Weight: b.weight})
+			w := health.SlowStartWeight(b.weight, b.upSince, now, slowStart)
+			ms = append(ms, balance.Member{Backend: b.b, Weight: w})
 		}
 	}
 	return ms
 }
 
-// ConnectOK feeds the proxy's own handshake times to least_time.
-func (v *vip) ConnectOK(b *l4.Backend, rtt time.Duration) { b.ObserveRTT(rtt) }
+func buildSnapshot(opts balance.Options, ms []balance.Member) (*snapshot.Snapshot, error) {
+	return snapshot.Build(opts, ms)
+}
 
-// ConnectFailed is a passive health mark.
+// ConnectOK feeds the proxy's own handshake times to least_time (when it
+// measures connect time; first_byte comes from the probes only).
+func (v *vip) ConnectOK(b *l4.Backend, rtt time.Duration) {
+	if v.cfg().LeastTimeMetric != "first_byte" {
+		b.ObserveRTT(rtt)
+	}
+}
+
+// ConnectFailed is a passive health mark: enough of them within
+// fail_timeout take the backend out before its next probe.
 func (v *vip) ConnectFailed(b *l4.Backend, err error) {
 	if ce := v.log.Check(zap.DebugLevel, "backend connect failed"); ce != nil {
 		ce.Write(zap.String("backend", string(b.ID)), zap.Error(err))
+	}
+	if v.health != nil && b.Eligible() {
+		v.health.PassiveFailure(v.target(b.ID))
 	}
 }

@@ -1,0 +1,217 @@
+// cost_test.go: what probing 1000 backends costs the prober (L4LB_MEASURE=1 only).
+package health
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
+)
+
+const costTargets = 1000
+
+// TestCostServer is the listener process of TestProbeCost: 1000 listeners
+// on 127.0.0.1 that read each connection to EOF and close. It runs only
+// when TestProbeCost starts it, so the prober's CPU is measured alone.
+func TestCostServer(t *testing.T) {
+	if os.Getenv("L4LB_COST_SERVER") != "1" {
+		t.Skip("helper process of TestProbeCost")
+	}
+	var ports []string
+	for range costTargets {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, strconv.Itoa(int(addrOf(l).Port())))
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					_, _ = c.Read(make([]byte, 64)) // EOF: the prober sends nothing
+				}()
+			}
+		}()
+	}
+	fmt.Println("PORTS " + strings.Join(ports, ","))
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent is done
+}
+
+// TestProbeCost probes 1000 targets at a 1 s interval for 20 s and
+// reports the prober's CPU share, peak sockets and goroutines, and the
+// TIME_WAIT sockets left. Figures go to docs/bench-health.md by hand.
+func TestProbeCost(t *testing.T) {
+	if os.Getenv("L4LB_MEASURE") != "1" {
+		t.Skip("set L4LB_MEASURE=1 to measure probe cost (about 45 s)")
+	}
+	measure := 20 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("L4LB_MEASURE_FOR")); err == nil {
+		measure = d
+	}
+	tcpAddrs, serverPID := startCostServer(t)
+	redis := testutil.StartRedis(t, "127.0.0.1:0", "")
+	for _, c := range []struct {
+		name  string
+		spec  Spec
+		addrs func(i int) netip.AddrPort
+	}{
+		{"tcp, 1000 listeners", Spec{Type: TypeTCP, Interval: time.Second, Timeout: time.Second}, func(i int) netip.AddrPort { return tcpAddrs[i] }},
+		{"redis PING, 1000 targets on one redis-server", Spec{Type: TypeRedis, Interval: time.Second, Timeout: time.Second}, func(int) netip.AddrPort { return redis.Addr }},
+	} {
+		t.Run(c.name, func(t *testing.T) { runCost(t, c.spec, c.addrs, measure, serverPID) })
+	}
+}
+
+// runCost runs one measurement and logs its figures.
+func runCost(t *testing.T, spec Spec, addr func(int) netip.AddrPort, measure time.Duration, serverPID int) {
+	var checks, fails atomic.Int64
+	var mu sync.Mutex
+	reasons := map[string]int{}
+	m := NewManager(func(e Event) {
+		if e.Passive {
+			return
+		}
+		checks.Add(1)
+		if !e.Result.OK {
+			fails.Add(1)
+			mu.Lock()
+			reasons[e.Result.Reason]++
+			mu.Unlock()
+		}
+	})
+	defer m.Close()
+	for i := range costTargets {
+		if err := m.Set(TargetKey{"cost", l4.BackendID(strconv.Itoa(i))}, addr(i), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // past the spread-out first interval
+	u0, s0 := cpuTime(t, "self")
+	su0, ss0 := cpuTime(t, strconv.Itoa(serverPID))
+	wall0, checks0 := time.Now(), checks.Load()
+	peakFDs, peakG := 0, 0
+	for time.Since(wall0) < measure {
+		peakFDs, peakG = max(peakFDs, socketFDs(t)), max(peakG, runtime.NumGoroutine())
+		time.Sleep(20 * time.Millisecond)
+	}
+	u1, s1 := cpuTime(t, "self")
+	su1, ss1 := cpuTime(t, strconv.Itoa(serverPID))
+	user, sys, wall := u1-u0, s1-s0, time.Since(wall0)
+	cpu := user + sys
+	n := checks.Load() - checks0
+	ports := map[uint16]bool{}
+	for i := range costTargets {
+		ports[addr(i).Port()] = true
+	}
+	tw := proberTimeWaits(t, ports)
+	t.Logf("%d checks in %v (%.0f/s), %d failed; prober CPU %v (user %v, sys %v) = %.1f%% of one core, "+
+		"%.0f µs per check; peak %d open sockets, %d goroutines; %d prober-side TIME_WAIT; "+
+		"listener process CPU %v; load avg %s",
+		n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), fails.Load(), cpu, user, sys,
+		100*cpu.Seconds()/wall.Seconds(), float64(cpu.Microseconds())/float64(n), peakFDs, peakG, tw,
+		su1+ss1-su0-ss0, loadAvg())
+	mu.Lock()
+	defer mu.Unlock()
+	for r, n := range reasons {
+		t.Logf("failed %d times: %s", n, r)
+	}
+}
+
+// proberTimeWaits counts TIME_WAIT sockets whose remote port is in ports.
+func proberTimeWaits(t *testing.T, ports map[uint16]bool) int {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) > 3 && fs[3] == "06" && ports[hexPort(fs[2])] {
+			n++
+		}
+	}
+	return n
+}
+
+// startCostServer starts the listener process and returns its addresses
+// and PID.
+func startCostServer(t *testing.T) ([]netip.AddrPort, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCostServer$")
+	cmd.Env = append(os.Environ(), "L4LB_COST_SERVER=1")
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if ports, ok := strings.CutPrefix(sc.Text(), "PORTS "); ok {
+			var addrs []netip.AddrPort
+			for _, p := range strings.Split(ports, ",") {
+				n, _ := strconv.Atoi(p)
+				addrs = append(addrs, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(n)))
+			}
+			go func() { _, _ = bufio.NewReader(out).ReadString(0) }() // keep draining
+			return addrs, cmd.Process.Pid
+		}
+	}
+	t.Fatal("cost server gave no ports")
+	return nil, 0
+}
+
+// cpuTime is a process's user and system time from /proc/PID/stat.
+func cpuTime(t *testing.T, pid string) (user, sys time.Duration) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the ")" that ends the command name: utime and stime are
+	// the 12th and 13th, in clock ticks (100 per second on Linux).
+	fs := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseInt(fs[11], 10, 64)
+	st, _ := strconv.ParseInt(fs[12], 10, 64)
+	return time.Duration(ut) * 10 * time.Millisecond, time.Duration(st) * 10 * time.Millisecond
+}
+
+// socketFDs counts the process's open sockets.
+func socketFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
+}
+
+// loadAvg returns the 1-minute load average.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}

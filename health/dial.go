@@ -1,0 +1,109 @@
+// dial.go: the timed non-blocking connect and the polite close every checker shares.
+package health
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// closeGrace bounds how long a polite close waits for the server's FIN
+// after the verdict. Servers close within an RTT of ours; one that does not
+// is not worth holding the probe for.
+const closeGrace = 250 * time.Millisecond
+
+// drainLimit bounds what a polite close reads and discards.
+const drainLimit = 64 << 10
+
+// dialTimed connects to addr within ctx. It returns the handshake time
+// (kernel RTT when available) and whether it came from the kernel.
+func dialTimed(ctx context.Context, addr netip.AddrPort) (*net.TCPConn, time.Duration, bool, error) {
+	d := net.Dialer{KeepAlive: -1} // probes are short; skip the keepalive setsockopts
+	start := time.Now()
+	c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()).String())
+	wall := time.Since(start)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	tc := c.(*net.TCPConn)
+	if rtt, ok := kernelRTT(tc); ok {
+		return tc, rtt, true, nil
+	}
+	return tc, wall, false, nil
+}
+
+// dial connects for the probe, records the handshake time and ties the
+// socket's deadline to the probe's context, so that every later read and
+// write ends at the timeout or on cancel.
+func (p *probe) dial(addr netip.AddrPort) (*net.TCPConn, error) {
+	c, rtt, kernel, err := dialTimed(p.ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	p.res.Connect, p.res.KernelRTT = rtt, kernel
+	if dl, ok := p.ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(p.ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	p.stops = append(p.stops, stop)
+	return c, nil
+}
+
+// closePolitely ends c with a FIN, never an RST. Closing a socket that
+// still holds unread bytes makes the kernel send an RST, which servers log
+// as "connection reset"; so it half-closes (unless the server was asked
+// to close first), reads and discards what the server still sends until
+// the server closes too (bounded by the probe's deadline and closeGrace),
+// then closes. Bytes that arrive after that (a body beyond drainLimit, a
+// server that neither closes nor goes quiet) still draw an RST.
+func (p *probe) closePolitely(c *net.TCPConn) {
+	for _, stop := range p.stops {
+		stop() // the deadline below must not be overwritten by a cancel
+	}
+	p.stops = nil
+	if !p.serverCloses {
+		_ = c.CloseWrite()
+	}
+	wait := closeGrace
+	if dl, ok := p.ctx.Deadline(); ok && time.Until(dl) < wait {
+		wait = time.Until(dl)
+	}
+	if wait > 0 && p.ctx.Err() == nil {
+		_ = c.SetReadDeadline(time.Now().Add(wait))
+		_, _ = io.Copy(io.Discard, io.LimitReader(onlyReader{c}, drainLimit))
+	}
+	_ = c.Close()
+}
+
+// onlyReader hides TCPConn's WriterTo so io.Copy does plain reads.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(b []byte) (int, error) { return o.r.Read(b) }
+
+// firstByte wraps a reader and notes when the first bytes arrived.
+type firstByte struct {
+	r    io.Reader
+	from time.Time // when the request was sent
+	got  time.Duration
+}
+
+func (f *firstByte) Read(b []byte) (int, error) {
+	n, err := f.r.Read(b)
+	if n > 0 && f.got == 0 {
+		f.got = time.Since(f.from)
+		if f.got <= 0 {
+			f.got = 1 // zero means "no reply"
+		}
+	}
+	return n, err
+}
+
+// sent marks the request as written and returns a reader that times the reply.
+func (p *probe) sent(c net.Conn) *firstByte {
+	return &firstByte{r: c, from: time.Now()}
+}
+
+// replied copies the first-byte time into the result.
+func (p *probe) replied(f *firstByte) { p.res.FirstByte = f.got }

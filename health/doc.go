@@ -1,0 +1,41 @@
+// Package health decides whether a backend may receive new flows.
+//
+// It has four parts, each usable alone:
+//
+//   - Checkers (one file per type: tcp, send_expect, postgres, mysql, redis,
+//     http) run one probe and return a Result: OK, a reason a human can act
+//     on, the TCP handshake time (the kernel's own SYN to SYN-ACK sample from
+//     TCP_INFO when it has one), the time to the first reply byte, and the
+//     whole duration. A check never logs; the caller does.
+//   - Tracker is the pure rise/fall state machine with passive marks
+//     (nginx max_fails/fail_timeout). It takes results and times, returns
+//     transitions, and has no clock, goroutine or lock of its own.
+//   - Manager runs one goroutine per target, spreads start times over the
+//     interval, jitters every cycle, and reports every result and every
+//     transition through one callback.
+//   - SlowStartWeight ramps a recovered backend's weight.
+//
+// Hazards:
+//
+//   - Probes are real connections. Every checker closes with a FIN, never an
+//     RST, and sends nothing a server would log as an error where the
+//     protocol allows it: the tcp check sends zero bytes (PostgreSQL logs
+//     nothing for those), postgres sends only an SSLRequest, redis ends with
+//     QUIT, WebSocket with a Close frame. Exceptions are documented on each
+//     checker: a PostgreSQL server with ssl=on logs "could not accept SSL
+//     connection: EOF detected" per plain probe, and a plain MySQL probe is an
+//     aborted handshake, which MySQL may count toward max_connect_errors.
+//   - tcp, postgres, mysql and send_expect probes close first, so each leaves
+//     one TIME_WAIT socket on the balancer for 60 s (about 60 per backend at
+//     a 1 s interval; docs/bench-health.md); redis, http and WebSocket
+//     probes let the server close first.
+//   - The report callback runs on probe goroutines and on the callers of
+//     PassiveFailure/PassiveSuccess, one call at a time per target and in
+//     order. It must return quickly and must not call Set, Remove, Close or
+//     the Passive methods (State is fine).
+//
+// Non-goals: TLS probes (the postgres credentialed check may negotiate TLS,
+// nothing else does), UDP probes, DNS names (targets are addresses), logging
+// and metrics (callers own both), and weights (SlowStartWeight computes one;
+// the runtime applies it).
+package health

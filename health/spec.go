@@ -1,0 +1,188 @@
+// spec.go: what an operator configures for a check, its defaults and validation.
+package health
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Check types.
+const (
+	TypeNone       = "none" // no active checks; state follows passive marks
+	TypeTCP        = "tcp"
+	TypeSendExpect = "send_expect"
+	TypePostgres   = "postgres"
+	TypeMySQL      = "mysql"
+	TypeRedis      = "redis"
+	TypeHTTP       = "http"
+)
+
+// Roles for the postgres and mysql checks.
+const (
+	RoleAny     = "any"
+	RolePrimary = "primary"
+	RoleReplica = "replica"
+)
+
+// Metrics: which time of a check is the backend's RTT sample.
+const (
+	MetricConnect   = "connect"
+	MetricFirstByte = "first_byte"
+)
+
+// Defaults applied to zero fields.
+const (
+	DefaultInterval    = 2 * time.Second
+	DefaultTimeout     = 1 * time.Second
+	DefaultRise        = 2
+	DefaultFall        = 3
+	DefaultFailTimeout = 10 * time.Second
+)
+
+// Spec is one target's check as the runtime maps it from the config. The
+// zero value of every field means its default; Type "" means tcp.
+type Spec struct {
+	Type     string
+	Interval time.Duration
+	Timeout  time.Duration // must not exceed Interval
+	Rise     int
+	Fall     int
+	// Port, when not 0, is probed instead of the backend's own port.
+	Port uint16
+	// MaxFails passive failures within FailTimeout mark the target down at
+	// once; 0 turns passive marks off.
+	MaxFails    int
+	FailTimeout time.Duration
+	// Metric picks the RTT sample reported per check: connect (default) or
+	// first_byte (falls back to connect for checks without a reply).
+	Metric string
+
+	// send_expect: Send is written; the reply must start with Expect or
+	// match ExpectRegex (at most one of them; neither: the send suffices).
+	Send        []byte
+	Expect      []byte
+	ExpectRegex string
+
+	// http: GET Path with Host (default the probed address) must answer
+	// Status (default 200). WebSocket sends an Upgrade request instead and
+	// always expects 101 with a valid Sec-WebSocket-Accept.
+	Path      string
+	Host      string
+	Status    int
+	WebSocket bool
+
+	// postgres, mysql, redis credentials. Postgres and mysql log in only
+	// when User is set; then Role (any, primary, replica) is checked.
+	// Redis sends AUTH when Password is set (with User: AUTH user pass).
+	User     string
+	Password string
+	Database string
+	Role     string
+	// PostgresSSLMode is pgx's sslmode for the login: prefer (default) or
+	// disable. prefer against a server without TLS costs a second connect.
+	PostgresSSLMode string
+}
+
+// withDefaults returns s with zero fields set to their defaults.
+func (s Spec) withDefaults() Spec {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if s.Type == "" {
+		s.Type = TypeTCP
+	}
+	def(&s.Interval, DefaultInterval)
+	def(&s.Timeout, DefaultTimeout)
+	def(&s.FailTimeout, DefaultFailTimeout)
+	if s.Rise <= 0 {
+		s.Rise = DefaultRise
+	}
+	if s.Fall <= 0 {
+		s.Fall = DefaultFall
+	}
+	if s.Metric == "" {
+		s.Metric = MetricConnect
+	}
+	if s.Role == "" {
+		s.Role = RoleAny
+	}
+	if s.Path == "" {
+		s.Path = "/"
+	}
+	if s.PostgresSSLMode == "" {
+		s.PostgresSSLMode = "prefer"
+	}
+	return s
+}
+
+// Validate reports every problem of s (after defaults) at once.
+func (s Spec) Validate() error {
+	s = s.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch s.Type {
+	case TypeNone, TypeTCP, TypeSendExpect, TypePostgres, TypeMySQL, TypeRedis, TypeHTTP:
+	default:
+		bad("unknown check type %q", s.Type)
+	}
+	if s.Interval < 0 || s.Timeout < 0 || s.FailTimeout < 0 {
+		bad("negative interval, timeout or fail_timeout")
+	}
+	if s.Timeout > s.Interval {
+		bad("timeout %v exceeds interval %v", s.Timeout, s.Interval)
+	}
+	if s.MaxFails < 0 {
+		bad("negative max_fails")
+	}
+	if s.Metric != MetricConnect && s.Metric != MetricFirstByte {
+		bad("unknown metric %q (want connect or first_byte)", s.Metric)
+	}
+	if s.Role != RoleAny && s.Role != RolePrimary && s.Role != RoleReplica {
+		bad("unknown role %q (want any, primary or replica)", s.Role)
+	}
+	if s.Role != RoleAny && s.User == "" && (s.Type == TypePostgres || s.Type == TypeMySQL) {
+		bad("role %s needs a user to log in with", s.Role)
+	}
+	if len(s.Expect) > 0 && s.ExpectRegex != "" {
+		bad("expect and expect_regex are exclusive")
+	}
+	if _, err := regexp.Compile(s.ExpectRegex); err != nil {
+		bad("expect_regex: %w", err)
+	}
+	if !strings.HasPrefix(s.Path, "/") || strings.ContainsAny(s.Path, " \r\n") {
+		bad("http path %q must start with / and hold no spaces or line breaks", s.Path)
+	}
+	if strings.ContainsAny(s.Host, " \r\n") {
+		bad("http host %q holds spaces or line breaks", s.Host)
+	}
+	if s.PostgresSSLMode != "prefer" && s.PostgresSSLMode != "disable" {
+		bad("postgres sslmode %q (want prefer or disable)", s.PostgresSSLMode)
+	}
+	return errors.Join(errs...)
+}
+
+// Equal reports whether two specs configure the same check.
+func (s Spec) Equal(o Spec) bool {
+	if !bytes.Equal(s.Send, o.Send) || !bytes.Equal(s.Expect, o.Expect) {
+		return false
+	}
+	s.Send, s.Expect, o.Send, o.Expect = nil, nil, nil, nil
+	return reflect.DeepEqual(s, o) // every other field is comparable
+}
+
+// ProbeAddr is the address a check of backend addr connects to: the
+// backend's own, or its IP with s.Port.
+func (s Spec) ProbeAddr(addr netip.AddrPort) netip.AddrPort {
+	if s.Port == 0 {
+		return addr
+	}
+	return netip.AddrPortFrom(addr.Addr(), s.Port)
+}

@@ -1,0 +1,27 @@
+// tcp.go: the tcp check: a timed handshake and a polite close, zero bytes sent.
+package health
+
+import (
+	"context"
+	"net/netip"
+	"time"
+)
+
+// tcpChecker passes when the handshake completes. It sends nothing, so a
+// PostgreSQL server logs nothing for it; it closes with a FIN and, for
+// servers that speak first (MySQL), reads and discards their greeting so
+// the close is not an RST.
+type tcpChecker struct {
+	timeout time.Duration
+}
+
+func (ch *tcpChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
+	p := begin(ctx, ch.timeout)
+	c, err := p.dial(addr)
+	if err != nil {
+		p.failErr(err, "connecting")
+		return p.end(nil)
+	}
+	p.pass()
+	return p.end(c)
+}

@@ -1,0 +1,78 @@
+// timewait_test.go: which side keeps TIME_WAIT after a probe, read from /proc/net/tcp.
+package health
+
+import (
+	"bufio"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+)
+
+// timeWaits counts TIME_WAIT sockets on 127.0.0.1 whose local port
+// (server side) or remote port (prober side) is port.
+func timeWaits(t *testing.T, port uint16) (server, prober int) {
+	t.Helper()
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 4 || fs[3] != "06" { // 06 = TIME_WAIT
+			continue
+		}
+		if hexPort(fs[1]) == port {
+			server++
+		}
+		if hexPort(fs[2]) == port {
+			prober++
+		}
+	}
+	return server, prober
+}
+
+// hexPort reads the port of "0100007F:1F90".
+func hexPort(addr string) uint16 {
+	_, p, _ := strings.Cut(addr, ":")
+	n, _ := strconv.ParseUint(p, 16, 16)
+	return uint16(n)
+}
+
+// TestServerClosesFirst: redis (QUIT), http (Connection: close) and
+// WebSocket (Close frame) probes let the server close first, so the
+// TIME_WAIT stays on the server, not on the balancer; the tcp check
+// closes first and keeps it.
+func TestServerClosesFirst(t *testing.T) {
+	t.Parallel()
+	redis := testutil.StartRedis(t, "127.0.0.1:0", "")
+	web := testutil.StartWebSocketServer(t, "127.0.0.1:0")
+	ws := testutil.StartWebSocketServer(t, "127.0.0.1:0")
+	tcpSrv := startServer(t, nil, false)
+	cases := []struct {
+		spec        Spec
+		addr        netip.AddrPort
+		proberKeeps bool
+	}{
+		{Spec{Type: TypeRedis}, redis.Addr, false},
+		{Spec{Type: TypeHTTP}, web.Addr, false},
+		{Spec{Type: TypeHTTP, WebSocket: true}, ws.Addr, false},
+		{Spec{Type: TypeTCP}, tcpSrv.addr(), true},
+	}
+	for _, c := range cases {
+		for range 5 {
+			wantOK(t, check(t, c.spec, c.addr))
+		}
+		server, prober := timeWaits(t, c.addr.Port())
+		name := fmt.Sprintf("%s: TIME_WAIT server %d prober %d", c.spec.Type, server, prober)
+		if c.proberKeeps != (prober >= 5) || c.proberKeeps == (server >= 5) {
+			t.Error(name)
+		}
+	}
+}

@@ -1,0 +1,178 @@
+// Health: probe targets per backend, transitions to snapshots, passive
+// marks and RTT samples from the proxy, slow start and on_down.
+package reconcile
+
+import (
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/health"
+	"github.com/l4lb/l4lb/l4"
+)
+
+// slowStartStep is how often a ramping backend's weight is recomputed.
+const slowStartStep = 500 * time.Millisecond
+
+func healthSpec(h config.Health, metric string) health.Spec {
+	return health.Spec{
+		Type: h.Type, Interval: h.Interval, Timeout: h.Timeout, Rise: h.Rise, Fall: h.Fall,
+		Port: uint16(h.Port), MaxFails: h.MaxFails, FailTimeout: h.FailTimeout, Metric: metric,
+		Send: h.Send, Expect: h.Expect, ExpectRegex: h.ExpectRegex,
+		Path: h.Path, Host: h.Host, Status: h.Status, WebSocket: h.WebSocket,
+		User: h.User, Password: h.Password, Database: h.Database, Role: h.Role,
+	}
+}
+
+func (v *vip) target(id l4.BackendID) health.TargetKey {
+	return health.TargetKey{VIP: v.key.String(), Backend: id}
+}
+
+// syncHealth gives every backend of the VIP its probe target with the
+// VIP's spec (a no-op for unchanged ones) and removes targets of backends
+// that are gone.
+func (r *Runtime) syncHealth(v *vip, removed []l4.BackendID) {
+	vc := v.cfg()
+	spec := healthSpec(vc.Health, vc.LeastTimeMetric)
+	for _, id := range removed {
+		r.health.Remove(v.target(id))
+	}
+	v.mu.Lock()
+	targets := make(map[l4.BackendID]netip.AddrPort, len(v.backends))
+	for id, b := range v.backends {
+		targets[id] = b.b.Addr
+	}
+	v.mu.Unlock()
+	for id, addr := range targets {
+		if err := r.health.Set(v.target(id), addr, spec); err != nil {
+			r.log.Error("health check not started", zap.String("vip", vc.Name), zap.String("backend", string(id)), zap.Error(err))
+		}
+	}
+}
+
+// onHealth receives every probe result and passive mark. It runs on probe
+// goroutines and connection goroutines and must not block: it takes only
+// the VIP's own lock, never the runtime's.
+func (r *Runtime) onHealth(ev health.Event) {
+	v := r.lookupVIP(ev.Key.VIP)
+	if v == nil {
+		return
+	}
+	if ev.RTT > 0 {
+		if b := v.backendByID(ev.Key.Backend); b != nil {
+			b.ObserveRTT(ev.RTT)
+		}
+	}
+	if ev.Changed() {
+		v.setHealth(ev.Key.Backend, ev.New, ev.Reason)
+	}
+}
+
+// setHealth records a transition and publishes a snapshot without (or with)
+// the backend at once.
+func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
+	v.mu.Lock()
+	b, ok := v.backends[id]
+	if !ok || b.health == h {
+		v.mu.Unlock()
+		return
+	}
+	old := b.health
+	b.health = h
+	if old == l4.HealthDown && h == l4.HealthUp {
+		b.upSince = time.Now()
+	}
+	b.b.SetEligible(b.eligible())
+	v.rebuildLocked()
+	vc := v.cfg()
+	v.mu.Unlock()
+
+	v.log.Info("backend health changed", zap.String("backend", string(id)), zap.Stringer("from", old), zap.Stringer("to", h), zap.String("reason", reason))
+	if h == l4.HealthDown && vc.Health.OnDown == "reset" && v.tcp != nil {
+		go func() {
+			n := v.tcp.ResetWhere(func(x *l4.Backend) bool { return x == b.b })
+			v.log.Info("on_down reset: sessions closed", zap.String("backend", string(id)), zap.Int("reset", n))
+		}()
+	}
+	if h == l4.HealthUp && vc.Health.SlowStart > 0 {
+		v.startRamp()
+	}
+}
+
+// rebuildLocked publishes a snapshot of the current backend set. A build
+// failure keeps the previous snapshot (it cannot happen for a set that
+// built before).
+func (v *vip) rebuildLocked() {
+	opts, err := balanceOptions(v.cfg())
+	if err == nil {
+		var snap = v.store.Load()
+		if snap, err = buildSnapshot(opts, v.effective(time.Now())); err == nil {
+			v.store.Store(snap)
+		}
+	}
+	if err != nil {
+		v.log.Error("snapshot rebuild failed; previous one kept", zap.Error(err))
+	}
+}
+
+// startRamp runs one goroutine per VIP that recomputes slow-start weights
+// until every backend is at full weight.
+func (v *vip) startRamp() {
+	if !v.ramping.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer v.ramping.Store(false)
+		t := time.NewTicker(slowStartStep)
+		defer t.Stop()
+		for range t.C {
+			v.mu.Lock()
+			v.rebuildLocked()
+			done := !v.rampingLocked(time.Now())
+			v.mu.Unlock()
+			if done || v.stopped.Load() {
+				return
+			}
+		}
+	}()
+}
+
+func (v *vip) rampingLocked(now time.Time) bool {
+	window := v.cfg().Health.SlowStart
+	for _, b := range v.backends {
+		if !b.upSince.IsZero() && now.Sub(b.upSince) < window {
+			return true
+		}
+	}
+	return false
+}
+
+// backendByID returns the live backend with id, or nil.
+func (v *vip) backendByID(id l4.BackendID) *l4.Backend {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if b, ok := v.backends[id]; ok {
+		return b.b
+	}
+	return nil
+}
+
+// healthStatus fills the health fields of a backend's status.
+func (r *Runtime) healthStatus(v *vip, bs *BackendStatus) {
+	st, ok := r.health.State(v.target(l4.BackendID(bs.ID)))
+	if !ok {
+		return
+	}
+	bs.Reason = st.Reason
+	if !st.Since.IsZero() {
+		bs.Since = st.Since
+	}
+	if st.Checks > 0 {
+		bs.LastCheck = "ok"
+		if !st.Last.OK {
+			bs.LastCheck = st.Last.Reason
+		}
+	}
+}
