@@ -44,6 +44,8 @@ func (c *FlowCounter) Underflows() uint64 { return c.underflows.Load() }
 type Backend struct {
 	ID   BackendID
 	Addr netip.AddrPort
+	// addrText is Addr.String(), kept because dialing takes a string.
+	addrText string
 
 	// vipFlows is the VIP-wide total that Acquire and Release keep in step
 	// with flows, so that bounded-load hashing reads the mean in O(1).
@@ -68,10 +70,13 @@ type BackendStats struct {
 // NewBackend makes a backend whose flows also count toward vipFlows (which
 // may be nil).
 func NewBackend(id BackendID, addr netip.AddrPort, vipFlows *FlowCounter) *Backend {
-	b := &Backend{ID: id, Addr: addr, vipFlows: vipFlows}
+	b := &Backend{ID: id, Addr: addr, addrText: addr.String(), vipFlows: vipFlows}
 	b.rtt.SetAlpha(DefaultEWMAAlpha)
 	return b
 }
+
+// AddrString returns Addr in host:port form without allocating.
+func (b *Backend) AddrString() string { return b.addrText }
 
 // Acquire counts a new live flow on the backend. Balancers call it when they
 // pick; whoever holds the flow calls Release exactly once when it ends.

@@ -20,24 +20,26 @@ type tcpConn struct {
 	client  *net.TCPConn
 	backend *net.TCPConn
 	target  *l4.Backend
-	start   time.Time
+	opened  time.Time
 	idle    time.Duration // 0 = no idle timeout
 
-	lastActive atomic.Int64 // time.Since(start) at the last byte moved
+	lastActive atomic.Int64 // time.Since(opened) at the last byte moved
 
+	up, down  direction    // client to backend, backend to client
+	running   atomic.Int32 // pumps still running; the last one ends the connection
 	closeOnce sync.Once
 }
 
 // touch records activity. Directions call it per chunk, not per packet.
 func (c *tcpConn) touch() {
 	if c.idle > 0 {
-		c.lastActive.Store(int64(time.Since(c.start)))
+		c.lastActive.Store(int64(time.Since(c.opened)))
 	}
 }
 
 // idleDeadline is when the connection becomes idle if nothing moves.
 func (c *tcpConn) idleDeadline() time.Time {
-	return c.start.Add(time.Duration(c.lastActive.Load()) + c.idle)
+	return c.opened.Add(time.Duration(c.lastActive.Load()) + c.idle)
 }
 
 // extendRead is called when a read deadline fired: it returns errIdle if
@@ -60,28 +62,41 @@ func (c *tcpConn) extendWrite(conn *net.TCPConn) error {
 	return conn.SetWriteDeadline(dl)
 }
 
-// run proxies both directions until both end, then closes both sockets.
-func (c *tcpConn) run() {
+// start proxies both directions on two new goroutines; the last to finish
+// closes both sockets and does the connection's accounting.
+func (c *tcpConn) start() {
 	if c.idle > 0 {
-		dl := c.start.Add(c.idle)
-		_ = c.client.SetDeadline(dl)
-		_ = c.backend.SetDeadline(dl)
+		// Reads always wait, so they always need the idle deadline; writes
+		// get theirs only if they ever have to wait (see drain).
+		dl := c.opened.Add(c.idle)
+		_ = c.client.SetReadDeadline(dl)
+		_ = c.backend.SetReadDeadline(dl)
 	}
-	up, err1 := newDirection(c, c.client, c.backend, &c.target.Stats.BytesIn)
-	down, err2 := newDirection(c, c.backend, c.client, &c.target.Stats.BytesOut)
-	if err := errors.Join(err1, err2); err != nil {
+	err1 := c.up.init(c, c.client, c.backend, &c.target.Stats.BytesIn)
+	err2 := c.down.init(c, c.backend, c.client, &c.target.Stats.BytesOut)
+	if errors.Join(err1, err2) != nil {
 		c.abort(true, true)
+		c.end()
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		c.finish(down, down.run())
-		close(done)
-	}()
-	c.finish(up, up.run())
-	<-done
+	c.running.Store(2)
+	go c.pump(&c.up)
+	go c.pump(&c.down)
+}
+
+func (c *tcpConn) pump(d *direction) {
+	c.finish(d, d.run())
+	if c.running.Add(-1) == 0 {
+		c.end()
+	}
+}
+
+// end runs once both directions are done.
+func (c *tcpConn) end() {
 	c.close()
-	c.svc.connEnded(c, up.moved, down.moved)
+	c.target.Release()
+	c.svc.untrack(c)
+	c.svc.connDone()
 }
 
 // finish acts on how one direction ended, at once, so that a reset or an

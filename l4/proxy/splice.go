@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,18 +32,17 @@ type direction struct {
 	bytes          *atomic.Uint64 // the backend's counter for this direction
 	moved          uint64         // bytes this direction moved
 	err            error          // the failure behind endSrcErr / endDstErr
+	writeDeadline  bool           // dst has its idle write deadline
 }
 
-func newDirection(c *tcpConn, src, dst *net.TCPConn, bytes *atomic.Uint64) (*direction, error) {
-	srcRaw, err := src.SyscallConn()
-	if err != nil {
-		return nil, err
+func (d *direction) init(c *tcpConn, src, dst *net.TCPConn, bytes *atomic.Uint64) error {
+	*d = direction{src: src, dst: dst, conn: c, pipes: c.svc.pipes, bytes: bytes}
+	var err error
+	if d.srcRaw, err = src.SyscallConn(); err != nil {
+		return err
 	}
-	dstRaw, err := dst.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	return &direction{src: src, dst: dst, srcRaw: srcRaw, dstRaw: dstRaw, conn: c, pipes: c.svc.pipes, bytes: bytes}, nil
+	d.dstRaw, err = dst.SyscallConn()
+	return err
 }
 
 // run moves bytes until src sends FIN (then dst is shut for writing) or
@@ -138,10 +138,17 @@ func (d *direction) drain(p *pipe, n int) error {
 		)
 		err := d.dstRaw.Write(func(fd uintptr) bool {
 			m, serr = spliceRetry(p.r, int(fd), n)
-			return serr != unix.EAGAIN
+			// Before the first wait, come out to set the idle deadline.
+			return serr != unix.EAGAIN || !d.writeDeadline
 		})
 		if err == nil {
 			err = serr
+		}
+		if err == unix.EAGAIN {
+			if err := d.armWriteDeadline(); err != nil {
+				return err
+			}
+			continue
 		}
 		if err != nil {
 			if !os.IsTimeout(err) {
@@ -158,6 +165,20 @@ func (d *direction) drain(p *pipe, n int) error {
 		d.conn.touch()
 	}
 	return nil
+}
+
+// armWriteDeadline gives dst its idle write deadline the first time a write
+// must wait: request/response traffic rarely waits and pays nothing.
+func (d *direction) armWriteDeadline() error {
+	d.writeDeadline = true
+	if d.conn.idle <= 0 {
+		return nil
+	}
+	dl := d.conn.idleDeadline()
+	if !time.Now().Before(dl) {
+		return errIdle
+	}
+	return d.dst.SetWriteDeadline(dl)
 }
 
 // spliceRetry splices up to n bytes without blocking, retrying EINTR.

@@ -65,9 +65,11 @@ type TCPService struct {
 	obs   Observer
 
 	settings atomic.Pointer[Settings]
-	affinity atomic.Pointer[conntrack.Affinity] // nil = no affinity
-	limit    limiter
-	Stats    ServiceStats
+	// listenKeepAlive is what the listener applies to accepted sockets.
+	listenKeepAlive time.Duration
+	affinity        atomic.Pointer[conntrack.Affinity] // nil = no affinity
+	limit           limiter
+	Stats           ServiceStats
 
 	wg         sync.WaitGroup // connection goroutines
 	acceptDone chan struct{}
@@ -103,6 +105,7 @@ func NewTCPService(cfg TCPConfig) *TCPService {
 		conns:      make(map[*tcpConn]struct{}),
 	}
 	s.limit.init()
+	s.listenKeepAlive = cfg.Settings.KeepAlive
 	s.Update(cfg.Settings)
 	return s
 }
@@ -186,11 +189,11 @@ func acceptBackoff(err error, prev time.Duration) time.Duration {
 	return min(2*prev, time.Second)
 }
 
+// handle sets one client connection up and hands it to two fresh pump
+// goroutines; handle's own goroutine, whose stack grew while dialing, exits
+// so an idle connection keeps only small stacks.
 func (s *TCPService) handle(client *net.TCPConn) {
-	defer s.wg.Done()
-	defer s.limit.release()
 	s.Stats.Active.Add(1)
-	defer s.Stats.Active.Add(-1)
 	st := s.settings.Load()
 	flow := l4.Flow{
 		Src:   client.RemoteAddr().(*net.TCPAddr).AddrPort(),
@@ -205,20 +208,28 @@ func (s *TCPService) handle(client *net.TCPConn) {
 		}
 		_ = client.SetLinger(0)
 		_ = client.Close()
+		s.connDone()
 		return
 	}
-	defer target.Release()
-	setKeepAlive(client, st.KeepAlive)
-	c := &tcpConn{svc: s, client: client, backend: backend, target: target, start: time.Now(), idle: st.IdleTimeout}
-	if err := s.sendProxyHeader(c, st.ProxyProtocol, &flow); err != nil {
-		c.abort(true, true)
+	if st.KeepAlive != s.listenKeepAlive {
+		setKeepAlive(client, st.KeepAlive) // changed by a reload since the listener opened
+	}
+	c := &tcpConn{svc: s, client: client, backend: backend, target: target, opened: time.Now(), idle: st.IdleTimeout}
+	if err := s.sendProxyHeader(c, st.ProxyProtocol, &flow); err != nil || !s.track(c) {
+		c.abort(true, true) // the backend failed, or the service is shutting down
+		target.Release()
+		s.connDone()
 		return
 	}
-	if !s.track(c) {
-		c.abort(true, true) // shutting down
-		return
-	}
-	c.run()
+	c.start()
+}
+
+// connDone is the end of a connection's accounting: its max_conns slot,
+// the drain wait group and the active count.
+func (s *TCPService) connDone() {
+	s.Stats.Active.Add(-1)
+	s.limit.release()
+	s.wg.Done()
 }
 
 // connect picks a backend and connects to it, trying up to st.Retries
@@ -269,7 +280,7 @@ func (s *TCPService) dial(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
 		d.KeepAlive = -1
 	}
 	start := time.Now()
-	c, err := d.Dial("tcp", b.Addr.String())
+	c, err := d.Dial("tcp", b.AddrString())
 	if err != nil {
 		b.Stats.ConnectFails.Add(1)
 		s.Stats.ConnectFails.Add(1)
@@ -297,7 +308,8 @@ func (s *TCPService) track(c *tcpConn) bool {
 	return true
 }
 
-func (s *TCPService) connEnded(c *tcpConn, in, out uint64) {
+// untrack forgets a connection that ended.
+func (s *TCPService) untrack(c *tcpConn) {
 	s.mu.Lock()
 	if s.conns != nil {
 		delete(s.conns, c)
