@@ -1,0 +1,476 @@
+#!/usr/bin/env bash
+# make bench: l4lb's own benchmark of its proxy. A throwaway network (client,
+# balancer host with the VIP, three backends, each in its own namespace) and
+# three paths measured in interleaved rounds: direct (kernel forwarding, no
+# balancer), l4lb, and iocopy (a plain io.Copy Go proxy, the naive baseline).
+# Prints a table of medians and writes it to docs/bench-proxy.md.
+#
+#   make bench                      # 3 rounds, about 12-15 minutes
+#   QUICK=1 scripts/bench.sh        # smoke run: 1 round, short steps (about 2 minutes)
+#   REPS=5 WORKLOADS="T2 T3" PATHS="direct l4lb" scripts/bench.sh
+#
+# Knobs (environment): REPS (3), T1_SECS (10), DUR (8: T2, T3, T4), T3B_DUR (DUR),
+# T5_CONNS (5000), T5_HOLD (10), WORKLOADS ("T1 T2 T3 T4 T5"), PATHS
+# ("direct l4lb iocopy"), SETTLE (1 s between steps), LB_CPU (1), CLIENT_CPU (0),
+# OUT (docs/bench-proxy.md; QUICK=1 writes it only when OUT is set), KEEP=1 (keep
+# the raw records and logs).
+#
+# Safety: everything runs in namespaces made here with per-run names, on
+# addresses from 198.18.0.0/15; nothing in the root namespace is touched. Every
+# load step is bounded by its own flags and by timeout(1). On exit, also on
+# Ctrl-C, only the processes started here are stopped and the namespaces removed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# ---------------------------------------------------------------------------
+# Settings. QUICK only changes defaults, so QUICK=1 DUR=5 still works.
+# INVOKED: the command as the user typed it, for the report.
+INVOKED="scripts/bench.sh"
+[ -n "${MAKELEVEL:-}" ] && INVOKED="make bench"
+for v in OUT KEEP SETTLE PATHS WORKLOADS T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
+  if [ -n "${!v+x}" ]; then
+    case ${!v} in *" "* | "") INVOKED="$v=\"${!v}\" $INVOKED" ;; *) INVOKED="$v=${!v} $INVOKED" ;; esac
+  fi
+done
+if [ "${QUICK:-0}" = 1 ]; then
+  : "${REPS:=1}" "${T1_SECS:=3}" "${DUR:=3}" "${T5_CONNS:=1000}" "${T5_HOLD:=3}" "${SETTLE:=0.5}" "${OUT:=}"
+fi
+REPS=${REPS:-3}
+T1_SECS=${T1_SECS:-10}
+DUR=${DUR:-8}
+T3B_DUR=${T3B_DUR:-$DUR}
+T5_CONNS=${T5_CONNS:-5000}
+T5_HOLD=${T5_HOLD:-10}
+WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5}
+PATHS=${PATHS:-direct l4lb iocopy}
+SETTLE=${SETTLE:-1}
+OUT=${OUT-docs/bench-proxy.md}
+# One core for the balancer, the other for everything else: the comparison
+# is "what one balancer core does". On a 1-CPU machine everything shares CPU 0.
+LB_CPU=${LB_CPU:-1}
+CLIENT_CPU=${CLIENT_CPU:-0}
+if [ "$(nproc)" -lt 2 ]; then LB_CPU=0; fi
+
+S="l4bn$$"                       # namespace prefix, unique per run
+CLI=$S-cli LB=$S-lb
+BACKEND_NS=($S-b1 $S-b2 $S-b3)
+BACKEND_IPS=(198.18.1.11 198.18.1.12 198.18.1.13)
+VIP=198.18.2.10
+BULK_PORT=5201 HTTP_PORT=8080 ECHO_PORT=7000 UDP_PORT=9000
+
+RUN=$(mktemp -d /tmp/l4lb-bench.XXXXXX)
+RAW=$RUN/raw.jsonl               # one JSON record per workload run
+LBDIR=$RUN/lb                    # per balancer run: <path>-r<N>.{log,exit,events,status.json}
+mkdir -p "$LBDIR"
+: >"$RAW"
+PIDS=()                          # every long-running process started here
+LBPID=0                          # the balancer of the current path, 0 for direct
+UDP=0                            # 1 when this build serves UDP VIPs
+STATUS=1                         # exit status cleanup reports; 0 once the run completed
+
+# ---------------------------------------------------------------------------
+# Helpers.
+say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+
+# inns NS CMD...: run CMD in a namespace. Only for foreground commands: a
+# function sent to the background runs in a subshell, so $! would be the
+# subshell's PID, not the program's; background starts call `ip netns exec`.
+inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+# track PID PROGRAM: remember a background process, after checking that $!
+# really is PROGRAM (ip netns exec and taskset exec their command), so that
+# stopping it by PID stops the program itself.
+track() {
+  PIDS+=("$1")
+  local comm="" i
+  for ((i = 0; i < 20; i++)); do
+    comm=$(cat "/proc/$1/comm" 2>/dev/null) || return 0 # gone already: the readiness check reports it
+    [ "$comm" = "$2" ] && return 0
+    sleep 0.05 # still ip or taskset, about to exec
+  done
+  echo "PID $1 is $comm, not $2: it could not be stopped by PID" >&2
+  exit 1
+}
+
+# alive PID: the process exists and is not a zombie waiting to be reaped.
+alive() {
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  s=${s##*) }
+  [ "${s%% *}" != Z ]
+}
+
+# forget PID: drop it from PIDS once it has been stopped.
+forget() {
+  local keep=() p
+  for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  PIDS=("${keep[@]}")
+}
+
+# stop_pid PID SECS: SIGTERM, wait up to SECS, then SIGKILL; prints the
+# exit status (or "killed after Ns") on stdout.
+stop_pid() {
+  local pid=$1 secs=$2 i rc=0 note=""
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < secs * 10; i++)); do alive "$pid" || break; sleep 0.1; done
+  if alive "$pid"; then
+    kill -KILL "$pid" 2>/dev/null || true
+    note=" (did not exit within ${secs}s of SIGTERM: killed)"
+  fi
+  wait "$pid" 2>/dev/null || rc=$?
+  forget "$pid"
+  echo "$rc$note"
+}
+
+cleanup() {
+  local rc=$? p ns
+  set +e
+  trap - EXIT INT TERM
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for _ in $(seq 30); do
+    local any=0
+    for p in "${PIDS[@]}"; do alive "$p" && any=1; done
+    [ $any = 0 ] && break
+    sleep 0.1
+  done
+  for p in "${PIDS[@]}"; do alive "$p" && kill -KILL "$p" 2>/dev/null; done
+  # Backstop: whatever still runs inside our own namespaces was started here.
+  for ns in $CLI $LB "${BACKEND_NS[@]}"; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  if [ "${KEEP:-0}" = 1 ] || [ "$rc" != 0 ] || [ "$STATUS" != 0 ]; then
+    echo "raw records and logs kept in $RUN" >&2
+  else
+    rm -rf "$RUN"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------------------
+# Preparation.
+need_tools() {
+  [ "$(id -u)" = 0 ] || { echo "make bench needs root (it creates network namespaces)" >&2; exit 1; }
+  local t
+  for t in ip sysctl taskset timeout go; do
+    command -v $t >/dev/null || { echo "missing $t (Debian: iproute2, procps, util-linux, coreutils, golang)" >&2; exit 1; }
+  done
+  if ! command -v iperf3 >/dev/null; then
+    say "installing iperf3 (T1 bulk TCP)"
+    # A fresh image may have no package lists yet: update once if needed.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 >&2 ||
+      { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 >&2; }
+  fi
+}
+
+# build: the Go helpers into bin/ (bin/l4lb and bin/testserver come from
+# `make build`; built here too when the script runs on its own).
+build() {
+  say "building bin/loadgen, bin/iocopy, bin/bench-report"
+  [ -x bin/l4lb ] || go build -o bin/l4lb ./cmd/l4lb
+  [ -x bin/testserver ] || go build -o bin/testserver ./scripts/testserver
+  go build -o bin/loadgen ./scripts/bench/loadgen
+  go build -o bin/iocopy ./scripts/bench/iocopy
+  go build -o bin/bench-report ./scripts/bench/report
+}
+
+# tune NS: sysctls of one namespace (they are per namespace): a deep accept
+# queue and a wide port range with TIME_WAIT reuse for T2's ~70k connections.
+tune() {
+  inns "$1" sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 \
+    net.ipv4.ip_local_port_range="1024 65000" net.ipv4.tcp_tw_reuse=1
+}
+
+# topo_up: client <-> balancer host <-> bridge <-> three backends. The veths
+# are created directly inside the namespaces, never in the root namespace.
+topo_up() {
+  say "network: namespaces $S-* (client, lb with VIP $VIP, three backends)"
+  local ns i
+  for ns in $CLI $LB "${BACKEND_NS[@]}"; do
+    ip netns add "$ns"
+    inns "$ns" ip link set lo up
+    tune "$ns"
+  done
+  ip link add c0 netns $CLI type veth peer name x0 netns $LB
+  inns $CLI ip addr add 198.18.0.2/24 dev c0
+  inns $CLI ip link set c0 up
+  inns $CLI ip route add default via 198.18.0.1
+  inns $LB ip addr add 198.18.0.1/24 dev x0
+  inns $LB ip link set x0 up
+  inns $LB ip addr add $VIP/32 dev lo
+  inns $LB sysctl -qw net.ipv4.ip_forward=1   # the direct path is routed through here
+  inns $LB ip link add br0 type bridge
+  inns $LB ip addr add 198.18.1.1/24 dev br0
+  inns $LB ip link set br0 up
+  for i in 1 2 3; do
+    ns=${BACKEND_NS[$((i - 1))]}
+    ip link add xb$i netns $LB type veth peer name b0 netns "$ns"
+    inns $LB ip link set xb$i master br0
+    inns $LB ip link set xb$i up
+    inns "$ns" ip addr add "${BACKEND_IPS[$((i - 1))]}/24" dev b0
+    inns "$ns" ip link set b0 up
+    inns "$ns" ip route add default via 198.18.1.1
+  done
+}
+
+# backends_start: bin/testserver (HTTP, TCP echo, UDP echo) and iperf3 in
+# every backend namespace, pinned with the client. Not daemonized: `ip netns
+# exec` and taskset exec their command, so $! is the server's own PID.
+backends_start() {
+  say "backends: testserver (HTTP :$HTTP_PORT, echo :$ECHO_PORT, UDP :$UDP_PORT) and iperf3 -s :$BULK_PORT"
+  local i ns ip
+  for i in 1 2 3; do
+    ns=${BACKEND_NS[$((i - 1))]} ip=${BACKEND_IPS[$((i - 1))]}
+    ip netns exec "$ns" taskset -c "$CLIENT_CPU" bin/testserver -name b$i -http $ip:$HTTP_PORT \
+      -echo $ip:$ECHO_PORT -udp $ip:$UDP_PORT >"$RUN/backend-$i.log" 2>&1 &
+    track $! testserver
+    ip netns exec "$ns" taskset -c "$CLIENT_CPU" iperf3 -s -B $ip -p $BULK_PORT >"$RUN/iperf3-$i.log" 2>&1 &
+    track $! iperf3
+  done
+  for ip in "${BACKEND_IPS[@]}"; do
+    client bin/loadgen probe -kind http -addr $ip:$HTTP_PORT -timeout 10s
+    client bin/loadgen probe -kind echo -addr $ip:$ECHO_PORT -timeout 5s
+    client bin/loadgen probe -kind udp -addr $ip:$UDP_PORT -timeout 5s
+  done
+}
+
+# client CMD...: run a client tool in the client namespace on the client CPU.
+client() { inns $CLI taskset -c "$CLIENT_CPU" "$@"; }
+
+# ---------------------------------------------------------------------------
+# l4lb configuration.
+backend_list() {
+  local port=$1 ip
+  for ip in "${BACKEND_IPS[@]}"; do printf '  [[vip.backend]]\n  address = "%s:%s"\n' "$ip" "$port"; done
+}
+
+udp_vip() {
+  cat <<TOML
+
+[[vip]]
+name = "udp"
+listen = "$VIP:$UDP_PORT"
+protocol = "udp"
+algorithm = "round_robin"
+$(backend_list $UDP_PORT)
+TOML
+}
+
+write_l4lb_config() {
+  cat >"$RUN/l4lb.toml" <<TOML
+# written by scripts/bench.sh
+[global]
+log_level = "warn"
+admin_socket = "$RUN/admin.sock"
+drain_timeout = "2s"
+
+# T1: iperf3 needs every connection of a test on one server. No health
+# check: a probe connection would disturb iperf3's control channel.
+[[vip]]
+name = "bulk"
+listen = "$VIP:$BULK_PORT"
+protocol = "tcp"
+algorithm = "round_robin"
+  [vip.health]
+  type = "none"
+  [[vip.backend]]
+  address = "${BACKEND_IPS[0]}:$BULK_PORT"
+
+# T2
+[[vip]]
+name = "http"
+listen = "$VIP:$HTTP_PORT"
+protocol = "tcp"
+algorithm = "round_robin"
+$(backend_list $HTTP_PORT)
+
+# T3, T5
+[[vip]]
+name = "echo"
+listen = "$VIP:$ECHO_PORT"
+protocol = "tcp"
+algorithm = "round_robin"
+$(backend_list $ECHO_PORT)
+TOML
+  if [ $UDP = 1 ]; then udp_vip >>"$RUN/l4lb.toml"; fi
+  bin/l4lb check --config "$RUN/l4lb.toml" >&2
+}
+
+# udp_gate: T4 runs only when this build serves UDP VIPs. `l4lb check` must
+# accept one, and, because a VIP that check accepts but run refuses would
+# stop the whole l4lb path, a trial `l4lb run` must answer a UDP echo.
+udp_gate() {
+  { printf '[global]\nlog_level = "warn"\nadmin_socket = "off"\n'; udp_vip; } >"$RUN/udp-check.toml"
+  if ! bin/l4lb check --config "$RUN/udp-check.toml" >"$RUN/udp-check.out" 2>&1; then
+    echo "UDP: not supported by this build (l4lb check: $(tail -n 1 "$RUN/udp-check.out"))" >&2
+    return
+  fi
+  ip netns exec $LB taskset -c "$LB_CPU" bin/l4lb run --config "$RUN/udp-check.toml" >"$RUN/udp-trial.log" 2>&1 &
+  local pid=$! ok=0
+  track $pid l4lb
+  if client bin/loadgen probe -kind udp -addr $VIP:$UDP_PORT -timeout 5s 2>/dev/null; then ok=1; fi
+  stop_pid $pid 5 >/dev/null
+  if [ $ok = 1 ]; then
+    UDP=1
+    echo "UDP: supported, T4 runs" >&2
+  else
+    echo "UDP: not supported by this build (l4lb check accepts a protocol = \"udp\" VIP, but l4lb run does not serve it: $(grep -v '^\s*$' "$RUN/udp-trial.log" | tail -n 1 | cut -c1-200))" >&2
+  fi
+}
+
+# ---------------------------------------------------------------------------
+# Balancers. lb_start PATH ROUND starts it in the lb namespace on LB_CPU and
+# waits until the VIP answers; lb_stop saves its counters and exit status.
+lb_start() {
+  local path=$1 round=$2 log=$LBDIR/$1-r$2.log
+  case $path in
+  direct)
+    LBPID=0
+    return
+    ;;
+  l4lb)
+    rm -f "$RUN/admin.sock"
+    ip netns exec $LB taskset -c "$LB_CPU" bin/l4lb run --config "$RUN/l4lb.toml" >>"$log" 2>&1 &
+    ;;
+  iocopy)
+    ip netns exec $LB taskset -c "$LB_CPU" bin/iocopy -map $VIP:$BULK_PORT=${BACKEND_IPS[0]}:$BULK_PORT \
+      -map "$VIP:$HTTP_PORT=$(addrs $HTTP_PORT)" -map "$VIP:$ECHO_PORT=$(addrs $ECHO_PORT)" >>"$log" 2>&1 &
+    ;;
+  esac
+  LBPID=$!
+  track $LBPID "$path"
+  echo $LBPID >"$RUN/lb.pid"
+  if ! client bin/loadgen probe -kind http -addr $VIP:$HTTP_PORT -timeout 10s ||
+    ! client bin/loadgen probe -kind echo -addr $VIP:$ECHO_PORT -timeout 5s; then
+    echo "$path did not start; its log:" >&2
+    cat "$log" >&2
+    exit 1
+  fi
+  if [ "$path" = l4lb ] && [ $UDP = 1 ]; then
+    client bin/loadgen probe -kind udp -addr $VIP:$UDP_PORT -timeout 5s || true
+  fi
+}
+
+addrs() {
+  local port=$1 ip out=""
+  for ip in "${BACKEND_IPS[@]}"; do out+="${out:+,}$ip:$port"; done
+  echo "$out"
+}
+
+lb_stop() {
+  local path=$1 round=$2
+  [ "$LBPID" != 0 ] || return 0
+  if [ "$path" = l4lb ] && alive "$LBPID"; then
+    bin/l4lb status --socket "$RUN/admin.sock" --json >"$LBDIR/$path-r$round.status.json" 2>>"$LBDIR/$path-r$round.events" || true
+  fi
+  stop_pid "$LBPID" 10 >"$LBDIR/$path-r$round.exit"
+  LBPID=0
+}
+
+# lb_ensure PATH ROUND STEP: if the balancer died during the last step, note
+# it (a crash is the most important finding) and start it again, so the
+# remaining steps still measure something.
+lb_ensure() {
+  local path=$1 round=$2 step=$3
+  [ "$LBPID" != 0 ] && ! alive "$LBPID" || return 0
+  local rc=0
+  wait "$LBPID" 2>/dev/null || rc=$?
+  forget "$LBPID"
+  echo "exited with status $rc before $step; restarted" >>"$LBDIR/$path-r$round.events"
+  echo "!! $path exited with status $rc before $step (round $round); restarting it" >&2
+  lb_start "$path" "$round"
+}
+
+# ---------------------------------------------------------------------------
+# Workloads. measure TEST PATH ROUND LIMIT SUBCOMMAND ARGS... runs loadgen in
+# the client namespace, bounded by LIMIT seconds, and appends its record.
+measure() {
+  local test=$1 path=$2 round=$3 limit=$4 sub=$5 rc=0 out
+  shift 5
+  lb_ensure "$path" "$round" "$test"
+  out=$(inns $CLI timeout --foreground -k 5 "$limit" taskset -c "$CLIENT_CPU" bin/loadgen "$sub" \
+    -test "$test" -path "$path" -round "$round" -lbpid "$LBPID" "$@") || rc=$?
+  if [ $rc = 0 ] && [ -n "$out" ]; then
+    echo "$out" >>"$RAW"
+  else
+    printf '{"test":"%s","path":"%s","round":%d,"failed":true,"rc":%d}\n' "$test" "$path" "$round" "$rc" >>"$RAW"
+    echo "!! $test on $path failed (exit $rc)" >&2
+  fi
+  sleep "$SETTLE"
+}
+
+skip() { printf '{"test":"%s","path":"%s","round":%d,"skipped":"%s"}\n' "$1" "$2" "$3" "$4" >>"$RAW"; }
+
+wants() { [[ " $WORKLOADS " == *" $1 "* ]]; }
+
+# run_path PATH ROUND: every selected workload against one path.
+run_path() {
+  local path=$1 round=$2 host=$VIP be1=${BACKEND_IPS[0]}
+  [ "$path" = direct ] && host=$be1
+  say "round $round/$REPS: $path"
+  lb_start "$path" "$round"
+  if wants T1; then
+    measure T1-1 "$path" "$round" $((T1_SECS + 40)) bulk -addr $host:$BULK_PORT -P 1 -t "$T1_SECS" -O 1
+    measure T1-8 "$path" "$round" $((T1_SECS + 40)) bulk -addr $host:$BULK_PORT -P 8 -t "$T1_SECS" -O 1
+  fi
+  if wants T2; then
+    measure T2 "$path" "$round" $((DUR + 40)) connrate -addr $host:$HTTP_PORT -c 64 -d "${DUR}s" -warmup 1s
+  fi
+  if wants T3; then
+    measure T3 "$path" "$round" $((DUR + 40)) rr -addr $host:$ECHO_PORT -c 4 -rate 2000 -d "${DUR}s"
+    measure T3b "$path" "$round" $((T3B_DUR + 40)) rr -addr $host:$ECHO_PORT -c 64 -rate 0 -d "${T3B_DUR}s"
+  fi
+  if wants T4; then
+    if [ $UDP = 1 ] && [ "$path" != iocopy ]; then
+      measure T4 "$path" "$round" $((DUR + 40)) udp -addr $host:$UDP_PORT -flows 4 -inflight 8 -size 64 -d "${DUR}s"
+    else
+      skip T4 "$path" "$round" "no UDP"
+    fi
+  fi
+  if wants T5 && [ "$path" != direct ]; then
+    measure T5 "$path" "$round" $((T5_HOLD + T5_CONNS / 50 + 60)) hold -addr $VIP:$ECHO_PORT \
+      -n "$T5_CONNS" -hold "${T5_HOLD}s" -pidfile "$RUN/lb.pid"
+  fi
+  lb_ensure "$path" "$round" "the end of the round"
+  lb_stop "$path" "$round"
+}
+
+# backends_ensure: a dead backend would turn every later figure into errors:
+# stop with a clear message instead.
+backends_ensure() {
+  local p
+  for p in "${PIDS[@]}"; do
+    alive "$p" || { echo "a backend process ($p) died; logs in $RUN" >&2; exit 1; }
+  done
+}
+
+report() {
+  local out=$RUN/bench-proxy.md
+  [ -n "$OUT" ] && out=$OUT
+  say "results (written to $out)"
+  bin/bench-report -in "$RAW" -lbdir "$LBDIR" -out "$out" -paths "$PATHS" -cmd "$INVOKED" \
+    -knobs "REPS=$REPS T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
+    -pinning "balancer on CPU $LB_CPU (GOMAXPROCS follows the mask); client tools and backends on CPU $CLIENT_CPU"
+}
+
+main() {
+  need_tools
+  build
+  topo_up
+  backends_start
+  udp_gate
+  write_l4lb_config
+  local round path
+  for round in $(seq "$REPS"); do
+    for path in $PATHS; do
+      backends_ensure
+      run_path "$path" "$round"
+    done
+  done
+  report
+  STATUS=0
+}
+
+main "$@"

@@ -1,0 +1,486 @@
+// Command report turns the raw records of `make bench` (one JSON line per
+// workload run, from loadgen or scripts/bench.sh) into markdown: a table of
+// medians over the rounds with ratios to `direct` and to `iocopy`, what
+// the balancer logged and counted, and every round's figures. It prints the
+// document on stdout and, with -out, writes it to a file.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// rec is one raw record.
+type rec map[string]any
+
+// num returns the numeric value of key, if present.
+func (r rec) num(key string) (float64, bool) {
+	v, ok := r[key].(float64)
+	return v, ok
+}
+
+func (r rec) str(key string) string { s, _ := r[key].(string); return s }
+
+// row is one line of the results table.
+type row struct {
+	test, key, label, unit string
+	prec                   int  // decimals
+	noRatio                bool // counts and percentages: ratios mean nothing
+	lbOnly                 bool // a balancer's own figure: none for direct
+}
+
+var rows = []row{
+	{test: "T1-1", key: "gbit_s", label: "T1 bulk TCP, 1 stream", unit: "Gbit/s", prec: 2},
+	{test: "T1-8", key: "gbit_s", label: "T1 bulk TCP, 8 streams", unit: "Gbit/s", prec: 2},
+	{test: "T1-8", key: "retransmits", label: "T1 retransmits, 8 streams", unit: "segments", noRatio: true},
+	{test: "T2", key: "conn_per_s", label: "T2 new connections (c=64)", unit: "conn/s"},
+	{test: "T2", key: "p50_ms", label: "T2 connect+request+close p50", unit: "ms", prec: 2},
+	{test: "T2", key: "p99_ms", label: "T2 connect+request+close p99", unit: "ms", prec: 2},
+	{test: "T3", key: "p50_us", label: "T3 keep-alive RTT p50 (c=4, 2000 req/s)", unit: "µs"},
+	{test: "T3", key: "p99_us", label: "T3 keep-alive RTT p99 (c=4, 2000 req/s)", unit: "µs"},
+	{test: "T3b", key: "req_per_s", label: "T3b keep-alive req/s (c=64, closed loop)", unit: "req/s"},
+	{test: "T3b", key: "p99_us", label: "T3b keep-alive RTT p99 (c=64, closed loop)", unit: "µs"},
+	{test: "T4", key: "req_per_s", label: "T4 UDP req/resp rate (4 flows x 8)", unit: "req/s"},
+	{test: "T4", key: "loss_pct", label: "T4 UDP loss", unit: "%", prec: 2, noRatio: true},
+	{test: "T4", key: "p99_us", label: "T4 UDP RTT p99", unit: "µs"},
+	{test: "T5", key: "alive", label: "T5 idle conns alive after hold", unit: "conns", noRatio: true, lbOnly: true},
+	{test: "T5", key: "rss_mib", label: "T5 LB RSS holding the conns", unit: "MiB", prec: 1, lbOnly: true},
+	{test: "T5", key: "rss_per_conn_kib", label: "T5 LB RSS growth per conn", unit: "KiB", prec: 1, lbOnly: true},
+	{test: "T5", key: "lb_fds_per_conn", label: "T5 LB descriptors per conn", unit: "fds", prec: 2, lbOnly: true},
+	{test: "T1-8", key: "gbit_per_lb_core", label: "LB cost: bulk Gbit/s per LB core (T1, 8 streams)", unit: "Gbit/s/core", prec: 1, lbOnly: true},
+	{test: "T2", key: "lb_cpu_us_per_conn", label: "LB cost: CPU per new connection (T2)", unit: "µs", prec: 1, lbOnly: true},
+	{test: "T3b", key: "lb_cpu_us_per_req", label: "LB cost: CPU per keep-alive request (T3b)", unit: "µs", prec: 1, lbOnly: true},
+	{test: "T4", key: "lb_cpu_us_per_req", label: "LB cost: CPU per UDP request+reply (T4)", unit: "µs", prec: 1, lbOnly: true},
+}
+
+func main() {
+	in := flag.String("in", "", "raw records (JSON lines)")
+	lbDir := flag.String("lbdir", "", "directory with the balancers' <path>-r<N>.{exit,log,events,status.json}")
+	out := flag.String("out", "", "also write the document here")
+	paths := flag.String("paths", "direct l4lb iocopy", "columns, in order")
+	cmdline := flag.String("cmd", "make bench", "command that produced the records")
+	knobs := flag.String("knobs", "", "settings of the run, one line")
+	pinning := flag.String("pinning", "", "CPU pinning of the run, one line")
+	flag.Parse()
+	recs, err := readRecords(*in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	var doc bytes.Buffer
+	d := &document{w: &doc, recs: recs, paths: strings.Fields(*paths)}
+	d.header(*cmdline, *knobs, *pinning)
+	d.table()
+	d.balancers(*lbDir)
+	d.rounds()
+	os.Stdout.Write(doc.Bytes())
+	if *out != "" {
+		if err := os.WriteFile(*out, doc.Bytes(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+func readRecords(path string) ([]rec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var recs []rec
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var r rec
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("%s: bad record %q: %w", path, line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, sc.Err()
+}
+
+// document writes the markdown.
+type document struct {
+	w     *bytes.Buffer
+	recs  []rec
+	paths []string
+}
+
+func (d *document) printf(format string, args ...any) { fmt.Fprintf(d.w, format, args...) }
+
+// ran reports whether any record of test exists (WORKLOADS may leave some out).
+func (d *document) ran(test string) bool {
+	return slices.ContainsFunc(d.recs, func(r rec) bool { return r.str("test") == test })
+}
+
+// pick returns the records of test and path, in round order.
+func (d *document) pick(test, path string) []rec {
+	var out []rec
+	for _, r := range d.recs {
+		if r.str("test") == test && r.str("path") == path {
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b rec) int {
+		x, _ := a.num("round")
+		y, _ := b.num("round")
+		return int(x - y)
+	})
+	return out
+}
+
+func (d *document) header(cmdline, knobs, pinning string) {
+	d.printf("# l4lb proxy benchmark\n\n")
+	d.printf("Generated by `scripts/bench.sh` (`make bench`) on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	d.printf("- Command: `%s`\n", cmdline)
+	d.printf("- Machine: %s, kernel %s\n", machine(), kernel())
+	if knobs != "" {
+		d.printf("- Settings: %s\n", knobs)
+	}
+	if pinning != "" {
+		d.printf("- Pinning: %s\n", pinning)
+	}
+	d.printf("\n%s\n", aboutText)
+}
+
+const aboutText = `Topology (network namespaces made for the run, 198.18.0.0/15 only): a client
+namespace, a balancer namespace holding the VIP 198.18.2.10 on lo with
+ip_forward=1, and three backend namespaces on a bridge behind it. Paths:
+**direct** = no balancer, the client reaches backend 1 through the balancer
+namespace's kernel forwarding; **l4lb** = bin/l4lb with one VIP per service;
+**iocopy** = scripts/bench/iocopy, a plain io.Copy proxy (the naive Go
+baseline). The bulk VIP forwards to backend 1 only, the others round-robin
+over the three. Workloads: T1 iperf3 (1 and 8 streams), T2 new connections
+(HTTP/1.0 GET with Connection: close, 64 workers), T3 keep-alive echo at
+2000 req/s on 4 connections, T3b closed loop on 64 connections, T4 UDP echo,
+T5 idle connections held open. Rounds are interleaved (each round runs
+every path once) and the median is reported.
+
+Run it as root: ` + "`make bench`" + ` (3 rounds, about 12-15 minutes), or
+` + "`QUICK=1 make bench`" + ` for a smoke run. Knobs: REPS, T1_SECS, DUR, T3B_DUR,
+T5_CONNS, T5_HOLD, WORKLOADS, PATHS, SETTLE, OUT, KEEP (see scripts/bench.sh).
+The balancer's CPU time comes from /proc/PID/stat over each measured
+window, so the "LB cost" rows do not depend on which side saturated first.`
+
+// table writes the medians.
+func (d *document) table() {
+	d.printf("\n## Medians\n\n| workload | unit |")
+	for _, p := range d.paths {
+		d.printf(" %s |", p)
+	}
+	if d.both() {
+		d.printf(" l4lb ÷ iocopy |")
+	}
+	d.printf("\n|---|---|")
+	for range d.paths {
+		d.printf("---:|")
+	}
+	if d.both() {
+		d.printf("---:|")
+	}
+	d.printf("\n")
+	for _, rw := range rows {
+		if d.ran(rw.test) {
+			d.tableRow(rw)
+		}
+	}
+	d.errorsRow()
+	d.printf("\nMedian of the rounds. (N.NN×) = ratio to `direct` (rates: above 1 is more; latencies: above 1 is slower). " +
+		"l4lb ÷ iocopy compares the two proxies the same way. – = not applicable, n/a = not supported by that path or build, " +
+		"fail = ran and produced no figure, † = at least one round produced no figure.\n")
+}
+
+// cell is a median and how it was obtained.
+type cell struct {
+	v       float64
+	ok      bool
+	partial bool   // some rounds had no figure
+	text    string // what to print when !ok
+}
+
+func (d *document) median(rw row, path string) cell {
+	rs := d.pick(rw.test, path)
+	if len(rs) == 0 {
+		return cell{text: "–"}
+	}
+	var vals []float64
+	skipped := ""
+	for _, r := range rs {
+		if s := r.str("skipped"); s != "" {
+			skipped = s
+		}
+		if v, ok := r.num(rw.key); ok {
+			vals = append(vals, v)
+		}
+	}
+	switch {
+	case len(vals) == 0 && skipped != "":
+		return cell{text: "n/a"}
+	case len(vals) == 0 && rw.lbOnly && path == "direct":
+		return cell{text: "–"}
+	case len(vals) == 0:
+		return cell{text: "fail"}
+	}
+	return cell{v: median(vals), ok: true, partial: len(vals) < len(rs)}
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (d *document) tableRow(rw row) {
+	cells := map[string]cell{}
+	for _, p := range d.paths {
+		cells[p] = d.median(rw, p)
+	}
+	if rw.lbOnly {
+		cells["direct"] = cell{text: "–"}
+	}
+	d.printf("| %s | %s |", rw.label, rw.unit)
+	ref := cells["direct"]
+	for _, p := range d.paths {
+		c := cells[p]
+		d.printf(" %s", format(c, rw.prec))
+		if c.ok && ref.ok && ref.v != 0 && !rw.noRatio {
+			d.printf(" (%.2f×)", c.v/ref.v)
+		}
+		d.printf(" |")
+	}
+	l, ioc := cells["l4lb"], cells["iocopy"]
+	switch {
+	case !d.both():
+	case l.ok && ioc.ok && ioc.v != 0 && !rw.noRatio:
+		d.printf(" %.2f× |", l.v/ioc.v)
+	default:
+		d.printf(" |")
+	}
+	d.printf("\n")
+}
+
+// both reports whether l4lb and iocopy are both columns.
+func (d *document) both() bool {
+	return slices.Contains(d.paths, "l4lb") && slices.Contains(d.paths, "iocopy")
+}
+
+func format(c cell, prec int) string {
+	if !c.ok {
+		return c.text
+	}
+	s := fmt.Sprintf("%.*f", prec, c.v)
+	if c.partial {
+		s += " †"
+	}
+	return s
+}
+
+// errorsRow sums the client-side errors of every run of each path.
+func (d *document) errorsRow() {
+	d.printf("| client-side errors, all workloads and rounds | count |")
+	for _, p := range d.paths {
+		total, failed := 0.0, 0
+		for _, r := range d.recs {
+			if r.str("path") != p {
+				continue
+			}
+			if v, ok := r.num("errors"); ok {
+				total += v
+			}
+			if r["failed"] == true {
+				failed++
+			}
+		}
+		d.printf(" %.0f", total)
+		if failed > 0 {
+			d.printf(" (+%d runs failed)", failed)
+		}
+		d.printf(" |")
+	}
+	if d.both() {
+		d.printf(" |")
+	}
+	d.printf("\n")
+}
+
+// rounds writes every round's figure of every row.
+func (d *document) rounds() {
+	d.printf("\n## Every round\n\n| workload | path | rounds | errors |\n|---|---|---|---:|\n")
+	for _, rw := range rows {
+		for _, p := range d.paths {
+			rs := d.pick(rw.test, p)
+			if len(rs) == 0 || (rw.lbOnly && p == "direct") {
+				continue
+			}
+			var vals []string
+			errs := 0.0
+			for _, r := range rs {
+				vals = append(vals, roundValue(r, rw))
+				if v, ok := r.num("errors"); ok {
+					errs += v
+				}
+			}
+			d.printf("| %s (%s) | %s | %s | %.0f |\n", rw.label, rw.unit, p, strings.Join(vals, ", "), errs)
+		}
+	}
+	d.examples()
+}
+
+func roundValue(r rec, rw row) string {
+	switch v, ok := r.num(rw.key); {
+	case ok:
+		return fmt.Sprintf("%.*f", rw.prec, v)
+	case r.str("skipped") != "":
+		return "n/a"
+	default:
+		return "fail"
+	}
+}
+
+// examples lists the first error messages seen per workload and path.
+func (d *document) examples() {
+	var lines []string
+	for _, r := range d.recs {
+		ex := r.str("error_examples")
+		if r["failed"] == true {
+			ex = fmt.Sprintf("run failed (exit %v) %s", r["rc"], r.str("note"))
+		}
+		if ex == "" {
+			continue
+		}
+		round, _ := r.num("round")
+		lines = append(lines, fmt.Sprintf("- %s %s round %.0f: %v errors %v; %s",
+			r.str("path"), r.str("test"), round, r["errors"], r["errors_by_kind"], ex))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	d.printf("\nClient-side errors seen:\n\n%s\n", strings.Join(lines, "\n"))
+}
+
+// balancers reports what each balancer process did: exit status, restarts,
+// log lines and (l4lb) its own counters.
+func (d *document) balancers(dir string) {
+	if dir == "" {
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.exit"))
+	if len(files) == 0 {
+		return
+	}
+	slices.Sort(files)
+	d.printf("\n## The balancers during the run\n\n| path, round | exit status | events | log lines (warn and above) | l4lb counters |\n|---|---|---|---|---|\n")
+	var samples []string
+	for _, f := range files {
+		base := strings.TrimSuffix(f, ".exit")
+		name := filepath.Base(base)
+		logLines := readLines(base + ".log")
+		d.printf("| %s | %s | %s | %d | %s |\n", name, strings.TrimSpace(readString(f)),
+			strings.Join(readLines(base+".events"), "; "), len(logLines), counters(base+".status.json"))
+		for i, l := range logLines {
+			if i == 5 {
+				samples = append(samples, fmt.Sprintf("- %s: ... %d more", name, len(logLines)-5))
+				break
+			}
+			samples = append(samples, fmt.Sprintf("- %s: `%s`", name, clip(l, 300)))
+		}
+	}
+	if len(samples) > 0 {
+		d.printf("\nFirst log lines of each balancer:\n\n%s\n", strings.Join(samples, "\n"))
+	}
+}
+
+// counters summarises an `l4lb status --json` answer.
+func counters(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return ""
+	}
+	var st struct {
+		VIPs []struct {
+			Name         string `json:"name"`
+			Accepted     uint64 `json:"accepted"`
+			NoBackend    uint64 `json:"no_backend"`
+			ConnectFails uint64 `json:"connect_fails"`
+			Backends     []struct {
+				Health string `json:"health"`
+			} `json:"backends"`
+		} `json:"vips"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return "unreadable status: " + clip(err.Error(), 80)
+	}
+	var parts []string
+	for _, v := range st.VIPs {
+		health := map[string]int{}
+		for _, b := range v.Backends {
+			health[b.Health]++
+		}
+		parts = append(parts, fmt.Sprintf("%s: accepted %d, connect_fails %d, no_backend %d, backends %s",
+			v.Name, v.Accepted, v.ConnectFails, v.NoBackend, healthText(health)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// healthText prints backend health counts as "3 up" or "2 up, 1 down".
+func healthText(h map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		parts = append(parts, fmt.Sprintf("%d %s", h[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func readString(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func readLines(path string) []string {
+	var out []string
+	for _, l := range strings.Split(readString(path), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "`", "'")
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func kernel() string { return strings.TrimSpace(readString("/proc/sys/kernel/osrelease")) }
+
+// machine names the CPU model and counts the CPUs.
+func machine() string {
+	model, n := "", 0
+	for _, l := range readLines("/proc/cpuinfo") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			model, n = strings.TrimSpace(v), n+1
+		}
+	}
+	return fmt.Sprintf("%d × %s", n, model)
+}
