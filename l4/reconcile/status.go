@@ -3,6 +3,7 @@ package reconcile
 
 import (
 	"cmp"
+	"github.com/l4lb/l4lb/l4"
 	"slices"
 	"time"
 )
@@ -40,19 +41,22 @@ type UDPStatus struct {
 
 // BackendStatus describes one backend of a VIP.
 type BackendStatus struct {
-	ID           string        `json:"id"`
-	Address      string        `json:"address"`
-	Weight       uint32        `json:"weight"`
-	Health       string        `json:"health"`
-	Reason       string        `json:"reason,omitempty"`
-	LiveFlows    int64         `json:"live_flows"`
-	Flows        uint64        `json:"flows"`
-	ConnectFails uint64        `json:"connect_fails"`
-	BytesIn      uint64        `json:"bytes_in"`
-	BytesOut     uint64        `json:"bytes_out"`
-	RTT          time.Duration `json:"rtt_ns"`
-	LastCheck    string        `json:"last_check,omitempty"`
-	Since        time.Time     `json:"since,omitzero"`
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Weight  uint32 `json:"weight"`
+	// EffectiveWeight is the weight new flows see now: 0 when not eligible,
+	// below Weight while slow start ramps.
+	EffectiveWeight uint32        `json:"effective_weight"`
+	Health          string        `json:"health"`
+	Reason          string        `json:"reason,omitempty"`
+	LiveFlows       int64         `json:"live_flows"`
+	Flows           uint64        `json:"flows"`
+	ConnectFails    uint64        `json:"connect_fails"`
+	BytesIn         uint64        `json:"bytes_in"`
+	BytesOut        uint64        `json:"bytes_out"`
+	RTT             time.Duration `json:"rtt_ns"`
+	LastCheck       string        `json:"last_check,omitempty"`
+	Since           time.Time     `json:"since,omitzero"`
 }
 
 // Status reports every VIP and backend, sorted by name and identity.
@@ -97,9 +101,17 @@ func (v *vip) status() VIPStatus {
 			SessionsRefused: st.SessionsRefused.Load(), Moved: st.Moved.Load(),
 		}
 	}
+	effective := map[*l4.Backend]uint32{}
+	if snap := v.store.Load(); snap != nil {
+		for _, m := range snap.Members {
+			effective[m.Backend] = m.Weight
+		}
+	}
 	v.mu.Lock()
 	for _, b := range v.backends {
-		s.Backends = append(s.Backends, b.status())
+		bs := b.status()
+		bs.EffectiveWeight = effective[b.b]
+		s.Backends = append(s.Backends, bs)
 	}
 	v.mu.Unlock()
 	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })

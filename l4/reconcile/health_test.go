@@ -1,0 +1,129 @@
+package reconcile
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+)
+
+const healthVIP = `
+[global]
+admin_socket = "off"
+
+[[vip]]
+name = "web"
+listen = "%s"
+retries = 2
+connect_timeout = "500ms"
+  [vip.health]
+  type = "tcp"
+  interval = "200ms"
+  timeout = "100ms"
+  rise = 2
+  fall = 2
+  max_fails = %d
+  slow_start = "2s"
+%s`
+
+// TestBackendDownAndBack kills a backend's server: it is marked down within
+// fall x interval + timeout, no client is sent to it afterwards and no
+// client sees an error meanwhile; restarted, it is up after rise probes and
+// its weight ramps over slow_start.
+func TestBackendDownAndBack(t *testing.T) {
+	for _, passive := range []int{0, 1} {
+		t.Run(fmt.Sprintf("max_fails=%d", passive), func(t *testing.T) {
+			testDownAndBack(t, passive)
+		})
+	}
+}
+
+func testDownAndBack(t *testing.T, maxFails int) {
+	servers := map[string]*namedServer{"a": startNamed(t, "a"), "b": startNamed(t, "b"), "c": startNamed(t, "c")}
+	addrs := map[string]netip.AddrPort{}
+	for n, s := range servers {
+		addrs[n] = s.addr
+	}
+	vip := freeAddr(t)
+	rt := startRuntime(t, fmt.Sprintf(healthVIP, vip, maxFails, backendsTOML(addrs)))
+	for n := range servers {
+		waitBackend(t, rt, "web", n, 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+	}
+	clients := startClients(vip)
+	time.Sleep(200 * time.Millisecond)
+
+	servers["b"].kill()
+	took := waitBackend(t, rt, "web", "b", 3*time.Second, "down", func(b BackendStatus) bool { return b.Health == "down" })
+	if bound := 2*200*time.Millisecond + 100*time.Millisecond; took > bound+250*time.Millisecond {
+		t.Errorf("down after %v, bound fall x interval + timeout = %v (+ jitter)", took, bound)
+	}
+	before := clients.snapshot()["b"]
+	time.Sleep(500 * time.Millisecond)
+	if after := clients.snapshot()["b"]; after != before {
+		t.Errorf("%d clients sent to b after it was marked down", after-before)
+	}
+
+	servers["b"].restart(t)
+	took = waitBackend(t, rt, "web", "b", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+	if took > 2*220*time.Millisecond+300*time.Millisecond {
+		t.Errorf("up after %v, want about rise x interval", took)
+	}
+	first, _ := backendStatus(rt, "web", "b")
+	if first.EffectiveWeight >= first.Weight {
+		t.Errorf("slow start: effective weight %d right after recovery, want below %d", first.EffectiveWeight, first.Weight)
+	}
+	last := first.EffectiveWeight
+	waitBackend(t, rt, "web", "b", 4*time.Second, "full weight", func(b BackendStatus) bool {
+		if b.EffectiveWeight < last {
+			t.Errorf("slow start went down: %d after %d", b.EffectiveWeight, last)
+		}
+		last = b.EffectiveWeight
+		return b.EffectiveWeight == b.Weight
+	})
+	if errs := clients.finish(); len(errs) > 0 {
+		t.Fatalf("%d clients saw errors, first: %v", len(errs), errs[0])
+	}
+	if n := clients.snapshot()["b"]; n == before {
+		t.Error("b got no clients after it came back")
+	}
+}
+
+// TestProbersStopOnReloadAndRemoval: removing backends by reload, and the
+// VIP itself, stops their probe goroutines.
+func TestProbersStopOnReloadAndRemoval(t *testing.T) {
+	one := map[string]netip.AddrPort{"a": startNamed(t, "a").addr}
+	many := map[string]netip.AddrPort{}
+	for i := 0; i < 40; i++ {
+		many[fmt.Sprintf("dead%d", i)] = freeAddr(t)
+	}
+	many["a"] = one["a"]
+	vip := freeAddr(t)
+	rt := startRuntime(t, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(one)))
+	time.Sleep(100 * time.Millisecond)
+	baseline := runtime.NumGoroutine()
+
+	apply(t, rt, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(many)))
+	if n := runtime.NumGoroutine(); n < baseline+40 {
+		t.Fatalf("%d goroutines with 41 backends, baseline %d with 1: probes not started?", n, baseline)
+	}
+	apply(t, rt, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(one)))
+	waitGoroutines(t, baseline, "backends removed by reload")
+
+	other := freeAddr(t)
+	apply(t, rt, fmt.Sprintf(healthVIP, other, 1, backendsTOML(many)))
+	apply(t, rt, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(one)))
+	waitGoroutines(t, baseline, "VIP removed by reload")
+}
+
+func waitGoroutines(t *testing.T, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > want+2 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%s: %d goroutines, baseline %d\n%s", what, runtime.NumGoroutine(), want, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,209 @@
+// Test helpers: a Runtime on loopback in front of real, restartable servers.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/l4lb/l4lb/config"
+)
+
+// namedServer is a loopback server that writes its name to every
+// connection and then echoes; it can be killed and restarted on its port.
+type namedServer struct {
+	name string
+	addr netip.AddrPort
+	mu   sync.Mutex
+	ln   net.Listener
+}
+
+func startNamed(t *testing.T, name string) *namedServer {
+	t.Helper()
+	s := &namedServer{name: name}
+	s.listen(t, "127.0.0.1:0")
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *namedServer) listen(t *testing.T, addr string) {
+	t.Helper()
+	ln, err := net.Listen("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.ln, s.addr = ln, ln.Addr().(*net.TCPAddr).AddrPort()
+	s.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.Write([]byte(s.name + "\n"))
+				io.Copy(c, c)
+			}()
+		}
+	}()
+}
+
+func (s *namedServer) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		s.ln.Close()
+		s.ln = nil
+	}
+}
+
+func (s *namedServer) restart(t *testing.T) { s.listen(t, s.addr.String()) }
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// startRuntime applies a config given as TOML text; it shuts down on cleanup.
+func startRuntime(t *testing.T, toml string) *Runtime {
+	t.Helper()
+	rt := New(zaptest.NewLogger(t), 0)
+	apply(t, rt, toml)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rt.Shutdown(ctx)
+	})
+	return rt
+}
+
+func apply(t *testing.T, rt *Runtime, toml string) {
+	t.Helper()
+	cfg, err := config.Parse("test.toml", []byte(toml))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, toml)
+	}
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// backendsTOML lists servers as [[vip.backend]] tables named after them.
+func backendsTOML(addrs map[string]netip.AddrPort) string {
+	out := ""
+	for name, a := range addrs {
+		out += fmt.Sprintf("  [[vip.backend]]\n  name = %q\n  address = %q\n", name, a)
+	}
+	return out
+}
+
+func backendStatus(rt *Runtime, vipName, id string) (BackendStatus, bool) {
+	for _, v := range rt.Status().VIPs {
+		if v.Name != vipName {
+			continue
+		}
+		for _, b := range v.Backends {
+			if b.ID == id {
+				return b, true
+			}
+		}
+	}
+	return BackendStatus{}, false
+}
+
+// waitBackend polls until cond holds for the backend's status and returns
+// how long that took.
+func waitBackend(t *testing.T, rt *Runtime, vipName, id string, limit time.Duration, what string, cond func(BackendStatus) bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		if b, ok := backendStatus(rt, vipName, id); ok && cond(b) {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			b, _ := backendStatus(rt, vipName, id)
+			t.Fatalf("backend %s: %s not reached within %v: %+v", id, what, limit, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// dialName connects to addr and returns the name its backend wrote.
+func dialName(addr netip.AddrPort) (string, error) {
+	c, err := net.DialTimeout("tcp4", addr.String(), 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n-1]), nil
+}
+
+// clientLoop dials addr until stopped, counting names and errors.
+type clientLoop struct {
+	mu     sync.Mutex
+	names  map[string]int
+	errs   []error
+	stop   chan struct{}
+	done   chan struct{}
+	target netip.AddrPort
+}
+
+func startClients(addr netip.AddrPort) *clientLoop {
+	l := &clientLoop{names: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{}), target: addr}
+	go func() {
+		defer close(l.done)
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			name, err := dialName(addr)
+			l.mu.Lock()
+			if err != nil {
+				l.errs = append(l.errs, err)
+			} else {
+				l.names[name]++
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *clientLoop) snapshot() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range l.names {
+		out[k] = v
+	}
+	return out
+}
+
+func (l *clientLoop) finish() []error {
+	close(l.stop)
+	<-l.done
+	return l.errs
+}
