@@ -1,3 +1,4 @@
+// Shared vocabulary of the balancers: members, algorithm and hash-key names, options, tried sets.
 package balance
 
 import (
@@ -91,6 +92,18 @@ func ParseHashKey(s string) (HashKey, error) {
 // DefaultMaglevSize is the Maglev lookup table size (a prime).
 const DefaultMaglevSize = 65537
 
+// MaxMaglevSize bounds Options.MaglevSize: the table costs 4 bytes a slot
+// and is rebuilt on every health change.
+const MaxMaglevSize = 1 << 24
+
+// DefaultLeastTime is the RTT least_time assumes for a backend with no sample
+// yet: about a LAN handshake, so a new backend is neither starved nor flooded.
+const DefaultLeastTime = time.Millisecond
+
+// MaxMembers bounds the member count, which keeps every weight sum (and 100
+// times it, for bounded loads) inside uint64.
+const MaxMembers = 1 << 20
+
 // Options select and tune an algorithm. The zero value is round robin.
 type Options struct {
 	Algorithm Algorithm
@@ -99,9 +112,11 @@ type Options struct {
 	// MaglevSize is the Maglev table size; 0 means DefaultMaglevSize. Must be prime.
 	MaglevSize uint32
 	// BalanceFactor bounds the load of the hashing algorithms, in percent of
-	// the mean live flows (125 = 1.25x); 0 turns bounding off.
+	// the mean live flows per weight (125 = 1.25x); 0 turns bounding off,
+	// otherwise it must be at least 100.
 	BalanceFactor uint32
-	// LeastTimeDefault is the RTT assumed for a backend with no sample yet.
+	// LeastTimeDefault is the RTT assumed for a backend with no sample yet;
+	// 0 means DefaultLeastTime.
 	LeastTimeDefault time.Duration
 }
 

@@ -72,6 +72,7 @@ type TCPService struct {
 	Stats           ServiceStats
 
 	wg         sync.WaitGroup // connection goroutines
+	serving    atomic.Bool    // Serve ran: Close waits for its loop
 	acceptDone chan struct{}
 
 	mu    sync.Mutex
@@ -146,6 +147,7 @@ func (s *TCPService) setAffinity(timeout time.Duration) {
 
 // Serve runs the accept loop until the listener is closed.
 func (s *TCPService) Serve() {
+	s.serving.Store(true)
 	defer close(s.acceptDone)
 	var backoff time.Duration
 	var lastLog time.Time
@@ -320,7 +322,9 @@ func (s *TCPService) untrack(c *tcpConn) {
 // Close stops accepting; established connections continue.
 func (s *TCPService) Close() error {
 	err := s.ln.Close()
-	<-s.acceptDone
+	if s.serving.Load() {
+		<-s.acceptDone
+	}
 	s.stopAffinity()
 	return err
 }

@@ -73,8 +73,9 @@ type UDPService struct {
 	readErr error
 	lastLog time.Time
 
-	wg   sync.WaitGroup // session goroutines
-	done chan struct{}
+	wg      sync.WaitGroup // session goroutines
+	serving atomic.Bool    // Serve ran: Close waits for its loop
+	done    chan struct{}
 }
 
 // UDPConfig builds a UDPService.
@@ -162,6 +163,7 @@ func (s *UDPService) Table() *conntrack.Table { return s.table }
 
 // Serve reads client datagrams until Close.
 func (s *UDPService) Serve() {
+	s.serving.Store(true)
 	defer close(s.done)
 	if err := s.table.Start(context.Background()); err != nil {
 		s.log.Error("session table", zap.Error(err))
@@ -301,7 +303,9 @@ func (s *UDPService) rateLog(msg string, fields ...zap.Field) {
 // Close stops reading, ends every session and waits for their goroutines.
 func (s *UDPService) Close() error {
 	err := s.conn.Close()
-	<-s.done
+	if s.serving.Load() {
+		<-s.done
+	}
 	_ = s.table.Close()
 	s.wg.Wait()
 	return err

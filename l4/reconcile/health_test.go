@@ -94,8 +94,8 @@ func testDownAndBack(t *testing.T, maxFails int) {
 func TestProbersStopOnReloadAndRemoval(t *testing.T) {
 	one := map[string]netip.AddrPort{"a": startNamed(t, "a").addr}
 	many := map[string]netip.AddrPort{}
-	for i := 0; i < 40; i++ {
-		many[fmt.Sprintf("dead%d", i)] = freeAddr(t)
+	for i := 0; i < 40; i++ { // nothing listens on these: refused
+		many[fmt.Sprintf("dead%d", i)] = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(100+i))
 	}
 	many["a"] = one["a"]
 	vip := freeAddr(t)

@@ -94,13 +94,18 @@ func startRuntime(t *testing.T, toml string) *Runtime {
 
 func apply(t *testing.T, rt *Runtime, toml string) {
 	t.Helper()
+	if err := rt.Apply(parse(t, toml)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func parse(t *testing.T, toml string) *config.Config {
+	t.Helper()
 	cfg, err := config.Parse("test.toml", []byte(toml))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, toml)
 	}
-	if err := rt.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
+	return cfg
 }
 
 // backendsTOML lists servers as [[vip.backend]] tables named after them.

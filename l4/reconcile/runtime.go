@@ -152,6 +152,9 @@ func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 		r.health.Remove(v.target(id))
 	}
 	r.log.Info("vip removed, draining", zap.String("vip", v.name()), zap.Stringer("listen", key), zap.Duration("drain_timeout", drain))
+	// The listener closes now, not in the drain goroutine, so a reload that
+	// brings the VIP back can bind its address at once.
+	v.stopAccepting()
 	r.draining.Add(1)
 	go func() {
 		defer r.draining.Done()

@@ -1,0 +1,27 @@
+// least_conn: fewest live flows per weight, scanned from a random start.
+package balance
+
+import (
+	"math/rand/v2"
+
+	"github.com/l4lb/l4lb/l4"
+)
+
+// leastConn picks the member with the fewest live flows per weight. The
+// count is taken at pick time (Acquire), so a burst of simultaneous picks
+// sees each other's flows and spreads. The scan starts at a random member:
+// a fixed start would hand every tie (an idle VIP, say) to member 0.
+type leastConn struct {
+	pool
+}
+
+func newLeastConn(members []Member) *leastConn {
+	return &leastConn{pool: newPool(members)}
+}
+
+func (p *leastConn) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	if i := p.leastLoaded(rand.IntN(len(p.backends)), tried); i >= 0 {
+		return p.take(i)
+	}
+	return nil
+}

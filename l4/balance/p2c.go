@@ -1,0 +1,51 @@
+// p2c: power of two random choices, drawn by weight, compared on live flows per weight.
+package balance
+
+import (
+	"math/rand/v2"
+
+	"github.com/l4lb/l4lb/l4"
+)
+
+// p2c draws two candidates and keeps the one with fewer live flows per
+// weight: O(1) at any member count, and nearly as even as least_conn.
+// Candidates are drawn by weight (the alias table), and a tie keeps the
+// first draw, so an idle VIP (all counts zero) is still shared by weight.
+// math/rand/v2's top-level functions read a per-thread generator: no lock,
+// no allocation.
+type p2c struct {
+	pool
+	alias aliasTable
+}
+
+func newP2C(members []Member) *p2c {
+	p := &p2c{pool: newPool(members)}
+	p.alias = newAliasTable(p.weights)
+	return p
+}
+
+func (p *p2c) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	n := len(p.backends)
+	if tried.Len() > 0 || n == 1 {
+		// Retries are rare: take the least loaded untried member.
+		return p.retry(tried)
+	}
+	r := rand.Uint64() // one draw, two candidates
+	i, j := p.alias.sample(uint32(r)), p.alias.sample(uint32(r>>32))
+	if j == i {
+		// A heavy member is often drawn twice; compare with any other.
+		j = wrap(i+1+rand.IntN(n-1), n)
+	}
+	if lessRatio(flowsOf(p.backends[j].LiveFlows()), p.weights[j],
+		flowsOf(p.backends[i].LiveFlows()), p.weights[i]) {
+		i = j
+	}
+	return p.take(i)
+}
+
+func (p *p2c) retry(tried *Tried) *l4.Backend {
+	if i := p.leastLoaded(rand.IntN(len(p.backends)), tried); i >= 0 {
+		return p.take(i)
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+// The member arrays every picker scans, and the scans pickers share.
+package balance
+
+import "github.com/l4lb/l4lb/l4"
+
+// loadCap caps live-flow counts in comparisons (4 billion flows a backend
+// is beyond any real load) so that a count times a uint32 weight fits in
+// uint64.
+const loadCap = 1<<32 - 1
+
+// pool is a picker's private copy of its members, split into parallel
+// arrays so that a scan touches only what it compares. Immutable once built.
+type pool struct {
+	backends []*l4.Backend
+	weights  []uint64
+}
+
+func newPool(members []Member) pool {
+	p := pool{
+		backends: make([]*l4.Backend, len(members)),
+		weights:  make([]uint64, len(members)),
+	}
+	for i, m := range members {
+		p.backends[i] = m.Backend
+		p.weights[i] = uint64(m.Weight)
+	}
+	return p
+}
+
+// take counts a new flow on member i and returns its backend.
+func (p *pool) take(i int) *l4.Backend {
+	b := p.backends[i]
+	b.Acquire()
+	return b
+}
+
+// firstUntried returns the first member at or after start (wrapping) that
+// tried does not hold, or -1. It is the retry path's last resort.
+func (p *pool) firstUntried(start int, tried *Tried) int {
+	n := len(p.backends)
+	for k := 0; k < n; k++ {
+		i := wrap(start+k, n)
+		if !tried.Has(p.backends[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// leastLoaded returns the untried member with the fewest live flows per
+// weight, or -1. The scan starts at start and only a strictly lower ratio
+// replaces the best, so a caller that varies start spreads ties instead of
+// always handing them to member 0.
+func (p *pool) leastLoaded(start int, tried *Tried) int {
+	check := tried.Len() > 0
+	best, bl, bw := p.scanLeast(start, len(p.backends), -1, 0, 1, tried, check)
+	best, _, _ = p.scanLeast(0, start, best, bl, bw, tried, check)
+	return best
+}
+
+// scanLeast continues a least-loaded scan over members [lo, hi). Counts are
+// capped at loadCap so that count x weight fits in 64 bits: one multiply
+// per side, no division.
+func (p *pool) scanLeast(lo, hi, best int, bl, bw uint64, tried *Tried, check bool) (int, uint64, uint64) {
+	for i := lo; i < hi; i++ {
+		b := p.backends[i]
+		if check && tried.Has(b) {
+			continue
+		}
+		l, w := min(flowsOf(b.LiveFlows()), loadCap), p.weights[i]
+		if best < 0 || l*bw < bl*w {
+			best, bl, bw = i, l, w
+		}
+	}
+	return best, bl, bw
+}
+
+// wrap returns i mod n for i in [0, 2n) without a division.
+func wrap(i, n int) int {
+	if i >= n {
+		i -= n
+	}
+	return i
+}
+
+// none is the picker of an empty member list.
+type none struct{}
+
+func (none) Pick(*l4.Flow, *Tried) *l4.Backend { return nil }

@@ -1,0 +1,73 @@
+package reconcile
+
+import (
+	"fmt"
+	"net"
+	"testing"
+)
+
+const twoVIPs = `
+[global]
+admin_socket = "off"
+[[vip]]
+name = "a"
+listen = "%s"
+  [vip.health]
+  type = "none"
+  [[vip.backend]]
+  address = "%s"
+[[vip]]
+name = "b"
+listen = "%s"
+  [vip.health]
+  type = "none"
+  [[vip.backend]]
+  address = "%s"
+`
+
+// TestApplyIsAllOrNothing: a reload whose new VIP cannot bind changes
+// nothing: the other new VIP is not left listening, the running one keeps
+// its backend.
+func TestApplyIsAllOrNothing(t *testing.T) {
+	srv := startNamed(t, "s")
+	a, b := freeAddr(t), freeAddr(t)
+	rt := startRuntime(t, fmt.Sprintf(oneVIP, a, srv.addr))
+
+	taken, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().(*net.TCPAddr).AddrPort()
+	cfg := fmt.Sprintf(twoVIPs, b, srv.addr, busy, srv.addr)
+	if err := rt.Apply(parse(t, cfg)); err == nil {
+		t.Fatal("apply with an unbindable VIP succeeded")
+	}
+	if _, err := net.Dial("tcp4", b.String()); err == nil {
+		t.Fatal("VIP b listens after a failed apply")
+	}
+	if st := rt.Status(); len(st.VIPs) != 1 || st.VIPs[0].Name != "a" {
+		t.Fatalf("running VIPs after failed apply: %+v", st.VIPs)
+	}
+	if name, err := dialName(a); err != nil || name != "s" {
+		t.Fatalf("VIP a after failed apply: %q, %v", name, err)
+	}
+	// The freed address can be used by the next good reload.
+	apply(t, rt, fmt.Sprintf(twoVIPs, a, srv.addr, b, srv.addr))
+	if name, err := dialName(b); err != nil || name != "s" {
+		t.Fatalf("VIP b after good apply: %q, %v", name, err)
+	}
+}
+
+const oneVIP = `
+[global]
+admin_socket = "off"
+[[vip]]
+name = "a"
+listen = "%s"
+  [vip.health]
+  type = "none"
+  [[vip.backend]]
+  address = "%s"
+`
+
