@@ -70,4 +70,3 @@ listen = "%s"
   [[vip.backend]]
   address = "%s"
 `
-
