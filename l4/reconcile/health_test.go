@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -125,5 +127,55 @@ func waitGoroutines(t *testing.T, want int, what string) {
 			t.Fatalf("%s: %d goroutines, baseline %d\n%s", what, runtime.NumGoroutine(), want, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const onDownVIP = `
+[global]
+admin_socket = "off"
+[[vip]]
+name = "web"
+listen = "%s"
+  [vip.health]
+  type = "tcp"
+  interval = "200ms"
+  timeout = "100ms"
+  fall = 1
+  on_down = "%s"
+  [[vip.backend]]
+  name = "a"
+  address = "%s"
+`
+
+// TestOnDown: when a backend goes down (its listener closes; established
+// connections at the server stay healthy), on_down = "keep" leaves a
+// proxied connection working and on_down = "reset" closes it.
+func TestOnDown(t *testing.T) {
+	for _, mode := range []string{"keep", "reset"} {
+		t.Run(mode, func(t *testing.T) {
+			srv := startNamed(t, "a")
+			vip := freeAddr(t)
+			rt := startRuntime(t, fmt.Sprintf(onDownVIP, vip, mode, srv.addr))
+			waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+			c, err := net.DialTimeout("tcp4", vip.String(), 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			r := bufio.NewReader(c)
+			if _, err := r.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+			srv.kill()
+			waitBackend(t, rt, "web", "a", 3*time.Second, "down", func(b BackendStatus) bool { return b.Health == "down" })
+			time.Sleep(100 * time.Millisecond)
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			_, werr := c.Write([]byte("ping\n"))
+			line, rerr := r.ReadString('\n')
+			working := werr == nil && rerr == nil && line == "ping\n"
+			if working != (mode == "keep") {
+				t.Fatalf("on_down=%s: connection working=%v (write %v, read %q %v)", mode, working, werr, line, rerr)
+			}
+		})
 	}
 }
