@@ -70,6 +70,11 @@ type VIP struct {
 	HashBalanceFactor int           // percent, 0 = off, else 100..1000; default 0; proxy mode only
 	MaglevTableSize   int           // prime in 1009..1000003 and >= 100 x backends; default 65537
 	LeastTimeDefault  time.Duration // RTT assumed before the first sample; default 1ms; 1us..10s
+	// LeastTimeBias is added to every backend's RTT in the least_time score:
+	// a per-flow cost independent of distance, so sub-millisecond RTT noise
+	// does not dominate and a far backend still gets flows under load.
+	// Default 1ms; 0..10s.
+	LeastTimeBias time.Duration
 	LeastTimeAlpha    float64       // EWMA weight of a new sample, (0,1]; default 0.3
 	LeastTimeMetric   string        // connect | first_byte; default connect
 

@@ -53,6 +53,7 @@ type rawTuning struct {
 	HashBalanceFactor opt[int64]   `toml:"hash_balance_factor"`
 	MaglevTableSize   opt[int64]   `toml:"maglev_table_size"`
 	LeastTimeDefault  opt[string]  `toml:"least_time_default"`
+	LeastTimeBias     opt[string]  `toml:"least_time_bias"`
 	LeastTimeAlpha    opt[float64] `toml:"least_time_alpha"`
 	LeastTimeMetric   opt[string]  `toml:"least_time_metric"`
 	ConnectTimeout    opt[string]  `toml:"connect_timeout"`

@@ -18,6 +18,7 @@ var vipScopes = []vipScope{
 	{"hash_balance_factor", func(v *VIP) bool { return isHashing(v) && v.Mode == modeProxy }, "applies only to algorithm source_hash or maglev in proxy mode"},
 	{"maglev_table_size", func(v *VIP) bool { return v.Algorithm == "maglev" }, "applies only to algorithm maglev"},
 	{"least_time_default", isLeastTime, "applies only to algorithm least_time"},
+	{"least_time_bias", isLeastTime, "applies only to algorithm least_time"},
 	{"least_time_alpha", isLeastTime, "applies only to algorithm least_time"},
 	{"least_time_metric", isLeastTime, "applies only to algorithm least_time"},
 	{"connect_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},

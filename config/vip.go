@@ -81,6 +81,7 @@ func vipBalancing(l *layer, o, d *rawTuning, v *VIP) {
 		v.MaglevTableSize = 65537
 	}
 	v.LeastTimeDefault = l.duration("least_time_default", o.LeastTimeDefault, d.LeastTimeDefault, time.Millisecond, span(time.Microsecond, 10*time.Second))
+	v.LeastTimeBias = l.duration("least_time_bias", o.LeastTimeBias, d.LeastTimeBias, time.Millisecond, span(0, 10*time.Second))
 	v.LeastTimeAlpha = l.float("least_time_alpha", o.LeastTimeAlpha, d.LeastTimeAlpha, 0.3)
 	if !(v.LeastTimeAlpha > 0 && v.LeastTimeAlpha <= 1) {
 		l.problem("least_time_alpha", "%v is out of range (0, 1]", v.LeastTimeAlpha)

@@ -17,23 +17,21 @@ type FlowCounter struct {
 // Inc counts one more live flow.
 func (c *FlowCounter) Inc() { c.n.Add(1) }
 
-// Dec counts one flow ended. It returns false, and leaves the count at zero,
-// when there was no live flow to end.
+// Dec counts one flow ended. It returns false, and leaves the count
+// unchanged, when there was no live flow to end. One atomic add in the
+// common case: the count may read -1 for an instant during an unmatched
+// Dec, which Load hides.
 func (c *FlowCounter) Dec() bool {
-	for {
-		n := c.n.Load()
-		if n <= 0 {
-			c.underflows.Add(1)
-			return false
-		}
-		if c.n.CompareAndSwap(n, n-1) {
-			return true
-		}
+	if c.n.Add(-1) >= 0 {
+		return true
 	}
+	c.n.Add(1)
+	c.underflows.Add(1)
+	return false
 }
 
 // Load returns the live flow count.
-func (c *FlowCounter) Load() int64 { return c.n.Load() }
+func (c *FlowCounter) Load() int64 { return max(c.n.Load(), 0) }
 
 // Underflows returns how many decrements found the count at zero.
 func (c *FlowCounter) Underflows() uint64 { return c.underflows.Load() }

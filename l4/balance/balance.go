@@ -118,6 +118,8 @@ type Options struct {
 	// LeastTimeDefault is the RTT assumed for a backend with no sample yet;
 	// 0 means DefaultLeastTime.
 	LeastTimeDefault time.Duration
+	// LeastTimeBias is added to every RTT in the least_time score.
+	LeastTimeBias time.Duration
 }
 
 // ErrNoBackend is what callers report when Pick finds no eligible backend.

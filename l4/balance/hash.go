@@ -23,7 +23,9 @@ const (
 
 	// Flow key lanes: each input word is xored with its own constant
 	// before it is multiplied, so no lane starts from zero and swapping
-	// source and destination changes the hash.
+	// source and destination changes the hash. The values are wyhash's
+	// secret primes, murmur3's and xxHash64's: odd, about half their bits
+	// set, with no structure a flow could line up with.
 	laneSrcHi = 0xa0761d6478bd642f
 	laneSrcLo = 0xe7037ed1a0b428db
 	lanePort  = 0x8ebc6af09c88c6e3

@@ -17,11 +17,12 @@ import (
 // so it neither wins everything (a zero RTT would) nor nothing.
 type leastTime struct {
 	pool
-	def uint64 // RTT in ns assumed without a sample
+	def  uint64 // RTT in ns assumed without a sample
+	bias uint64 // ns added to every RTT: a per-flow cost independent of distance
 }
 
-func newLeastTime(members []Member, def uint64) *leastTime {
-	return &leastTime{pool: newPool(members), def: def}
+func newLeastTime(members []Member, def, bias uint64) *leastTime {
+	return &leastTime{pool: newPool(members), def: def, bias: bias}
 }
 
 func (p *leastTime) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
@@ -53,14 +54,14 @@ func (p *leastTime) scan(lo, hi, best int, bc, bw uint64, tried *Tried, check bo
 	return best, bc, bw
 }
 
-// cost returns (live flows + 1) x RTT in ns, saturated at 2^64-1 (a second
+// cost returns (live flows + 1) x (RTT + bias) in ns, saturated at 2^64-1 (a second
 // of RTT times 18 billion flows: never in practice, but it must not wrap).
 func (p *leastTime) cost(b *l4.Backend) uint64 {
 	rtt := p.def
 	if d, ok := b.RTT().Value(); ok {
 		rtt = uint64(d) // > 0 whenever ok
 	}
-	hi, lo := bits.Mul64(min(flowsOf(b.LiveFlows()), loadCap)+1, rtt)
+	hi, lo := bits.Mul64(min(flowsOf(b.LiveFlows()), loadCap)+1, rtt+p.bias)
 	if hi != 0 {
 		return math.MaxUint64
 	}

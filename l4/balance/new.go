@@ -32,7 +32,7 @@ func New(opts Options, members []Member) (Picker, error) {
 	case P2C:
 		return newP2C(members), nil
 	case LeastTime:
-		return newLeastTime(members, leastTimeDefault(opts)), nil
+		return newLeastTime(members, leastTimeDefault(opts), uint64(max(opts.LeastTimeBias, 0))), nil
 	case SourceHash:
 		return newRing(opts, members)
 	case Maglev:
@@ -54,6 +54,9 @@ func checkOptions(o Options, n int) error {
 	}
 	if o.BalanceFactor != 0 && o.BalanceFactor < 100 {
 		errs = append(errs, fmt.Errorf("balance factor %d%% below 100%%", o.BalanceFactor))
+	}
+	if o.LeastTimeBias < 0 {
+		errs = append(errs, fmt.Errorf("negative least_time bias %s", o.LeastTimeBias))
 	}
 	if o.LeastTimeDefault < 0 {
 		errs = append(errs, fmt.Errorf("negative least_time default %s", o.LeastTimeDefault))

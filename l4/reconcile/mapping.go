@@ -57,6 +57,7 @@ func balanceOptions(vc *config.VIP) (balance.Options, error) {
 		MaglevSize:       uint32(vc.MaglevTableSize),
 		BalanceFactor:    uint32(vc.HashBalanceFactor),
 		LeastTimeDefault: vc.LeastTimeDefault,
+		LeastTimeBias:    vc.LeastTimeBias,
 	}
 	if vc.HashKey != "" {
 		if opts.HashKey, err = balance.ParseHashKey(vc.HashKey); err != nil {

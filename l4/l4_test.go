@@ -1,0 +1,75 @@
+package l4
+
+import (
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestFlowCounterNeverNegative(t *testing.T) {
+	var vip FlowCounter
+	b := NewBackend("a", netip.MustParseAddrPort("198.18.1.11:80"), &vip)
+	b.Acquire()
+	if !b.Release() || b.Release() {
+		t.Fatal("one acquire must allow exactly one release")
+	}
+	if b.LiveFlows() != 0 || vip.Load() != 0 || b.Underflows() != 1 {
+		t.Fatalf("live %d, vip %d, underflows %d", b.LiveFlows(), vip.Load(), b.Underflows())
+	}
+}
+
+func TestFlowCounterConcurrent(t *testing.T) {
+	var vip FlowCounter
+	b := NewBackend("a", netip.MustParseAddrPort("198.18.1.11:80"), &vip)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10000 {
+				b.Acquire()
+				b.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	if b.LiveFlows() != 0 || vip.Load() != 0 || b.Underflows() != 0 {
+		t.Fatalf("live %d, vip %d, underflows %d", b.LiveFlows(), vip.Load(), b.Underflows())
+	}
+}
+
+func TestEWMA(t *testing.T) {
+	var e EWMA
+	e.SetAlpha(0.5)
+	if _, ok := e.Value(); ok {
+		t.Fatal("a fresh EWMA has a value")
+	}
+	e.Observe(10 * time.Millisecond)
+	if v, _ := e.Value(); v != 10*time.Millisecond {
+		t.Fatalf("first sample taken as %v", v)
+	}
+	e.Observe(20 * time.Millisecond)
+	if v, _ := e.Value(); v != 15*time.Millisecond {
+		t.Fatalf("after 10ms and 20ms at alpha 0.5: %v", v)
+	}
+	e.Observe(0)
+	if v, ok := e.Value(); !ok || v <= 0 {
+		t.Fatalf("a zero sample erased the value: %v %v", v, ok)
+	}
+	e.Reset()
+	if _, ok := e.Value(); ok {
+		t.Fatal("Reset kept a value")
+	}
+}
+
+func TestEligibleDefaultsTrue(t *testing.T) {
+	b := NewBackend("a", netip.MustParseAddrPort("[2001:db8::1]:80"), nil)
+	if !b.Eligible() || b.AddrString() != "[2001:db8::1]:80" {
+		t.Fatalf("eligible %v, addr %q", b.Eligible(), b.AddrString())
+	}
+	b.SetEligible(false)
+	if b.Eligible() {
+		t.Fatal("SetEligible(false) ignored")
+	}
+}
