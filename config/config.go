@@ -74,9 +74,9 @@ type VIP struct {
 	// a per-flow cost independent of distance, so sub-millisecond RTT noise
 	// does not dominate and a far backend still gets flows under load.
 	// Default 1ms; 0..10s.
-	LeastTimeBias time.Duration
-	LeastTimeAlpha    float64       // EWMA weight of a new sample, (0,1]; default 0.3
-	LeastTimeMetric   string        // connect | first_byte; default connect
+	LeastTimeBias   time.Duration
+	LeastTimeAlpha  float64 // EWMA weight of a new sample, (0,1]; default 0.3
+	LeastTimeMetric string  // connect | first_byte; default connect
 
 	// TCP proxy behaviour (protocol tcp, mode proxy).
 	ConnectTimeout time.Duration // default 2s; 1ms..5m
