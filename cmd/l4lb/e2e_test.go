@@ -157,15 +157,20 @@ type clientConn struct {
 }
 
 func dialVIP(tp *testutil.Topology, port int) (*clientConn, error) {
+	return dialVIPWithin(tp, port, 10*time.Second)
+}
+
+// dialVIPWithin is dialVIP with a deadline for connect and first line.
+func dialVIPWithin(tp *testutil.Topology, port int, d time.Duration) (*clientConn, error) {
 	var c net.Conn
 	err := tp.Client.Do(func() (err error) {
-		c, err = net.DialTimeout("tcp4", fmt.Sprintf("%s:%d", tp.VIP, port), 3*time.Second)
+		c, err = net.DialTimeout("tcp4", fmt.Sprintf("%s:%d", tp.VIP, port), d)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(d))
 	cc := &clientConn{Conn: c, r: bufio.NewReader(c)}
 	name, err := cc.r.ReadString('\n')
 	if err != nil {
