@@ -27,6 +27,7 @@ type tcpConn struct {
 
 	up, down  direction    // client to backend, backend to client
 	running   atomic.Int32 // pumps still running; the last one ends the connection
+	idled     atomic.Bool  // closed for idleness (either direction may notice first)
 	closeOnce sync.Once
 }
 
@@ -94,6 +95,9 @@ func (c *tcpConn) pump(d *direction) {
 // end runs once both directions are done.
 func (c *tcpConn) end() {
 	c.close()
+	if c.idled.Load() {
+		c.svc.Stats.IdleClosed.Add(1)
+	}
 	c.target.Release()
 	c.svc.untrack(c)
 	c.svc.connDone()
@@ -108,7 +112,7 @@ func (c *tcpConn) finish(d *direction, e end) {
 	case endDstErr: // dst is gone: whoever sent to it learns by a reset
 		c.abort(d.src == c.client, d.src == c.backend)
 	case endIdle:
-		c.svc.Stats.IdleClosed.Add(1)
+		c.idled.Store(true)
 		c.close()
 	}
 }

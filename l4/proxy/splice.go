@@ -79,8 +79,8 @@ func (d *direction) classify(err error, e end) end {
 }
 
 // fill waits until src is readable, then borrows a pipe and splices what the
-// socket holds into it. n == 0 with a nil error is EOF. On error no pipe is
-// held.
+// socket holds into it. n == 0 with a nil error is EOF. On EOF or error no
+// pipe is held.
 func (d *direction) fill() (*pipe, int, error) {
 	for {
 		p, n, err := d.fillOnce()
@@ -119,9 +119,9 @@ func (d *direction) fillOnce() (*pipe, int, error) {
 	if err == nil {
 		err = serr
 	}
-	if err != nil {
+	if err != nil || n == 0 {
 		if p != nil {
-			d.pipes.put(p) // a failed splice into an empty pipe leaves it empty
+			d.pipes.put(p) // a failed or EOF splice leaves the pipe empty
 		}
 		return nil, 0, err
 	}

@@ -9,9 +9,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/snapshot"
@@ -209,8 +210,10 @@ func TestIdleTimeoutClosesQuietConnection(t *testing.T) {
 	if d := time.Since(start); d < 250*time.Millisecond || d > time.Second {
 		t.Fatalf("idle close after %v, want about 300ms", d)
 	}
-	if ts.Stats.IdleClosed.Load() != 1 {
-		t.Fatalf("IdleClosed = %d", ts.Stats.IdleClosed.Load())
+	waitFor(t, time.Second, "the idle close counted", func() bool { return ts.Stats.IdleClosed.Load() == 1 })
+	time.Sleep(50 * time.Millisecond)
+	if n := ts.Stats.IdleClosed.Load(); n != 1 {
+		t.Fatalf("IdleClosed = %d, want 1", n)
 	}
 }
 
@@ -253,12 +256,13 @@ func TestIdleConnectionsHoldNoPipe(t *testing.T) {
 	if n := ts.Conns(); n != 50 {
 		t.Fatalf("%d connections tracked, want 50", n)
 	}
-	// Pooled pipes go when the GC empties the pool; a pipe held by an
-	// idle connection would stay.
-	waitFor(t, 5*time.Second, "pooled pipes closed", func() bool {
-		runtime.GC()
-		return ts.pipes.Open() <= 2
-	})
+	if open := ts.pipes.Open(); open > 8 {
+		t.Fatalf("%d pipes opened for 50 sequential exchanges", open)
+	}
+	ts.pipes.Close() // closes what is pooled; a pipe held by a connection would stay open
+	if open := ts.pipes.Open(); open != 0 {
+		t.Fatalf("%d pipes still open with only idle connections", open)
+	}
 }
 
 // namedServer writes name to every connection and closes it.
@@ -313,5 +317,61 @@ func TestAffinityPinsClient(t *testing.T) {
 		if got := ts.backendName(t); got != moved {
 			t.Fatalf("after the move, reconnect went to %s, want %s", got, moved)
 		}
+	}
+}
+
+// TestAcceptedSocketsInheritKeepAlive: keepalive set on the listener
+// reaches accepted sockets without per-connection setsockopt calls.
+func TestAcceptedSocketsInheritKeepAlive(t *testing.T) {
+	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), keepAliveConfig(45*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := net.Dial("tcp4", ln.Addr().String())
+		if err == nil {
+			defer c.Close()
+			time.Sleep(time.Second)
+		}
+	}()
+	c, err := ln.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, _ := c.SyscallConn()
+	var on, idle int
+	raw.Control(func(fd uintptr) {
+		on, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+		idle, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_KEEPIDLE)
+	})
+	if on != 1 || idle != 45 {
+		t.Fatalf("accepted socket: SO_KEEPALIVE %d, TCP_KEEPIDLE %d; want 1 and 45", on, idle)
+	}
+}
+
+// TestNoPipeLeaks: after many complete connections every pipe is back in
+// the pool (none lent), and the pool holds no more than it may keep.
+func TestNoPipeLeaks(t *testing.T) {
+	addr := startServer(t, func(c *net.TCPConn) {
+		io.Copy(c, c)
+	})
+	ts := newService(t, Settings{}, addr)
+	for i := 0; i < 300; i++ {
+		c := ts.dial(t)
+		c.Write([]byte("x"))
+		io.ReadFull(c, make([]byte, 1))
+		c.CloseWrite()
+		io.ReadAll(c)
+		c.Close()
+	}
+	waitFor(t, 2*time.Second, "connections to end", func() bool { return ts.Conns() == 0 })
+	if lent, open := ts.pipes.Lent(), ts.pipes.Open(); lent != 0 || open > maxIdlePipes {
+		t.Fatalf("after 300 connections: %d pipes lent, %d open", lent, open)
+	}
+	ts.pipes.Close()
+	if open := ts.pipes.Open(); open != 0 {
+		t.Fatalf("%d pipes leaked", open)
 	}
 }

@@ -190,6 +190,7 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	}
 	wg.Wait()
 	r.draining.Wait()
+	r.pipes.Close()
 }
 
 func vipKey(v *config.VIP) (l4.VIPKey, error) {
