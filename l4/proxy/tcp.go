@@ -35,6 +35,9 @@ type Settings struct {
 	// backend it used last, while that backend is eligible, until the pin
 	// has been unused this long.
 	AffinityTimeout time.Duration
+	// MeasureConnect reads each backend connect's handshake RTT from the
+	// kernel (one getsockopt) for Observer.ConnectOK; off, ConnectOK gets 0.
+	MeasureConnect bool
 }
 
 // Observer learns the outcome of every connect to a backend: the runtime
@@ -293,7 +296,11 @@ func (s *TCPService) dial(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
 	}
 	tc := c.(*net.TCPConn)
 	if s.obs != nil {
-		s.obs.ConnectOK(b, handshakeRTT(tc, time.Since(start)))
+		var rtt time.Duration
+		if st.MeasureConnect {
+			rtt = handshakeRTT(tc, time.Since(start))
+		}
+		s.obs.ConnectOK(b, rtt)
 	}
 	return tc, nil
 }

@@ -28,6 +28,9 @@ func settings(vc *config.VIP) proxy.Settings {
 		ProxyProtocol:  pp,
 
 		AffinityTimeout: vc.AffinityTimeout,
+		// Only least_time with the connect metric uses the proxy's own
+		// handshake times; others save the syscall.
+		MeasureConnect: vc.Algorithm == "least_time" && vc.LeastTimeMetric != "first_byte",
 	}
 }
 

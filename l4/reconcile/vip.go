@@ -235,7 +235,7 @@ func buildSnapshot(opts balance.Options, ms []balance.Member) (*snapshot.Snapsho
 // ConnectOK feeds the proxy's own handshake times to least_time (when it
 // measures connect time; first_byte comes from the probes only).
 func (v *vip) ConnectOK(b *l4.Backend, rtt time.Duration) {
-	if v.cfg().LeastTimeMetric != "first_byte" {
+	if rtt > 0 {
 		b.ObserveRTT(rtt)
 	}
 }
