@@ -110,7 +110,7 @@ type VIP struct {
 // other types. Send and its hex form are one setting, as are the three
 // expect keys: a VIP that sets one replaces all of them from [defaults].
 type Health struct {
-	Type     string        // none | tcp | send_expect | postgres | mysql | redis | http; default tcp
+	Type     string        // none | tcp | send_expect | postgres | mysql | redis | http; default tcp (udp VIPs: none)
 	Interval time.Duration // default 2s; 100ms..1h
 	Timeout  time.Duration // default 1s; 1ms..1h and <= interval
 	Rise     int           // default 2; 1..100

@@ -272,3 +272,28 @@ protocol = "udp"
 		t.Errorf("lines: vip %d, backend %d", v.Line, v.Backends[1].Line)
 	}
 }
+
+func TestHealthTypeDefaultsByProtocol(t *testing.T) {
+	cfg, err := config.Parse("t.toml", []byte(`
+[[vip]]
+name = "t"
+listen = "198.18.0.1:80"
+  [[vip.backend]]
+  address = "198.18.1.1:80"
+[[vip]]
+name = "u"
+listen = "198.18.0.1:53"
+protocol = "udp"
+  [[vip.backend]]
+  address = "198.18.1.1:53"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.VIP("t").Health.Type; got != "tcp" {
+		t.Errorf("tcp VIP health type %q, want tcp", got)
+	}
+	if got := cfg.VIP("u").Health.Type; got != "none" {
+		t.Errorf("udp VIP health type %q, want none", got)
+	}
+}

@@ -12,10 +12,16 @@ import (
 // maxPayload bounds send, expect and expect_regex, in bytes.
 const maxPayload = 4096
 
-// buildHealth resolves and checks one VIP's health table.
-func buildHealth(l *layer, o, d *rawHealth) Health {
+// buildHealth resolves and checks one VIP's health table. The built-in
+// check type is tcp for TCP VIPs and none (passive marks from ICMP errors
+// only) for UDP VIPs: a UDP service need not listen on TCP.
+func buildHealth(l *layer, o, d *rawHealth, protocol string) Health {
+	defType := "tcp"
+	if protocol == protoUDP {
+		defType = "none"
+	}
 	h := Health{
-		Type: l.oneOf("type", o.Type, d.Type, "tcp",
+		Type: l.oneOf("type", o.Type, d.Type, defType,
 			"none", "tcp", "send_expect", "postgres", "mysql", "redis", "http"),
 		Interval:    l.duration("interval", o.Interval, d.Interval, 2*time.Second, span(100*time.Millisecond, time.Hour)),
 		Timeout:     l.duration("timeout", o.Timeout, d.Timeout, time.Second, span(time.Millisecond, time.Hour)),

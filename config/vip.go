@@ -24,7 +24,7 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	vipIdentity(l, rv, &v)
 	vipBalancing(l, &rv.rawTuning, def, &v)
 	vipTraffic(l, &rv.rawTuning, def, &v)
-	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health)
+	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health, v.Protocol)
 	v.Backends = buildBackends(l, rv.Backends)
 	checkScopes(l, &v)
 	checkMaglev(l, &v)
