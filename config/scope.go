@@ -27,7 +27,7 @@ var vipScopes = []vipScope{
 	{"keepalive", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
-	{"max_conns", func(v *VIP) bool { return v.Mode == modeProxy }, "applies only to proxy mode"},
+	{"max_conns", isTCPProxy, "applies only to tcp VIPs in proxy mode (udp VIPs: max_sessions)"},
 	{"session_timeout", func(v *VIP) bool { return v.Protocol == protoUDP }, "applies only to udp VIPs"},
 	{"max_sessions", func(v *VIP) bool { return v.Protocol == protoUDP }, "applies only to udp VIPs"},
 	{"udp_responses", func(v *VIP) bool { return v.Protocol == protoUDP && v.Mode == modeProxy }, "applies only to udp VIPs in proxy mode (in xdp mode replies bypass l4lb)"},

@@ -174,7 +174,7 @@ func TestXDPProblems(t *testing.T) {
 		{"forward", xv(`forward = "gre" ` + marker), "vip[0].forward", "dns", "not one of ipip, l2"},
 		{"proxy_protocol", xv(`proxy_protocol = "v1" ` + marker), "vip[0].proxy_protocol", "dns", "tcp VIPs in proxy mode"},
 		{"udp_responses", xv(`udp_responses = 1 ` + marker), "vip[0].udp_responses", "dns", "replies bypass"},
-		{"max_conns", xv(`max_conns = 10 ` + marker), "vip[0].max_conns", "dns", "applies only to proxy mode"},
+		{"max_conns", xv(`max_conns = 10 ` + marker), "vip[0].max_conns", "dns", "applies only to tcp VIPs in proxy mode"},
 		{"hash_balance_factor", xv(`hash_balance_factor = 150 ` + marker), "vip[0].hash_balance_factor", "dns", "in proxy mode"},
 		{"backend port", xdp + "[[vip]]\nname = \"dns\"\nlisten = \"198.18.0.20:53\"\nmode = \"xdp\"\n[[vip.backend]]\naddress = \"198.18.1.41:5353\" " + marker + "\n",
 			"vip[0].backend[0].address", "dns", "must equal the listen port 53"},

@@ -13,6 +13,7 @@ BACKENDS=($S-b1 $S-b2 $S-b3)
 VIP=198.18.2.10
 TMP=$(mktemp -d /tmp/l4lb-demo.XXXXXX)
 PIDS=()
+BPIDS=()
 
 cleanup() {
   set +e
@@ -44,7 +45,7 @@ for i in 1 2 3; do
   inns "$ns" ip route add default via 198.18.1.1
   # `ip netns exec` execs the program, so $! is the server's own PID
   ip netns exec "$ns" bin/testserver -name backend-$i -http 198.18.1.1$i:8080 > "$TMP/backend-$i.log" 2>&1 &
-  PIDS+=($!)
+  PIDS+=($!); BPIDS+=($!)
 done
 
 cat > "$TMP/l4lb.toml" <<TOML
@@ -58,6 +59,11 @@ name = "web"
 listen = "$VIP:80"
 protocol = "tcp"
 algorithm = "round_robin"
+  [vip.health]
+  type = "http"
+  path = "/"
+  interval = "500ms"
+  timeout = "300ms"
   [[vip.backend]]
   name = "backend-1"
   address = "198.18.1.11:8080"
@@ -80,21 +86,37 @@ for _ in $(seq 100); do [ -S "$TMP/admin.sock" ] && break; sleep 0.05; done
 [ -S "$TMP/admin.sock" ] || { cat "$TMP/l4lb.log"; echo "l4lb did not start"; exit 1; }
 sed 's/^/  l4lb| /' "$TMP/l4lb.log"
 
+requests() { # requests N: N HTTP/1.0 requests to the VIP from the client namespace
+  inns $CLI bash -c '
+    for i in $(seq '"$1"'); do
+      exec 3<>/dev/tcp/'$VIP'/80
+      printf "GET / HTTP/1.0\r\nHost: demo\r\n\r\n" >&3
+      tail -n 1 <&3
+      exec 3>&-
+    done'
+}
+per_backend() { cut -d: -f1 | sort | uniq -c | sed 's/^/  /'; }
+
+# Let the first health checks (every 500 ms) mark the backends up.
+sleep 1.2
+
 step "client: 30 HTTP requests to $VIP:80"
-inns $CLI bash -c '
-  for i in $(seq 30); do
-    exec 3<>/dev/tcp/'$VIP'/80
-    printf "GET / HTTP/1.0\r\nHost: demo\r\n\r\n" >&3
-    tail -n 1 <&3
-    exec 3>&-
-  done' > "$TMP/replies"
+requests 30 > "$TMP/replies"
 head -n 6 "$TMP/replies" | sed 's/^/  /'
 echo "  ... ($(wc -l < "$TMP/replies") replies)"
 echo
 echo "replies per backend (as the client saw them):"
-cut -d: -f1 "$TMP/replies" | sort | uniq -c | sed 's/^/  /'
+per_backend < "$TMP/replies"
 
 step "bin/l4lb status: what each backend served"
+bin/l4lb status --socket "$TMP/admin.sock"
+
+step "backend-2's server dies: clients are still served (refused connects are retried on the next backend), health marks it down"
+kill "${BPIDS[1]}"; wait "${BPIDS[1]}" 2>/dev/null || true
+requests 12 > "$TMP/replies2"
+echo "12 more requests, replies per backend:"
+per_backend < "$TMP/replies2"
+sleep 1
 bin/l4lb status --socket "$TMP/admin.sock"
 
 step "SIGTERM: l4lb drains and exits"

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -61,12 +62,13 @@ func cmdRun(args []string, stderr io.Writer) int {
 }
 
 func (d *daemon) start(cfg *config.Config) error {
-	if n, err := raiseFileLimit(); err != nil {
+	nofile, err := raiseFileLimit()
+	if err != nil {
 		d.log.Warn("cannot raise open file limit", zap.Error(err))
-	} else {
-		d.log.Info("open file limit", zap.Uint64("nofile", n))
 	}
-	d.rt = reconcile.New(d.log.Named("runtime"), cfg.Global.PipeSize)
+	maxConns := proxy.BudgetForFiles(nofile)
+	d.log.Info("connection limit from the open file limit", zap.Uint64("nofile", nofile), zap.Int("max_connections", maxConns))
+	d.rt = reconcile.New(d.log.Named("runtime"), reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns})
 	if err := d.rt.Apply(cfg); err != nil {
 		return err
 	}
@@ -176,14 +178,16 @@ func (d *daemon) stopServers() {
 
 // raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit: every
 // proxied connection needs two descriptors.
+// It returns the limit in force either way.
 func raiseFileLimit() (uint64, error) {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		return 0, err
+		return 1024, err
 	}
+	cur := lim.Cur
 	lim.Cur = lim.Max
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		return 0, err
+		return cur, err
 	}
 	return lim.Cur, nil
 }

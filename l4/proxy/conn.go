@@ -98,7 +98,7 @@ func (c *tcpConn) end() {
 	if c.idled.Load() {
 		c.svc.Stats.IdleClosed.Add(1)
 	}
-	c.target.Release()
+	c.svc.release(c.target)
 	c.svc.untrack(c)
 	c.svc.connDone()
 }

@@ -56,6 +56,7 @@ type ServiceStats struct {
 	ConnectFails atomic.Uint64
 	AcceptErrors atomic.Uint64
 	IdleClosed   atomic.Uint64
+	LocalErrors  atomic.Uint64 // backend connects that failed for lack of local resources
 }
 
 // TCPService proxies one TCP VIP.
@@ -72,7 +73,14 @@ type TCPService struct {
 	listenKeepAlive time.Duration
 	affinity        atomic.Pointer[conntrack.Affinity] // nil = no affinity
 	limit           limiter
+	budget          *ConnBudget // process-wide; nil = none
+	stop            closer      // closed by Close: wakes an accept loop waiting for budget
 	Stats           ServiceStats
+
+	pressure atomic.Int64 // unix ns of the last local-resource failure; 0 = none
+
+	logMu   sync.Mutex // guards lastLog
+	lastLog time.Time
 
 	wg         sync.WaitGroup // connection goroutines
 	serving    atomic.Bool    // Serve ran: Close waits for its loop
@@ -90,6 +98,7 @@ type TCPConfig struct {
 	Settings  Settings
 	Log       *zap.Logger // nil = no logs
 	Observer  Observer    // nil = none
+	Budget    *ConnBudget // shared by all VIPs; nil = no process-wide cap
 }
 
 // NewTCPService makes a service; Serve starts it.
@@ -109,6 +118,8 @@ func NewTCPService(cfg TCPConfig) *TCPService {
 		conns:      make(map[*tcpConn]struct{}),
 	}
 	s.limit.init()
+	s.budget = cfg.Budget
+	s.stop.ch = make(chan struct{})
 	s.listenKeepAlive = cfg.Settings.KeepAlive
 	s.Update(cfg.Settings)
 	return s
@@ -158,9 +169,14 @@ func (s *TCPService) Serve() {
 		if !s.limit.acquire() {
 			return
 		}
+		if s.budget != nil && !s.budget.acquire(s.stop.ch) {
+			s.limit.release()
+			return
+		}
+		s.waitPressure()
 		c, err := s.ln.AcceptTCP()
 		if err != nil {
-			s.limit.release()
+			s.releaseSlots()
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -178,6 +194,33 @@ func (s *TCPService) Serve() {
 		s.wg.Add(1)
 		go s.handle(c)
 	}
+}
+
+// localFailure reports whether a connect failed for lack of this host's
+// resources (descriptors, memory, buffers, ephemeral ports) rather than
+// because of the backend: such failures must not mark backends down.
+func localFailure(err error) bool {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return false
+	}
+	switch errno {
+	case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM, unix.EADDRNOTAVAIL:
+		return true
+	}
+	return false
+}
+
+// rateLog logs a warning at most once a second from connection goroutines.
+func (s *TCPService) rateLog(msg string, fields ...zap.Field) {
+	s.logMu.Lock()
+	if time.Since(s.lastLog) < time.Second {
+		s.logMu.Unlock()
+		return
+	}
+	s.lastLog = time.Now()
+	s.logMu.Unlock()
+	s.log.Warn(msg, append(fields, zap.Stringer("vip", s.key))...)
 }
 
 // acceptBackoff grows the pause after an accept error: out of descriptors
@@ -222,19 +265,35 @@ func (s *TCPService) handle(client *net.TCPConn) {
 	c := &tcpConn{svc: s, client: client, backend: backend, target: target, opened: time.Now(), idle: st.IdleTimeout}
 	if err := s.sendProxyHeader(c, st.ProxyProtocol, &flow); err != nil || !s.track(c) {
 		c.abort(true, true) // the backend failed, or the service is shutting down
-		target.Release()
+		s.release(target)
 		s.connDone()
 		return
 	}
 	c.start()
 }
 
+// release ends a flow's live count on b. An unmatched release is a bug
+// somewhere: it is logged (and counted on the backend), never hidden.
+func (s *TCPService) release(b *l4.Backend) {
+	if !b.Release() {
+		s.log.Error("live-flow count underflow: a flow was released twice", zap.String("backend", string(b.ID)), zap.Uint64("underflows", b.Underflows()))
+	}
+}
+
 // connDone is the end of a connection's accounting: its max_conns slot,
 // the drain wait group and the active count.
 func (s *TCPService) connDone() {
 	s.Stats.Active.Add(-1)
-	s.limit.release()
+	s.releaseSlots()
 	s.wg.Done()
+}
+
+// releaseSlots gives back a connection's max_conns slot and budget slot.
+func (s *TCPService) releaseSlots() {
+	s.limit.release()
+	if s.budget != nil {
+		s.budget.release()
+	}
 }
 
 // connect picks a backend and connects to it, trying up to st.Retries
@@ -252,7 +311,7 @@ func (s *TCPService) connect(flow *l4.Flow, st *Settings) (*net.TCPConn, *l4.Bac
 			break
 		}
 		tried.Add(b)
-		conn, err := s.dial(b, st)
+		conn, err := s.dialLocalRetry(b, st)
 		if err == nil {
 			b.Stats.Flows.Add(1)
 			if aff != nil {
@@ -260,10 +319,50 @@ func (s *TCPService) connect(flow *l4.Flow, st *Settings) (*net.TCPConn, *l4.Bac
 			}
 			return conn, b, nil
 		}
-		b.Release()
+		s.release(b)
 		lastErr = fmt.Errorf("backend %s: %w", b.ID, err)
+		if localFailure(err) {
+			// Still out of descriptors, memory or ports after waiting:
+			// every other backend would fail the same way.
+			break
+		}
 	}
 	return nil, nil, lastErr
+}
+
+// dialLocalRetry dials b; while the dial fails for lack of local resources
+// it waits and tries again until connect_timeout, and meanwhile holds the
+// accept loop, so that clients queue in the listen backlog instead of
+// being accepted and reset.
+func (s *TCPService) dialLocalRetry(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
+	deadline := time.Now().Add(st.ConnectTimeout)
+	pause := 10 * time.Millisecond
+	for {
+		conn, err := s.dial(b, st)
+		if err == nil || !localFailure(err) {
+			return conn, err
+		}
+		s.Stats.LocalErrors.Add(1)
+		s.pressure.Store(time.Now().UnixNano())
+		s.rateLog("cannot open a backend connection: local resources exhausted; accepting paused", zap.Error(err))
+		if time.Now().Add(pause).After(deadline) {
+			return nil, err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 200*time.Millisecond)
+	}
+}
+
+// waitPressure holds the accept loop while connections recently failed to
+// get local resources.
+func (s *TCPService) waitPressure() {
+	for {
+		last := s.pressure.Load()
+		if last == 0 || time.Since(time.Unix(0, last)) > 100*time.Millisecond {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // pick returns the client's pinned backend on a first attempt when it is
@@ -287,10 +386,12 @@ func (s *TCPService) dial(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
 	start := time.Now()
 	c, err := d.Dial("tcp", b.AddrString())
 	if err != nil {
-		b.Stats.ConnectFails.Add(1)
-		s.Stats.ConnectFails.Add(1)
-		if s.obs != nil {
-			s.obs.ConnectFailed(b, err)
+		if !localFailure(err) { // only the backend's own failures mark it
+			b.Stats.ConnectFails.Add(1)
+			s.Stats.ConnectFails.Add(1)
+			if s.obs != nil {
+				s.obs.ConnectFailed(b, err)
+			}
 		}
 		return nil, err
 	}
@@ -328,6 +429,7 @@ func (s *TCPService) untrack(c *tcpConn) {
 
 // Close stops accepting; established connections continue.
 func (s *TCPService) Close() error {
+	s.stop.close()
 	err := s.ln.Close()
 	if s.serving.Load() {
 		<-s.acceptDone

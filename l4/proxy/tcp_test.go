@@ -375,3 +375,20 @@ func TestNoPipeLeaks(t *testing.T) {
 		t.Fatalf("%d pipes leaked", open)
 	}
 }
+
+func TestLocalFailure(t *testing.T) {
+	for _, tc := range []struct {
+		err   error
+		local bool
+	}{
+		{&net.OpError{Op: "dial", Err: os.NewSyscallError("socket", syscall.EMFILE)}, true},
+		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EADDRNOTAVAIL)}, true},
+		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, false},
+		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}, false},
+		{os.ErrDeadlineExceeded, false},
+	} {
+		if got := localFailure(tc.err); got != tc.local {
+			t.Errorf("localFailure(%v) = %v", tc.err, got)
+		}
+	}
+}

@@ -259,8 +259,10 @@ func (s *UDPService) newSession(key conntrack.Key, flow *l4.Flow) *udpSession {
 	}
 	sess, err := s.dialSession(key, flow, b)
 	if err != nil {
-		b.Release()
-		if s.obs != nil {
+		if !b.Release() {
+			s.log.Error("live-flow count underflow: a flow was released twice", zap.String("backend", string(b.ID)))
+		}
+		if s.obs != nil && !localFailure(err) {
 			s.obs.ConnectFailed(b, err)
 		}
 		s.rateLog("backend socket failed", zap.String("backend", string(b.ID)), zap.Error(err))

@@ -82,7 +82,7 @@ func freeAddr(t *testing.T) netip.AddrPort {
 // startRuntime applies a config given as TOML text; it shuts down on cleanup.
 func startRuntime(t *testing.T, toml string) *Runtime {
 	t.Helper()
-	rt := New(zaptest.NewLogger(t), 0)
+	rt := New(zaptest.NewLogger(t), Options{})
 	apply(t, rt, toml)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -21,6 +21,7 @@ import (
 type Runtime struct {
 	log    *zap.Logger
 	pipes  *proxy.PipePool
+	budget *proxy.ConnBudget // nil = no process-wide cap
 	health *health.Manager
 
 	// index maps a VIP key's string (health target names use it) to the
@@ -34,12 +35,23 @@ type Runtime struct {
 	closed   bool
 }
 
+// Options are a Runtime's process-wide settings.
+type Options struct {
+	PipeSize int // bytes per splice pipe; 0 = default
+	// MaxConns caps proxied TCP connections across all VIPs (see
+	// proxy.BudgetForFiles); 0 = no cap.
+	MaxConns int
+}
+
 // New makes an empty Runtime; Apply gives it VIPs.
-func New(log *zap.Logger, pipeSize int) *Runtime {
+func New(log *zap.Logger, opts Options) *Runtime {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Runtime{log: log, pipes: proxy.NewPipePool(pipeSize), vips: make(map[l4.VIPKey]*vip)}
+	r := &Runtime{log: log, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip)}
+	if opts.MaxConns > 0 {
+		r.budget = proxy.NewConnBudget(opts.MaxConns)
+	}
 	r.health = health.NewManager(r.onHealth)
 	r.publishIndex()
 	return r
@@ -126,7 +138,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP) ([]*vip, error) {
 		if _, ok := r.vips[key]; ok {
 			continue
 		}
-		v, err := newVIP(key, vc, r.pipes, r.health, r.log)
+		v, err := newVIP(key, vc, r.pipes, r.budget, r.health, r.log)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()

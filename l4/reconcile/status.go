@@ -55,8 +55,11 @@ type BackendStatus struct {
 	BytesIn         uint64        `json:"bytes_in"`
 	BytesOut        uint64        `json:"bytes_out"`
 	RTT             time.Duration `json:"rtt_ns"`
-	LastCheck       string        `json:"last_check,omitempty"`
-	Since           time.Time     `json:"since,omitzero"`
+	// Underflows counts releases without a matching acquire: always 0
+	// unless there is a bug (logged when it happens).
+	Underflows uint64    `json:"underflows,omitempty"`
+	LastCheck  string    `json:"last_check,omitempty"`
+	Since      time.Time `json:"since,omitzero"`
 }
 
 // Status reports every VIP and backend, sorted by name and identity.
@@ -125,5 +128,6 @@ func (b *backend) status() BackendStatus {
 		Health: b.health.String(), LiveFlows: b.b.LiveFlows(),
 		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(),
 		BytesIn: b.b.Stats.BytesIn.Load(), BytesOut: b.b.Stats.BytesOut.Load(), RTT: rtt,
+		Underflows: b.b.Underflows(),
 	}
 }

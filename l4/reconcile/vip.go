@@ -55,14 +55,14 @@ type plan struct {
 	removed  []l4.BackendID
 }
 
-func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, hm *health.Manager, log *zap.Logger) (*vip, error) {
+func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, budget *proxy.ConnBudget, hm *health.Manager, log *zap.Logger) (*vip, error) {
 	v := &vip{key: key, log: log.With(zap.String("vip", vc.Name)), health: hm, backends: map[l4.BackendID]*backend{}}
 	p, err := v.plan(vc)
 	if err != nil {
 		return nil, err
 	}
 	if key.Proto == l4.TCP {
-		err = v.startTCP(vc, pipes)
+		err = v.startTCP(vc, pipes, budget)
 	} else {
 		err = v.startUDP(vc)
 	}
@@ -73,7 +73,7 @@ func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, hm *health.Man
 	return v, nil
 }
 
-func (v *vip) startTCP(vc *config.VIP, pipes *proxy.PipePool) error {
+func (v *vip) startTCP(vc *config.VIP, pipes *proxy.PipePool, budget *proxy.ConnBudget) error {
 	st := settings(vc)
 	ln, err := proxy.ListenTCP(v.key.Addr, keepAliveFor(st))
 	if err != nil {
@@ -81,7 +81,7 @@ func (v *vip) startTCP(vc *config.VIP, pipes *proxy.PipePool) error {
 	}
 	v.tcp = proxy.NewTCPService(proxy.TCPConfig{
 		Listener: ln, Snapshots: &v.store, Pipes: pipes, Settings: st,
-		Log: v.log, Observer: v,
+		Log: v.log, Observer: v, Budget: budget,
 	})
 	return nil
 }

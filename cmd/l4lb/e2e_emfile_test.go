@@ -1,0 +1,202 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+)
+
+// fdProc is l4lb running on loopback under a descriptor limit.
+type fdProc struct {
+	cmd *exec.Cmd
+	log *syncBuffer
+	vip string
+}
+
+func startLimited(t *testing.T, nofile int) *fdProc {
+	t.Helper()
+	testutil.RequireTool(t, "prlimit")
+	echo, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	p := &fdProc{log: &syncBuffer{}, vip: freeLoopback(t)}
+	cfg := filepath.Join(t.TempDir(), "l4lb.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+[global]
+admin_socket = "off"
+[[vip]]
+name = "e"
+listen = "%s"
+  [vip.health]
+  type = "none"
+  [[vip.backend]]
+  address = "%s"
+`, p.vip, echo.Addr())), 0o644)
+	limit := strconv.Itoa(nofile)
+	p.cmd = exec.Command("prlimit", "--nofile="+limit+":"+limit, mustBin(t), "run", "--config", cfg)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		if t.Failed() {
+			t.Logf("l4lb log:\n%s", p.log.String())
+		}
+	})
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(p.log.String(), "l4lb running") })
+	return p
+}
+
+// state of one client connection: served (echoed), waiting (no answer
+// yet) or reset (closed by l4lb).
+type connState int
+
+const (
+	served connState = iota
+	waiting
+	reset
+)
+
+func probe(c net.Conn, wait time.Duration) connState {
+	c.SetDeadline(time.Now().Add(wait))
+	if _, err := c.Write([]byte("x")); err != nil {
+		return reset
+	}
+	_, err := io.ReadFull(c, make([]byte, 1))
+	var ne net.Error
+	switch {
+	case err == nil:
+		return served
+	case errors.As(err, &ne) && ne.Timeout():
+		return waiting
+	}
+	return reset
+}
+
+func (p *fdProc) dial(t *testing.T, n int) map[connState][]net.Conn {
+	t.Helper()
+	out := map[connState][]net.Conn{}
+	for range n {
+		c, err := net.DialTimeout("tcp4", p.vip, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		s := probe(c, 300*time.Millisecond)
+		out[s] = append(out[s], c)
+	}
+	return out
+}
+
+// servedLater checks that every waiting connection is served once
+// descriptors free up.
+func servedLater(t *testing.T, conns []net.Conn) {
+	t.Helper()
+	for i, c := range conns {
+		deadline := time.Now().Add(3 * time.Second)
+		for probe(c, 200*time.Millisecond) != served {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting connection %d of %d never served", i, len(conns))
+			}
+		}
+	}
+}
+
+// TestConnectionBudgetFromFileLimit: l4lb derives a connection cap from its
+// open-file limit, so at the cap clients wait in the listen backlog instead
+// of being accepted and reset for lack of a backend socket.
+func TestConnectionBudgetFromFileLimit(t *testing.T) {
+	p := startLimited(t, 160) // (160 - 64) / 3 = 32 connections
+	got := p.dial(t, 40)
+	if len(got[served]) != 32 || len(got[waiting]) != 8 || len(got[reset]) != 0 {
+		t.Fatalf("served %d, waiting %d, reset %d; want 32, 8, 0", len(got[served]), len(got[waiting]), len(got[reset]))
+	}
+	for _, c := range got[served] {
+		c.Close()
+	}
+	servedLater(t, got[waiting])
+}
+
+// TestAcceptSurvivesEMFILE lowers the running l4lb's descriptor limit below
+// its connection budget: backend sockets (or accepts) fail with EMFILE, the
+// accept loop pauses and logs at most once a second, no backend is marked
+// down for it, and once descriptors free up (and the limit is restored)
+// the waiting clients are served.
+func TestAcceptSurvivesEMFILE(t *testing.T) {
+	p := startLimited(t, 1000)
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	testutil.MustRun(t, "prlimit", "--pid", pid, "--nofile=48:1000")
+	got := p.dial(t, 40)
+	// A client accepted just as descriptors ran out waits up to
+	// connect_timeout (2s) for its backend socket, then is reset; the
+	// others wait in the backlog.
+	if len(got[waiting]) < 10 || len(got[reset]) > 8 {
+		t.Fatalf("under a 48-descriptor limit: served %d, waiting %d, reset %d", len(got[served]), len(got[waiting]), len(got[reset]))
+	}
+	if n := strings.Count(p.log.String(), "local resources exhausted"); n < 1 || n > 8 {
+		t.Fatalf("%d local-resource log lines over a few seconds, want a few (rate-limited to one a second)", n)
+	}
+	if strings.Contains(p.log.String(), "health changed") {
+		t.Fatal("a local descriptor shortage marked the backend down")
+	}
+	testutil.MustRun(t, "prlimit", "--pid", pid, "--nofile=1000:1000")
+	for _, c := range got[served] {
+		c.Close()
+	}
+	// Waiting clients still in the backlog are served now; one that was
+	// accepted during the shortage may already have been reset at its
+	// connect_timeout. None may hang.
+	later := map[connState]int{}
+	for _, c := range got[waiting] {
+		st := probe(c, 3*time.Second)
+		later[st]++
+	}
+	if later[waiting] != 0 || later[reset]+len(got[reset]) > 8 {
+		t.Fatalf("after the limit was restored: %v (earlier resets %d)", later, len(got[reset]))
+	}
+	t.Logf("served %d at once; of %d waiting, %d served later and %d reset; %d reset while short", len(got[served]), len(got[waiting]), later[served], later[reset], len(got[reset]))
+}
+
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
