@@ -60,6 +60,7 @@ func testDownAndBack(t *testing.T, maxFails int) {
 	if bound := 2*200*time.Millisecond + 100*time.Millisecond; took > bound+250*time.Millisecond {
 		t.Errorf("down after %v, bound fall x interval + timeout = %v (+ jitter)", took, bound)
 	}
+	t.Logf("detection: down after %v (bound fall x interval + timeout = 500ms)", took)
 	before := clients.snapshot()["b"]
 	time.Sleep(500 * time.Millisecond)
 	if after := clients.snapshot()["b"]; after != before {
@@ -71,6 +72,7 @@ func testDownAndBack(t *testing.T, maxFails int) {
 	if took > 2*220*time.Millisecond+300*time.Millisecond {
 		t.Errorf("up after %v, want about rise x interval", took)
 	}
+	t.Logf("detection: up after %v (rise x interval = 400ms)", took)
 	first, _ := backendStatus(rt, "web", "b")
 	if first.EffectiveWeight >= first.Weight {
 		t.Errorf("slow start: effective weight %d right after recovery, want below %d", first.EffectiveWeight, first.Weight)

@@ -1,0 +1,71 @@
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/l4lb/l4lb/"
+
+// rules: for each package, project packages and other imports it must not
+// depend on (directly or not).
+var rules = map[string][]string{
+	"l4":           {mod},
+	"config":       {mod, "go.uber.org/zap"},
+	"l4/balance":   {mod + "config", mod + "conntrack", mod + "health", mod + "l4/proxy", "net", "go.uber.org/zap"},
+	"conntrack":    {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
+	"health":       {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
+	"l4/snapshot":  {mod + "config", mod + "health", mod + "l4/proxy", "net"},
+	"l4/proxy":     {mod + "config", mod + "health"},
+	"l4/reconcile": {mod + "cmd"},
+}
+
+// allowedProject lists the project packages each may import at all.
+var allowedProject = map[string][]string{
+	"l4":          {},
+	"config":      {},
+	"l4/balance":  {"l4"},
+	"conntrack":   {"l4"},
+	"health":      {"l4"},
+	"l4/snapshot": {"l4", "l4/balance"},
+	"l4/proxy":    {"l4", "l4/snapshot", "l4/balance", "conntrack"},
+}
+
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", mod+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+func TestImportDirection(t *testing.T) {
+	for pkg, banned := range rules {
+		for _, d := range deps(t, pkg) {
+			if d == mod+pkg {
+				continue
+			}
+			for _, b := range banned {
+				if d == b || (strings.HasSuffix(b, "/") && strings.HasPrefix(d, b)) {
+					t.Errorf("%s depends on %s", pkg, d)
+				}
+			}
+		}
+	}
+}
+
+func TestProjectImportsAllowed(t *testing.T) {
+	for pkg, allowed := range allowedProject {
+		ok := map[string]bool{mod + pkg: true}
+		for _, a := range allowed {
+			ok[mod+a] = true
+		}
+		for _, d := range deps(t, pkg) {
+			if strings.HasPrefix(d, mod) && !ok[d] {
+				t.Errorf("%s imports project package %s; allowed: %v", pkg, d, allowed)
+			}
+		}
+	}
+}
