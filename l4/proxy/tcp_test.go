@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -14,6 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/snapshot"
 	"time"
@@ -391,4 +394,74 @@ func TestLocalFailure(t *testing.T) {
 			t.Errorf("localFailure(%v) = %v", tc.err, got)
 		}
 	}
+}
+
+// TestIPv6VIP proxies over IPv6 loopback.
+func TestIPv6VIP(t *testing.T) {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Fatalf("no IPv6 loopback: %v", err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			io.Copy(c, c)
+		}
+	}()
+	vipLn, err := ListenTCP(netip.MustParseAddrPort("[::1]:0"), keepAliveConfig(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &snapshot.Store{}
+	b := l4.NewBackend("v6", ln.Addr().(*net.TCPAddr).AddrPort(), nil)
+	snap, _ := snapshot.Build(balance.Options{}, []balance.Member{{Backend: b, Weight: 1}})
+	store.Store(snap)
+	svc := NewTCPService(TCPConfig{Listener: vipLn, Snapshots: store, Pipes: NewPipePool(0)})
+	go svc.Serve()
+	defer svc.Close()
+	c, err := net.Dial("tcp6", vipLn.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("v6"))
+	buf := make([]byte, 2)
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "v6" {
+		t.Fatalf("echo over IPv6: %q, %v", buf, err)
+	}
+}
+
+// TestFreebind: a VIP listens on an address no interface has yet (inside a
+// fresh namespace), and serves once the address is added.
+func TestFreebind(t *testing.T) {
+	ns := testutil.NewNetns(t, "fb")
+	var ln *net.TCPListener
+	ns.MustDo(t, func() (err error) {
+		ln, err = ListenTCP(netip.MustParseAddrPort("198.18.77.1:8080"), keepAliveConfig(0))
+		return err
+	})
+	defer ln.Close()
+	ns.MustExec(t, "ip", "addr", "add", "198.18.77.1/32", "dev", "lo")
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			c.Write([]byte("ok"))
+			c.Close()
+		}
+	}()
+	ns.MustDo(t, func() error {
+		c, err := net.DialTimeout("tcp4", "198.18.77.1:8080", 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		b, err := io.ReadAll(c)
+		if string(b) != "ok" {
+			return fmt.Errorf("read %q, %v", b, err)
+		}
+		return nil
+	})
 }
