@@ -144,6 +144,10 @@ func (v *vip) apply(p *plan) {
 	if v.tcp != nil {
 		v.tcp.Update(settings(p.conf))
 	} else {
+		if old := v.cfg(); old.SessionTimeout != p.conf.SessionTimeout {
+			v.log.Warn("session_timeout changed but applies only after the VIP restarts (remove it and add it back, or restart)",
+				zap.Duration("running", old.SessionTimeout), zap.Duration("configured", p.conf.SessionTimeout))
+		}
 		v.udp.Update(udpSettings(p.conf))
 	}
 	v.commit(p)
