@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,6 +18,33 @@ import (
 // makes them unique across processes.
 var nsCounter atomic.Uint64
 
+// reapOnce removes, once per test process, namespaces left by test
+// processes that died before their cleanups ran (a test timeout, a kill).
+var reapOnce sync.Once
+
+// reapStale deletes l4t<pid>-* namespaces whose process is gone. It never
+// touches a namespace of a live process or of another naming scheme.
+func reapStale() {
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		rest, ok := strings.CutPrefix(name, "l4t")
+		if !ok {
+			continue
+		}
+		pid, _, ok := strings.Cut(rest, "-")
+		if !ok || pid == strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); os.IsNotExist(err) {
+			_ = exec.Command("ip", "netns", "del", name).Run()
+		}
+	}
+}
+
 // Netns is a network namespace a test made; it is deleted on cleanup.
 type Netns struct {
 	Name string
@@ -25,6 +54,7 @@ type Netns struct {
 func NewNetns(t testing.TB, tag string) *Netns {
 	t.Helper()
 	RequirePriv(t, "network namespaces")
+	reapOnce.Do(reapStale)
 	name := fmt.Sprintf("l4t%d-%d-%s", os.Getpid(), nsCounter.Add(1), tag)
 	if len(name) > 40 {
 		name = name[:40]
