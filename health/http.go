@@ -43,14 +43,7 @@ func newHTTP(s Spec) *httpChecker {
 }
 
 func (ch *httpChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
-	p := begin(ctx, ch.timeout)
-	c, err := p.dial(addr)
-	if err != nil {
-		p.failErr(err, "connecting")
-		return p.end(nil)
-	}
-	ch.exchange(p, c, addr)
-	return p.end(c)
+	return overConn(ctx, ch.timeout, addr, func(p *probe, c net.Conn) { ch.exchange(p, c, addr) })
 }
 
 // exchange sends the request and judges the response head.

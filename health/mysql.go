@@ -46,18 +46,12 @@ func newMySQL(s Spec) *mysqlChecker {
 }
 
 func (ch *mysqlChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
-	p := begin(ctx, ch.timeout)
 	if ch.user != "" {
+		p := begin(ctx, ch.timeout)
 		ch.login(p, addr)
 		return p.end(nil)
 	}
-	c, err := p.dial(addr)
-	if err != nil {
-		p.failErr(err, "connecting")
-		return p.end(nil)
-	}
-	ch.greeting(p, c)
-	return p.end(c)
+	return overConn(ctx, ch.timeout, addr, ch.greeting)
 }
 
 // greeting reads and judges the server's first packet. FirstByte is

@@ -42,18 +42,12 @@ func newPostgres(s Spec) *postgresChecker {
 }
 
 func (ch *postgresChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
-	p := begin(ctx, ch.timeout)
 	if ch.user != "" {
+		p := begin(ctx, ch.timeout)
 		ch.login(p, addr)
 		return p.end(nil)
 	}
-	c, err := p.dial(addr)
-	if err != nil {
-		p.failErr(err, "connecting")
-		return p.end(nil)
-	}
-	ch.sslRequest(p, c)
-	return p.end(c)
+	return overConn(ctx, ch.timeout, addr, ch.sslRequest)
 }
 
 // sslRequest sends the SSLRequest and judges the one-byte answer.

@@ -51,14 +51,8 @@ func respCommand(b []byte, args ...string) []byte {
 }
 
 func (ch *redisChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
-	p := begin(ctx, ch.timeout)
-	c, err := p.dial(addr)
-	if err != nil {
-		p.failErr(err, "connecting")
-		return p.end(nil)
-	}
-	ch.exchange(p, c)
-	return p.end(c) // the drain reads QUIT's +OK and the server's FIN
+	// The polite close's drain reads QUIT's +OK and the server's FIN.
+	return overConn(ctx, ch.timeout, addr, ch.exchange)
 }
 
 // exchange sends the pipeline and judges the replies in order.

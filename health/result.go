@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"syscall"
 	"time"
@@ -49,6 +50,19 @@ type probe struct {
 }
 
 // begin starts a check bounded by timeout (and by ctx's own deadline).
+// overConn runs one check over a fresh connection: dial (a failure is the
+// result), let judge talk and decide, then close politely.
+func overConn(ctx context.Context, timeout time.Duration, addr netip.AddrPort, judge func(*probe, net.Conn)) Result {
+	p := begin(ctx, timeout)
+	c, err := p.dial(addr)
+	if err != nil {
+		p.failErr(err, "connecting")
+		return p.end(nil)
+	}
+	judge(p, c)
+	return p.end(c)
+}
+
 func begin(ctx context.Context, timeout time.Duration) *probe {
 	p := &probe{res: Result{Start: time.Now()}, budget: timeout}
 	p.ctx, p.cancel = context.WithTimeout(ctx, timeout)

@@ -33,14 +33,7 @@ func newSendExpect(s Spec) *sendExpectChecker {
 }
 
 func (ch *sendExpectChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
-	p := begin(ctx, ch.timeout)
-	c, err := p.dial(addr)
-	if err != nil {
-		p.failErr(err, "connecting")
-		return p.end(nil)
-	}
-	ch.exchange(p, c)
-	return p.end(c)
+	return overConn(ctx, ch.timeout, addr, ch.exchange)
 }
 
 // exchange sends the request and judges the reply.

@@ -3,6 +3,7 @@ package health
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"time"
 )
@@ -16,12 +17,5 @@ type tcpChecker struct {
 }
 
 func (ch *tcpChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
-	p := begin(ctx, ch.timeout)
-	c, err := p.dial(addr)
-	if err != nil {
-		p.failErr(err, "connecting")
-		return p.end(nil)
-	}
-	p.pass()
-	return p.end(c)
+	return overConn(ctx, ch.timeout, addr, func(p *probe, _ net.Conn) { p.pass() })
 }

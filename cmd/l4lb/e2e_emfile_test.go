@@ -40,7 +40,7 @@ func startLimited(t *testing.T, nofile int) *fdProc {
 			go func() { defer c.Close(); io.Copy(c, c) }()
 		}
 	}()
-	p := &fdProc{log: &syncBuffer{}, vip: freeLoopback(t)}
+	p := &fdProc{log: &syncBuffer{}, vip: testutil.FreeTCPAddr(t).String()}
 	cfg := filepath.Join(t.TempDir(), "l4lb.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 [global]
@@ -66,7 +66,7 @@ listen = "%s"
 			t.Logf("l4lb log:\n%s", p.log.String())
 		}
 	})
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(p.log.String(), "l4lb running") })
+	testutil.Eventually(t, 5*time.Second, "l4lb to start", func() bool { return strings.Contains(p.log.String(), "l4lb running") })
 	return p
 }
 
@@ -178,25 +178,4 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 		t.Fatalf("after the limit was restored: %v (earlier resets %d)", later, len(got[reset]))
 	}
 	t.Logf("served %d at once; of %d waiting, %d served later and %d reset; %d reset while short", len(got[served]), len(got[waiting]), later[served], later[reset], len(got[reset]))
-}
-
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

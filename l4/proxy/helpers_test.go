@@ -40,18 +40,6 @@ func startServer(t testing.TB, handler func(c *net.TCPConn)) netip.AddrPort {
 
 func echoHandler(c *net.TCPConn) { io.Copy(c, c) }
 
-// deadAddr returns a loopback address where nothing listens (refused).
-func deadAddr(t testing.TB) netip.AddrPort {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().(*net.TCPAddr).AddrPort()
-	ln.Close()
-	return a
-}
-
 type testService struct {
 	*TCPService
 	addr     netip.AddrPort
@@ -107,16 +95,4 @@ func (ts *testService) dial(t testing.TB) *net.TCPConn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c.(*net.TCPConn)
-}
-
-// waitFor polls cond for up to d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -79,8 +79,8 @@ type TCPService struct {
 
 	pressure atomic.Int64 // unix ns of the last local-resource failure; 0 = none
 
-	logMu   sync.Mutex // guards lastLog
-	lastLog time.Time
+	warnings  rateLog // per-connection failures
+	acceptLog rateLog // accept failures (every 5s)
 
 	wg         sync.WaitGroup // connection goroutines
 	serving    atomic.Bool    // Serve ran: Close waits for its loop
@@ -118,6 +118,7 @@ func NewTCPService(cfg TCPConfig) *TCPService {
 		conns:      make(map[*tcpConn]struct{}),
 	}
 	s.limit.init()
+	s.acceptLog.every = 5 * time.Second
 	s.budget = cfg.Budget
 	s.stop.ch = make(chan struct{})
 	s.listenKeepAlive = cfg.Settings.KeepAlive
@@ -164,7 +165,6 @@ func (s *TCPService) Serve() {
 	s.serving.Store(true)
 	defer close(s.acceptDone)
 	var backoff time.Duration
-	var lastLog time.Time
 	for {
 		if !s.limit.acquire() {
 			return
@@ -182,10 +182,7 @@ func (s *TCPService) Serve() {
 			}
 			s.Stats.AcceptErrors.Add(1)
 			backoff = acceptBackoff(err, backoff)
-			if time.Since(lastLog) > 5*time.Second {
-				lastLog = time.Now()
-				s.log.Warn("accept failed", zap.Stringer("vip", s.key), zap.Error(err), zap.Duration("backoff", backoff))
-			}
+			s.acceptLog.warn(s.log, "accept failed", zap.Stringer("vip", s.key), zap.Error(err), zap.Duration("backoff", backoff))
 			time.Sleep(backoff)
 			continue
 		}
@@ -213,14 +210,7 @@ func localFailure(err error) bool {
 
 // rateLog logs a warning at most once a second from connection goroutines.
 func (s *TCPService) rateLog(msg string, fields ...zap.Field) {
-	s.logMu.Lock()
-	if time.Since(s.lastLog) < time.Second {
-		s.logMu.Unlock()
-		return
-	}
-	s.lastLog = time.Now()
-	s.logMu.Unlock()
-	s.log.Warn(msg, append(fields, zap.Stringer("vip", s.key))...)
+	s.warnings.warn(s.log, msg, append(fields, zap.Stringer("vip", s.key))...)
 }
 
 // acceptBackoff grows the pause after an accept error: out of descriptors

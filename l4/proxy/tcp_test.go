@@ -15,11 +15,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"time"
+
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/snapshot"
-	"time"
 )
 
 // TestBulkBothWays sends 64 MiB of random bytes each way at once and
@@ -153,7 +154,7 @@ func TestResetFromBackendReachesClient(t *testing.T) {
 // never notices.
 func TestRefusedBackendIsRetried(t *testing.T) {
 	live := startServer(t, echoHandler)
-	ts := newService(t, Settings{Retries: 2}, deadAddr(t), live)
+	ts := newService(t, Settings{Retries: 2}, testutil.FreeTCPAddr(t), live)
 	for i := 0; i < 6; i++ {
 		c := ts.dial(t)
 		c.Write([]byte("ping"))
@@ -173,7 +174,7 @@ func TestRefusedBackendIsRetried(t *testing.T) {
 }
 
 func TestAllBackendsDownClosesClientPromptly(t *testing.T) {
-	ts := newService(t, Settings{Retries: 3}, deadAddr(t), deadAddr(t))
+	ts := newService(t, Settings{Retries: 3}, testutil.FreeTCPAddr(t), testutil.FreeTCPAddr(t))
 	start := time.Now()
 	c, err := net.DialTimeout("tcp4", ts.addr.String(), 2*time.Second)
 	if err == nil { // else the reset beat the end of connect: closed promptly too
@@ -213,7 +214,7 @@ func TestIdleTimeoutClosesQuietConnection(t *testing.T) {
 	if d := time.Since(start); d < 250*time.Millisecond || d > time.Second {
 		t.Fatalf("idle close after %v, want about 300ms", d)
 	}
-	waitFor(t, time.Second, "the idle close counted", func() bool { return ts.Stats.IdleClosed.Load() == 1 })
+	testutil.Eventually(t, time.Second, "the idle close counted", func() bool { return ts.Stats.IdleClosed.Load() == 1 })
 	time.Sleep(50 * time.Millisecond)
 	if n := ts.Stats.IdleClosed.Load(); n != 1 {
 		t.Fatalf("IdleClosed = %d, want 1", n)
@@ -255,7 +256,7 @@ func TestIdleConnectionsHoldNoPipe(t *testing.T) {
 		io.ReadFull(c, make([]byte, 2))
 		conns = append(conns, c)
 	}
-	waitFor(t, 2*time.Second, "pipes returned", func() bool { return ts.pipes.Lent() == 0 })
+	testutil.Eventually(t, 2*time.Second, "pipes returned", func() bool { return ts.pipes.Lent() == 0 })
 	if n := ts.Conns(); n != 50 {
 		t.Fatalf("%d connections tracked, want 50", n)
 	}
@@ -369,7 +370,7 @@ func TestNoPipeLeaks(t *testing.T) {
 		io.ReadAll(c)
 		c.Close()
 	}
-	waitFor(t, 2*time.Second, "connections to end", func() bool { return ts.Conns() == 0 })
+	testutil.Eventually(t, 2*time.Second, "connections to end", func() bool { return ts.Conns() == 0 })
 	if lent, open := ts.pipes.Lent(), ts.pipes.Open(); lent != 0 || open > maxIdlePipes {
 		t.Fatalf("after 300 connections: %d pipes lent, %d open", lent, open)
 	}

@@ -67,11 +67,11 @@ type UDPService struct {
 	sessions atomic.Int64
 
 	// Owned by the Serve goroutine.
-	batch   *msgBatch
-	readFn  func(fd uintptr) bool
-	nread   int
-	readErr error
-	lastLog time.Time
+	batch    *msgBatch
+	readFn   func(fd uintptr) bool
+	nread    int
+	readErr  error
+	warnings rateLog
 
 	wg      sync.WaitGroup // session goroutines
 	serving atomic.Bool    // Serve ran: Close waits for its loop
@@ -295,11 +295,7 @@ func (s *UDPService) sessionEnded(_ conntrack.Key, e conntrack.Entry, _ conntrac
 
 // rateLog logs at most one line per second from the datagram path.
 func (s *UDPService) rateLog(msg string, fields ...zap.Field) {
-	if time.Since(s.lastLog) < time.Second {
-		return
-	}
-	s.lastLog = time.Now()
-	s.log.Warn(msg, append(fields, zap.Stringer("vip", s.key))...)
+	s.warnings.warn(s.log, msg, append(fields, zap.Stringer("vip", s.key))...)
 }
 
 // Close stops reading, ends every session and waits for their goroutines.

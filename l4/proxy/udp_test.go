@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/conntrack"
+	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/snapshot"
@@ -141,7 +142,7 @@ func TestUDPSessionsSpreadAndExpire(t *testing.T) {
 			t.Fatalf("round robin spread %v", seen)
 		}
 	}
-	waitFor(t, 8*time.Second, "sessions to expire", func() bool { return ts.Sessions() == 0 })
+	testutil.Eventually(t, 8*time.Second, "sessions to expire", func() bool { return ts.Sessions() == 0 })
 	for _, b := range ts.backends {
 		if b.LiveFlows() != 0 {
 			t.Fatalf("backend %s keeps %d live flows after expiry", b.ID, b.LiveFlows())
@@ -156,7 +157,7 @@ func TestUDPResponsesEndsSession(t *testing.T) {
 		if _, err := exchange(t, c, []byte("query")); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 2*time.Second, "session closed after its reply", func() bool { return ts.Sessions() == 0 })
+		testutil.Eventually(t, 2*time.Second, "session closed after its reply", func() bool { return ts.Sessions() == 0 })
 	}
 	if got := ts.Stats.SessionsCreated.Load(); got != 3 {
 		t.Fatalf("%d sessions created for 3 exchanges, want 3", got)
@@ -211,7 +212,7 @@ func TestUDPMaxSessionsAndOversize(t *testing.T) {
 		c := dialUDP(t, ts.addr)
 		c.Write([]byte("flood"))
 	}
-	waitFor(t, 2*time.Second, "refusals counted", func() bool { return ts.Stats.SessionsRefused.Load() == 50 })
+	testutil.Eventually(t, 2*time.Second, "refusals counted", func() bool { return ts.Stats.SessionsRefused.Load() == 50 })
 	big := bytes.Repeat([]byte{0xA5}, maxDatagram-2) // with the "a:" prefix the reply is the UDP maximum
 	for _, c := range kept {
 		got, err := exchange(t, c, big)
@@ -249,15 +250,16 @@ func TestUDPForwardAllocatesNothing(t *testing.T) {
 	c.Write([]byte("open a session"))
 	// Datagrams is counted after the forward that sent it: waiting for it
 	// orders the Serve goroutine's session writes before this test's.
-	waitFor(t, 2*time.Second, "session", func() bool { return ts.Stats.Datagrams.Load() == 1 })
+	testutil.Eventually(t, 2*time.Second, "session", func() bool { return ts.Stats.Datagrams.Load() == 1 })
 	flow := l4.Flow{Src: c.LocalAddr().(*net.UDPAddr).AddrPort(), Dst: ts.addr, Proto: l4.UDP}
-	e, ok := ts.table.Lookup(conntrack.KeyOf(&flow))
-	if !ok {
+	key := conntrack.KeyOf(&flow)
+	if ts.session(key) == nil {
 		t.Fatal("no session")
 	}
-	sess := e.Owner.(*udpSession)
 	payload := []byte("datagram")
-	if n := testing.AllocsPerRun(1000, func() { sess.forward(payload) }); n != 0 {
+	// The per-datagram path: the session lookup (key, table, eligibility)
+	// and the send.
+	if n := testing.AllocsPerRun(1000, func() { ts.session(key).forward(payload) }); n != 0 {
 		t.Fatalf("%v allocations per forwarded datagram", n)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/internal/testutil"
 )
 
 const healthVIP = `
@@ -47,7 +49,7 @@ func testDownAndBack(t *testing.T, maxFails int) {
 	for n, s := range servers {
 		addrs[n] = s.addr
 	}
-	vip := freeAddr(t)
+	vip := testutil.FreeTCPAddr(t)
 	rt := startRuntime(t, fmt.Sprintf(healthVIP, vip, maxFails, backendsTOML(addrs)))
 	for n := range servers {
 		waitBackend(t, rt, "web", n, 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
@@ -102,7 +104,7 @@ func TestProbersStopOnReloadAndRemoval(t *testing.T) {
 		many[fmt.Sprintf("dead%d", i)] = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(100+i))
 	}
 	many["a"] = one["a"]
-	vip := freeAddr(t)
+	vip := testutil.FreeTCPAddr(t)
 	rt := startRuntime(t, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(one)))
 	time.Sleep(100 * time.Millisecond)
 	baseline := runtime.NumGoroutine()
@@ -114,7 +116,7 @@ func TestProbersStopOnReloadAndRemoval(t *testing.T) {
 	apply(t, rt, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(one)))
 	waitGoroutines(t, baseline, "backends removed by reload")
 
-	other := freeAddr(t)
+	other := testutil.FreeTCPAddr(t)
 	apply(t, rt, fmt.Sprintf(healthVIP, other, 1, backendsTOML(many)))
 	apply(t, rt, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(one)))
 	waitGoroutines(t, baseline, "VIP removed by reload")
@@ -156,7 +158,7 @@ func TestOnDown(t *testing.T) {
 	for _, mode := range []string{"keep", "reset"} {
 		t.Run(mode, func(t *testing.T) {
 			srv := startNamed(t, "a")
-			vip := freeAddr(t)
+			vip := testutil.FreeTCPAddr(t)
 			rt := startRuntime(t, fmt.Sprintf(onDownVIP, vip, mode, srv.addr))
 			waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
 			c, err := net.DialTimeout("tcp4", vip.String(), 2*time.Second)

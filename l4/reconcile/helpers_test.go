@@ -68,17 +68,6 @@ func (s *namedServer) kill() {
 
 func (s *namedServer) restart(t *testing.T) { s.listen(t, s.addr.String()) }
 
-// freeAddr returns a loopback address nothing listens on right now.
-func freeAddr(t *testing.T) netip.AddrPort {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).AddrPort()
-}
-
 // startRuntime applies a config given as TOML text; it shuts down on cleanup.
 func startRuntime(t *testing.T, toml string) *Runtime {
 	t.Helper()

@@ -44,7 +44,7 @@ func TestRoleFollowsPromotion(t *testing.T) {
 	testutil.RequireTool(t, "initdb", "pg_ctl", "pg_basebackup")
 	primary := testutil.StartPostgres(t, testutil.PostgresOptions{User: "l4lb", Password: "secret"})
 	replica := primary.StartReplica(t)
-	vip := freeAddr(t)
+	vip := testutil.FreeTCPAddr(t)
 	rt := startRuntime(t, fmt.Sprintf(roleVIP, vip, primary.User, primary.Password, primary.Addr, replica.Addr))
 
 	waitBackend(t, rt, "pg", "pg1", 5*time.Second, "up (primary)", func(b BackendStatus) bool { return b.Health == "up" })

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"testing"
+
+	"github.com/l4lb/l4lb/internal/testutil"
 )
 
 const twoVIPs = `
@@ -30,7 +32,7 @@ listen = "%s"
 // its backend.
 func TestApplyIsAllOrNothing(t *testing.T) {
 	srv := startNamed(t, "s")
-	a, b := freeAddr(t), freeAddr(t)
+	a, b := testutil.FreeTCPAddr(t), testutil.FreeTCPAddr(t)
 	rt := startRuntime(t, fmt.Sprintf(oneVIP, a, srv.addr))
 
 	taken, err := net.Listen("tcp4", "127.0.0.1:0")
