@@ -33,10 +33,21 @@ type direction struct {
 	moved          uint64         // bytes this direction moved
 	err            error          // the failure behind endSrcErr / endDstErr
 	writeDeadline  bool           // dst has its idle write deadline
+
+	// State of the RawConn callbacks, which are method values bound once in
+	// init: a closure per call would allocate per chunk.
+	pipe           *pipe // the pipe borrowed for the chunk in flight
+	n              int   // bytes spliced in (fill) or still to write (drain)
+	wrote          int   // bytes the last drain call wrote
+	serr           error // the callback's syscall error
+	fillFn, sendFn func(fd uintptr) bool
+	shard          int // the pipe pool's free list this direction uses
 }
 
 func (d *direction) init(c *tcpConn, src, dst *net.TCPConn, bytes *atomic.Uint64) error {
 	*d = direction{src: src, dst: dst, conn: c, pipes: c.svc.pipes, bytes: bytes}
+	d.fillFn, d.sendFn = d.fillCallback, d.sendCallback
+	d.shard = d.pipes.nextShard()
 	var err error
 	if d.srcRaw, err = src.SyscallConn(); err != nil {
 		return err
@@ -63,7 +74,7 @@ func (d *direction) run() end {
 			d.pipes.discard(p)
 			return d.classify(err, endDstErr)
 		}
-		d.pipes.put(p)
+		d.pipes.put(d.shard, p)
 	}
 }
 
@@ -95,54 +106,50 @@ func (d *direction) fill() (*pipe, int, error) {
 }
 
 func (d *direction) fillOnce() (*pipe, int, error) {
-	var (
-		p    *pipe
-		n    int
-		serr error
-	)
-	err := d.srcRaw.Read(func(fd uintptr) bool {
-		if p == nil {
-			if p, serr = d.pipes.get(); serr != nil {
-				return true
-			}
-		}
-		n, serr = spliceRetry(int(fd), p.w, d.pipes.size)
-		if serr == unix.EAGAIN {
-			// Nothing to read: give the pipe back before parking, so an
-			// idle connection holds no pipe.
-			d.pipes.put(p)
-			p, serr = nil, nil
-			return false
-		}
-		return true
-	})
+	d.pipe, d.n, d.serr = nil, 0, nil
+	err := d.srcRaw.Read(d.fillFn)
 	if err == nil {
-		err = serr
+		err = d.serr
 	}
+	p, n := d.pipe, d.n
+	d.pipe = nil
 	if err != nil || n == 0 {
 		if p != nil {
-			d.pipes.put(p) // a failed or EOF splice leaves the pipe empty
+			d.pipes.put(d.shard, p) // a failed or EOF splice leaves the pipe empty
 		}
 		return nil, 0, err
 	}
 	return p, n, nil
 }
 
+// fillCallback is the src read callback: false parks until readable.
+func (d *direction) fillCallback(fd uintptr) bool {
+	if d.pipe == nil {
+		if d.pipe, d.serr = d.pipes.get(d.shard); d.serr != nil {
+			return true
+		}
+	}
+	d.n, d.serr = spliceRetry(int(fd), d.pipe.w, d.pipes.size)
+	if d.serr == unix.EAGAIN {
+		// Nothing to read: give the pipe back before parking, so an idle
+		// connection holds no pipe.
+		d.pipes.put(d.shard, d.pipe)
+		d.pipe, d.serr = nil, nil
+		return false
+	}
+	return true
+}
+
 // drain splices n bytes from the pipe to dst, waiting for writability as
 // needed. The pipe is empty when it returns nil.
 func (d *direction) drain(p *pipe, n int) error {
-	for n > 0 {
-		var (
-			m    int
-			serr error
-		)
-		err := d.dstRaw.Write(func(fd uintptr) bool {
-			m, serr = spliceRetry(p.r, int(fd), n)
-			// Before the first wait, come out to set the idle deadline.
-			return serr != unix.EAGAIN || !d.writeDeadline
-		})
+	d.pipe, d.n = p, n
+	defer func() { d.pipe = nil }()
+	for d.n > 0 {
+		d.wrote, d.serr = 0, nil
+		err := d.dstRaw.Write(d.sendFn)
 		if err == nil {
-			err = serr
+			err = d.serr
 		}
 		if err == unix.EAGAIN {
 			if err := d.armWriteDeadline(); err != nil {
@@ -159,12 +166,20 @@ func (d *direction) drain(p *pipe, n int) error {
 			}
 			continue
 		}
-		n -= m
-		d.moved += uint64(m)
-		d.bytes.Add(uint64(m))
+		m := uint64(d.wrote)
+		d.n -= d.wrote
+		d.moved += m
+		d.bytes.Add(m)
 		d.conn.touch()
 	}
 	return nil
+}
+
+// sendCallback is the dst write callback: false parks until writable.
+func (d *direction) sendCallback(fd uintptr) bool {
+	d.wrote, d.serr = spliceRetry(d.pipe.r, int(fd), d.n)
+	// Before the first wait, come out to set the idle deadline.
+	return d.serr != unix.EAGAIN || !d.writeDeadline
 }
 
 // armWriteDeadline gives dst its idle write deadline the first time a write
