@@ -3,12 +3,14 @@ package proxy
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,7 +43,8 @@ type direction struct {
 	wrote          int   // bytes the last drain call wrote
 	serr           error // the callback's syscall error
 	fillFn, sendFn func(fd uintptr) bool
-	shard          int // the pipe pool's free list this direction uses
+	shard          int  // the pipe pool's free list this direction uses
+	noPipe         bool // the last fill failed to get a pipe
 }
 
 func (d *direction) init(c *tcpConn, src, dst *net.TCPConn, bytes *atomic.Uint64) error {
@@ -61,6 +64,17 @@ func (d *direction) init(c *tcpConn, src, dst *net.TCPConn, bytes *atomic.Uint64
 func (d *direction) run() end {
 	for {
 		p, n, err := d.fill()
+		var noPipe *noPipeError
+		if errors.As(err, &noPipe) {
+			eof, failed, e := d.copyWithoutPipe(noPipe.err)
+			if failed {
+				return e
+			}
+			if !eof {
+				continue
+			}
+			err, n = nil, 0
+		}
 		if err != nil {
 			return d.classify(err, endSrcErr)
 		}
@@ -101,12 +115,71 @@ func (d *direction) fill() (*pipe, int, error) {
 			}
 			continue
 		}
+		if err != nil && d.noPipe && localFailure(err) {
+			return nil, 0, &noPipeError{err}
+		}
 		return p, n, err
 	}
 }
 
+// noPipeError is a pipe that could not be opened for lack of local
+// resources (descriptors, memory).
+type noPipeError struct{ err error }
+
+func (e *noPipeError) Error() string { return e.err.Error() }
+func (e *noPipeError) Unwrap() error { return e.err }
+
+// copyWithoutPipe moves one chunk through a user-space buffer when no pipe
+// can be opened: slower, but a descriptor shortage must not reset healthy
+// connections, and copying frees the very descriptors others wait for.
+// It returns eof when src has sent FIN, failed with how the direction
+// ended when it failed.
+func (d *direction) copyWithoutPipe(cause error) (eof, failed bool, e end) {
+	svc := d.conn.svc
+	svc.Stats.LocalErrors.Add(1)
+	svc.pressure.Store(time.Now().UnixNano())
+	svc.rateLog("cannot open a pipe: local resources exhausted; copying in user space, accepting paused", zap.Error(cause))
+	buf := svc.copyBufs.Get().(*[]byte)
+	defer svc.copyBufs.Put(buf)
+	var n int
+	for {
+		var err error
+		n, err = d.src.Read(*buf)
+		if n > 0 {
+			break
+		}
+		switch {
+		case err == io.EOF:
+			return true, false, 0
+		case err != nil && os.IsTimeout(err):
+			if err := d.conn.extendRead(d.src); err != nil {
+				return false, true, d.classify(err, endSrcErr)
+			}
+		case err != nil:
+			return false, true, d.classify(err, endSrcErr)
+		}
+	}
+	for off := 0; off < n; {
+		m, err := d.dst.Write((*buf)[off:n])
+		off += m
+		d.moved += uint64(m)
+		d.bytes.Add(uint64(m))
+		if err == nil {
+			continue
+		}
+		if !os.IsTimeout(err) {
+			return false, true, d.classify(err, endDstErr)
+		}
+		if err := d.conn.extendWrite(d.dst); err != nil {
+			return false, true, d.classify(err, endDstErr)
+		}
+	}
+	d.conn.touch()
+	return false, false, 0
+}
+
 func (d *direction) fillOnce() (*pipe, int, error) {
-	d.pipe, d.n, d.serr = nil, 0, nil
+	d.pipe, d.n, d.serr, d.noPipe = nil, 0, nil, false
 	err := d.srcRaw.Read(d.fillFn)
 	if err == nil {
 		err = d.serr
@@ -126,6 +199,7 @@ func (d *direction) fillOnce() (*pipe, int, error) {
 func (d *direction) fillCallback(fd uintptr) bool {
 	if d.pipe == nil {
 		if d.pipe, d.serr = d.pipes.get(d.shard); d.serr != nil {
+			d.noPipe = true
 			return true
 		}
 	}

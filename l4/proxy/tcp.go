@@ -79,8 +79,9 @@ type TCPService struct {
 
 	pressure atomic.Int64 // unix ns of the last local-resource failure; 0 = none
 
-	warnings  rateLog // per-connection failures
-	acceptLog rateLog // accept failures (every 5s)
+	warnings  rateLog   // per-connection failures
+	acceptLog rateLog   // accept failures (every 5s)
+	copyBufs  sync.Pool // *[]byte for connections that cannot get a pipe
 
 	wg         sync.WaitGroup // connection goroutines
 	serving    atomic.Bool    // Serve ran: Close waits for its loop
@@ -118,6 +119,7 @@ func NewTCPService(cfg TCPConfig) *TCPService {
 		conns:      make(map[*tcpConn]struct{}),
 	}
 	s.limit.init()
+	s.copyBufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	s.acceptLog.every = 5 * time.Second
 	s.budget = cfg.Budget
 	s.stop.ch = make(chan struct{})
@@ -182,7 +184,7 @@ func (s *TCPService) Serve() {
 			}
 			s.Stats.AcceptErrors.Add(1)
 			backoff = acceptBackoff(err, backoff)
-			s.acceptLog.warn(s.log, "accept failed", zap.Stringer("vip", s.key), zap.Error(err), zap.Duration("backoff", backoff))
+			s.acceptLog.warn(s.log, "accept failed", zap.Stringer("listen", s.key), zap.Error(err), zap.Duration("backoff", backoff))
 			time.Sleep(backoff)
 			continue
 		}
@@ -192,6 +194,10 @@ func (s *TCPService) Serve() {
 		go s.handle(c)
 	}
 }
+
+// copyBufSize is the user-space buffer a connection copies through while no
+// pipe can be opened.
+const copyBufSize = 32 << 10
 
 // localFailure reports whether a connect failed for lack of this host's
 // resources (descriptors, memory, buffers, ephemeral ports) rather than
@@ -210,7 +216,7 @@ func localFailure(err error) bool {
 
 // rateLog logs a warning at most once a second from connection goroutines.
 func (s *TCPService) rateLog(msg string, fields ...zap.Field) {
-	s.warnings.warn(s.log, msg, append(fields, zap.Stringer("vip", s.key))...)
+	s.warnings.warn(s.log, msg, append(fields, zap.Stringer("listen", s.key))...)
 }
 
 // acceptBackoff grows the pause after an accept error: out of descriptors
