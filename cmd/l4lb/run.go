@@ -28,6 +28,7 @@ type daemon struct {
 	rt      *reconcile.Runtime
 	admin   *adminServer
 	metrics *http.Server
+	notify  notifier
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
@@ -38,6 +39,12 @@ func cmdRun(args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	// Before anything slow: a SIGHUP's default action would kill a daemon
+	// that is still loading its config; caught now, it reloads once
+	// started, and a SIGTERM shuts down once started.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -53,12 +60,13 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer log.Sync()
-	d := &daemon{path: *path, log: log, level: level}
+	d := &daemon{path: *path, log: log, level: level, notify: newNotifier()}
 	if err := d.start(cfg); err != nil {
 		log.Error("start failed", zap.Error(err))
 		return 1
 	}
-	return d.loop(cfg)
+	d.tellManager(d.notify.ready())
+	return d.loop(cfg, sigs)
 }
 
 func (d *daemon) start(cfg *config.Config) error {
@@ -94,19 +102,28 @@ func (d *daemon) start(cfg *config.Config) error {
 }
 
 // loop handles signals until a shutdown completes; it returns the exit code.
-func (d *daemon) loop(cfg *config.Config) int {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+func (d *daemon) loop(cfg *config.Config, sigs chan os.Signal) int {
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
+			d.tellManager(d.notify.reloading())
 			cfg = d.reload(cfg)
+			d.tellManager(d.notify.ready())
 			continue
 		}
+		d.tellManager(d.notify.stopping())
 		d.log.Info("shutting down", zap.Stringer("signal", sig), zap.Duration("drain_timeout", cfg.Global.DrainTimeout))
 		d.shutdown(cfg.Global.DrainTimeout, sigs)
 		return 0
 	}
 	return 0
+}
+
+// tellManager logs a failed service-manager notification: l4lb keeps
+// serving either way.
+func (d *daemon) tellManager(err error) {
+	if err != nil {
+		d.log.Warn("service manager notification failed", zap.Error(err))
+	}
 }
 
 // reload applies the file again; a bad file leaves the running config.

@@ -64,8 +64,7 @@ func (d *direction) init(c *tcpConn, src, dst *net.TCPConn, bytes *atomic.Uint64
 func (d *direction) run() end {
 	for {
 		p, n, err := d.fill()
-		var noPipe *noPipeError
-		if errors.As(err, &noPipe) {
+		if noPipe, ok := err.(*noPipeError); ok {
 			eof, failed, e := d.copyWithoutPipe(noPipe.err)
 			if failed {
 				return e
@@ -79,6 +78,12 @@ func (d *direction) run() end {
 			return d.classify(err, endSrcErr)
 		}
 		if n == 0 {
+			if d.conn.running.Load() == 1 {
+				// The other direction is done: the close that follows
+				// sends dst its FIN, so a shutdown would be one more
+				// syscall for nothing.
+				return endEOF
+			}
 			if err := d.dst.CloseWrite(); err != nil {
 				return d.classify(err, endDstErr)
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -380,7 +381,7 @@ func (s *TCPService) dial(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
 		d.KeepAlive = -1
 	}
 	start := time.Now()
-	c, err := d.Dial("tcp", b.AddrString())
+	tc, err := d.DialTCP(context.Background(), "tcp", netip.AddrPort{}, b.Addr)
 	if err != nil {
 		if !localFailure(err) { // only the backend's own failures mark it
 			b.Stats.ConnectFails.Add(1)
@@ -391,7 +392,6 @@ func (s *TCPService) dial(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
 		}
 		return nil, err
 	}
-	tc := c.(*net.TCPConn)
 	if s.obs != nil {
 		var rtt time.Duration
 		if st.MeasureConnect {
