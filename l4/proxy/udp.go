@@ -221,7 +221,9 @@ func (s *UDPService) handle(i int) {
 	key := conntrack.KeyOf(&flow)
 	sess := s.session(key)
 	if sess == nil {
-		if sess = s.newSession(key, &flow); sess == nil {
+		// flow goes by value: its address escapes only on this path, so
+		// a datagram of an existing session allocates nothing.
+		if sess = s.newSession(key, flow); sess == nil {
 			return
 		}
 	}
@@ -244,7 +246,8 @@ func (s *UDPService) session(key conntrack.Key) *udpSession {
 	return sess
 }
 
-func (s *UDPService) newSession(key conntrack.Key, flow *l4.Flow) *udpSession {
+func (s *UDPService) newSession(key conntrack.Key, f l4.Flow) *udpSession {
+	flow := &f
 	st := s.settings.Load()
 	if st.MaxSessions > 0 && s.sessions.Load() >= int64(st.MaxSessions) {
 		s.Stats.SessionsRefused.Add(1)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -290,5 +291,44 @@ func TestUDPGarbageIsForwardedFaithfully(t *testing.T) {
 	}
 	if ts.Stats.Truncated.Load() != 0 || ts.Stats.Dropped.Load() != 0 {
 		t.Fatalf("truncated %d, dropped %d", ts.Stats.Truncated.Load(), ts.Stats.Dropped.Load())
+	}
+}
+
+// TestUDPServeAllocatesNothingPerDatagram counts the whole process's heap
+// allocations while datagrams of an existing session go through Serve
+// (batch read, flow key, session lookup, send): the AllocsPerRun test
+// above cannot see the read loop, which runs on its own goroutine.
+func TestUDPServeAllocatesNothingPerDatagram(t *testing.T) {
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: time.Minute}, sink.LocalAddr().(*net.UDPAddr).AddrPort())
+	c := dialUDP(t, ts.addr)
+	payload := []byte("datagram")
+	c.Write(payload)
+	testutil.Eventually(t, 2*time.Second, "session", func() bool { return ts.Stats.Datagrams.Load() == 1 })
+	const n = 5000
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < n; i++ {
+		if _, err := c.Write(payload); err != nil {
+			t.Fatal(err)
+		}
+		if i%64 == 63 { // stay below the socket buffers: no drops
+			for ts.Stats.Datagrams.Load() < uint64(i) {
+				runtime.Gosched()
+			}
+		}
+	}
+	for ts.Stats.Datagrams.Load() < n+1 {
+		runtime.Gosched()
+	}
+	runtime.ReadMemStats(&after)
+	// A few allocations may come from the runtime or the table's sweeper;
+	// one per datagram would be 5000.
+	if got := after.Mallocs - before.Mallocs; got > n/100 {
+		t.Fatalf("%d allocations for %d datagrams", got, n)
 	}
 }
