@@ -41,18 +41,7 @@ func startLimited(t *testing.T, nofile int) *fdProc {
 		}
 	}()
 	p := &fdProc{log: &syncBuffer{}, vip: testutil.FreeTCPAddr(t).String()}
-	cfg := filepath.Join(t.TempDir(), "l4lb.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-[global]
-admin_socket = "off"
-[[vip]]
-name = "e"
-listen = "%s"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  address = "%s"
-`, p.vip, echo.Addr())), 0o644)
+	cfg := loopbackConfig(t, t.TempDir(), p.vip, echo.Addr().String())
 	limit := strconv.Itoa(nofile)
 	p.cmd = exec.Command("prlimit", "--nofile="+limit+":"+limit, mustBin(t), "run", "--config", cfg)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
@@ -68,6 +57,28 @@ listen = "%s"
 	})
 	testutil.Eventually(t, 5*time.Second, "l4lb to start", func() bool { return strings.Contains(p.log.String(), "l4lb running") })
 	return p
+}
+
+// loopbackConfig writes a config with one TCP VIP in front of one backend,
+// no health checks and no admin socket, into dir; it returns its path.
+func loopbackConfig(t *testing.T, dir, vip, backend string) string {
+	t.Helper()
+	cfg := filepath.Join(dir, "l4lb.toml")
+	err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+[global]
+admin_socket = "off"
+[[vip]]
+name = "lo"
+listen = "%s"
+  [vip.health]
+  type = "none"
+  [[vip.backend]]
+  address = "%s"
+`, vip, backend)), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // state of one client connection: served (echoed), waiting (no answer

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -41,18 +40,7 @@ func TestServiceManagerNotify(t *testing.T) {
 		}
 	}()
 	vip := testutil.FreeTCPAddr(t).String()
-	cfg := filepath.Join(dir, "l4lb.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-[global]
-admin_socket = "off"
-[[vip]]
-name = "n"
-listen = "%s"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  address = "%s"
-`, vip, backend.Addr())), 0o644)
+	cfg := loopbackConfig(t, dir, vip, backend.Addr().String())
 	cmd := exec.Command(mustBin(t), "run", "--config", cfg)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
 	out := &syncBuffer{}

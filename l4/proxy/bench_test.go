@@ -45,15 +45,21 @@ func ioCopyProxy(t testing.TB, backend netip.AddrPort) netip.AddrPort {
 	return ln.Addr().(*net.TCPAddr).AddrPort()
 }
 
+// benchPaths are the ways to reach backend compared by the benchmarks: no
+// proxy, l4lb's splice forwarder and the plain io.Copy proxy.
+func benchPaths(backend netip.AddrPort) map[string]func(testing.TB) netip.AddrPort {
+	return map[string]func(testing.TB) netip.AddrPort{
+		"direct": func(testing.TB) netip.AddrPort { return backend },
+		"splice": func(t testing.TB) netip.AddrPort { return newService(t, Settings{}, backend).addr },
+		"iocopy": func(t testing.TB) netip.AddrPort { return ioCopyProxy(t, backend) },
+	}
+}
+
 // BenchmarkBulk moves bytes client -> backend through each kind of path on
 // loopback: compare the MB/s of splice with io.Copy and with no proxy.
 func BenchmarkBulk(b *testing.B) {
 	sink := startServer(b, func(c *net.TCPConn) { io.Copy(io.Discard, c) })
-	paths := map[string]func(testing.TB) netip.AddrPort{
-		"direct": func(testing.TB) netip.AddrPort { return sink },
-		"splice": func(t testing.TB) netip.AddrPort { return newService(t, Settings{}, sink).addr },
-		"iocopy": func(t testing.TB) netip.AddrPort { return ioCopyProxy(t, sink) },
-	}
+	paths := benchPaths(sink)
 	for _, name := range []string{"direct", "splice", "iocopy"} {
 		b.Run(name, func(b *testing.B) {
 			addr := paths[name](b)
@@ -78,11 +84,7 @@ func BenchmarkBulk(b *testing.B) {
 // connection through each path.
 func BenchmarkRoundTrip(b *testing.B) {
 	echo := startServer(b, echoHandler)
-	paths := map[string]func(testing.TB) netip.AddrPort{
-		"direct": func(testing.TB) netip.AddrPort { return echo },
-		"splice": func(t testing.TB) netip.AddrPort { return newService(t, Settings{}, echo).addr },
-		"iocopy": func(t testing.TB) netip.AddrPort { return ioCopyProxy(t, echo) },
-	}
+	paths := benchPaths(echo)
 	for _, name := range []string{"direct", "splice", "iocopy"} {
 		b.Run(name, func(b *testing.B) {
 			c, err := net.DialTimeout("tcp4", paths[name](b).String(), time.Second)
@@ -113,11 +115,7 @@ func BenchmarkNewConnection(b *testing.B) {
 			c.Write(buf)
 		}
 	})
-	paths := map[string]func(testing.TB) netip.AddrPort{
-		"direct": func(testing.TB) netip.AddrPort { return echo },
-		"splice": func(t testing.TB) netip.AddrPort { return newService(t, Settings{}, echo).addr },
-		"iocopy": func(t testing.TB) netip.AddrPort { return ioCopyProxy(t, echo) },
-	}
+	paths := benchPaths(echo)
 	for _, name := range []string{"direct", "splice", "iocopy"} {
 		b.Run(name, func(b *testing.B) {
 			addr := paths[name](b)

@@ -238,16 +238,22 @@ func TestUDPWildcardRepliesFromVIP(t *testing.T) {
 	}
 }
 
-func TestUDPForwardAllocatesNothing(t *testing.T) {
-	// A backend that never reads (and so never answers or allocates): the
-	// count below is the forwarder's alone.
+// serviceToSink runs a UDP VIP whose one backend never reads (and so never
+// answers or allocates: allocation counts are the forwarder's alone), and
+// a client connected to the VIP.
+func serviceToSink(t *testing.T) (*udpTestService, *net.UDPConn) {
+	t.Helper()
 	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close()
+	t.Cleanup(func() { sink.Close() })
 	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: time.Minute}, sink.LocalAddr().(*net.UDPAddr).AddrPort())
-	c := dialUDP(t, ts.addr)
+	return ts, dialUDP(t, ts.addr)
+}
+
+func TestUDPForwardAllocatesNothing(t *testing.T) {
+	ts, c := serviceToSink(t)
 	c.Write([]byte("open a session"))
 	// Datagrams is counted after the forward that sent it: waiting for it
 	// orders the Serve goroutine's session writes before this test's.
@@ -299,13 +305,7 @@ func TestUDPGarbageIsForwardedFaithfully(t *testing.T) {
 // (batch read, flow key, session lookup, send): the AllocsPerRun test
 // above cannot see the read loop, which runs on its own goroutine.
 func TestUDPServeAllocatesNothingPerDatagram(t *testing.T) {
-	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: time.Minute}, sink.LocalAddr().(*net.UDPAddr).AddrPort())
-	c := dialUDP(t, ts.addr)
+	ts, c := serviceToSink(t)
 	payload := []byte("datagram")
 	c.Write(payload)
 	testutil.Eventually(t, 2*time.Second, "session", func() bool { return ts.Stats.Datagrams.Load() == 1 })
