@@ -12,8 +12,9 @@ import (
 )
 
 // benchSizes are the table sizes lookups run at: a hot set that fits in
-// cache, and a production-sized table that does not.
-var benchSizes = []int{1 << 10, 1 << 20}
+// cache, one that fits in the last-level cache, and a production-sized
+// table that does not.
+var benchSizes = []int{1 << 10, 1 << 16, 1 << 20}
 
 // benchKeys returns n distinct keys.
 func benchKeys(n int) []Key {
