@@ -50,6 +50,12 @@ type Global struct {
 	// PipeSize is the size in bytes of each splice pipe; default 1 MiB;
 	// range 4096..16 MiB, rounded up to a power of two by the kernel.
 	PipeSize int
+	// MaxPipes caps the splice pipes open at once (each holds up to
+	// PipeSize bytes of kernel memory and two descriptors); a connection
+	// that finds none free copies through a user-space buffer instead.
+	// 0 (default) = half the connection limit derived from the open-file
+	// limit, which keeps sockets and pipes within it.
+	MaxPipes int
 }
 
 // VIP is one virtual service ([[vip]]).

@@ -26,6 +26,7 @@ func buildGlobal(p *problems, g *rawGlobal) Global {
 		MetricsListen: l.str("metrics_listen", g.MetricsListen, none, ""),
 		DrainTimeout:  l.duration("drain_timeout", g.DrainTimeout, none, 30*time.Second, span(0, time.Hour)),
 		PipeSize:      l.integer("pipe_size", g.PipeSize, opt[int64]{}, defaultPipeSize, span[int64](4096, 16<<20)),
+		MaxPipes:      l.integer("max_pipes", g.MaxPipes, opt[int64]{}, 0, span[int64](0, 1<<22)),
 	}
 	out.AdminSocket = checkAdminSocket(l, out.AdminSocket)
 	if out.MetricsListen != "" && !isHostPort(out.MetricsListen) {

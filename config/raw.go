@@ -43,6 +43,7 @@ type rawGlobal struct {
 	MetricsListen opt[string] `toml:"metrics_listen"`
 	DrainTimeout  opt[string] `toml:"drain_timeout"`
 	PipeSize      opt[int64]  `toml:"pipe_size"`
+	MaxPipes      opt[int64]  `toml:"max_pipes"`
 }
 
 // rawTuning is every VIP key that [defaults] may also set.

@@ -282,10 +282,13 @@ func TestReloadKeepsServing(t *testing.T) {
 		t.Fatalf("before reload: %v", seen)
 	}
 
-	// A client dialling all through the reloads must never be refused.
+	// A client dialling all through the reloads must never be refused. It
+	// pauses (sampling held) while the test samples round robin's spread,
+	// which its own picks would otherwise interleave with.
 	stop := make(chan struct{})
 	var dials, failures atomic.Int64
 	var wg sync.WaitGroup
+	var sampling sync.Mutex
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -295,7 +298,9 @@ func TestReloadKeepsServing(t *testing.T) {
 				return
 			default:
 			}
+			sampling.Lock()
 			c, err := dialVIP(tp, 80)
+			sampling.Unlock()
 			dials.Add(1)
 			if err != nil {
 				failures.Add(1)
@@ -305,6 +310,15 @@ func TestReloadKeepsServing(t *testing.T) {
 			c.Close()
 		}
 	}()
+	var stopOnce sync.Once
+	stopDialer := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
+	t.Cleanup(stopDialer) // also when the test fails early: before l4lb stops
+	sample := func(port, n int) map[string]int {
+		t.Helper()
+		sampling.Lock()
+		defer sampling.Unlock()
+		return backendsSeen(t, tp, port, n)
+	}
 
 	lb.writeConfig(t, strings.ReplaceAll(vipAReloaded, "@ADMIN@", admin))
 	lb.signal(t, syscall.SIGHUP)
@@ -312,7 +326,7 @@ func TestReloadKeepsServing(t *testing.T) {
 	if err := established.echo("after add/remove"); err != nil {
 		t.Fatalf("established connection broken by reload: %v", err)
 	}
-	if seen := backendsSeen(t, tp, 80, 6); seen["be0"] != 0 || seen["be1"] == 0 || seen["be2"] == 0 {
+	if seen := sample(80, 6); seen["be0"] != 0 || seen["be1"] == 0 || seen["be2"] == 0 {
 		t.Fatalf("after reload: %v", seen)
 	}
 	if seen := backendsSeen(t, tp, 81, 2); seen["be2"] != 2 {
@@ -340,8 +354,7 @@ func TestReloadKeepsServing(t *testing.T) {
 	if err := established.echo("after VIP removal"); err != nil {
 		t.Fatal(err)
 	}
-	close(stop)
-	wg.Wait()
+	stopDialer()
 	if dials.Load() < 10 || failures.Load() != 0 {
 		t.Fatalf("%d dials during reloads, %d failed", dials.Load(), failures.Load())
 	}

@@ -33,6 +33,13 @@ func newStatusCollector(rt *reconcile.Runtime) *statusCollector {
 		"accepted":   d("vip_accepted_total", "Connections accepted or sessions created.", vipLabels),
 		"no_backend": d("vip_no_backend_total", "Clients turned away because no backend could be reached.", vipLabels),
 		"eligible":   d("vip_eligible_backends", "Backends new flows may go to.", vipLabels),
+		"accept_err": d("vip_accept_errors_total", "Failed accepts on a TCP VIP.", vipLabels),
+		"idle":       d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
+		"local_err":  d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
+		"pipeless":   d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
+		"pipes_open": d("pipes_open", "Splice pipes with open descriptors.", nil),
+		"pipes_lent": d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
+		"pipes_max":  d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
 		"b_live":     d("backend_live_flows", "Live flows on the backend.", backendLabels),
 		"b_flows":    d("backend_flows_total", "Flows established to the backend.", backendLabels),
 		"b_fails":    d("backend_connect_failures_total", "Connects to the backend that failed.", backendLabels),
@@ -52,12 +59,22 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
-	for _, v := range c.rt.Status().VIPs {
+	st := c.rt.Status()
+	ch <- prometheus.MustNewConstMetric(c.descs["pipes_open"], gauge, float64(st.Pipes.Open))
+	ch <- prometheus.MustNewConstMetric(c.descs["pipes_lent"], gauge, float64(st.Pipes.Lent))
+	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
+	for _, v := range st.VIPs {
 		vl := []string{v.Name, v.Protocol}
 		ch <- prometheus.MustNewConstMetric(c.descs["active"], gauge, float64(v.Active), vl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["accepted"], counter, float64(v.Accepted), vl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["no_backend"], counter, float64(v.NoBackend), vl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["eligible"], gauge, float64(v.Eligible), vl...)
+		if t := v.TCP; t != nil {
+			ch <- prometheus.MustNewConstMetric(c.descs["accept_err"], counter, float64(t.AcceptErrors), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["idle"], counter, float64(t.IdleClosed), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["local_err"], counter, float64(t.LocalErrors), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["pipeless"], counter, float64(t.PipelessCopies), vl...)
+		}
 		for _, b := range v.Backends {
 			bl := []string{v.Name, b.ID, b.Address}
 			up := 1.0

@@ -88,12 +88,21 @@ func fetchStatus(sock string) ([]byte, error) {
 }
 
 func printStatus(w io.Writer, st reconcile.Status) {
+	pipeCap := "none"
+	if st.Pipes.Max > 0 {
+		pipeCap = fmt.Sprint(st.Pipes.Max)
+	}
+	fmt.Fprintf(w, "splice pipes: %d open, %d in use, max %s\n\n", st.Pipes.Open, st.Pipes.Lent, pipeCap)
 	for i, v := range st.VIPs {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d\n",
 			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend)
+		if t := v.TCP; t != nil && *t != (reconcile.TCPStatus{}) {
+			fmt.Fprintf(w, "  events: accept-errors %d  idle-closed %d  local-resource-errors %d  pipeless-copies %d\n",
+				t.AcceptErrors, t.IdleClosed, t.LocalErrors, t.PipelessCopies)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS\tIN\tOUT\tRTT\tLAST CHECK")
 		for _, b := range v.Backends {

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -34,6 +35,7 @@ type pipe struct {
 // the hot path takes no process-wide lock.
 type PipePool struct {
 	size  int
+	max   atomic.Int64 // pipes open at once at most; 0 = no cap
 	free  [pipeShards]chan *pipe
 	shard atomic.Uint32 // hands out shards to directions in turn
 	open  atomic.Int64  // pipes whose descriptors are open
@@ -65,11 +67,24 @@ func (pp *PipePool) Open() int64 { return pp.open.Load() }
 // idle connection holds none.
 func (pp *PipePool) Lent() int64 { return pp.lent.Load() }
 
+// errPipeLimit is a pipe refused because max_pipes are open.
+var errPipeLimit = errors.New("max_pipes pipes are open")
+
+// SetMax caps the pipes open at once (0 = no cap). Pipes already open
+// above a lowered cap close as they come back.
+func (pp *PipePool) SetMax(n int) { pp.max.Store(int64(max(n, 0))) }
+
+// Max returns the cap on open pipes; 0 = none.
+func (pp *PipePool) Max() int { return int(pp.max.Load()) }
+
 func (pp *PipePool) get(shard int) (*pipe, error) {
 	var p *pipe
 	select {
 	case p = <-pp.free[shard]:
 	default:
+		if m := pp.max.Load(); m > 0 && pp.open.Load() >= m {
+			return nil, errPipeLimit
+		}
 		var err error
 		if p, err = pp.newPipe(); err != nil {
 			return nil, err
@@ -83,6 +98,10 @@ func (pp *PipePool) get(shard int) (*pipe, error) {
 // is full.
 func (pp *PipePool) put(shard int, p *pipe) {
 	pp.lent.Add(-1)
+	if m := pp.max.Load(); m > 0 && pp.open.Load() > m {
+		pp.close(p)
+		return
+	}
 	select {
 	case pp.free[shard] <- p:
 	default:

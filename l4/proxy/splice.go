@@ -120,15 +120,15 @@ func (d *direction) fill() (*pipe, int, error) {
 			}
 			continue
 		}
-		if err != nil && d.noPipe && localFailure(err) {
+		if err != nil && d.noPipe && (localFailure(err) || err == errPipeLimit) {
 			return nil, 0, &noPipeError{err}
 		}
 		return p, n, err
 	}
 }
 
-// noPipeError is a pipe that could not be opened for lack of local
-// resources (descriptors, memory).
+// noPipeError is a pipe that could not be opened: max_pipes are open, or
+// local resources (descriptors, memory) ran out.
 type noPipeError struct{ err error }
 
 func (e *noPipeError) Error() string { return e.err.Error() }
@@ -141,9 +141,14 @@ func (e *noPipeError) Unwrap() error { return e.err }
 // ended when it failed.
 func (d *direction) copyWithoutPipe(cause error) (eof, failed bool, e end) {
 	svc := d.conn.svc
-	svc.Stats.LocalErrors.Add(1)
-	svc.pressure.Store(time.Now().UnixNano())
-	svc.rateLog("cannot open a pipe: local resources exhausted; copying in user space, accepting paused", zap.Error(cause))
+	svc.Stats.PipelessCopies.Add(1)
+	if cause == errPipeLimit {
+		svc.rateLog("max_pipes reached: copying in user space", zap.Int("max_pipes", d.pipes.Max()))
+	} else {
+		svc.Stats.LocalErrors.Add(1)
+		svc.pressure.Store(time.Now().UnixNano())
+		svc.rateLog("cannot open a pipe: local resources exhausted; copying in user space, accepting paused", zap.Error(cause))
+	}
 	buf := svc.copyBufs.Get().(*[]byte)
 	defer svc.copyBufs.Put(buf)
 	var n int
@@ -162,6 +167,13 @@ func (d *direction) copyWithoutPipe(cause error) (eof, failed bool, e end) {
 			}
 		case err != nil:
 			return false, true, d.classify(err, endSrcErr)
+		}
+	}
+	if !d.writeDeadline {
+		// A peer that stops reading must not hold this copy past the
+		// idle timeout.
+		if err := d.armWriteDeadline(); err != nil {
+			return false, true, d.classify(err, endDstErr)
 		}
 	}
 	for off := 0; off < n; {

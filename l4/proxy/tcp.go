@@ -51,13 +51,14 @@ type Observer interface {
 
 // ServiceStats are a VIP's cumulative counters.
 type ServiceStats struct {
-	Accepted     atomic.Uint64
-	Active       atomic.Int64
-	NoBackend    atomic.Uint64 // clients closed because no backend could be reached
-	ConnectFails atomic.Uint64
-	AcceptErrors atomic.Uint64
-	IdleClosed   atomic.Uint64
-	LocalErrors  atomic.Uint64 // backend connects that failed for lack of local resources
+	Accepted       atomic.Uint64
+	Active         atomic.Int64
+	NoBackend      atomic.Uint64 // clients closed because no backend could be reached
+	ConnectFails   atomic.Uint64
+	AcceptErrors   atomic.Uint64
+	IdleClosed     atomic.Uint64
+	LocalErrors    atomic.Uint64 // backend sockets or pipes refused for lack of local resources
+	PipelessCopies atomic.Uint64 // chunks copied through user space: no pipe to be had
 }
 
 // TCPService proxies one TCP VIP.

@@ -24,8 +24,37 @@ import (
 )
 
 // TestBulkBothWays sends 64 MiB of random bytes each way at once and
-// compares checksums on the far side.
+// compares checksums on the far side: spliced, and copied through user
+// space when max_pipes are all in use.
 func TestBulkBothWays(t *testing.T) {
+	t.Run("splice", func(t *testing.T) {
+		ts := bulkBothWays(t, nil)
+		if n := ts.Stats.PipelessCopies.Load(); n != 0 {
+			t.Fatalf("%d chunks copied without a pipe", n)
+		}
+	})
+	t.Run("max_pipes reached", func(t *testing.T) {
+		ts := bulkBothWays(t, func(ts *testService) {
+			held, err := ts.pipes.get(0) // the one pipe max_pipes allows
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ts.pipes.put(0, held) })
+			ts.pipes.SetMax(1)
+		})
+		if n := ts.Stats.PipelessCopies.Load(); n == 0 {
+			t.Fatal("no chunk was copied without a pipe")
+		}
+		if n := ts.Stats.LocalErrors.Load(); n != 0 {
+			t.Fatalf("the pipe cap counted as %d local resource errors", n)
+		}
+		if open := ts.pipes.Open(); open > 1 {
+			t.Fatalf("%d pipes open under max_pipes = 1", open)
+		}
+	})
+}
+
+func bulkBothWays(t *testing.T, setup func(*testService)) *testService {
 	const size = 64 << 20
 	fromBackend := make(chan [32]byte, 1)
 	backendSent := make(chan [32]byte, 1)
@@ -38,6 +67,9 @@ func TestBulkBothWays(t *testing.T) {
 		<-sent // the socket closes when the handler returns
 	})
 	ts := newService(t, Settings{Name: "bulk"}, addr)
+	if setup != nil {
+		setup(ts)
+	}
 	c := ts.dial(t)
 	clientSent := make(chan [32]byte, 1)
 	go func() { clientSent <- sendRandom(c, size); c.CloseWrite() }()
@@ -54,8 +86,9 @@ func TestBulkBothWays(t *testing.T) {
 	}
 	b := ts.backends[0]
 	if in, out := b.Stats.BytesIn.Load(), b.Stats.BytesOut.Load(); in != size || out != size {
-		t.Fatalf("spliced %d in, %d out; want %d each", in, out, size)
+		t.Fatalf("moved %d in, %d out; want %d each", in, out, size)
 	}
+	return ts
 }
 
 func sendRandom(w io.Writer, n int64) [32]byte {

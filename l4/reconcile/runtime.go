@@ -28,6 +28,7 @@ type Runtime struct {
 	// running VIP, for the health callback, which must not take mu.
 	index atomic.Pointer[map[string]*vip]
 
+	opts     Options
 	mu       sync.Mutex // serialises Apply, Shutdown and Status
 	cfg      *config.Config
 	vips     map[l4.VIPKey]*vip
@@ -43,12 +44,23 @@ type Options struct {
 	MaxConns int
 }
 
+// pipeCap is the cap on open splice pipes for a config: max_pipes when
+// set, else half of MaxConns, which keeps two sockets per connection and
+// two descriptors per pipe within the open-file limit the budget came
+// from (0 = no cap when there is no budget either).
+func (o Options) pipeCap(g config.Global) int {
+	if g.MaxPipes > 0 {
+		return g.MaxPipes
+	}
+	return o.MaxConns / 2
+}
+
 // New makes an empty Runtime; Apply gives it VIPs.
 func New(log *zap.Logger, opts Options) *Runtime {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Runtime{log: log, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip)}
+	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip)}
 	if opts.MaxConns > 0 {
 		r.budget = proxy.NewConnBudget(opts.MaxConns)
 	}
@@ -126,6 +138,7 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	for _, v := range started {
 		r.syncHealth(v, nil)
 	}
+	r.pipes.SetMax(r.opts.pipeCap(cfg.Global))
 	r.cfg = cfg
 	return nil
 }

@@ -1,11 +1,15 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"go.uber.org/zap/zaptest"
 )
 
 const twoVIPs = `
@@ -72,3 +76,30 @@ listen = "%s"
   [[vip.backend]]
   address = "%s"
 `
+
+// TestPipeCapFollowsConfig: max_pipes caps the shared pipe pool; left at
+// 0 it is half the connection budget; a reload changes it in place.
+func TestPipeCapFollowsConfig(t *testing.T) {
+	srv := startNamed(t, "s")
+	vip := testutil.FreeTCPAddr(t)
+	rt := New(zaptest.NewLogger(t), Options{MaxConns: 1000})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rt.Shutdown(ctx)
+	})
+	cfg := fmt.Sprintf(oneVIP, vip, srv.addr)
+	for _, tc := range []struct {
+		global string
+		want   int
+	}{
+		{"", 500},
+		{"max_pipes = 64", 64},
+		{"max_pipes = 0", 500},
+	} {
+		apply(t, rt, strings.Replace(cfg, "[global]", "[global]\n"+tc.global, 1))
+		if got := rt.Status().Pipes.Max; got != tc.want {
+			t.Fatalf("with %q: pipe cap %d, want %d", tc.global, got, tc.want)
+		}
+	}
+}

@@ -11,7 +11,23 @@ import (
 // Status is the runtime's state at one moment.
 type Status struct {
 	Config string      `json:"config"`
+	Pipes  PipeStatus  `json:"pipes"`
 	VIPs   []VIPStatus `json:"vips"`
+}
+
+// PipeStatus describes the shared splice pipe pool.
+type PipeStatus struct {
+	Open int64 `json:"open"` // pipes with open descriptors, lent or pooled
+	Lent int64 `json:"lent"` // pipes moving a chunk right now
+	Max  int   `json:"max"`  // cap on open pipes; 0 = none
+}
+
+// TCPStatus holds a TCP VIP's event counters.
+type TCPStatus struct {
+	AcceptErrors   uint64 `json:"accept_errors"`
+	IdleClosed     uint64 `json:"idle_closed"`
+	LocalErrors    uint64 `json:"local_errors"`    // sockets or pipes refused for lack of local resources
+	PipelessCopies uint64 `json:"pipeless_copies"` // chunks copied in user space for want of a pipe
 }
 
 // VIPStatus describes one running VIP.
@@ -26,6 +42,7 @@ type VIPStatus struct {
 	NoBackend    uint64          `json:"no_backend"`
 	ConnectFails uint64          `json:"connect_fails"`
 	Backends     []BackendStatus `json:"backends"`
+	TCP          *TCPStatus      `json:"tcp,omitempty"`
 	UDP          *UDPStatus      `json:"udp,omitempty"`
 }
 
@@ -70,6 +87,7 @@ func (r *Runtime) Status() Status {
 	if r.cfg != nil {
 		st.Config = r.cfg.Path
 	}
+	st.Pipes = PipeStatus{Open: r.pipes.Open(), Lent: r.pipes.Lent(), Max: r.pipes.Max()}
 	for _, v := range r.vips {
 		vs := v.status()
 		for i := range vs.Backends {
@@ -92,6 +110,11 @@ func (v *vip) status() VIPStatus {
 		s.Accepted = v.tcp.Stats.Accepted.Load()
 		s.NoBackend = v.tcp.Stats.NoBackend.Load()
 		s.ConnectFails = v.tcp.Stats.ConnectFails.Load()
+		st := &v.tcp.Stats
+		s.TCP = &TCPStatus{
+			AcceptErrors: st.AcceptErrors.Load(), IdleClosed: st.IdleClosed.Load(),
+			LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(),
+		}
 	}
 	if v.udp != nil {
 		st := &v.udp.Stats
