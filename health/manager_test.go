@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
 )
 
@@ -113,10 +114,9 @@ var anyAddr = netip.MustParseAddrPort("198.18.0.1:5432") // never dialled by scr
 
 func TestManagerTransitionsOnce(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Below the ephemeral range, so that no outgoing connection can take
+	// the port while the server is away.
+	l := testutil.ListenLoopback(t)
 	addr := addrOf(l)
 	m, rec := newManager(t)
 	key := TargetKey{"vip", "b1"}

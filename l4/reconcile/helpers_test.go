@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/testutil"
 )
 
 // namedServer is a loopback server that writes its name to every
@@ -28,17 +29,12 @@ type namedServer struct {
 func startNamed(t *testing.T, name string) *namedServer {
 	t.Helper()
 	s := &namedServer{name: name}
-	s.listen(t, "127.0.0.1:0")
+	s.serve(testutil.ListenLoopback(t))
 	t.Cleanup(s.kill)
 	return s
 }
 
-func (s *namedServer) listen(t *testing.T, addr string) {
-	t.Helper()
-	ln, err := net.Listen("tcp4", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+func (s *namedServer) serve(ln net.Listener) {
 	s.mu.Lock()
 	s.ln, s.addr = ln, ln.Addr().(*net.TCPAddr).AddrPort()
 	s.mu.Unlock()
@@ -66,7 +62,17 @@ func (s *namedServer) kill() {
 	}
 }
 
-func (s *namedServer) restart(t *testing.T) { s.listen(t, s.addr.String()) }
+// restart listens again on the server's port, which is below the
+// ephemeral range (see testutil.ListenLoopback): only a socket in
+// TIME_WAIT can hold it, and SO_REUSEADDR passes those.
+func (s *namedServer) restart(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp4", s.addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.serve(ln)
+}
 
 // startRuntime applies a config given as TOML text; it shuts down on cleanup.
 func startRuntime(t *testing.T, toml string) *Runtime {
