@@ -327,3 +327,35 @@ func TestShardsLoweredForSmallTables(t *testing.T) {
 		t.Errorf("%d shards for 1000 entries, want 8 (>= 64 entries each)", got)
 	}
 }
+
+// TestPerPacketOpsAllocateNothing: the operations a packet or a new flow
+// performs on a warm table (lookup of a live flow, insert into a slot
+// freed by a delete, the delete itself) make no heap allocation.
+func TestPerPacketOpsAllocateNothing(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage counters distort allocation counts")
+	}
+	tb := mustNew(t, Options{MaxEntries: 4096})
+	bs, _ := newBackends(1)
+	const n = 1024
+	for i := range n {
+		insertPicked(t, tb, flowKey(i, l4.UDP), bs[0], nil)
+	}
+	hit := flowKey(7, l4.UDP)
+	if got := testing.AllocsPerRun(1000, func() {
+		if _, ok := tb.Lookup(hit); !ok {
+			t.Fatal("live flow not found")
+		}
+	}); got != 0 {
+		t.Fatalf("Lookup: %v allocations", got)
+	}
+	churn := flowKey(n+1, l4.UDP)
+	if got := testing.AllocsPerRun(1000, func() {
+		insertPicked(t, tb, churn, bs[0], nil)
+		if !tb.Delete(churn) {
+			t.Fatal("inserted flow not deleted")
+		}
+	}); got != 0 {
+		t.Fatalf("Insert+Delete: %v allocations", got)
+	}
+}

@@ -36,18 +36,9 @@ func TestCostServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		ports = append(ports, strconv.Itoa(int(addrOf(l).Port())))
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					_, _ = c.Read(make([]byte, 64)) // EOF: the prober sends nothing
-				}()
-			}
-		}()
+		testutil.ServeConns(l, func(c net.Conn) {
+			_, _ = c.Read(make([]byte, 64)) // EOF: the prober sends nothing
+		})
 	}
 	fmt.Println("PORTS " + strings.Join(ports, ","))
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent is done

@@ -5,31 +5,24 @@ import (
 	"bufio"
 	"net"
 	"testing"
+
+	"github.com/l4lb/l4lb/internal/testutil"
 )
 
 // startEcho serves "ECHO <line>" for every line received.
 func startEcho(t *testing.T) net.Listener {
 	t.Helper()
 	l := listen(t)
-	go func() {
+	testutil.ServeConns(l, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := l.Accept()
+			line, err := br.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					_, _ = c.Write([]byte("ECHO " + line))
-				}
-			}()
+			_, _ = c.Write([]byte("ECHO " + line))
 		}
-	}()
+	})
 	return l
 }
 

@@ -31,15 +31,7 @@ func startLimited(t *testing.T, nofile int) *fdProc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { echo.Close() })
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
+	testutil.ServeConns(echo, testutil.Echo)
 	p := &fdProc{log: &syncBuffer{}, vip: testutil.FreeTCPAddr(t).String()}
 	cfg := loopbackConfig(t, t.TempDir(), p.vip, echo.Addr().String())
 	limit := strconv.Itoa(nofile)

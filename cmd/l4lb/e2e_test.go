@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -133,20 +132,7 @@ func namedEcho(t *testing.T, tp *testutil.Topology, i int, port int) {
 		return err
 	})
 	t.Cleanup(func() { ln.Close() })
-	name := fmt.Sprintf("be%d\n", i)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.Write([]byte(name))
-				io.Copy(c, c)
-			}()
-		}
-	}()
+	testutil.ServeConns(ln, testutil.NamedEcho(fmt.Sprintf("be%d", i)))
 }
 
 // clientConn is a connection from the client namespace through the VIP.

@@ -30,15 +30,7 @@ func TestServiceManagerNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer backend.Close()
-	go func() {
-		for {
-			c, err := backend.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	testutil.ServeConns(backend, func(net.Conn) {}) // accept and close
 	vip := testutil.FreeTCPAddr(t).String()
 	cfg := loopbackConfig(t, dir, vip, backend.Addr().String())
 	cmd := exec.Command(mustBin(t), "run", "--config", cfg)

@@ -11,38 +11,22 @@ import (
 // ioCopyProxy is the plain proxy l4lb must beat: io.Copy per direction
 // between raw *net.TCPConn (splice(2) inside Go's runtime).
 func ioCopyProxy(t testing.TB, backend netip.AddrPort) netip.AddrPort {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				b, err := net.Dial("tcp4", backend.String())
-				if err != nil {
-					c.Close()
-					return
-				}
-				done := make(chan struct{})
-				go func() {
-					io.Copy(c, b)
-					c.(*net.TCPConn).CloseWrite()
-					close(done)
-				}()
-				io.Copy(b, c)
-				b.(*net.TCPConn).CloseWrite()
-				<-done
-				c.Close()
-				b.Close()
-			}()
+	return startServer(t, func(c *net.TCPConn) {
+		b, err := net.Dial("tcp4", backend.String())
+		if err != nil {
+			return
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr).AddrPort()
+		defer b.Close()
+		done := make(chan struct{})
+		go func() {
+			io.Copy(c, b)
+			c.CloseWrite()
+			close(done)
+		}()
+		io.Copy(b, c)
+		b.(*net.TCPConn).CloseWrite()
+		<-done
+	})
 }
 
 // benchPaths are the ways to reach backend compared by the benchmarks: no

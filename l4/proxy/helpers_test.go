@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/snapshot"
@@ -23,18 +24,7 @@ func startServer(t testing.TB, handler func(c *net.TCPConn)) netip.AddrPort {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				handler(c.(*net.TCPConn))
-			}()
-		}
-	}()
+	testutil.ServeConns(ln, func(c net.Conn) { handler(c.(*net.TCPConn)) })
 	return ln.Addr().(*net.TCPAddr).AddrPort()
 }
 
@@ -74,17 +64,26 @@ func newService(t testing.TB, st Settings, addrs ...netip.AddrPort) *testService
 
 func (ts *testService) setBackends(t testing.TB, addrs ...netip.AddrPort) {
 	t.Helper()
+	ts.backends = equalBackends(t, ts.store, addrs)
+}
+
+// equalBackends makes one weight-1 backend per address, named b0, b1...,
+// and stores their round-robin snapshot in store.
+func equalBackends(t testing.TB, store *snapshot.Store, addrs []netip.AddrPort) []*l4.Backend {
+	t.Helper()
+	var bs []*l4.Backend
 	var ms []balance.Member
 	for i, a := range addrs {
 		b := l4.NewBackend(l4.BackendID(fmt.Sprintf("b%d", i)), a, nil)
-		ts.backends = append(ts.backends, b)
+		bs = append(bs, b)
 		ms = append(ms, balance.Member{Backend: b, Weight: 1})
 	}
 	snap, err := snapshot.Build(balance.Options{}, ms)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.store.Store(snap)
+	store.Store(snap)
+	return bs
 }
 
 func (ts *testService) dial(t testing.TB) *net.TCPConn {

@@ -14,7 +14,6 @@ import (
 	"github.com/l4lb/l4lb/conntrack"
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
-	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
@@ -52,18 +51,7 @@ func newUDPService(t testing.TB, listen string, st UDPSettings, addrs ...netip.A
 		t.Fatal(err)
 	}
 	store := &snapshot.Store{}
-	ts := &udpTestService{}
-	var ms []balance.Member
-	for i, a := range addrs {
-		b := l4.NewBackend(l4.BackendID(fmt.Sprintf("b%d", i)), a, nil)
-		ts.backends = append(ts.backends, b)
-		ms = append(ms, balance.Member{Backend: b, Weight: 1})
-	}
-	snap, err := snapshot.Build(balance.Options{}, ms)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store.Store(snap)
+	ts := &udpTestService{backends: equalBackends(t, store, addrs)}
 	if ts.UDPService, err = NewUDPService(UDPConfig{Conn: conn, Snapshots: store, Settings: st}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -38,19 +37,7 @@ func (s *namedServer) serve(ln net.Listener) {
 	s.mu.Lock()
 	s.ln, s.addr = ln, ln.Addr().(*net.TCPAddr).AddrPort()
 	s.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.Write([]byte(s.name + "\n"))
-				io.Copy(c, c)
-			}()
-		}
-	}()
+	testutil.ServeConns(ln, testutil.NamedEcho(s.name))
 }
 
 func (s *namedServer) kill() {
