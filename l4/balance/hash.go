@@ -125,3 +125,11 @@ func reduce(h uint64, n int) int {
 	hi, _ := bits.Mul64(h, uint64(n))
 	return int(hi)
 }
+
+// FlowHash is the hash the hashing algorithms compute for f with key k.
+// The XDP program computes the same function in C: a flow's hash, and so
+// its Maglev slot, is the same in proxy and xdp mode.
+func FlowHash(f *l4.Flow, k HashKey) uint64 { return flowHash(f, k) }
+
+// Slot maps a flow hash onto a table of n slots, as a Maglev lookup does.
+func Slot(h uint64, n int) int { return reduce(h, n) }
