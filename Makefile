@@ -2,7 +2,8 @@
 GO      ?= go
 BIN     := bin
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -X main.version=$(VERSION) -X main.buildDate=$(BUILD_DATE)
 # Keep the whole suite well under CI's budget.
 TEST_TIMEOUT ?= 14m
 

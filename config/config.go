@@ -22,6 +22,11 @@ type Config struct {
 	VIPs   []VIP
 	// XDP is set only when the file has an [xdp] table.
 	XDP *XDP
+	// Warnings are what the file allows but is probably wrong (a VIP whose
+	// weights are all 0, say): `l4lb check` prints them, run logs them.
+	Warnings []Problem
+
+	lines *lineIndex // where each key is, for problems found later (CheckHost)
 }
 
 // VIP returns the VIP called name, or nil.
@@ -91,6 +96,11 @@ type VIP struct {
 	KeepAlive      time.Duration // TCP keepalive idle time on both sides; default 60s; 0 = off, else 1s..2h
 	MaxConns       int           // 0 = unlimited (default), up to 10M; at the limit the VIP stops accepting (clients wait in the listen backlog); proxy mode, tcp or udp
 	ProxyProtocol  string        // off | v1 | v2; default off; always off for other VIPs
+	// Freebind binds the listener before its address is on an interface
+	// (IP_FREEBIND), for keepalived or a BGP speaker that adds it later;
+	// default false: a VIP whose address no interface has fails to start.
+	// Proxy mode only.
+	Freebind bool
 	// AffinityTimeout > 0 keeps a client address on its last backend for
 	// this long; default 0; up to 24h.
 	AffinityTimeout time.Duration

@@ -58,10 +58,11 @@ func (e *Error) Error() string {
 
 // problems collects Problems while a file is checked.
 type problems struct {
-	file  string
-	lines *lineIndex
-	list  []Problem
-	seen  map[Problem]bool
+	file     string
+	lines    *lineIndex
+	list     []Problem
+	seen     map[Problem]bool
+	warnings []Problem
 }
 
 func newProblems(file string, lines *lineIndex) *problems {
@@ -87,15 +88,30 @@ func (p *problems) addAt(line int, vip, key, msg string) {
 	p.list = append(p.list, pr)
 }
 
+// warn records a warning about key: legal, but probably not what was meant.
+func (p *problems) warn(vip, key, format string, args ...any) {
+	p.warnAt(p.lines.line(key), vip, key, format, args...)
+}
+
+// warnAt records a warning at a given line.
+func (p *problems) warnAt(line int, vip, key, format string, args ...any) {
+	p.warnings = append(p.warnings, Problem{File: p.file, Line: line, VIP: vip, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// sortProblems orders problems by line, unknown lines last.
+func sortProblems(list []Problem) {
+	slices.SortStableFunc(list, func(a, b Problem) int {
+		return cmp.Compare(sortLine(a.Line), sortLine(b.Line))
+	})
+}
+
 // err returns the problems as an *Error, or nil when there are none.
 func (p *problems) err() error {
 	if len(p.list) == 0 {
 		return nil
 	}
 	list := slices.Clone(p.list)
-	slices.SortStableFunc(list, func(a, b Problem) int {
-		return cmp.Compare(sortLine(a.Line), sortLine(b.Line))
-	})
+	sortProblems(list)
 	return &Error{Problems: list}
 }
 

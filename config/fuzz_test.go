@@ -42,6 +42,7 @@ func FuzzParse(f *testing.F) {
 		if len(c.VIPs) == 0 {
 			t.Fatal("valid config without a VIP")
 		}
+		roundTrip(t, c)
 		for _, v := range c.VIPs {
 			if len(v.Backends) == 0 {
 				t.Fatalf("VIP %q without backends", v.Name)

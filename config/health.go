@@ -40,6 +40,9 @@ func buildHealth(l *layer, o, d *rawHealth, protocol string) Health {
 		}
 		l.problem(key, "timeout %s must not exceed interval %s", fmtDuration(h.Timeout), fmtDuration(h.Interval))
 	}
+	if protocol == protoUDP && (h.Type == "postgres" || h.Type == "mysql" || h.Type == "redis") {
+		l.problem("type", "%s is a TCP service: a udp VIP cannot front it (use none, tcp, http or send_expect with port)", h.Type)
+	}
 	healthPayload(l, o, d, &h)
 	healthHTTP(l, o, d, &h)
 	healthDB(l, o, d, &h)

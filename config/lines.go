@@ -76,7 +76,7 @@ type lineIndex struct {
 // line returns the line of path, else of its nearest ancestor that has
 // one (vip[1].backend -> vip[1]), else 0.
 func (x *lineIndex) line(path string) int {
-	for path != "" {
+	for x != nil && path != "" {
 		if l, ok := x.byPath[path]; ok {
 			return l
 		}

@@ -3,7 +3,6 @@ package config
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/BurntSushi/toml"
 )
@@ -11,7 +10,7 @@ import (
 // Load reads and parses the config file at path. A file that is not a
 // valid config gives an *Error listing every problem.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}
@@ -21,6 +20,9 @@ func Load(path string) (*Config, error) {
 // Parse parses a config file's contents; path is used only in messages and
 // as Config.Path. Any problem gives an *Error listing every problem found.
 func Parse(path string, data []byte) (*Config, error) {
+	if p := checkShape(path, data); p != nil {
+		return nil, &Error{Problems: []Problem{*p}}
+	}
 	var raw rawFile
 	md, err := toml.Decode(string(data), &raw)
 	if err != nil {
@@ -32,7 +34,9 @@ func Parse(path string, data []byte) (*Config, error) {
 	if err := p.err(); err != nil {
 		return nil, err
 	}
-	c.Path = path
+	c.Path, c.lines = path, p.lines
+	sortProblems(p.warnings)
+	c.Warnings = p.warnings
 	return c, nil
 }
 
@@ -49,6 +53,9 @@ func build(p *problems, raw *rawFile) *Config {
 		c.VIPs = append(c.VIPs, buildVIP(p, i, &raw.VIPs[i], &raw.Defaults, raw.XDP != nil))
 	}
 	checkUnique(p, c.VIPs)
+	checkBindConflicts(p, c)
+	checkLoops(p, c.VIPs)
+	warnSurprises(p, c.VIPs)
 	return c
 }
 

@@ -62,6 +62,7 @@ type rawTuning struct {
 	IdleTimeout       opt[string]  `toml:"idle_timeout"`
 	KeepAlive         opt[string]  `toml:"keepalive"`
 	MaxConns          opt[int64]   `toml:"max_conns"`
+	Freebind          opt[bool]    `toml:"freebind"`
 	ProxyProtocol     opt[string]  `toml:"proxy_protocol"`
 	AffinityTimeout   opt[string]  `toml:"affinity_timeout"`
 	SessionTimeout    opt[string]  `toml:"session_timeout"`

@@ -32,22 +32,87 @@ var vipScopes = []vipScope{
 	{"max_sessions", func(v *VIP) bool { return v.Protocol == protoUDP }, "applies only to udp VIPs"},
 	{"udp_responses", func(v *VIP) bool { return v.Protocol == protoUDP && v.Mode == modeProxy }, "applies only to udp VIPs in proxy mode (in xdp mode replies bypass l4lb)"},
 	{"forward", func(v *VIP) bool { return v.Mode == modeXDP }, "applies only to mode xdp"},
+	{"freebind", func(v *VIP) bool { return v.Mode == modeProxy }, "applies only to mode proxy (an xdp VIP binds no socket)"},
 }
 
 func isHashing(v *VIP) bool   { return v.Algorithm == "source_hash" || v.Algorithm == "maglev" }
 func isLeastTime(v *VIP) bool { return v.Algorithm == "least_time" }
 func isTCPProxy(v *VIP) bool  { return v.Protocol == protoTCP && v.Mode == modeProxy }
 
-// checkScopes reports keys the VIP sets where they do not apply, and turns
-// off a PROXY protocol header inherited by a VIP that cannot send one.
+// checkScopes reports keys the VIP sets where they do not apply, and gives
+// every key that does not apply its built-in value, so that a Config holds
+// nothing that means nothing (a [defaults] value a VIP ignores would
+// otherwise look like a change on reload).
 func checkScopes(l *layer, v *VIP) {
+	builtin := builtinVIP(v.Mode)
 	for _, s := range vipScopes {
-		if l.ownSet(s.key) && !s.applies(v) {
+		if s.applies(v) {
+			continue
+		}
+		if l.ownSet(s.key) {
 			l.problem(s.key, "%s", s.msg)
 		}
+		resetKey(s.key, v, &builtin)
 	}
 	if !isTCPProxy(v) {
 		v.ProxyProtocol = "off"
+	}
+}
+
+// builtinVIP is a VIP of the given mode with every built-in default.
+func builtinVIP(mode string) VIP {
+	var none rawTuning
+	raw := rawTuning{Mode: opt[string]{val: mode, set: true}}
+	l := newLayer(newProblems("", nil), "", "builtin", "")
+	var v VIP
+	vipBalancing(l, &raw, &none, &v)
+	vipTraffic(l, &raw, &none, &v)
+	return v
+}
+
+// resetKey copies key's field from def into v.
+func resetKey(key string, v, def *VIP) {
+	switch key {
+	case "hash_key":
+		v.HashKey = def.HashKey
+	case "hash_balance_factor":
+		v.HashBalanceFactor = def.HashBalanceFactor
+	case "maglev_table_size":
+		v.MaglevTableSize = def.MaglevTableSize
+	case "least_time_default":
+		v.LeastTimeDefault = def.LeastTimeDefault
+	case "least_time_bias":
+		v.LeastTimeBias = def.LeastTimeBias
+	case "least_time_alpha":
+		v.LeastTimeAlpha = def.LeastTimeAlpha
+	case "least_time_metric":
+		v.LeastTimeMetric = def.LeastTimeMetric
+	case "connect_timeout":
+		v.ConnectTimeout = def.ConnectTimeout
+	case "retries":
+		v.Retries = def.Retries
+	case "idle_timeout":
+		v.IdleTimeout = def.IdleTimeout
+	case "keepalive":
+		v.KeepAlive = def.KeepAlive
+	case "affinity_timeout":
+		v.AffinityTimeout = def.AffinityTimeout
+	case "proxy_protocol":
+		v.ProxyProtocol = def.ProxyProtocol
+	case "max_conns":
+		v.MaxConns = def.MaxConns
+	case "session_timeout":
+		v.SessionTimeout = def.SessionTimeout
+	case "max_sessions":
+		v.MaxSessions = def.MaxSessions
+	case "udp_responses":
+		v.UDPResponses = def.UDPResponses
+	case "forward":
+		v.Forward = def.Forward
+	case "freebind":
+		v.Freebind = def.Freebind
+	default:
+		panic("config: resetKey: no field for " + key) // a vipScopes entry without a case here
 	}
 }
 

@@ -98,6 +98,7 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.KeepAlive = l.duration("keepalive", o.KeepAlive, d.KeepAlive, time.Minute, orOff(time.Second, 2*time.Hour))
 	v.MaxConns = l.integer("max_conns", o.MaxConns, d.MaxConns, 0, span[int64](0, 10_000_000))
 	v.ProxyProtocol = l.oneOf("proxy_protocol", o.ProxyProtocol, d.ProxyProtocol, "off", "off", "v1", "v2")
+	v.Freebind = l.boolean("freebind", o.Freebind, d.Freebind, false)
 	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))
 	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
 	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
@@ -183,7 +184,16 @@ func parseAddrPort(s string) (netip.AddrPort, error) {
 	case ap.Addr().IsMulticast():
 		return netip.AddrPort{}, fmt.Errorf("%q: multicast addresses are not supported", s)
 	}
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	a := ap.Addr().Unmap()
+	switch {
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return netip.AddrPort{}, fmt.Errorf("%q: the broadcast address is not a host", s)
+	case a.Is4() && a.As4()[0] == 0 && !a.IsUnspecified():
+		return netip.AddrPort{}, fmt.Errorf("%q: 0.0.0.0/8 addresses are not hosts (\"this network\")", s)
+	case a.IsLinkLocalUnicast() && a.Is6():
+		return netip.AddrPort{}, fmt.Errorf("%q: IPv6 link-local addresses need a zone, which is not supported", s)
+	}
+	return netip.AddrPortFrom(a, ap.Port()), nil
 }
 
 // validName reports whether s is a valid VIP or backend name.

@@ -2,7 +2,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 
@@ -10,17 +9,47 @@ import (
 )
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "/etc/l4lb/l4lb.toml", "config file")
-	if err := fs.Parse(args); err != nil {
+	f := newFlags("check", stdout, stderr)
+	configFlag := f.String("config", "", "config file (default "+defaultConfigPath+"; or give it as the argument)")
+	if code, ok := f.parse(args); !ok {
+		return code
+	}
+	path, ok := f.configPath(*configFlag)
+	if !ok {
 		return 2
 	}
-	cfg, err := config.Load(*path)
+	cfg, warnings, err := loadChecked(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok, %d VIPs\n", *path, len(cfg.VIPs))
+	warnings = append(warnings, runningDiff(cfg)...)
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	fmt.Fprintf(stdout, "%s: ok, %d VIPs, %d warnings\n", path, len(cfg.VIPs), len(warnings))
 	return 0
+}
+
+// runningDiff compares cfg with the config of an l4lb running on cfg's
+// admin socket and warns about settings a reload cannot change. No
+// running l4lb (or no socket) means nothing to compare.
+func runningDiff(cfg *config.Config) []config.Problem {
+	if cfg.Global.AdminSocket == "" {
+		return nil
+	}
+	body, err := adminGet(cfg.Global.AdminSocket, "/config")
+	if err != nil {
+		return nil
+	}
+	running, err := config.Parse("running config", body)
+	if err != nil {
+		return []config.Problem{{File: cfg.Path, Msg: fmt.Sprintf("cannot read the running l4lb's config to compare: %v", err)}}
+	}
+	var out []config.Problem
+	for _, key := range restartOnly(running, cfg) {
+		out = append(out, config.Problem{File: cfg.Path, Key: key,
+			Msg: "differs from the running l4lb's; a reload keeps the running value, a restart applies it"})
+	}
+	return out
 }

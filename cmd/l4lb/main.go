@@ -7,44 +7,116 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
-const usage = `usage: l4lb <command> [flags]
-
-commands:
-  run     --config FILE   serve the VIPs of FILE (SIGHUP reloads, SIGTERM drains and exits)
-  check   --config FILE   validate FILE; exit 0 if it is good, 1 with every problem if not
-  status  [--socket PATH | --config FILE] [--json]
-                          show VIPs and backends of a running l4lb
-  version                 print the version
-`
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// command is one `l4lb` subcommand.
+type command struct {
+	name     string
+	synopsis string // one line for `l4lb help`
+	usage    string // the flags line, such as "[--config] FILE"
+	help     string // what `l4lb help NAME` and `l4lb NAME --help` add
+	run      func(args []string, stdout, stderr io.Writer) int
+}
+
+// commands lists every subcommand, in the order `l4lb help` shows them.
+func commands() []command {
+	return []command{
+		{"run", "serve the VIPs of a config file", "[--config] FILE [--log-format console|json]", runHelp, cmdRun},
+		{"check", "validate a config file (exit 0 ok, 1 problems)", "[--config] FILE", checkHelp, cmdCheck},
+		{"status", "show what a running l4lb serves", "[--socket PATH | --config FILE] [--json | --show-config]", statusHelp, cmdStatus},
+		{"version", "print version, commit, Go version and build date", "", "", cmdVersion},
+		{"help", "print help for a command", "[COMMAND]", "", nil},
+	}
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return 2
 	}
-	switch args[0] {
-	case "run":
-		return cmdRun(args[1:], stderr)
-	case "check":
-		return cmdCheck(args[1:], stdout, stderr)
-	case "status":
-		return cmdStatus(args[1:], stdout, stderr)
-	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "l4lb", version)
-		return 0
+	name := args[0]
+	switch name {
 	case "help", "--help", "-h":
-		fmt.Fprint(stdout, usage)
-		return 0
+		return cmdHelp(args[1:], stdout, stderr)
+	case "--version", "-v":
+		name = "version"
 	}
-	fmt.Fprintf(stderr, "l4lb: unknown command %q\n\n%s", args[0], usage)
+	for _, c := range commands() {
+		if c.name == name && c.run != nil {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "l4lb: unknown command %q\n\n%s", args[0], usage())
 	return 2
 }
+
+// usage is the top-level help.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: l4lb <command> [flags]\n\ncommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.synopsis)
+	}
+	b.WriteString("\n`l4lb help COMMAND` or `l4lb COMMAND --help` describes one command.\n")
+	return b.String()
+}
+
+// cmdHelp prints the top-level help, or one command's.
+func cmdHelp(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage())
+		return 0
+	}
+	if len(args) > 1 {
+		fmt.Fprintf(stderr, "l4lb help: one command at a time, not %q\n", strings.Join(args, " "))
+		return 2
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			fmt.Fprint(stdout, commandHelp(c))
+			return 0
+		}
+	}
+	fmt.Fprintf(stderr, "l4lb help: unknown command %q\n\n%s", args[0], usage())
+	return 2
+}
+
+// commandHelp is one command's help text without its flag list.
+func commandHelp(c command) string {
+	s := fmt.Sprintf("usage: l4lb %s %s\n\n%s.\n", c.name, c.usage, upperFirst(c.synopsis))
+	if c.help != "" {
+		s += "\n" + c.help
+	}
+	return s
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+const runHelp = `Runs in the foreground as root, logging to stderr. SIGHUP reloads the file
+(a bad file is refused and the running config stays); SIGTERM or SIGINT
+stops accepting, drains for drain_timeout and exits 0; a second signal cuts
+the drain short. FILE defaults to /etc/l4lb/l4lb.toml.
+`
+
+const checkHelp = `Prints every problem as file:line and exits 1, or prints "ok" and exits 0.
+Warnings (legal but probably wrong: a VIP address no interface has, a VIP
+whose weights are all 0, restart-only settings that differ from a running
+l4lb) are printed too and do not change the exit code. FILE defaults to
+/etc/l4lb/l4lb.toml.
+`
+
+const statusHelp = `Asks the admin socket of a running l4lb (default /run/l4lb/admin.sock, or
+the admin_socket of --config FILE). --json prints the raw answer;
+--show-config (or --config with no FILE) prints the configuration in force,
+resolved, as TOML.
+`

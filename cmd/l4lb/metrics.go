@@ -18,36 +18,46 @@ import (
 // statusCollector turns one Status read into metrics, so the data plane
 // keeps only its own atomics and pays nothing between scrapes.
 type statusCollector struct {
-	rt    *reconcile.Runtime
-	descs map[string]*prometheus.Desc
+	status func() reconcile.Status
+	descs  map[string]*prometheus.Desc
 }
 
 var vipLabels, backendLabels = []string{"vip", "protocol"}, []string{"vip", "backend", "address"}
 
-func newStatusCollector(rt *reconcile.Runtime) *statusCollector {
+func newStatusCollector(status func() reconcile.Status) *statusCollector {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("l4lb_"+name, help, labels, nil)
 	}
-	return &statusCollector{rt: rt, descs: map[string]*prometheus.Desc{
-		"active":     d("vip_active", "Connections or sessions in progress.", vipLabels),
-		"accepted":   d("vip_accepted_total", "Connections accepted or sessions created.", vipLabels),
-		"no_backend": d("vip_no_backend_total", "Clients turned away because no backend could be reached.", vipLabels),
-		"eligible":   d("vip_eligible_backends", "Backends new flows may go to.", vipLabels),
-		"accept_err": d("vip_accept_errors_total", "Failed accepts on a TCP VIP.", vipLabels),
-		"idle":       d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
-		"local_err":  d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
-		"pipeless":   d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
-		"pipes_open": d("pipes_open", "Splice pipes with open descriptors.", nil),
-		"pipes_lent": d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
-		"pipes_max":  d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
-		"b_live":     d("backend_live_flows", "Live flows on the backend.", backendLabels),
-		"b_flows":    d("backend_flows_total", "Flows established to the backend.", backendLabels),
-		"b_fails":    d("backend_connect_failures_total", "Connects to the backend that failed.", backendLabels),
-		"b_in":       d("backend_bytes_in_total", "Bytes from clients to the backend.", backendLabels),
-		"b_out":      d("backend_bytes_out_total", "Bytes from the backend to clients.", backendLabels),
-		"b_up":       d("backend_up", "1 when health checks say up (or unknown), 0 when down.", backendLabels),
-		"b_rtt":      d("backend_rtt_seconds", "Handshake RTT estimate (EWMA).", backendLabels),
-		"b_weight":   d("backend_weight", "Configured weight.", backendLabels),
+	return &statusCollector{status: status, descs: map[string]*prometheus.Desc{
+		"build":       d("build_info", "Always 1; the labels describe the running binary.", []string{"version", "commit", "goversion"}),
+		"started":     d("start_time_seconds", "When the process started, in Unix seconds.", nil),
+		"reload_time": d("last_reload_timestamp_seconds", "When the last reload (SIGHUP) was tried, in Unix seconds; absent before the first.", nil),
+		"reload_ok":   d("last_reload_successful", "1 if the last reload was applied, 0 if the file was refused (the running config stayed).", nil),
+		"udp_dgrams":  d("vip_udp_datagrams_total", "Client datagrams forwarded to backends.", vipLabels),
+		"udp_replies": d("vip_udp_replies_total", "Backend datagrams relayed to clients.", vipLabels),
+		"udp_trunc":   d("vip_udp_truncated_total", "Datagrams too large for a UDP payload, dropped.", vipLabels),
+		"udp_dropped": d("vip_udp_dropped_total", "Datagrams dropped because a socket buffer was full.", vipLabels),
+		"udp_refused": d("vip_udp_sessions_refused_total", "New clients turned away at max_sessions.", vipLabels),
+		"udp_moved":   d("vip_udp_sessions_moved_total", "Sessions moved off a backend that went down.", vipLabels),
+		"active":      d("vip_active", "Connections or sessions in progress.", vipLabels),
+		"accepted":    d("vip_accepted_total", "Connections accepted or sessions created.", vipLabels),
+		"no_backend":  d("vip_no_backend_total", "Clients turned away because no backend could be reached.", vipLabels),
+		"eligible":    d("vip_eligible_backends", "Backends new flows may go to.", vipLabels),
+		"accept_err":  d("vip_accept_errors_total", "Failed accepts on a TCP VIP.", vipLabels),
+		"idle":        d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
+		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
+		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
+		"pipes_open":  d("pipes_open", "Splice pipes with open descriptors.", nil),
+		"pipes_lent":  d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
+		"pipes_max":   d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
+		"b_live":      d("backend_live_flows", "Live flows on the backend.", backendLabels),
+		"b_flows":     d("backend_flows_total", "Flows established to the backend.", backendLabels),
+		"b_fails":     d("backend_connect_failures_total", "Connects to the backend that failed.", backendLabels),
+		"b_in":        d("backend_bytes_in_total", "Bytes from clients to the backend.", backendLabels),
+		"b_out":       d("backend_bytes_out_total", "Bytes from the backend to clients.", backendLabels),
+		"b_up":        d("backend_up", "1 when health checks say up (or unknown), 0 when down.", backendLabels),
+		"b_rtt":       d("backend_rtt_seconds", "Handshake RTT estimate (EWMA).", backendLabels),
+		"b_weight":    d("backend_weight", "Configured weight.", backendLabels),
 	}}
 }
 
@@ -59,7 +69,18 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
-	st := c.rt.Status()
+	st := c.status()
+	p := st.Process
+	ch <- prometheus.MustNewConstMetric(c.descs["build"], gauge, 1, p.Version, p.Commit, p.GoVersion)
+	ch <- prometheus.MustNewConstMetric(c.descs["started"], gauge, float64(p.Started.UnixNano())/1e9)
+	if r := p.LastReload; r != nil {
+		ok := 0.0
+		if r.OK {
+			ok = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs["reload_time"], gauge, float64(r.Time.UnixNano())/1e9)
+		ch <- prometheus.MustNewConstMetric(c.descs["reload_ok"], gauge, ok)
+	}
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_open"], gauge, float64(st.Pipes.Open))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_lent"], gauge, float64(st.Pipes.Lent))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
@@ -74,6 +95,14 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["idle"], counter, float64(t.IdleClosed), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["local_err"], counter, float64(t.LocalErrors), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["pipeless"], counter, float64(t.PipelessCopies), vl...)
+		}
+		if u := v.UDP; u != nil {
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_dgrams"], counter, float64(u.Datagrams), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_replies"], counter, float64(u.Replies), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_trunc"], counter, float64(u.Truncated), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_dropped"], counter, float64(u.Dropped), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_refused"], counter, float64(u.SessionsRefused), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_moved"], counter, float64(u.Moved), vl...)
 		}
 		for _, b := range v.Backends {
 			bl := []string{v.Name, b.ID, b.Address}
@@ -94,9 +123,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // startMetrics serves /metrics on addr with l4lb's and the Go runtime's metrics.
-func startMetrics(addr string, rt *reconcile.Runtime, log *zap.Logger) (*http.Server, error) {
+func startMetrics(addr string, d *daemon, log *zap.Logger) (*http.Server, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatusCollector(rt), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(newStatusCollector(d.status), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err

@@ -3,12 +3,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,18 +25,26 @@ type daemon struct {
 	path    string
 	log     *zap.Logger
 	level   zap.AtomicLevel
+	started time.Time
+	build   buildInfo
 	rt      *reconcile.Runtime
 	admin   *adminServer
 	metrics *http.Server
 	notify  notifier
+
+	mu         sync.Mutex
+	lastReload *reconcile.ReloadStatus // nil until the first SIGHUP
 }
 
-func cmdRun(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "/etc/l4lb/l4lb.toml", "config file")
-	logFormat := fs.String("log-format", "", "console or json (overrides the config file)")
-	if err := fs.Parse(args); err != nil {
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	f := newFlags("run", stdout, stderr)
+	configFlag := f.String("config", "", "config file (default "+defaultConfigPath+"; or give it as the argument)")
+	logFormat := f.String("log-format", "", "console or json (overrides the config file)")
+	if code, ok := f.parse(args); !ok {
+		return code
+	}
+	path, ok := f.configPath(*configFlag)
+	if !ok {
 		return 2
 	}
 	// Before anything slow: a SIGHUP's default action would kill a daemon
@@ -45,7 +53,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	cfg, err := config.Load(*path)
+	cfg, warnings, err := loadChecked(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -60,7 +68,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer log.Sync()
-	d := &daemon{path: *path, log: log, level: level, notify: newNotifier()}
+	d := &daemon{path: path, log: log, level: level, notify: newNotifier(), started: time.Now(), build: readBuildInfo()}
+	d.logWarnings(warnings)
 	if err := d.start(cfg); err != nil {
 		log.Error("start failed", zap.Error(err))
 		return 1
@@ -81,7 +90,7 @@ func (d *daemon) start(cfg *config.Config) error {
 		return err
 	}
 	if cfg.Global.AdminSocket != "" {
-		a, err := startAdmin(cfg.Global.AdminSocket, d.rt, d.log.Named("admin"))
+		a, err := startAdmin(cfg.Global.AdminSocket, d, d.log.Named("admin"))
 		if err != nil {
 			d.rt.Shutdown(context.Background())
 			return err
@@ -89,7 +98,7 @@ func (d *daemon) start(cfg *config.Config) error {
 		d.admin = a
 	}
 	if cfg.Global.MetricsListen != "" {
-		m, err := startMetrics(cfg.Global.MetricsListen, d.rt, d.log.Named("metrics"))
+		m, err := startMetrics(cfg.Global.MetricsListen, d, d.log.Named("metrics"))
 		if err != nil {
 			d.stopServers()
 			d.rt.Shutdown(context.Background())
@@ -97,7 +106,7 @@ func (d *daemon) start(cfg *config.Config) error {
 		}
 		d.metrics = m
 	}
-	d.log.Info("l4lb running", zap.String("version", version), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()))
+	d.log.Info("l4lb running", zap.String("version", d.build.Version), zap.String("commit", d.build.Commit), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()))
 	return nil
 }
 
@@ -128,38 +137,82 @@ func (d *daemon) tellManager(err error) {
 
 // reload applies the file again; a bad file leaves the running config.
 func (d *daemon) reload(running *config.Config) *config.Config {
-	cfg, err := config.Load(d.path)
+	cfg, err := d.applyFile()
+	d.noteReload(err)
 	if err != nil {
-		d.log.Error("reload refused: config invalid, running config kept", zap.Error(err))
-		return running
-	}
-	if err := d.rt.Apply(cfg); err != nil {
-		d.log.Error("reload failed, running config kept", zap.Error(err))
 		return running
 	}
 	if err := setLevel(d.level, cfg.Global.LogLevel); err != nil {
 		d.log.Warn("log level unchanged", zap.Error(err))
 	}
-	for _, w := range restartOnly(running.Global, cfg.Global) {
+	for _, w := range restartOnly(running, cfg) {
 		d.log.Warn("setting changed but takes effect only after a restart", zap.String("key", w))
 	}
 	d.log.Info("reload applied", zap.Int("vips", len(cfg.VIPs)))
 	return cfg
 }
 
-func restartOnly(old, cur config.Global) []string {
+// logWarnings logs what the config allows but is probably wrong.
+func (d *daemon) logWarnings(warnings []config.Problem) {
+	for _, w := range warnings {
+		d.log.Warn("config warning", zap.String("warning", w.String()))
+	}
+}
+
+// restartOnly lists the keys whose change a reload does not apply.
+// applyFile loads the file and applies it, logging why when it cannot.
+func (d *daemon) applyFile() (*config.Config, error) {
+	cfg, warnings, err := loadChecked(d.path)
+	if err != nil {
+		d.log.Error("reload refused: config invalid, running config kept", zap.Error(err))
+		return nil, err
+	}
+	d.logWarnings(warnings)
+	if err := d.rt.Apply(cfg); err != nil {
+		d.log.Error("reload failed, running config kept", zap.Error(err))
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// noteReload records a reload's time and result for status and metrics.
+func (d *daemon) noteReload(err error) {
+	r := &reconcile.ReloadStatus{Time: time.Now(), OK: err == nil}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	d.mu.Lock()
+	d.lastReload = r
+	d.mu.Unlock()
+}
+
+// status is the runtime's status with the process's own facts.
+func (d *daemon) status() reconcile.Status {
+	st := d.rt.Status()
+	d.mu.Lock()
+	last := d.lastReload
+	d.mu.Unlock()
+	st.Process = reconcile.ProcessStatus{
+		Version: d.build.Version, Commit: d.build.Commit, GoVersion: d.build.GoVersion, BuildDate: d.build.BuildDate,
+		PID: os.Getpid(), Started: d.started, UptimeSeconds: time.Since(d.started).Seconds(), LastReload: last,
+	}
+	return st
+}
+
+func restartOnly(oldCfg, curCfg *config.Config) []string {
+	old, cur := oldCfg.Global, curCfg.Global
 	var keys []string
 	if old.AdminSocket != cur.AdminSocket {
-		keys = append(keys, "admin_socket")
+		keys = append(keys, "global.admin_socket")
 	}
 	if old.PipeSize != cur.PipeSize {
-		keys = append(keys, "pipe_size")
+		keys = append(keys, "global.pipe_size")
 	}
 	if old.MetricsListen != cur.MetricsListen {
-		keys = append(keys, "metrics_listen")
+		keys = append(keys, "global.metrics_listen")
 	}
 	if old.LogFormat != cur.LogFormat {
-		keys = append(keys, "log_format")
+		keys = append(keys, "global.log_format")
 	}
 	return keys
 }

@@ -4,11 +4,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,12 +20,15 @@ import (
 const defaultAdminSocket = "/run/l4lb/admin.sock"
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	sock := fs.String("socket", "", "admin socket (default: from --config, else "+defaultAdminSocket+")")
-	cfgPath := fs.String("config", "", "read the admin socket path from this config file")
-	asJSON := fs.Bool("json", false, "print the raw JSON")
-	if err := fs.Parse(args); err != nil {
+	f := newFlags("status", stdout, stderr)
+	sock := f.String("socket", "", "admin socket (default: from --config, else "+defaultAdminSocket+")")
+	cfgPath := f.String("config", "", "read the admin socket path from this config file (alone: --show-config)")
+	asJSON := f.Bool("json", false, "print the raw JSON")
+	showConfig := f.Bool("show-config", false, "print the configuration in force, resolved, as TOML")
+	if code, ok := f.parse(bareConfigFlag(args)); !ok {
+		return code
+	}
+	if !f.noArgs() {
 		return 2
 	}
 	path, err := adminPath(*sock, *cfgPath)
@@ -33,12 +36,16 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "l4lb status:", err)
 		return 1
 	}
-	body, err := fetchStatus(path)
+	endpoint := "/status"
+	if *showConfig {
+		endpoint = "/config"
+	}
+	body, err := adminGet(path, endpoint)
 	if err != nil {
 		fmt.Fprintln(stderr, "l4lb status:", err)
 		return 1
 	}
-	if *asJSON {
+	if *asJSON || *showConfig {
 		stdout.Write(body)
 		return 0
 	}
@@ -68,7 +75,22 @@ func adminPath(sock, cfgPath string) (string, error) {
 	return defaultAdminSocket, nil
 }
 
-func fetchStatus(sock string) ([]byte, error) {
+// bareConfigFlag turns a --config given without a file (last, or before
+// another flag) into --show-config: `l4lb status --config` prints the
+// running config, while --config FILE still names the file that says
+// where the admin socket is.
+func bareConfigFlag(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if (a == "--config" || a == "-config") && (i+1 == len(out) || strings.HasPrefix(out[i+1], "-")) {
+			out[i] = "--show-config"
+		}
+	}
+	return out
+}
+
+// adminGet asks the admin API at sock for endpoint.
+func adminGet(sock, endpoint string) ([]byte, error) {
 	client := http.Client{
 		Timeout: 5 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -76,7 +98,7 @@ func fetchStatus(sock string) ([]byte, error) {
 			return d.DialContext(ctx, "unix", sock)
 		}},
 	}
-	resp, err := client.Get("http://l4lb/status")
+	resp, err := client.Get("http://l4lb" + endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("is l4lb running? %w", err)
 	}
@@ -88,6 +110,7 @@ func fetchStatus(sock string) ([]byte, error) {
 }
 
 func printStatus(w io.Writer, st reconcile.Status) {
+	printProcess(w, st)
 	pipeCap := "none"
 	if st.Pipes.Max > 0 {
 		pipeCap = fmt.Sprint(st.Pipes.Max)
@@ -103,6 +126,10 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			fmt.Fprintf(w, "  events: accept-errors %d  idle-closed %d  local-resource-errors %d  pipeless-copies %d\n",
 				t.AcceptErrors, t.IdleClosed, t.LocalErrors, t.PipelessCopies)
 		}
+		if u := v.UDP; u != nil {
+			fmt.Fprintf(w, "  datagrams %d  replies %d  dropped %d  truncated %d  sessions-refused %d  moved %d\n",
+				u.Datagrams, u.Replies, u.Dropped, u.Truncated, u.SessionsRefused, u.Moved)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS\tIN\tOUT\tRTT\tLAST CHECK")
 		for _, b := range v.Backends {
@@ -116,6 +143,35 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		}
 		tw.Flush()
 	}
+}
+
+// printProcess prints the build, uptime and last reload.
+func printProcess(w io.Writer, st reconcile.Status) {
+	p := st.Process
+	fmt.Fprintf(w, "l4lb %s (commit %s, %s), pid %d, up %s, config %s\n", p.Version, shortCommit(p.Commit), p.GoVersion,
+		p.PID, (time.Duration(p.UptimeSeconds) * time.Second).String(), st.Config)
+	switch r := p.LastReload; {
+	case r == nil:
+		fmt.Fprintln(w, "last reload: none since start")
+	case r.OK:
+		fmt.Fprintf(w, "last reload: %s, applied\n", r.Time.Format(time.RFC3339))
+	default:
+		fmt.Fprintf(w, "last reload: %s, REFUSED (running config kept): %s\n", r.Time.Format(time.RFC3339), firstLine(r.Error))
+	}
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
 }
 
 func bytesString(n uint64) string {

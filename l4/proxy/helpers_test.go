@@ -40,7 +40,7 @@ type testService struct {
 
 func newService(t testing.TB, st Settings, addrs ...netip.AddrPort) *testService {
 	t.Helper()
-	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), keepAliveConfig(st.KeepAlive))
+	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), ListenOptions{KeepAlive: keepAliveConfig(st.KeepAlive)})
 	if err != nil {
 		t.Fatal(err)
 	}

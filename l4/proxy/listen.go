@@ -12,17 +12,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ListenTCP opens a VIP's listening socket. IP_FREEBIND lets it bind before
-// the VIP address is on an interface (keepalived or BGP may add it later).
-// Keepalive is set on the listening socket, whose options accepted sockets
-// inherit, instead of with four setsockopt calls per accepted connection.
-func ListenTCP(addr netip.AddrPort, keepAlive net.KeepAliveConfig) (*net.TCPListener, error) {
+// ListenOptions tune a VIP's socket.
+type ListenOptions struct {
+	// KeepAlive is set on a TCP listener, whose options accepted sockets
+	// inherit, instead of with four setsockopt calls per accepted connection.
+	KeepAlive net.KeepAliveConfig
+	// Freebind (IP_FREEBIND) binds before the address is on an interface,
+	// for keepalived or a BGP speaker that adds it later. Without it a
+	// missing address fails at once, which catches a mistyped VIP.
+	Freebind bool
+}
+
+// ListenTCP opens a VIP's listening socket.
+func ListenTCP(addr netip.AddrPort, opts ListenOptions) (*net.TCPListener, error) {
 	lc := net.ListenConfig{
-		Control: func(network, address string, c syscall.RawConn) error {
-			if err := freebind(network, address, c); err != nil {
-				return err
+		Control: func(network, _ string, c syscall.RawConn) error {
+			if opts.Freebind {
+				if err := freebind(network, c); err != nil {
+					return err
+				}
 			}
-			return setKeepAliveRaw(c, keepAlive)
+			return setKeepAliveRaw(c, opts.KeepAlive)
 		},
 		KeepAlive: -1, // inherited from the listener, see above
 	}
@@ -33,9 +43,12 @@ func ListenTCP(addr netip.AddrPort, keepAlive net.KeepAliveConfig) (*net.TCPList
 	return ln.(*net.TCPListener), nil
 }
 
-// ListenUDP opens a VIP's datagram socket, with IP_FREEBIND.
-func ListenUDP(addr netip.AddrPort) (*net.UDPConn, error) {
-	lc := net.ListenConfig{Control: freebind}
+// ListenUDP opens a VIP's datagram socket (opts.KeepAlive does not apply).
+func ListenUDP(addr netip.AddrPort, opts ListenOptions) (*net.UDPConn, error) {
+	var lc net.ListenConfig
+	if opts.Freebind {
+		lc.Control = func(network, _ string, c syscall.RawConn) error { return freebind(network, c) }
+	}
 	network := "udp4"
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
 		network = "udp6"
@@ -85,7 +98,7 @@ func tcpNetwork(a netip.Addr) string {
 	return "tcp4"
 }
 
-func freebind(network, _ string, c syscall.RawConn) error {
+func freebind(network string, c syscall.RawConn) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)

@@ -76,6 +76,7 @@ type TCPService struct {
 	affinity        atomic.Pointer[conntrack.Affinity] // nil = no affinity
 	limit           limiter
 	budget          *ConnBudget // process-wide; nil = none
+	self            *Listeners  // process-wide; nil = none
 	stop            closer      // closed by Close: wakes an accept loop waiting for budget
 	Stats           ServiceStats
 
@@ -102,6 +103,9 @@ type TCPConfig struct {
 	Log       *zap.Logger // nil = no logs
 	Observer  Observer    // nil = none
 	Budget    *ConnBudget // shared by all VIPs; nil = no process-wide cap
+	// Self is every address l4lb listens on (shared by all VIPs): a
+	// backend connect that lands on one is failed. nil = not checked.
+	Self *Listeners
 }
 
 // NewTCPService makes a service; Serve starts it.
@@ -123,7 +127,7 @@ func NewTCPService(cfg TCPConfig) *TCPService {
 	s.limit.init()
 	s.copyBufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	s.acceptLog.every = 5 * time.Second
-	s.budget = cfg.Budget
+	s.budget, s.self = cfg.Budget, cfg.Self
 	s.stop.ch = make(chan struct{})
 	s.listenKeepAlive = cfg.Settings.KeepAlive
 	s.Update(cfg.Settings)
@@ -250,7 +254,7 @@ func (s *TCPService) handle(client *net.TCPConn) {
 	if err != nil {
 		s.Stats.NoBackend.Add(1)
 		if ce := s.log.Check(zap.DebugLevel, "no backend for client"); ce != nil {
-			ce.Write(zap.String("vip", st.Name), zap.Stringer("client", flow.Src), zap.Error(err))
+			ce.Write(zap.Stringer("client", flow.Src), zap.Error(err))
 		}
 		_ = client.SetLinger(0)
 		_ = client.Close()
@@ -382,7 +386,7 @@ func (s *TCPService) dial(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
 		d.KeepAlive = -1
 	}
 	start := time.Now()
-	tc, err := d.DialTCP(context.Background(), "tcp", netip.AddrPort{}, b.Addr)
+	tc, err := s.dialChecked(&d, b)
 	if err != nil {
 		if !localFailure(err) { // only the backend's own failures mark it
 			b.Stats.ConnectFails.Add(1)
@@ -401,6 +405,27 @@ func (s *TCPService) dial(b *l4.Backend, st *Settings) (*net.TCPConn, error) {
 		s.obs.ConnectOK(b, rtt)
 	}
 	return tc, nil
+}
+
+// dialChecked connects to b unless b is one of l4lb's own listeners.
+func (s *TCPService) dialChecked(d *net.Dialer, b *l4.Backend) (*net.TCPConn, error) {
+	if s.self.wouldLoop(l4.TCP, b.Addr) {
+		return nil, s.selfConnect(b)
+	}
+	tc, err := d.DialTCP(context.Background(), "tcp", netip.AddrPort{}, b.Addr)
+	if err == nil && s.self.loops(l4.TCP, tc.LocalAddr().(*net.TCPAddr).AddrPort(), b.Addr) {
+		_ = tc.SetLinger(0)
+		_ = tc.Close()
+		return nil, s.selfConnect(b)
+	}
+	return tc, err
+}
+
+// selfConnect is the failure of a connect that would loop into l4lb.
+func (s *TCPService) selfConnect(b *l4.Backend) error {
+	err := fmt.Errorf("%s: %w", b.Addr, errSelfConnect)
+	s.rateLog("backend refused: it would loop into l4lb", zap.String("backend", string(b.ID)), zap.Error(err))
+	return err
 }
 
 // track registers a connection for drain and forced close; it refuses once

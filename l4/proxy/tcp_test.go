@@ -360,7 +360,7 @@ func TestAffinityPinsClient(t *testing.T) {
 // TestAcceptedSocketsInheritKeepAlive: keepalive set on the listener
 // reaches accepted sockets without per-connection setsockopt calls.
 func TestAcceptedSocketsInheritKeepAlive(t *testing.T) {
-	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), keepAliveConfig(45*time.Second))
+	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), ListenOptions{KeepAlive: keepAliveConfig(45 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestIPv6VIP(t *testing.T) {
 			io.Copy(c, c)
 		}
 	}()
-	vipLn, err := ListenTCP(netip.MustParseAddrPort("[::1]:0"), keepAliveConfig(0))
+	vipLn, err := ListenTCP(netip.MustParseAddrPort("[::1]:0"), ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,9 +472,17 @@ func TestIPv6VIP(t *testing.T) {
 // fresh namespace), and serves once the address is added.
 func TestFreebind(t *testing.T) {
 	ns := testutil.NewNetns(t, "fb")
+	ns.MustDo(t, func() error {
+		_, errTCP := ListenTCP(netip.MustParseAddrPort("198.18.77.1:8080"), ListenOptions{})
+		_, errUDP := ListenUDP(netip.MustParseAddrPort("198.18.77.1:8080"), ListenOptions{})
+		if !errors.Is(errTCP, unix.EADDRNOTAVAIL) || !errors.Is(errUDP, unix.EADDRNOTAVAIL) {
+			return fmt.Errorf("without freebind, a missing address: tcp %v, udp %v; want EADDRNOTAVAIL", errTCP, errUDP)
+		}
+		return nil
+	})
 	var ln *net.TCPListener
 	ns.MustDo(t, func() (err error) {
-		ln, err = ListenTCP(netip.MustParseAddrPort("198.18.77.1:8080"), keepAliveConfig(0))
+		ln, err = ListenTCP(netip.MustParseAddrPort("198.18.77.1:8080"), ListenOptions{Freebind: true})
 		return err
 	})
 	defer ln.Close()

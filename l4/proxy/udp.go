@@ -60,6 +60,7 @@ type UDPService struct {
 	table    *conntrack.Table
 	log      *zap.Logger
 	obs      Observer
+	self     *Listeners
 	replies  sync.Pool // *msgBatch for sessions' replies
 
 	settings atomic.Pointer[UDPSettings]
@@ -85,6 +86,7 @@ type UDPConfig struct {
 	Settings  UDPSettings
 	Log       *zap.Logger
 	Observer  Observer
+	Self      *Listeners // every address l4lb listens on; nil = not checked
 }
 
 // NewUDPService makes a service over conn; Serve starts it.
@@ -104,6 +106,7 @@ func NewUDPService(cfg UDPConfig) (*UDPService, error) {
 		snaps: cfg.Snapshots,
 		log:   log,
 		obs:   cfg.Observer,
+		self:  cfg.Self,
 		batch: newMsgBatch(vipBatch, bufSize),
 		done:  make(chan struct{}),
 	}
@@ -298,7 +301,7 @@ func (s *UDPService) sessionEnded(_ conntrack.Key, e conntrack.Entry, _ conntrac
 
 // rateLog logs at most one line per second from the datagram path.
 func (s *UDPService) rateLog(msg string, fields ...zap.Field) {
-	s.warnings.warn(s.log, msg, append(fields, zap.Stringer("vip", s.key))...)
+	s.warnings.warn(s.log, msg, append(fields, zap.Stringer("listen", s.key))...)
 }
 
 // Close stops reading, ends every session and waits for their goroutines.

@@ -46,7 +46,7 @@ type udpTestService struct {
 
 func newUDPService(t testing.TB, listen string, st UDPSettings, addrs ...netip.AddrPort) *udpTestService {
 	t.Helper()
-	conn, err := ListenUDP(netip.MustParseAddrPort(listen))
+	conn, err := ListenUDP(netip.MustParseAddrPort(listen), ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"syscall"
@@ -41,9 +42,16 @@ func (s *UDPService) dialSession(key conntrack.Key, flow *l4.Flow, b *l4.Backend
 	if b.Addr.Addr().Is6() {
 		network = "udp6"
 	}
+	if s.self.wouldLoop(l4.UDP, b.Addr) {
+		return nil, fmt.Errorf("%s: %w", b.Addr, errSelfConnect)
+	}
 	conn, err := net.DialUDP(network, nil, net.UDPAddrFromAddrPort(b.Addr))
 	if err != nil {
 		return nil, err
+	}
+	if s.self.loops(l4.UDP, conn.LocalAddr().(*net.UDPAddr).AddrPort(), b.Addr) {
+		conn.Close()
+		return nil, fmt.Errorf("%s: %w", b.Addr, errSelfConnect)
 	}
 	raw, err := conn.SyscallConn()
 	if err != nil {

@@ -22,6 +22,7 @@ type Runtime struct {
 	log    *zap.Logger
 	pipes  *proxy.PipePool
 	budget *proxy.ConnBudget // nil = no process-wide cap
+	self   proxy.Listeners   // every address the VIPs listen on
 	health *health.Manager
 
 	// index maps a VIP key's string (health target names use it) to the
@@ -116,6 +117,9 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 			plans[key] = p
 		}
 	}
+	if err := r.self.RefreshLocal(); err != nil {
+		r.log.Warn("cannot list local addresses; backends that loop into l4lb are caught only after connecting", zap.Error(err))
+	}
 	started, err := r.startNew(desired)
 	if err != nil {
 		return err
@@ -151,7 +155,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP) ([]*vip, error) {
 		if _, ok := r.vips[key]; ok {
 			continue
 		}
-		v, err := newVIP(key, vc, r.pipes, r.budget, r.health, r.log)
+		v, err := newVIP(key, vc, r.pipes, r.budget, &r.self, r.health, r.log)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()

@@ -10,9 +10,29 @@ import (
 
 // Status is the runtime's state at one moment.
 type Status struct {
-	Config string      `json:"config"`
-	Pipes  PipeStatus  `json:"pipes"`
-	VIPs   []VIPStatus `json:"vips"`
+	Process ProcessStatus `json:"process"` // filled by the process that serves the status
+	Config  string        `json:"config"`
+	Pipes   PipeStatus    `json:"pipes"`
+	VIPs    []VIPStatus   `json:"vips"`
+}
+
+// ProcessStatus describes the l4lb process: its build, age and last reload.
+type ProcessStatus struct {
+	Version       string        `json:"version"`
+	Commit        string        `json:"commit"`
+	GoVersion     string        `json:"go_version"`
+	BuildDate     string        `json:"build_date"`
+	PID           int           `json:"pid"`
+	Started       time.Time     `json:"started"`
+	UptimeSeconds float64       `json:"uptime_seconds"`
+	LastReload    *ReloadStatus `json:"last_reload,omitempty"` // nil: no reload since start
+}
+
+// ReloadStatus is the outcome of one reload (SIGHUP).
+type ReloadStatus struct {
+	Time  time.Time `json:"time"`
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"` // why the file was refused; the running config stayed
 }
 
 // PipeStatus describes the shared splice pipe pool.

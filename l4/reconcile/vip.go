@@ -26,6 +26,7 @@ type vip struct {
 	store  snapshot.Store
 	tcp    *proxy.TCPService // set for TCP VIPs
 	udp    *proxy.UDPService // set for UDP VIPs
+	self   *proxy.Listeners  // the process's listeners, which this VIP joins while it listens
 
 	conf    atomic.Pointer[config.VIP]
 	ramping atomic.Bool // a slow-start goroutine runs
@@ -55,8 +56,8 @@ type plan struct {
 	removed  []l4.BackendID
 }
 
-func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, budget *proxy.ConnBudget, hm *health.Manager, log *zap.Logger) (*vip, error) {
-	v := &vip{key: key, log: log.With(zap.String("vip", vc.Name)), health: hm, backends: map[l4.BackendID]*backend{}}
+func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, budget *proxy.ConnBudget, self *proxy.Listeners, hm *health.Manager, log *zap.Logger) (*vip, error) {
+	v := &vip{key: key, log: log.With(zap.String("vip", vc.Name)), health: hm, self: self, backends: map[l4.BackendID]*backend{}}
 	p, err := v.plan(vc)
 	if err != nil {
 		return nil, err
@@ -69,30 +70,31 @@ func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, budget *proxy.
 	if err != nil {
 		return nil, err
 	}
+	self.Add(key)
 	v.commit(p)
 	return v, nil
 }
 
 func (v *vip) startTCP(vc *config.VIP, pipes *proxy.PipePool, budget *proxy.ConnBudget) error {
 	st := settings(vc)
-	ln, err := proxy.ListenTCP(v.key.Addr, keepAliveFor(st))
+	ln, err := proxy.ListenTCP(v.key.Addr, proxy.ListenOptions{KeepAlive: keepAliveFor(st), Freebind: vc.Freebind})
 	if err != nil {
 		return err
 	}
 	v.tcp = proxy.NewTCPService(proxy.TCPConfig{
 		Listener: ln, Snapshots: &v.store, Pipes: pipes, Settings: st,
-		Log: v.log, Observer: v, Budget: budget,
+		Log: v.log, Observer: v, Budget: budget, Self: v.self,
 	})
 	return nil
 }
 
 func (v *vip) startUDP(vc *config.VIP) error {
-	conn, err := proxy.ListenUDP(v.key.Addr)
+	conn, err := proxy.ListenUDP(v.key.Addr, proxy.ListenOptions{Freebind: vc.Freebind})
 	if err != nil {
 		return err
 	}
 	v.udp, err = proxy.NewUDPService(proxy.UDPConfig{
-		Conn: conn, Snapshots: &v.store, Settings: udpSettings(vc), Log: v.log, Observer: v,
+		Conn: conn, Snapshots: &v.store, Settings: udpSettings(vc), Log: v.log, Observer: v, Self: v.self,
 	})
 	if err != nil {
 		conn.Close()
@@ -115,12 +117,14 @@ func (v *vip) serve() {
 func (v *vip) stopAccepting() {
 	v.stopped.Store(true)
 	if v.tcp != nil {
+		v.self.Remove(v.key)
 		_ = v.tcp.Close()
 	}
 }
 
 func (v *vip) closeNow() {
 	v.stopped.Store(true)
+	v.self.Remove(v.key)
 	if v.tcp != nil {
 		_ = v.tcp.Close()
 	} else {
@@ -135,6 +139,7 @@ func (v *vip) drain(ctx context.Context) int {
 	if v.tcp != nil {
 		return v.tcp.Drain(ctx)
 	}
+	v.self.Remove(v.key)
 	_ = v.udp.Close()
 	return 0
 }

@@ -1,0 +1,124 @@
+// The command line: positional paths, unexpected arguments, help, version,
+// and check's host problems and warnings. In process, no privileges.
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs l4lb with args and returns its exit code and output.
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// writeFile writes a file in a fresh directory and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const goodConfig = `[global]
+admin_socket = "off"
+[[vip]]
+name = "a"
+listen = "127.0.0.1:18400"
+  [[vip.backend]]
+  address = "127.0.0.1:18401"
+`
+
+func TestCLIArguments(t *testing.T) {
+	good := writeFile(t, "good.toml", goodConfig)
+	broken := writeFile(t, "broken.toml", "[[vip]]\nname = 1\n")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		inStdout string
+		inStderr string
+	}{
+		{"check takes the file as its argument", []string{"check", broken}, 1, "", "broken.toml:2"},
+		{"check with a good positional file", []string{"check", good}, 0, "good.toml: ok, 1 VIPs", ""},
+		{"check --config and the same argument", []string{"check", "--config", good, good}, 0, "ok", ""},
+		{"check --config and another file", []string{"check", "--config", good, broken}, 2, "", "two config files"},
+		{"check two files", []string{"check", good, broken}, 2, "", "one config file"},
+		{"check file then flag", []string{"check", broken, "--config", broken}, 1, "", "broken.toml:2"},
+		{"run with an extra word", []string{"run", good, "now"}, 2, "", "one config file"},
+		{"run a broken positional file", []string{"run", broken}, 1, "", "broken.toml:2"},
+		{"status with a word", []string{"status", "now"}, 2, "", `unexpected argument "now"`},
+		{"version with a word", []string{"version", "x"}, 2, "", "unexpected argument"},
+		{"unknown flag", []string{"check", "--nope"}, 2, "", "usage: l4lb check"},
+		{"help run", []string{"help", "run"}, 0, "usage: l4lb run", ""},
+		{"run --help", []string{"run", "--help"}, 0, "usage: l4lb run", ""},
+		{"check -h", []string{"check", "-h"}, 0, "-config", ""},
+		{"help nonsense", []string{"help", "nonsense"}, 2, "", "unknown command"},
+		{"help", []string{"help"}, 0, "commands:", ""},
+		{"version", []string{"version"}, 0, "go:      go1", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI(tc.args...)
+			if code != tc.code || !strings.Contains(out, tc.inStdout) || !strings.Contains(errs, tc.inStderr) {
+				t.Errorf("l4lb %v: exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q",
+					tc.args, code, out, errs, tc.code, tc.inStdout, tc.inStderr)
+			}
+		})
+	}
+}
+
+func TestVersionNamesTheBuild(t *testing.T) {
+	_, out, _ := runCLI("version")
+	for _, want := range []string{"l4lb ", "commit:", "go:", "built:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// An admin_socket that names the config file, or a directory, is refused
+// by check and by run, and left in place.
+func TestAdminSocketNeverReplacesAFile(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "l4lb.toml")
+	emptyDir := filepath.Join(dir, "empty")
+	if err := os.Mkdir(emptyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{cfgPath, emptyDir} {
+		content := strings.Replace(goodConfig, `admin_socket = "off"`, `admin_socket = "`+target+`"`, 1)
+		if err := os.WriteFile(cfgPath, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"check", "run"} {
+			code, _, errs := runCLI(cmd, cfgPath)
+			if code != 1 || !strings.Contains(errs, "not a socket") {
+				t.Errorf("%s with admin_socket = %s: exit %d, %q", cmd, target, code, errs)
+			}
+		}
+		if data, err := os.ReadFile(cfgPath); err != nil || string(data) != content {
+			t.Fatalf("config file changed or gone: %v", err)
+		}
+		if fi, err := os.Stat(emptyDir); err != nil || !fi.IsDir() {
+			t.Fatalf("directory removed: %v", err)
+		}
+	}
+}
+
+func TestCheckPrintsWarnings(t *testing.T) {
+	src := strings.Replace(goodConfig, "address = \"127.0.0.1:18401\"", "address = \"127.0.0.1:18401\"\n  weight = 0", 1)
+	src = strings.Replace(src, "127.0.0.1:18400", "198.18.254.254:18400", 1)
+	code, out, errs := runCLI("check", writeFile(t, "w.toml", src))
+	if code != 0 || !strings.Contains(out, "2 warnings") ||
+		!strings.Contains(errs, "warning: ") || !strings.Contains(errs, "every backend has weight 0") ||
+		!strings.Contains(errs, "no interface has 198.18.254.254") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+}

@@ -1,0 +1,67 @@
+// `l4lb version` and the build information that status and metrics report.
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// Set at build time by the Makefile: -ldflags "-X main.version=... -X main.buildDate=...".
+var (
+	version   = "dev"
+	buildDate = ""
+)
+
+// buildInfo describes this binary.
+type buildInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	GoVersion string `json:"go_version"`
+	BuildDate string `json:"build_date"`
+}
+
+// readBuildInfo combines the linker-set values with what the Go toolchain
+// recorded (the VCS revision and time when built from a git checkout).
+func readBuildInfo() buildInfo {
+	bi := buildInfo{Version: version, GoVersion: runtime.Version(), BuildDate: buildDate, Commit: "unknown"}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return bi
+	}
+	modified := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			bi.Commit = s.Value
+		case "vcs.time":
+			if bi.BuildDate == "" {
+				bi.BuildDate = s.Value + " (commit time)"
+			}
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified {
+		bi.Commit += "+dirty"
+	}
+	if bi.BuildDate == "" {
+		bi.BuildDate = "unknown"
+	}
+	return bi
+}
+
+func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	f := newFlags("version", stdout, stderr)
+	if code, ok := f.parse(args); !ok {
+		return code
+	}
+	if !f.noArgs() {
+		return 2
+	}
+	bi := readBuildInfo()
+	fmt.Fprintf(stdout, "l4lb %s\ncommit:  %s\ngo:      %s %s/%s\nbuilt:   %s\n",
+		bi.Version, bi.Commit, bi.GoVersion, runtime.GOOS, runtime.GOARCH, bi.BuildDate)
+	return 0
+}

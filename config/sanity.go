@@ -1,0 +1,164 @@
+// Checks across VIPs: listeners that cannot bind together, backends that
+// lead back into l4lb, and warnings about what is legal but surprising.
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// listenKey is the path of vip[i].listen.
+func listenKey(i int) string { return fmt.Sprintf("vip[%d].listen", i) }
+
+// binds reports whether the VIP binds a socket (xdp VIPs do not).
+func binds(v *VIP) bool { return v.Mode == modeProxy && v.Listen.IsValid() }
+
+// bindsClash reports whether two sockets of one protocol cannot both bind:
+// the same port and family, and one is the family's wildcard (identical
+// addresses are reported by checkUnique). An IPv6 wildcard does not clash
+// with IPv4: l4lb's IPv6 sockets are IPV6_V6ONLY.
+func bindsClash(a, b netip.AddrPort) bool {
+	return a.Port() == b.Port() && a.Addr().Is4() == b.Addr().Is4() &&
+		a.Addr() != b.Addr() && (a.Addr().IsUnspecified() || b.Addr().IsUnspecified())
+}
+
+// checkBindConflicts reports listeners that `run` could not open together:
+// a wildcard and a specific address on one port and protocol, and a TCP
+// VIP on the metrics port.
+func checkBindConflicts(p *problems, c *Config) {
+	for i := range c.VIPs {
+		a := &c.VIPs[i]
+		if !binds(a) {
+			continue
+		}
+		for j := range i {
+			b := &c.VIPs[j]
+			if binds(b) && a.Protocol == b.Protocol && bindsClash(a.Listen, b.Listen) {
+				p.add(a.Name, listenKey(i), "%s/%s cannot be bound beside vip %q's %s/%s (line %s): a wildcard and a specific address on one port clash",
+					a.Protocol, a.Listen, b.Name, b.Protocol, b.Listen, lineString(b.Line))
+			}
+		}
+		if a.Protocol == protoTCP && metricsClash(c.Global.MetricsListen, a.Listen) {
+			p.add(a.Name, listenKey(i), "%s is also metrics_listen %s", a.Listen, c.Global.MetricsListen)
+		}
+	}
+}
+
+// metricsClash reports whether metrics_listen (host:port) and a TCP VIP
+// need the same socket address. An empty host listens on every address of
+// both families; a host name is not resolved here.
+func metricsClash(metrics string, vip netip.AddrPort) bool {
+	if metrics == "" {
+		return false
+	}
+	i := strings.LastIndexByte(metrics, ':')
+	host, port := strings.Trim(metrics[:i], "[]"), metrics[i+1:]
+	if port != fmt.Sprint(vip.Port()) {
+		return false
+	}
+	if host == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	m := netip.AddrPortFrom(a.Unmap(), vip.Port())
+	return m == vip || bindsClash(m, vip)
+}
+
+// reaches reports whether a connection to backend b of a proto VIP lands
+// on VIP v's listener without leaving the host: b is v's address, or v
+// listens on its family's wildcard and b is a loopback address. (Other
+// local addresses are this host's business: see CheckHost.)
+func reaches(b netip.AddrPort, proto string, v *VIP) bool {
+	if !binds(v) || v.Protocol != proto || b.Port() != v.Listen.Port() {
+		return false
+	}
+	return b == v.Listen || v.Listen.Addr().IsUnspecified() && b.Addr().IsLoopback() && b.Addr().Is4() == v.Listen.Addr().Is4()
+}
+
+// checkLoops reports backends that lead back into l4lb in a circle: a VIP
+// that is its own backend would connect to itself until the connection
+// budget is full and every VIP stops accepting.
+func checkLoops(p *problems, vips []VIP) {
+	next := make([][]int, len(vips)) // next[i]: the VIPs vip i's backends reach
+	for i := range vips {
+		for _, b := range vips[i].Backends {
+			for j := range vips {
+				if b.Address.IsValid() && reaches(b.Address, vips[i].Protocol, &vips[j]) {
+					next[i] = append(next[i], j)
+				}
+			}
+		}
+	}
+	for i := range vips {
+		for k, b := range vips[i].Backends {
+			for j := range vips {
+				if !b.Address.IsValid() || !reaches(b.Address, vips[i].Protocol, &vips[j]) {
+					continue
+				}
+				key := fmt.Sprintf("vip[%d].backend[%d].address", i, k)
+				if i == j {
+					p.add(vips[i].Name, key, "%s is this VIP's own listener: l4lb would connect to itself", b.Address)
+				} else if path := pathTo(next, j, i); path != nil {
+					p.add(vips[i].Name, key, "%s is vip %q's listener, which leads back here (%s): a loop", b.Address, vips[j].Name, loopNames(vips, append([]int{i}, path...)))
+				}
+			}
+		}
+	}
+}
+
+// pathTo returns a path of VIP indexes from -> to in next, or nil.
+func pathTo(next [][]int, from, to int) []int {
+	seen := make([]bool, len(next))
+	var walk func(at int) []int
+	walk = func(at int) []int {
+		if at == to {
+			return []int{at}
+		}
+		if seen[at] {
+			return nil
+		}
+		seen[at] = true
+		for _, n := range next[at] {
+			if rest := walk(n); rest != nil {
+				return append([]int{at}, rest...)
+			}
+		}
+		return nil
+	}
+	return walk(from)
+}
+
+func loopNames(vips []VIP, path []int) string {
+	names := make([]string, len(path))
+	for i, v := range path {
+		names[i] = fmt.Sprintf("%q", vips[v].Name)
+	}
+	return strings.Join(names, " -> ")
+}
+
+// warnSurprises records what is legal but probably not meant.
+func warnSurprises(p *problems, vips []VIP) {
+	for i := range vips {
+		v := &vips[i]
+		if len(v.Backends) > 0 && allWeightsZero(v.Backends) {
+			p.warnAt(p.lines.line(fmt.Sprintf("vip[%d].backend[0]", i)), v.Name, fmt.Sprintf("vip[%d].backend", i), "every backend has weight 0: no backend takes new flows, so every new client is refused")
+		}
+		if v.Protocol == protoUDP && v.Health.Port == 0 && (v.Health.Type == "http" || v.Health.Type == "send_expect") {
+			p.warn(v.Name, fmt.Sprintf("vip[%d].health.type", i), "%s probes TCP port %d of each backend of this udp VIP: set health.port if the check listens elsewhere",
+				v.Health.Type, v.Listen.Port())
+		}
+	}
+}
+
+func allWeightsZero(bs []Backend) bool {
+	for _, b := range bs {
+		if b.Weight != 0 {
+			return false
+		}
+	}
+	return true
+}
