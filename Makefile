@@ -3,7 +3,8 @@ GO      ?= go
 BIN     := bin
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-LDFLAGS := -X main.version=$(VERSION) -X main.buildDate=$(BUILD_DATE)
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
 # Keep the whole suite well under CI's budget.
 TEST_TIMEOUT ?= 14m
 

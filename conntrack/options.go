@@ -85,9 +85,10 @@ func (o Options) withDefaults() (Options, error) {
 
 // check rejects values no default can mend.
 func (o Options) check() error {
+	if err := o.checkIdle(); err != nil {
+		return err
+	}
 	switch {
-	case o.TCPIdle < 0 || o.UDPIdle < 0:
-		return errors.New("idle timeouts must not be negative")
 	case o.Tick < time.Millisecond:
 		return fmt.Errorf("tick %v is under a millisecond", o.Tick)
 	case o.MaxEntries < 0 || o.MaxEntries > math.MaxUint32/2:
@@ -96,7 +97,16 @@ func (o Options) check() error {
 		return fmt.Errorf("shards %d: want a power of two up to %d", o.Shards, maxShards)
 	case o.SweepBatch < 0:
 		return fmt.Errorf("sweep batch %d is negative", o.SweepBatch)
-	case max(o.TCPIdle, o.UDPIdle)/o.Tick >= math.MaxInt32:
+	}
+	return nil
+}
+
+// checkIdle rejects idle timeouts that are negative or too many ticks.
+func (o Options) checkIdle() error {
+	switch {
+	case o.TCPIdle < 0 || o.UDPIdle < 0:
+		return errors.New("idle timeouts must not be negative")
+	case o.Tick > 0 && max(o.TCPIdle, o.UDPIdle)/o.Tick >= math.MaxInt32:
 		// Ages are uint32 tick differences; keep them far from wrapping.
 		return fmt.Errorf("idle timeout %v is too many ticks of %v", max(o.TCPIdle, o.UDPIdle), o.Tick)
 	}

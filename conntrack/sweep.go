@@ -150,7 +150,7 @@ func (t *Table) scan(s *shard, n int, now uint32, buf []ended) []ended {
 // idle returns protocol p's idle timeout in ticks.
 func (t *Table) idle(p l4.Protocol) uint32 {
 	if p == l4.TCP {
-		return t.tcpIdle
+		return t.tcpIdle.Load()
 	}
-	return t.udpIdle
+	return t.udpIdle.Load()
 }

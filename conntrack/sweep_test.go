@@ -161,3 +161,32 @@ func TestContextStopsSweeper(t *testing.T) {
 	cancel()
 	<-tb.done // the goroutine returns without Close
 }
+
+// SetIdle applies to entries that exist already, from the next sweep.
+func TestSetIdleAppliesToExistingEntries(t *testing.T) {
+	clk := newFakeClock()
+	tb := mustNew(t, Options{UDPIdle: time.Minute, TCPIdle: time.Hour, Now: clk.Now})
+	bs, _ := newBackends(1)
+	udp, tcp := flowKey(1, l4.UDP), flowKey(2, l4.TCP)
+	insertPicked(t, tb, udp, bs[0], nil)
+	insertPicked(t, tb, tcp, bs[0], nil)
+	clk.Advance(10 * time.Second)
+	tb.Sweep()
+	if _, ok := tb.Lookup(udp); !ok {
+		t.Fatal("udp entry expired before its minute")
+	}
+	if err := tb.SetIdle(0, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(6 * time.Second)
+	tb.Sweep()
+	if _, ok := tb.Lookup(udp); ok {
+		t.Fatal("udp entry outlived the new 5s timeout")
+	}
+	if _, ok := tb.Lookup(tcp); !ok {
+		t.Fatal("SetIdle(0, ...) changed the tcp timeout")
+	}
+	if err := tb.SetIdle(-time.Second, 0); err == nil {
+		t.Fatal("negative timeout accepted")
+	}
+}

@@ -28,8 +28,6 @@ type Table struct {
 	seed     seed
 	tick     time.Duration
 	epoch    time.Time
-	tcpIdle  uint32 // in ticks
-	udpIdle  uint32
 	batch    int
 	counted  bool
 	now      func() time.Time
@@ -37,6 +35,9 @@ type Table struct {
 	onEnd    func(Key, Entry, Reason)
 
 	clock atomic.Uint32 // ticks since epoch, wrapping; stored only by Sweep
+
+	tcpIdle atomic.Uint32 // in ticks; SetIdle changes them
+	udpIdle atomic.Uint32
 
 	sweepMu  sync.Mutex // serialises Sweep; guards the two below
 	ticks    uint64     // ticks since epoch, unwrapped
@@ -68,8 +69,6 @@ func New(opts Options) (*Table, error) {
 		seed:     newSeed(),
 		tick:     o.Tick,
 		epoch:    o.Now(),
-		tcpIdle:  ticks(o.TCPIdle, o.Tick),
-		udpIdle:  ticks(o.UDPIdle, o.Tick),
 		batch:    o.SweepBatch,
 		counted:  !o.Uncounted,
 		now:      o.Now,
@@ -77,10 +76,29 @@ func New(opts Options) (*Table, error) {
 		onEnd:    o.OnEnd,
 		stop:     make(chan struct{}),
 	}
+	t.tcpIdle.Store(ticks(o.TCPIdle, o.Tick))
+	t.udpIdle.Store(ticks(o.UDPIdle, o.Tick))
 	for i := range t.shards {
 		t.shards[i].reset()
 	}
 	return t, nil
+}
+
+// SetIdle changes the idle timeouts (0 keeps one as it is). They apply to
+// every entry from the next sweep on, established ones included, as a
+// change of Linux's conntrack timeouts does.
+func (t *Table) SetIdle(tcp, udp time.Duration) error {
+	o := Options{Tick: t.tick, TCPIdle: tcp, UDPIdle: udp}
+	if err := o.checkIdle(); err != nil {
+		return err
+	}
+	if tcp > 0 {
+		t.tcpIdle.Store(ticks(tcp, t.tick))
+	}
+	if udp > 0 {
+		t.udpIdle.Store(ticks(udp, t.tick))
+	}
+	return nil
 }
 
 // locate hashes k and returns its shard and index tag.

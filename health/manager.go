@@ -64,6 +64,7 @@ type Status struct {
 	OKRun, FailRun int    // consecutive active results
 	PassiveFails   int    // passive failures within FailTimeout now
 	PassiveDown    bool   // the current Down came from a passive mark
+	Trial          bool   // Unknown because an expired passive mark put it on trial
 }
 
 // Manager probes targets, one goroutine per target with active checks, and
@@ -212,9 +213,10 @@ func (m *Manager) PassiveFailure(key TargetKey) bool {
 	return true
 }
 
-// PassiveSuccess reports a connect to key that the proxy completed in
-// connectRTT, as an Event carrying the sample (when the metric is connect),
-// so that probe and proxy samples reach the runtime through one path. It
+// PassiveSuccess reports a success the proxy saw (a connect completed in
+// connectRTT, or 0 for a UDP reply), as an Event carrying the sample (when
+// the metric is connect), so that probe and proxy samples reach the
+// runtime through one path. It ends a trial (see Tracker) and otherwise
 // does not change the state. It reports whether key is tracked.
 func (m *Manager) PassiveSuccess(key TargetKey, connectRTT time.Duration) bool {
 	t := m.lookup(key)

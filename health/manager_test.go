@@ -213,9 +213,24 @@ func TestManagerTypeNone(t *testing.T) {
 	m.PassiveSuccess(key, 3*time.Millisecond)
 	m.PassiveFailure(key)
 	down := rec.waitState(t, key, l4.HealthDown, time.Second)
-	up := rec.waitState(t, key, l4.HealthUp, time.Second)
-	if !down.Passive || !up.Passive || up.Reason != "passive mark expired" {
-		t.Fatalf("events %+v %+v", down, up)
+	// The mark expires into a trial: eligible, but not called up.
+	trial := rec.waitState(t, key, l4.HealthUnknown, time.Second)
+	if st, _ := m.State(key); !st.Trial || !down.Passive || !trial.Passive || trial.Reason != "passive mark expired: on trial" {
+		t.Fatalf("state %+v, events %+v %+v", st, down, trial)
+	}
+	// Still dead: one more failure takes it down at once (max_fails 1
+	// here, but the trial needs no count either way).
+	m.PassiveFailure(key)
+	if again := rec.waitState(t, key, l4.HealthDown, time.Second); again.Reason != "passive: failed again while on trial" {
+		t.Fatalf("failure on trial: %+v", again)
+	}
+	rec.waitState(t, key, l4.HealthUnknown, time.Second)
+	m.PassiveSuccess(key, 0)
+	if up := rec.waitState(t, key, l4.HealthUp, time.Second); up.Reason != "passive success while on trial" {
+		t.Fatalf("success on trial: %+v", up)
+	}
+	if st, _ := m.State(key); st.Trial {
+		t.Fatal("still on trial after a success")
 	}
 	evs := rec.snapshot(key)
 	if evs[0].RTT != 3*time.Millisecond || evs[0].Changed() {

@@ -152,6 +152,7 @@ func (t *target) passiveFailure(m *Manager) {
 		t.mu.Unlock()
 		return
 	}
+	trial := t.tr.OnTrial()
 	tr := t.tr.PassiveFailure(now)
 	if !tr.Changed() {
 		t.mu.Unlock()
@@ -159,6 +160,9 @@ func (t *target) passiveFailure(m *Manager) {
 	}
 	t.since = now
 	t.reason = fmt.Sprintf("passive: %d failed connects within %v", t.spec.MaxFails, t.spec.FailTimeout)
+	if trial {
+		t.reason = "passive: failed again while on trial"
+	}
 	if t.spec.Type == TypeNone {
 		t.armExpiry(m, now)
 	}
@@ -183,26 +187,36 @@ func (t *target) expire(m *Manager) {
 		t.mu.Unlock()
 		return
 	}
-	t.since, t.reason, t.expiry = now, "", nil
+	t.since, t.reason, t.expiry = now, "on trial: passive mark expired; up after a success, down after a failure", nil
 	ev := Event{Key: t.key, Addr: t.spec.ProbeAddr(t.addr), Passive: true, Old: tr.Old, New: tr.New,
-		Reason: "passive mark expired"}
+		Reason: "passive mark expired: on trial"}
 	t.mu.Unlock()
 	m.report(ev)
 }
 
-// passiveSuccess reports the proxy's connect time as an RTT sample.
+// passiveSuccess ends a trial, and reports the proxy's connect time as an
+// RTT sample.
 func (t *target) passiveSuccess(m *Manager, rtt time.Duration) {
 	t.emit.Lock()
 	defer t.emit.Unlock()
 	t.mu.Lock()
-	if t.retired || rtt <= 0 || rttMetric(t.spec) != MetricConnect {
+	if t.retired {
 		t.mu.Unlock()
 		return
 	}
-	s := t.tr.State()
-	ev := Event{Key: t.key, Addr: t.spec.ProbeAddr(t.addr), Passive: true, RTT: rtt, Old: s, New: s}
+	tr := t.tr.PassiveOK()
+	ev := Event{Key: t.key, Addr: t.spec.ProbeAddr(t.addr), Passive: true, Old: tr.Old, New: tr.New}
+	if rtt > 0 && rttMetric(t.spec) == MetricConnect {
+		ev.RTT = rtt
+	}
+	if tr.Changed() {
+		t.since, t.reason = time.Now(), ""
+		ev.Reason = "passive success while on trial"
+	}
 	t.mu.Unlock()
-	m.report(ev)
+	if tr.Changed() || ev.RTT > 0 {
+		m.report(ev)
+	}
 }
 
 // status copies the state for Manager.State.
@@ -213,7 +227,7 @@ func (t *target) status(now time.Time) Status {
 	return Status{
 		Addr: t.spec.ProbeAddr(t.addr), Health: t.tr.State(), Since: t.since, Reason: t.reason,
 		Last: t.last, Checks: t.checks, OKRun: ok, FailRun: fail,
-		PassiveFails: t.tr.PassiveFails(now), PassiveDown: t.tr.PassiveDown(),
+		PassiveFails: t.tr.PassiveFails(now), PassiveDown: t.tr.PassiveDown(), Trial: t.tr.OnTrial(),
 	}
 }
 

@@ -42,8 +42,11 @@ type TrackerConfig struct {
 //     after its last passive failure to come back. The window itself does
 //     not bring it back while active checks run.
 //   - Without active checks (type none) a passive mark lasts FailTimeout:
-//     Expire then returns the target to Up (nginx: the server is tried
-//     again after fail_timeout).
+//     Expire then puts the target on trial (nginx: the server is tried
+//     again after fail_timeout): Unknown, so eligible, until the next
+//     passive result decides: a success (PassiveOK) makes it Up, a single
+//     failure takes it Down again at once. So a backend that is still dead
+//     never shows as up.
 //
 // The zero Tracker is not usable; make one with NewTracker.
 type Tracker struct {
@@ -59,6 +62,8 @@ type Tracker struct {
 	// passiveAt is when the last passive mark took the target down; zero
 	// when the current Down (if any) came from active checks.
 	passiveAt time.Time
+	// trial: a passive mark expired and no passive result came since.
+	trial bool
 }
 
 // NewTracker returns an Unknown tracker.
@@ -84,6 +89,9 @@ func (t *Tracker) State() l4.Health { return t.state }
 
 // Runs returns the consecutive active successes and failures (one is 0).
 func (t *Tracker) Runs() (ok, fail int) { return t.okRun, t.failRun }
+
+// OnTrial reports whether an expired passive mark put the target on trial.
+func (t *Tracker) OnTrial() bool { return t.trial }
 
 // PassiveDown reports whether the current Down came from a passive mark.
 func (t *Tracker) PassiveDown() bool { return t.state == l4.HealthDown && !t.passiveAt.IsZero() }
@@ -124,7 +132,7 @@ func (t *Tracker) PassiveFailure(now time.Time) Transition {
 	t.fails[t.next] = now
 	t.next = (t.next + 1) % len(t.fails)
 	t.n = min(t.n+1, len(t.fails))
-	if t.PassiveFails(now) >= t.cfg.MaxFails && old != l4.HealthDown {
+	if (t.trial || t.PassiveFails(now) >= t.cfg.MaxFails) && old != l4.HealthDown {
 		t.setState(l4.HealthDown)
 		t.failRun = 0
 		t.passiveAt = now
@@ -145,19 +153,32 @@ func (t *Tracker) PassiveFails(now time.Time) int {
 }
 
 // Expire ends a passive mark once FailTimeout has passed since it was
-// set. Only targets without active checks call it; with active checks a
-// passively marked target needs Rise good probes instead.
+// set, putting the target on trial. Only targets without active checks
+// call it; with active checks a passively marked target needs Rise good
+// probes instead.
 func (t *Tracker) Expire(now time.Time) Transition {
 	old := t.state
 	if t.PassiveDown() && now.Sub(t.passiveAt) >= t.cfg.FailTimeout {
-		t.setState(l4.HealthUp)
+		t.setState(l4.HealthUnknown)
+		t.trial = true
 		t.n, t.next = 0, 0
 	}
 	return Transition{old, t.state}
 }
 
-// setState moves to s and forgets which mechanism set the previous Down.
+// PassiveOK records a success the proxy saw (a connect, a reply): it ends
+// a trial with Up.
+func (t *Tracker) PassiveOK() Transition {
+	old := t.state
+	if t.trial {
+		t.setState(l4.HealthUp)
+	}
+	return Transition{old, t.state}
+}
+
+// setState moves to s and forgets which mechanism set the previous state.
 func (t *Tracker) setState(s l4.Health) {
 	t.state = s
 	t.passiveAt = time.Time{}
+	t.trial = false
 }

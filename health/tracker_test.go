@@ -9,7 +9,8 @@ import (
 )
 
 // step is one input to a tracker: an active result ('+' ok, '-' fail), a
-// passive failure ('p'), or an expiry check ('e'), at an offset from t0.
+// passive failure ('p') or success ('s'), or an expiry check ('e'), at an
+// offset from t0.
 type step struct {
 	in   byte
 	at   time.Duration
@@ -52,8 +53,11 @@ func TestTracker(t *testing.T) {
 		{"passive down needs rise", cfg, seq("+pp++", H, H, D, D, H)},
 		{"passive resets rise run", cfg, seq("-+p+", D, D, D, D)},
 		{"passive off", TrackerConfig{Rise: 2, Fall: 3}, seq("+pppp", H, H, H, H, H)},
-		{"expire without active checks", cfg, []step{
-			{'p', 0, U}, {'p', time.Second, D}, {'e', 5 * time.Second, D}, {'e', 11 * time.Second, H}}},
+		{"expire puts on trial, a success brings it up", cfg, []step{
+			{'p', 0, U}, {'p', time.Second, D}, {'e', 5 * time.Second, D}, {'e', 11 * time.Second, U}, {'s', 12 * time.Second, H}}},
+		{"on trial, one failure takes it down again", cfg, []step{
+			{'p', 0, U}, {'p', time.Second, D}, {'e', 11 * time.Second, U}, {'p', 12 * time.Second, D}, {'e', 21 * time.Second, D}, {'e', 22 * time.Second, U}}},
+		{"a success off trial changes nothing", cfg, []step{{'s', 0, U}, {'+', 0, H}, {'s', 0, H}}},
 		{"expire ignores active down", cfg, []step{{'-', 0, D}, {'e', time.Hour, D}}},
 		{"passive window slides", cfg, []step{
 			{'+', 0, H}, {'p', 0, H}, {'p', 11 * time.Second, H}, {'p', 15 * time.Second, D}}},
@@ -81,6 +85,8 @@ func apply(tr *Tracker, s step, t0 time.Time) Transition {
 		return tr.Observe(false)
 	case 'p':
 		return tr.PassiveFailure(t0.Add(s.at))
+	case 's':
+		return tr.PassiveOK()
 	}
 	return tr.Expire(t0.Add(s.at))
 }

@@ -101,6 +101,16 @@ func (p *lbProcess) writeConfig(t *testing.T, config string) {
 	}
 }
 
+// currentConfig returns the config file's text.
+func (p *lbProcess) currentConfig(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(p.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
 func (p *lbProcess) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {

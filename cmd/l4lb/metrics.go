@@ -84,17 +84,31 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_open"], gauge, float64(st.Pipes.Open))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_lent"], gauge, float64(st.Pipes.Lent))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
+	seen := map[[2]string]bool{}
 	for _, v := range st.VIPs {
 		vl := []string{v.Name, v.Protocol}
+		// A draining VIP may share its name with its running successor:
+		// one series per label set, the running VIP's.
+		if k := [2]string{v.Name, v.Protocol}; seen[k] {
+			continue
+		} else {
+			seen[k] = true
+		}
 		ch <- prometheus.MustNewConstMetric(c.descs["active"], gauge, float64(v.Active), vl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["accepted"], counter, float64(v.Accepted), vl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["no_backend"], counter, float64(v.NoBackend), vl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["eligible"], gauge, float64(v.Eligible), vl...)
+		draining := 0.0
+		if v.Draining {
+			draining = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs["draining"], gauge, draining, vl...)
 		if t := v.TCP; t != nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["accept_err"], counter, float64(t.AcceptErrors), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["idle"], counter, float64(t.IdleClosed), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["local_err"], counter, float64(t.LocalErrors), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["pipeless"], counter, float64(t.PipelessCopies), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["limit_wait"], counter, float64(t.LimitWaits), vl...)
 		}
 		if u := v.UDP; u != nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_dgrams"], counter, float64(u.Datagrams), vl...)

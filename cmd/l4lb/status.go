@@ -120,11 +120,15 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d\n",
-			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend)
+		draining := ""
+		if v.Draining {
+			draining = "  DRAINING (removed by a reload)"
+		}
+		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d%s\n",
+			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend, draining)
 		if t := v.TCP; t != nil && *t != (reconcile.TCPStatus{}) {
-			fmt.Fprintf(w, "  events: accept-errors %d  idle-closed %d  local-resource-errors %d  pipeless-copies %d\n",
-				t.AcceptErrors, t.IdleClosed, t.LocalErrors, t.PipelessCopies)
+			fmt.Fprintf(w, "  events: accept-errors %d  idle-closed %d  local-resource-errors %d  pipeless-copies %d  limit-waits %d\n",
+				t.AcceptErrors, t.IdleClosed, t.LocalErrors, t.PipelessCopies, t.LimitWaits)
 		}
 		if u := v.UDP; u != nil {
 			fmt.Fprintf(w, "  datagrams %d  replies %d  dropped %d  truncated %d  sessions-refused %d  moved %d\n",
@@ -137,8 +141,12 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			if b.Reason != "" && b.Reason != last {
 				last = strings.TrimSpace(last + " (down: " + b.Reason + ")")
 			}
+			health := b.Health
+			if b.Trial {
+				health += "/trial"
+			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n",
-				b.ID, b.Address, b.Weight, b.Health, b.LiveFlows, b.Flows, b.ConnectFails,
+				b.ID, b.Address, b.Weight, health, b.LiveFlows, b.Flows, b.ConnectFails,
 				bytesString(b.BytesIn), bytesString(b.BytesOut), rttString(b.RTT), last)
 		}
 		tw.Flush()

@@ -8,9 +8,12 @@ import (
 	"runtime/debug"
 )
 
-// Set at build time by the Makefile: -ldflags "-X main.version=... -X main.buildDate=...".
+// Set at build time by the Makefile: -ldflags "-X main.version=... -X
+// main.commit=... -X main.buildDate=..." (GOFLAGS may turn the toolchain's
+// own VCS stamp off).
 var (
 	version   = "dev"
+	commit    = ""
 	buildDate = ""
 )
 
@@ -27,14 +30,19 @@ type buildInfo struct {
 func readBuildInfo() buildInfo {
 	bi := buildInfo{Version: version, GoVersion: runtime.Version(), BuildDate: buildDate, Commit: "unknown"}
 	info, ok := debug.ReadBuildInfo()
-	if !ok {
+	if commit != "" {
+		bi.Commit = commit
+	}
+	if !ok || commit != "" && buildDate != "" {
 		return bi
 	}
 	modified := false
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			bi.Commit = s.Value
+			if commit == "" {
+				bi.Commit = s.Value
+			}
 		case "vcs.time":
 			if bi.BuildDate == "" {
 				bi.BuildDate = s.Value + " (commit time)"
@@ -43,7 +51,7 @@ func readBuildInfo() buildInfo {
 			modified = s.Value == "true"
 		}
 	}
-	if modified {
+	if modified && commit == "" {
 		bi.Commit += "+dirty"
 	}
 	if bi.BuildDate == "" {

@@ -31,9 +31,17 @@ func BudgetForFiles(nofile uint64) int {
 // Cap returns the number of connections allowed at once.
 func (b *ConnBudget) Cap() int { return cap(b.slots) }
 
-// acquire takes a slot, waiting while none is free; it returns false when
-// stop closes first.
-func (b *ConnBudget) acquire(stop <-chan struct{}) bool {
+// acquire takes a slot, waiting while none is free (after calling full);
+// it returns false when stop closes first.
+func (b *ConnBudget) acquire(stop <-chan struct{}, full func()) bool {
+	select {
+	case b.slots <- struct{}{}:
+		return true
+	default:
+	}
+	if full != nil {
+		full()
+	}
 	select {
 	case b.slots <- struct{}{}:
 		return true

@@ -17,10 +17,10 @@ type limiter struct {
 
 func (l *limiter) init() { l.wake = make(chan struct{}, 1) }
 
-// acquire takes a slot, waiting while the VIP is full. It returns false
-// once stop was called.
-func (l *limiter) acquire() bool {
-	for {
+// acquire takes a slot, waiting while the VIP is full (after calling
+// full, once). It returns false once stop was called.
+func (l *limiter) acquire(full func()) bool {
+	for waited := false; ; waited = true {
 		l.mu.Lock()
 		if l.stopped {
 			l.mu.Unlock()
@@ -32,6 +32,9 @@ func (l *limiter) acquire() bool {
 			return true
 		}
 		l.mu.Unlock()
+		if !waited && full != nil {
+			full()
+		}
 		<-l.wake
 	}
 }

@@ -59,6 +59,7 @@ type ServiceStats struct {
 	IdleClosed     atomic.Uint64
 	LocalErrors    atomic.Uint64 // backend sockets or pipes refused for lack of local resources
 	PipelessCopies atomic.Uint64 // chunks copied through user space: no pipe to be had
+	LimitWaits     atomic.Uint64 // times the accept loop waited at max_conns or the process budget
 }
 
 // TCPService proxies one TCP VIP.
@@ -84,6 +85,7 @@ type TCPService struct {
 
 	warnings  rateLog   // per-connection failures
 	acceptLog rateLog   // accept failures (every 5s)
+	limitLog  rateLog   // waits at a connection limit (every 5s)
 	copyBufs  sync.Pool // *[]byte for connections that cannot get a pipe
 
 	wg         sync.WaitGroup // connection goroutines
@@ -127,6 +129,7 @@ func NewTCPService(cfg TCPConfig) *TCPService {
 	s.limit.init()
 	s.copyBufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	s.acceptLog.every = 5 * time.Second
+	s.limitLog.every = 5 * time.Second
 	s.budget, s.self = cfg.Budget, cfg.Self
 	s.stop.ch = make(chan struct{})
 	s.listenKeepAlive = cfg.Settings.KeepAlive
@@ -174,10 +177,10 @@ func (s *TCPService) Serve() {
 	defer close(s.acceptDone)
 	var backoff time.Duration
 	for {
-		if !s.limit.acquire() {
+		if !s.limit.acquire(s.vipFull) {
 			return
 		}
-		if s.budget != nil && !s.budget.acquire(s.stop.ch) {
+		if s.budget != nil && !s.budget.acquire(s.stop.ch, s.processFull) {
 			s.limit.release()
 			return
 		}
@@ -199,6 +202,21 @@ func (s *TCPService) Serve() {
 		s.wg.Add(1)
 		go s.handle(c)
 	}
+}
+
+// vipFull is called when the accept loop waits at max_conns.
+func (s *TCPService) vipFull() {
+	s.Stats.LimitWaits.Add(1)
+	s.limitLog.warn(s.log, "connection limit reached: max_conns; new clients wait in the listen backlog",
+		zap.Stringer("listen", s.key), zap.Int("max_conns", s.settings.Load().MaxConns))
+}
+
+// processFull is called when the accept loop waits for the process-wide
+// connection budget (from the open-file limit).
+func (s *TCPService) processFull() {
+	s.Stats.LimitWaits.Add(1)
+	s.limitLog.warn(s.log, "connection limit reached: the process-wide budget from the open-file limit; new clients wait in the listen backlog",
+		zap.Stringer("listen", s.key), zap.Int("max_connections", s.budget.Cap()))
 }
 
 // copyBufSize is the user-space buffer a connection copies through while no
@@ -253,9 +271,7 @@ func (s *TCPService) handle(client *net.TCPConn) {
 	backend, target, err := s.connect(&flow, st)
 	if err != nil {
 		s.Stats.NoBackend.Add(1)
-		if ce := s.log.Check(zap.DebugLevel, "no backend for client"); ce != nil {
-			ce.Write(zap.Stringer("client", flow.Src), zap.Error(err))
-		}
+		s.rateLog("no usable backend for VIP: client reset", zap.Stringer("client", flow.Src), zap.Error(err))
 		_ = client.SetLinger(0)
 		_ = client.Close()
 		s.connDone()

@@ -32,7 +32,7 @@ const (
 // UDPSettings are a UDP VIP's tunables, swapped atomically on reload.
 type UDPSettings struct {
 	Name           string
-	SessionTimeout time.Duration // idle time after which a session ends; fixed when the service starts
+	SessionTimeout time.Duration // idle time after which a session ends; a change applies to every session from the next sweep
 	MaxSessions    int           // 0 = unlimited; past it new clients' datagrams are dropped and counted
 	Responses      int           // end a session after this many replies; 0 = never
 }
@@ -155,8 +155,17 @@ func (s *UDPService) enablePktinfo() error {
 // Key returns the VIP's listen address and protocol.
 func (s *UDPService) Key() l4.VIPKey { return s.key }
 
-// Update swaps in new settings (SessionTimeout keeps its starting value).
-func (s *UDPService) Update(st UDPSettings) { s.settings.Store(&st) }
+// Update swaps in new settings. A new SessionTimeout applies to every
+// session, established ones included, from the table's next sweep.
+func (s *UDPService) Update(st UDPSettings) error {
+	if old := s.settings.Load(); old == nil || old.SessionTimeout != st.SessionTimeout {
+		if err := s.table.SetIdle(0, st.SessionTimeout); err != nil {
+			return fmt.Errorf("session_timeout: %w", err)
+		}
+	}
+	s.settings.Store(&st)
+	return nil
+}
 
 // Sessions returns the number of live sessions.
 func (s *UDPService) Sessions() int64 { return s.sessions.Load() }
@@ -260,7 +269,7 @@ func (s *UDPService) newSession(key conntrack.Key, f l4.Flow) *udpSession {
 	b := s.snaps.Load().Pick(flow, nil)
 	if b == nil {
 		s.Stats.NoBackend.Add(1)
-		s.rateLog("no eligible backend: datagram dropped")
+		s.rateLog("no usable backend for VIP: datagram dropped")
 		return nil
 	}
 	sess, err := s.dialSession(key, flow, b)

@@ -320,3 +320,19 @@ func TestUDPServeAllocatesNothingPerDatagram(t *testing.T) {
 		t.Fatalf("%d allocations for %d datagrams", got, n)
 	}
 }
+
+// A reload's shorter session_timeout ends sessions that started before it.
+func TestUDPSessionTimeoutChangeApplies(t *testing.T) {
+	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: time.Hour}, udpEcho(t, "a"))
+	c := dialUDP(t, ts.addr)
+	if _, err := exchange(t, c, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if ts.Sessions() != 1 {
+		t.Fatalf("%d sessions", ts.Sessions())
+	}
+	if err := ts.Update(UDPSettings{SessionTimeout: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the established session to end at the new 1s timeout", func() bool { return ts.Sessions() == 0 })
+}

@@ -35,6 +35,7 @@ type udpSession struct {
 	readFn  func(fd uintptr) bool
 	replyFn func(fd uintptr) bool
 	sent    int
+	replied bool // the backend answered once: Observer.ConnectOK was told
 }
 
 func (s *UDPService) dialSession(key conntrack.Key, flow *l4.Flow, b *l4.Backend) (*udpSession, error) {
@@ -110,6 +111,10 @@ func (sess *udpSession) relayReplies() {
 			continue
 		}
 		sess.relay(n)
+		if !sess.replied && n > 0 && s.obs != nil {
+			sess.replied = true
+			s.obs.ConnectOK(sess.backend, 0) // a passive success: the backend lives
+		}
 		if limit := s.settings.Load().Responses; limit > 0 && sess.sent >= limit {
 			s.table.Delete(sess.key)
 			return

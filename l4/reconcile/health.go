@@ -84,12 +84,17 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 	if old == l4.HealthDown && h == l4.HealthUp {
 		b.upSince = time.Now()
 	}
+	v.setTrial(b, old == l4.HealthDown && h == l4.HealthUnknown)
 	b.b.SetEligible(b.eligible())
 	v.rebuildLocked()
 	vc := v.cfg()
 	v.mu.Unlock()
 
-	v.log.Info("backend health changed", zap.String("backend", string(id)), zap.Stringer("from", old), zap.Stringer("to", h), zap.String("reason", reason))
+	level := zap.InfoLevel
+	if h == l4.HealthDown {
+		level = zap.WarnLevel
+	}
+	v.log.Log(level, "backend health changed", zap.String("backend", string(id)), zap.Stringer("from", old), zap.Stringer("to", h), zap.String("reason", reason))
 	if h == l4.HealthDown && vc.Health.OnDown == "reset" && v.tcp != nil {
 		go func() {
 			n := v.tcp.ResetWhere(func(x *l4.Backend) bool { return x == b.b })
@@ -98,6 +103,19 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 	}
 	if h == l4.HealthUp && vc.Health.SlowStart > 0 {
 		v.startRamp()
+	}
+}
+
+// setTrial records whether b is on trial (v.mu held).
+func (v *vip) setTrial(b *backend, on bool) {
+	if b.trial == on {
+		return
+	}
+	b.trial = on
+	if on {
+		v.trials.Add(1)
+	} else {
+		v.trials.Add(-1)
 	}
 }
 
@@ -166,6 +184,7 @@ func (r *Runtime) healthStatus(v *vip, bs *BackendStatus) {
 		return
 	}
 	bs.Reason = st.Reason
+	bs.Trial = st.Trial
 	if !st.Since.IsZero() {
 		bs.Since = st.Since
 	}

@@ -34,7 +34,9 @@ type Runtime struct {
 	cfg      *config.Config
 	vips     map[l4.VIPKey]*vip
 	draining sync.WaitGroup // VIPs removed by a reload, still draining
-	closed   bool
+	// drainingVIPs are those VIPs, for status (guarded by mu).
+	drainingVIPs map[*vip]struct{}
+	closed       bool
 }
 
 // Options are a Runtime's process-wide settings.
@@ -61,7 +63,7 @@ func New(log *zap.Logger, opts Options) *Runtime {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip)}
+	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{}}
 	if opts.MaxConns > 0 {
 		r.budget = proxy.NewConnBudget(opts.MaxConns)
 	}
@@ -185,12 +187,16 @@ func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 	// brings the VIP back can bind its address at once.
 	v.stopAccepting()
 	r.draining.Add(1)
+	r.drainingVIPs[v] = struct{}{}
 	go func() {
 		defer r.draining.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), drain)
 		defer cancel()
 		reset := v.drain(ctx)
 		r.log.Info("vip drained", zap.String("vip", v.name()), zap.Int("reset", reset))
+		r.mu.Lock()
+		delete(r.drainingVIPs, v)
+		r.mu.Unlock()
 	}()
 }
 

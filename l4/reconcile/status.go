@@ -48,11 +48,15 @@ type TCPStatus struct {
 	IdleClosed     uint64 `json:"idle_closed"`
 	LocalErrors    uint64 `json:"local_errors"`    // sockets or pipes refused for lack of local resources
 	PipelessCopies uint64 `json:"pipeless_copies"` // chunks copied in user space for want of a pipe
+	LimitWaits     uint64 `json:"limit_waits"`     // times accepting paused at max_conns or the process budget
 }
 
 // VIPStatus describes one running VIP.
 type VIPStatus struct {
-	Name         string          `json:"name"`
+	Name string `json:"name"`
+	// Draining: a reload removed the VIP; it accepts nothing and is listed
+	// until its last connection ends or drain_timeout resets it.
+	Draining     bool            `json:"draining,omitempty"`
 	Listen       string          `json:"listen"`
 	Protocol     string          `json:"protocol"`
 	Algorithm    string          `json:"algorithm"`
@@ -83,15 +87,21 @@ type BackendStatus struct {
 	Weight  uint32 `json:"weight"`
 	// EffectiveWeight is the weight new flows see now: 0 when not eligible,
 	// below Weight while slow start ramps.
-	EffectiveWeight uint32        `json:"effective_weight"`
-	Health          string        `json:"health"`
-	Reason          string        `json:"reason,omitempty"`
-	LiveFlows       int64         `json:"live_flows"`
-	Flows           uint64        `json:"flows"`
-	ConnectFails    uint64        `json:"connect_fails"`
-	BytesIn         uint64        `json:"bytes_in"`
-	BytesOut        uint64        `json:"bytes_out"`
-	RTT             time.Duration `json:"rtt_ns"`
+	EffectiveWeight uint32 `json:"effective_weight"`
+	Health          string `json:"health"`
+	// Trial: health type none, a passive mark expired and the backend is
+	// eligible again ("unknown"); the next connect or reply decides.
+	Trial bool `json:"trial,omitempty"`
+	// Removed: a reload took the backend out of the config; it is listed
+	// (health "removed") until its last flow ends.
+	Removed      bool          `json:"removed,omitempty"`
+	Reason       string        `json:"reason,omitempty"`
+	LiveFlows    int64         `json:"live_flows"`
+	Flows        uint64        `json:"flows"`
+	ConnectFails uint64        `json:"connect_fails"`
+	BytesIn      uint64        `json:"bytes_in"`
+	BytesOut     uint64        `json:"bytes_out"`
+	RTT          time.Duration `json:"rtt_ns"`
 	// Underflows counts releases without a matching acquire: always 0
 	// unless there is a bug (logged when it happens).
 	Underflows uint64    `json:"underflows,omitempty"`
@@ -111,12 +121,28 @@ func (r *Runtime) Status() Status {
 	for _, v := range r.vips {
 		vs := v.status()
 		for i := range vs.Backends {
-			r.healthStatus(v, &vs.Backends[i])
+			if !vs.Backends[i].Removed {
+				r.healthStatus(v, &vs.Backends[i])
+			}
 		}
 		st.VIPs = append(st.VIPs, vs)
 	}
-	slices.SortFunc(st.VIPs, func(a, b VIPStatus) int { return cmp.Compare(a.Name, b.Name) })
+	for v := range r.drainingVIPs {
+		vs := v.status()
+		vs.Draining = true
+		st.VIPs = append(st.VIPs, vs)
+	}
+	slices.SortFunc(st.VIPs, func(a, b VIPStatus) int { // by name, a running VIP before a draining one
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(boolInt(a.Draining), boolInt(b.Draining)))
+	})
 	return st
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (v *vip) status() VIPStatus {
@@ -133,7 +159,7 @@ func (v *vip) status() VIPStatus {
 		st := &v.tcp.Stats
 		s.TCP = &TCPStatus{
 			AcceptErrors: st.AcceptErrors.Load(), IdleClosed: st.IdleClosed.Load(),
-			LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(),
+			LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(), LimitWaits: st.LimitWaits.Load(),
 		}
 	}
 	if v.udp != nil {
@@ -159,9 +185,29 @@ func (v *vip) status() VIPStatus {
 		bs.EffectiveWeight = effective[b.b]
 		s.Backends = append(s.Backends, bs)
 	}
+	s.Backends = append(s.Backends, v.retiredStatusLocked()...)
 	v.mu.Unlock()
 	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
 	return s
+}
+
+// retiredStatusLocked lists removed backends that still hold flows, and
+// forgets those whose last flow ended (v.mu held).
+func (v *vip) retiredStatusLocked() []BackendStatus {
+	var out []BackendStatus
+	keep := v.retired[:0]
+	for _, b := range v.retired {
+		if b.b.LiveFlows() == 0 {
+			continue
+		}
+		keep = append(keep, b)
+		bs := b.status()
+		bs.Health, bs.Removed = "removed", true
+		out = append(out, bs)
+	}
+	clear(v.retired[len(keep):])
+	v.retired = keep
+	return out
 }
 
 func (b *backend) status() BackendStatus {

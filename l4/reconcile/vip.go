@@ -31,9 +31,13 @@ type vip struct {
 	conf    atomic.Pointer[config.VIP]
 	ramping atomic.Bool // a slow-start goroutine runs
 	stopped atomic.Bool
+	trials  atomic.Int32 // backends on trial (see backend.trial): ConnectOK looks only when > 0
 
-	mu       sync.Mutex // guards backends and snapshot rebuilds
+	mu       sync.Mutex // guards backends, retired and snapshot rebuilds
 	backends map[l4.BackendID]*backend
+	// retired are backends a reload removed that still hold flows: status
+	// shows them until their last flow ends.
+	retired []*backend
 }
 
 // backend is a backend as the runtime tracks it.
@@ -42,6 +46,9 @@ type backend struct {
 	weight  uint32
 	health  l4.Health
 	upSince time.Time // when it last came back up (slow start ramps from here)
+	// trial: a passive mark expired (health type none); the next connect
+	// or reply the proxy sees decides, and ConnectOK reports it.
+	trial bool
 }
 
 // eligible reports whether new flows may go to b.
@@ -149,11 +156,9 @@ func (v *vip) apply(p *plan) {
 	if v.tcp != nil {
 		v.tcp.Update(settings(p.conf))
 	} else {
-		if old := v.cfg(); old.SessionTimeout != p.conf.SessionTimeout {
-			v.log.Warn("session_timeout changed but applies only after the VIP restarts (remove it and add it back, or restart)",
-				zap.Duration("running", old.SessionTimeout), zap.Duration("configured", p.conf.SessionTimeout))
+		if err := v.udp.Update(udpSettings(p.conf)); err != nil {
+			v.log.Error("udp settings not applied", zap.Error(err))
 		}
-		v.udp.Update(udpSettings(p.conf))
 	}
 	v.commit(p)
 }
@@ -170,7 +175,7 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 		old, ok := v.backends[id]
 		nb := &backend{weight: uint32(bc.Weight)}
 		if ok && old.b.Addr == bc.Address {
-			nb.b, nb.health, nb.upSince = old.b, old.health, old.upSince
+			nb.b, nb.health, nb.upSince, nb.trial = old.b, old.health, old.upSince, old.trial
 		} else {
 			nb.b = l4.NewBackend(id, bc.Address, &v.flows)
 		}
@@ -204,12 +209,22 @@ func (v *vip) commit(p *plan) {
 		nb, ok := p.backends[id]
 		if !ok || nb.b != old.b {
 			old.b.SetEligible(false) // removed: pinned flows move on their next packet
+			if old.b.LiveFlows() > 0 {
+				v.retired = append(v.retired, old)
+			}
 			continue
 		}
-		if nb.health != old.health {
-			nb.health, nb.upSince, stale = old.health, old.upSince, true
+		if nb.health != old.health || nb.trial != old.trial {
+			nb.health, nb.upSince, nb.trial, stale = old.health, old.upSince, old.trial, true
 		}
 	}
+	trials := int32(0)
+	for _, b := range p.backends {
+		if b.trial {
+			trials++
+		}
+	}
+	v.trials.Store(trials)
 	for _, b := range p.backends {
 		b.b.SetEligible(b.eligible())
 	}
@@ -247,6 +262,17 @@ func (v *vip) ConnectOK(b *l4.Backend, rtt time.Duration) {
 	if rtt > 0 {
 		b.ObserveRTT(rtt)
 	}
+	if v.trials.Load() > 0 && v.health != nil && v.onTrial(b) {
+		v.health.PassiveSuccess(v.target(b.ID), 0)
+	}
+}
+
+// onTrial reports whether b is on trial after an expired passive mark.
+func (v *vip) onTrial(b *l4.Backend) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	rb, ok := v.backends[b.ID]
+	return ok && rb.b == b && rb.trial
 }
 
 // ConnectFailed is a passive health mark: enough of them within

@@ -1,0 +1,130 @@
+// The daemon's JSON logs: one key per meaning, whatever the event.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+)
+
+// duplicateKeys returns the keys that appear more than once at the top
+// level of one JSON object (parsers keep only one of them).
+func duplicateKeys(line []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("not a JSON object: %q", line)
+	}
+	seen := map[string]bool{}
+	var dups []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key := tok.(string)
+		if seen[key] {
+			dups = append(dups, key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+	}
+	return dups, nil
+}
+
+func TestDuplicateKeysFinder(t *testing.T) {
+	dups, err := duplicateKeys([]byte(`{"vip":"a","x":{"vip":1},"vip":"b"}`))
+	if err != nil || len(dups) != 1 || dups[0] != "vip" {
+		t.Fatalf("%v %v", dups, err)
+	}
+}
+
+const logsConfig = `
+[global]
+admin_socket = "@ADMIN@"
+log_format = "json"
+log_level = "debug"
+
+[[vip]]
+name = "web"
+listen = "198.18.2.10:80"
+retries = 0
+  [vip.health]
+  interval = "200ms"
+  timeout = "100ms"
+  [[vip.backend]]
+  address = "198.18.1.11:7000"
+  [[vip.backend]]
+  address = "198.18.1.12:7000"
+
+[[vip]]
+name = "dns"
+listen = "198.18.2.10:53"
+protocol = "udp"
+  [[vip.backend]]
+  address = "198.18.1.12:5300"
+`
+
+// TestJSONLogsOneKeyPerField drives l4lb through events that log (start,
+// backends going down, clients with no backend, UDP datagrams with no
+// backend, a refused and an applied reload, shutdown) and checks every
+// line for a key written twice.
+func TestJSONLogsOneKeyPerField(t *testing.T) {
+	tp := testutil.NewTopology(t, 2)
+	namedEcho(t, tp, 0, 7000) // backend 1 is dead on both protocols
+	lb := startLB(t, tp, logsConfig)
+	lb.waitLog(t, `"msg":"backend health changed"`)
+	for range 3 { // one of two TCP clients reaches the dead backend (no retries)
+		if c, err := dialVIP(tp, 80); err == nil {
+			c.Close()
+		}
+	}
+	tp.Client.MustDo(t, func() error {
+		c, err := net.Dial("udp4", tp.VIP.String()+":53")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range 3 {
+			c.Write([]byte("q"))
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	})
+	lb.waitLog(t, `"msg":"no usable backend for VIP: `)
+	good := lb.currentConfig(t)
+	lb.writeConfig(t, "[[vip]]\nname = 1\n")
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload refused")
+	lb.writeConfig(t, good)
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload applied")
+	lb.signal(t, syscall.SIGTERM)
+	<-lb.exited
+
+	lines := strings.Split(strings.TrimSpace(lb.log.String()), "\n")
+	if len(lines) < 8 {
+		t.Fatalf("only %d log lines", len(lines))
+	}
+	for _, line := range lines {
+		dups, err := duplicateKeys([]byte(line))
+		if err != nil && !errors.Is(err, io.EOF) {
+			t.Errorf("log line is not JSON (%v): %s", err, line)
+			continue
+		}
+		if len(dups) > 0 {
+			t.Errorf("keys %v written twice: %s", dups, line)
+		}
+	}
+}
