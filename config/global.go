@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// MaxDrainTimeout is the largest drain_timeout (a service manager's stop
+// timeout must be longer).
+const MaxDrainTimeout = time.Hour
+
 // Built-in defaults of [global].
 const (
 	defaultAdminSocket = "/run/l4lb/admin.sock"
@@ -24,7 +28,7 @@ func buildGlobal(p *problems, g *rawGlobal) Global {
 		LogFormat:     l.oneOf("log_format", g.LogFormat, none, "console", "console", "json"),
 		AdminSocket:   l.str("admin_socket", g.AdminSocket, none, defaultAdminSocket),
 		MetricsListen: l.str("metrics_listen", g.MetricsListen, none, ""),
-		DrainTimeout:  l.duration("drain_timeout", g.DrainTimeout, none, 30*time.Second, span(0, time.Hour)),
+		DrainTimeout:  l.duration("drain_timeout", g.DrainTimeout, none, 30*time.Second, span(0, MaxDrainTimeout)),
 		PipeSize:      l.integer("pipe_size", g.PipeSize, opt[int64]{}, defaultPipeSize, span[int64](4096, 16<<20)),
 		MaxPipes:      l.integer("max_pipes", g.MaxPipes, opt[int64]{}, 0, span[int64](0, 1<<22)),
 	}

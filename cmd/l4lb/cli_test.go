@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/config"
 )
 
 // runCLI runs l4lb with args and returns its exit code and output.
@@ -121,4 +124,27 @@ func TestCheckPrintsWarnings(t *testing.T) {
 		!strings.Contains(errs, "no interface has 198.18.254.254") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
+}
+
+// The shipped systemd unit gives a drain the config allows the time it needs.
+func TestSystemdUnitOutwaitsTheLongestDrain(t *testing.T) {
+	data, err := os.ReadFile("../../scripts/l4lb.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		v, ok := strings.CutPrefix(line, "TimeoutStopSec=")
+		if !ok {
+			continue
+		}
+		d, err := time.ParseDuration(strings.Replace(v, "min", "m", 1))
+		if err != nil {
+			t.Fatalf("TimeoutStopSec=%s: %v", v, err)
+		}
+		if d <= config.MaxDrainTimeout {
+			t.Fatalf("TimeoutStopSec %v is not longer than the largest drain_timeout %v", d, config.MaxDrainTimeout)
+		}
+		return
+	}
+	t.Fatal("the unit sets no TimeoutStopSec")
 }
