@@ -162,3 +162,30 @@ func allWeightsZero(bs []Backend) bool {
 	}
 	return true
 }
+
+// CheckReload reports what would make a reload from running to next fail:
+// a reload opens new listeners before it closes the ones it removes, so a
+// new wildcard VIP cannot replace a specific one on its port (or the other
+// way round) in one step.
+func CheckReload(running, next *Config) []Problem {
+	p := newProblems(next.Path, next.lines)
+	kept := map[string]bool{}
+	for i := range next.VIPs {
+		kept[next.VIPs[i].Protocol+"/"+next.VIPs[i].Listen.String()] = true
+	}
+	for i := range next.VIPs {
+		v := &next.VIPs[i]
+		for j := range running.VIPs {
+			old := &running.VIPs[j]
+			if kept[old.Protocol+"/"+old.Listen.String()] || !binds(v) || !binds(old) || v.Protocol != old.Protocol || !bindsClash(v.Listen, old.Listen) {
+				continue
+			}
+			p.add(v.Name, listenKey(i), "%s/%s clashes with %s/%s of the running l4lb, which this file removes: a reload binds new listeners before it closes old ones; remove vip %q in one reload, then add this one",
+				v.Protocol, v.Listen, old.Protocol, old.Listen, old.Name)
+		}
+	}
+	if e := p.err(); e != nil {
+		return e.(*Error).Problems
+	}
+	return nil
+}

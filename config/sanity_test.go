@@ -227,3 +227,15 @@ type osHost struct{}
 
 func (osHost) LocalAddrs() ([]netip.Addr, error)      { return nil, nil }
 func (osHost) Lstat(path string) (fs.FileInfo, error) { return os.Lstat(path) }
+
+func TestCheckReload(t *testing.T) {
+	running := mustParse(t, vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"))
+	moved := mustParse(t, vipTable("b", "tcp", "0.0.0.0:80", "198.18.1.1:80"))
+	if ps := config.CheckReload(running, moved); len(ps) != 1 || !strings.Contains(ps[0].Msg, `remove vip "a" in one reload`) || ps[0].Line == 0 {
+		t.Fatalf("moving to a wildcard in one reload: %v", ps)
+	}
+	kept := mustParse(t, vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80")+vipTable("c", "udp", "0.0.0.0:80", "198.18.1.1:80"))
+	if ps := config.CheckReload(running, kept); len(ps) != 0 {
+		t.Fatalf("a udp wildcard beside a kept tcp VIP: %v", ps)
+	}
+}

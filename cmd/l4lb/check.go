@@ -23,33 +23,38 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	warnings = append(warnings, runningDiff(cfg)...)
+	problems, restart := runningDiff(cfg)
+	warnings = append(warnings, restart...)
 	for _, w := range warnings {
 		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(stderr, &config.Error{Problems: problems})
+		return 1
 	}
 	fmt.Fprintf(stdout, "%s: ok, %d VIPs, %d warnings\n", path, len(cfg.VIPs), len(warnings))
 	return 0
 }
 
 // runningDiff compares cfg with the config of an l4lb running on cfg's
-// admin socket and warns about settings a reload cannot change. No
-// running l4lb (or no socket) means nothing to compare.
-func runningDiff(cfg *config.Config) []config.Problem {
+// admin socket: problems would make a reload to cfg fail, warnings are
+// settings a reload cannot change. No running l4lb (or no socket) means
+// nothing to compare.
+func runningDiff(cfg *config.Config) (problems, warnings []config.Problem) {
 	if cfg.Global.AdminSocket == "" {
-		return nil
+		return nil, nil
 	}
 	body, err := adminGet(cfg.Global.AdminSocket, "/config")
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	running, err := config.Parse("running config", body)
 	if err != nil {
-		return []config.Problem{{File: cfg.Path, Msg: fmt.Sprintf("cannot read the running l4lb's config to compare: %v", err)}}
+		return nil, []config.Problem{{File: cfg.Path, Msg: fmt.Sprintf("cannot read the running l4lb's config to compare: %v", err)}}
 	}
-	var out []config.Problem
 	for _, key := range restartOnly(running, cfg) {
-		out = append(out, config.Problem{File: cfg.Path, Key: key,
+		warnings = append(warnings, config.Problem{File: cfg.Path, Key: key,
 			Msg: "differs from the running l4lb's; a reload keeps the running value, a restart applies it"})
 	}
-	return out
+	return config.CheckReload(running, cfg), warnings
 }

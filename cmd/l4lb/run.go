@@ -137,7 +137,7 @@ func (d *daemon) tellManager(err error) {
 
 // reload applies the file again; a bad file leaves the running config.
 func (d *daemon) reload(running *config.Config) *config.Config {
-	cfg, err := d.applyFile()
+	cfg, err := d.applyFile(running)
 	d.noteReload(err)
 	if err != nil {
 		return running
@@ -161,8 +161,13 @@ func (d *daemon) logWarnings(warnings []config.Problem) {
 
 // restartOnly lists the keys whose change a reload does not apply.
 // applyFile loads the file and applies it, logging why when it cannot.
-func (d *daemon) applyFile() (*config.Config, error) {
+func (d *daemon) applyFile(running *config.Config) (*config.Config, error) {
 	cfg, warnings, err := loadChecked(d.path)
+	if err == nil {
+		if problems := config.CheckReload(running, cfg); len(problems) > 0 {
+			err = &config.Error{Problems: problems}
+		}
+	}
 	if err != nil {
 		d.log.Error("reload refused: config invalid, running config kept", zap.Error(err))
 		return nil, err
