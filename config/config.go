@@ -13,6 +13,8 @@ package config
 import (
 	"net/netip"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // Config is a whole validated file.
@@ -72,12 +74,12 @@ type Global struct {
 type VIP struct {
 	Name     string         // 1..64 of [a-zA-Z0-9_.-], unique
 	Listen   netip.AddrPort // IPv4-mapped IPv6 is stored as IPv4; port != 0
-	Protocol string         // tcp | udp; default tcp
-	Mode     string         // proxy | xdp; default proxy
+	Protocol l4.Protocol    // tcp | udp; default tcp
+	Mode     l4.Mode        // proxy | xdp; default proxy
 
 	// Balancing.
-	Algorithm         string        // round_robin | least_conn | p2c | least_time | source_hash | maglev | random; default round_robin (proxy), maglev (xdp, the only one it supports)
-	HashKey           string        // src_ip | src_ip_port | 5tuple; default src_ip (proxy), 5tuple (xdp)
+	Algorithm         l4.Algorithm  // round_robin | least_conn | p2c | least_time | source_hash | maglev | random; default round_robin (proxy), maglev (xdp, the only one it supports)
+	HashKey           l4.HashKey    // src_ip | src_ip_port | 5tuple; default src_ip (proxy), 5tuple (xdp)
 	HashBalanceFactor int           // percent, 0 = off, else 100..1000; default 0; proxy mode only
 	MaglevTableSize   int           // prime in 1009..1000003 and >= 100 x backends; default 65537
 	LeastTimeDefault  time.Duration // RTT assumed before the first sample; default 1ms; 1us..10s
@@ -111,7 +113,7 @@ type VIP struct {
 	UDPResponses   int           // close a session after this many replies; 0 = unlimited (default), up to 65535; proxy mode only
 
 	// XDP.
-	Forward string // ipip | l2 (xdp mode only); default ipip
+	Forward l4.Forward // ipip | l2 (xdp mode only); default ipip
 
 	Health   Health
 	Backends []Backend
@@ -126,7 +128,7 @@ type VIP struct {
 // other types. Send and its hex form are one setting, as are the three
 // expect keys: a VIP that sets one replaces all of them from [defaults].
 type Health struct {
-	Type     string        // none | tcp | send_expect | postgres | mysql | redis | http; default tcp (udp VIPs: none)
+	Type     l4.CheckType  // none | tcp | send_expect | postgres | mysql | redis | http; default tcp (udp VIPs: none)
 	Interval time.Duration // default 2s; 100ms..1h
 	Timeout  time.Duration // default 1s; 1ms..1h and <= interval
 	Rise     int           // default 2; 1..100
@@ -172,6 +174,9 @@ type Backend struct {
 	// header or inline table); 0 if unknown.
 	Line int
 }
+
+// Key is what identifies the VIP to the kernel: its listen address and protocol.
+func (v *VIP) Key() l4.VIPKey { return l4.VIPKey{Addr: v.Listen, Proto: v.Protocol} }
 
 // ID returns the backend's stable identity: its name or its address.
 func (b Backend) ID() string {

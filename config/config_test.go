@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
 )
 
 func mustParse(t *testing.T, src string) *config.Config {
@@ -36,7 +37,7 @@ func TestExampleLoads(t *testing.T) {
 	}
 	for name, check := range want {
 		v := c.VIP(name)
-		if v == nil || v.Health.Type != check || len(v.Backends) == 0 || v.Line == 0 {
+		if v == nil || v.Health.Type.String() != check || len(v.Backends) == 0 || v.Line == 0 {
 			t.Errorf("VIP(%q) = %+v", name, v)
 		}
 	}
@@ -47,7 +48,7 @@ func TestExampleLoads(t *testing.T) {
 	if !ws.Health.WebSocket || ws.Health.Status != 101 || ws.ProxyProtocol != "v2" {
 		t.Errorf("websocket VIP: %+v", ws)
 	}
-	if dns := c.VIP("dns"); dns.UDPResponses != 1 || dns.Protocol != "udp" || dns.ProxyProtocol != "off" {
+	if dns := c.VIP("dns"); dns.UDPResponses != 1 || dns.Protocol != l4.UDP || dns.ProxyProtocol != "off" {
 		t.Errorf("dns VIP: %+v", dns)
 	}
 }
@@ -66,7 +67,7 @@ func TestExampleXDPBlock(t *testing.T) {
 	}
 	c := mustParse(t, src[:i]+b.String())
 	v := c.VIP("dns-xdp")
-	if c.XDP == nil || c.XDP.Interface != "eth0" || v == nil || v.Algorithm != "maglev" || v.HashKey != "5tuple" {
+	if c.XDP == nil || c.XDP.Interface != "eth0" || v == nil || v.Algorithm != l4.Maglev || v.HashKey != l4.HashFiveTuple {
 		t.Errorf("XDP = %+v, VIP = %+v", c.XDP, v)
 	}
 }
@@ -204,7 +205,7 @@ protocol = "udp"
 	if b.Health.Interval != 3*time.Second || b.Health.Rise != 5 || b.Health.Fall != 3 || b.Health.Path != "/healthz" || b.Health.Status != 200 {
 		t.Errorf("builtin VIP health: %+v", b.Health)
 	}
-	if b.Algorithm != "round_robin" || b.HashKey != "src_ip" || b.MaglevTableSize != 65537 {
+	if b.Algorithm != l4.RoundRobin || b.HashKey != l4.HashSrcIP || b.MaglevTableSize != 65537 {
 		t.Errorf("builtin VIP balancing: %+v", b)
 	}
 	// [defaults] < VIP; send_hex replaces the default send
@@ -234,7 +235,7 @@ mode = "xdp"
   address = "198.18.1.1:53"
 `)
 	v := c.VIPs[0]
-	if v.Algorithm != "maglev" || v.HashKey != "5tuple" || v.Forward != "ipip" || v.Protocol != "tcp" {
+	if v.Algorithm != l4.Maglev || v.HashKey != l4.HashFiveTuple || v.Forward != l4.ForwardIPIP || v.Protocol != l4.TCP {
 		t.Errorf("xdp VIP: %+v", v)
 	}
 	if c.Global.AdminSocket != "" || c.XDP.Attach != "driver" || c.Global.PipeSize != 1<<20 {
@@ -290,10 +291,10 @@ protocol = "udp"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.VIP("t").Health.Type; got != "tcp" {
+	if got := cfg.VIP("t").Health.Type; got != l4.CheckTCP {
 		t.Errorf("tcp VIP health type %q, want tcp", got)
 	}
-	if got := cfg.VIP("u").Health.Type; got != "none" {
+	if got := cfg.VIP("u").Health.Type; got != l4.CheckNone {
 		t.Errorf("udp VIP health type %q, want none", got)
 	}
 }

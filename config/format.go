@@ -129,7 +129,7 @@ func formatHealth(w *tomlWriter, h *Health, opts FormatOptions) {
 	applies := func(key string) bool {
 		for _, s := range healthScopes {
 			if s.key == key {
-				return slices.Contains(s.types, fmt.Sprint(h.Type))
+				return slices.Contains(s.types, h.Type)
 			}
 		}
 		return false

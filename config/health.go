@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // maxPayload bounds send, expect and expect_regex, in bytes.
@@ -15,14 +17,13 @@ const maxPayload = 4096
 // buildHealth resolves and checks one VIP's health table. The built-in
 // check type is tcp for TCP VIPs and none (passive marks from ICMP errors
 // only) for UDP VIPs: a UDP service need not listen on TCP.
-func buildHealth(l *layer, o, d *rawHealth, protocol string) Health {
-	defType := "tcp"
-	if protocol == protoUDP {
-		defType = "none"
+func buildHealth(l *layer, o, d *rawHealth, protocol l4.Protocol) Health {
+	defType := l4.CheckTCP
+	if protocol == l4.UDP {
+		defType = l4.CheckNone
 	}
 	h := Health{
-		Type: l.oneOf("type", o.Type, d.Type, defType,
-			"none", "tcp", "send_expect", "postgres", "mysql", "redis", "http"),
+		Type:        enum(l, "type", o.Type, d.Type, defType, l4.ParseCheckType, l4.CheckTypeNames()),
 		Interval:    l.duration("interval", o.Interval, d.Interval, 2*time.Second, span(100*time.Millisecond, time.Hour)),
 		Timeout:     l.duration("timeout", o.Timeout, d.Timeout, time.Second, span(time.Millisecond, time.Hour)),
 		Rise:        l.integer("rise", o.Rise, d.Rise, 2, span[int64](1, 100)),
@@ -40,7 +41,7 @@ func buildHealth(l *layer, o, d *rawHealth, protocol string) Health {
 		}
 		l.problem(key, "timeout %s must not exceed interval %s", fmtDuration(h.Timeout), fmtDuration(h.Interval))
 	}
-	if protocol == protoUDP && (h.Type == "postgres" || h.Type == "mysql" || h.Type == "redis") {
+	if protocol == l4.UDP && h.Type.Database() {
 		l.problem("type", "%s is a TCP service: a udp VIP cannot front it (use none, tcp, http or send_expect with port)", h.Type)
 	}
 	healthPayload(l, o, d, &h)
@@ -77,7 +78,7 @@ func healthPayload(l *layer, o, d *rawHealth, h *Health) {
 		l.problem("expect_regex", "%v", err)
 		h.ExpectRegex = ""
 	}
-	if h.Type == "send_expect" && !l.has("send") && !l.has("send_hex") && len(h.Expect) == 0 && h.ExpectRegex == "" {
+	if h.Type == l4.CheckSendExpect && !l.has("send") && !l.has("send_hex") && len(h.Expect) == 0 && h.ExpectRegex == "" {
 		l.problem("type", "send_expect needs send or send_hex, or expect, expect_hex or expect_regex")
 	}
 }
@@ -153,7 +154,7 @@ func healthDB(l *layer, o, d *rawHealth, h *Health) {
 	l.noNUL("password", h.Password)
 	l.noNUL("database", h.Database)
 	h.Role = l.oneOf("role", o.Role, d.Role, "any", "any", "primary", "replica")
-	if h.Role != "any" && h.User == "" && (h.Type == "postgres" || h.Type == "mysql") {
+	if h.Role != "any" && h.User == "" && (h.Type == l4.CheckPostgres || h.Type == l4.CheckMySQL) {
 		l.problem("role", "role %s needs a user to log in and ask the server", h.Role)
 	}
 }
@@ -168,21 +169,30 @@ func (l *layer) noNUL(key, v string) {
 // healthScopes lists the keys that apply only to some check types.
 var healthScopes = []struct {
 	key   string
-	types []string
+	types []l4.CheckType
 }{
-	{"send", []string{"send_expect"}},
-	{"send_hex", []string{"send_expect"}},
-	{"expect", []string{"send_expect"}},
-	{"expect_hex", []string{"send_expect"}},
-	{"expect_regex", []string{"send_expect"}},
-	{"path", []string{"http"}},
-	{"host", []string{"http"}},
-	{"status", []string{"http"}},
-	{"websocket", []string{"http"}},
-	{"user", []string{"postgres", "mysql", "redis"}},
-	{"password", []string{"postgres", "mysql", "redis"}},
-	{"database", []string{"postgres", "mysql"}},
-	{"role", []string{"postgres", "mysql"}},
+	{"send", []l4.CheckType{l4.CheckSendExpect}},
+	{"send_hex", []l4.CheckType{l4.CheckSendExpect}},
+	{"expect", []l4.CheckType{l4.CheckSendExpect}},
+	{"expect_hex", []l4.CheckType{l4.CheckSendExpect}},
+	{"expect_regex", []l4.CheckType{l4.CheckSendExpect}},
+	{"path", []l4.CheckType{l4.CheckHTTP}},
+	{"host", []l4.CheckType{l4.CheckHTTP}},
+	{"status", []l4.CheckType{l4.CheckHTTP}},
+	{"websocket", []l4.CheckType{l4.CheckHTTP}},
+	{"user", []l4.CheckType{l4.CheckPostgres, l4.CheckMySQL, l4.CheckRedis}},
+	{"password", []l4.CheckType{l4.CheckPostgres, l4.CheckMySQL, l4.CheckRedis}},
+	{"database", []l4.CheckType{l4.CheckPostgres, l4.CheckMySQL}},
+	{"role", []l4.CheckType{l4.CheckPostgres, l4.CheckMySQL}},
+}
+
+// typeNames joins the names of check types.
+func typeNames(ts []l4.CheckType) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.String()
+	}
+	return strings.Join(names, " or ")
 }
 
 // checkHealthScopes reports keys the VIP sets for a check type they do not
@@ -191,19 +201,19 @@ var healthScopes = []struct {
 func checkHealthScopes(l *layer, h *Health) {
 	for _, s := range healthScopes {
 		if l.ownSet(s.key) && !slices.Contains(s.types, h.Type) {
-			l.problem(s.key, "applies only to health type %s, not %s", strings.Join(s.types, " or "), h.Type)
+			l.problem(s.key, "applies only to health type %s, not %s", typeNames(s.types), h.Type)
 		}
 	}
-	if h.Type != "send_expect" {
+	if h.Type != l4.CheckSendExpect {
 		h.Send, h.Expect, h.ExpectRegex = nil, nil, ""
 	}
-	if h.Type != "http" {
+	if h.Type != l4.CheckHTTP {
 		h.Path, h.Host, h.Status, h.WebSocket = "", "", 0, false
 	}
-	if h.Type != "postgres" && h.Type != "mysql" && h.Type != "redis" {
+	if !h.Type.Database() {
 		h.User, h.Password = "", ""
 	}
-	if h.Type != "postgres" && h.Type != "mysql" {
+	if h.Type != l4.CheckPostgres && h.Type != l4.CheckMySQL {
 		h.Database, h.Role = "", ""
 	}
 }

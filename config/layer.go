@@ -117,6 +117,21 @@ func (l *layer) oneOf(key string, own, def opt[string], builtin string, allowed 
 	return s
 }
 
+// enum resolves a string naming one of an enum's values (parse maps a
+// name to its value, names lists them all).
+func enum[T any](l *layer, key string, own, def opt[string], builtin T, parse func(string) (T, error), names []string) T {
+	s := l.str(key, own, def, "")
+	if !l.has(key) || l.failed[key] {
+		return builtin
+	}
+	v, err := parse(s)
+	if err != nil {
+		l.problem(key, "%q is not one of %s", s, strings.Join(names, ", "))
+		return builtin
+	}
+	return v
+}
+
 // integer resolves an integer within r.
 func (l *layer) integer(key string, own, def opt[int64], builtin int, r bounds[int64]) int {
 	n := value(l, key, own, def, int64(builtin), "an integer")

@@ -72,7 +72,7 @@ func checkUnique(p *problems, vips []VIP) {
 		if !v.Listen.IsValid() {
 			continue
 		}
-		key := v.Protocol + "/" + v.Listen.String()
+		key := v.Key().String()
 		if j, dup := listens[key]; dup {
 			p.add(v.Name, fmt.Sprintf("vip[%d].listen", i), "%s is already served by vip %q (line %s)", key, vips[j].Name, lineString(vips[j].Line))
 		} else {

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // listenKey is the path of vip[i].listen.
 func listenKey(i int) string { return fmt.Sprintf("vip[%d].listen", i) }
 
 // binds reports whether the VIP binds a socket (xdp VIPs do not).
-func binds(v *VIP) bool { return v.Mode == modeProxy && v.Listen.IsValid() }
+func binds(v *VIP) bool { return v.Mode == l4.ModeProxy && v.Listen.IsValid() }
 
 // bindsClash reports whether two sockets of one protocol cannot both bind:
 // the same port and family, and one is the family's wildcard (identical
@@ -39,7 +41,7 @@ func checkBindConflicts(p *problems, c *Config) {
 					a.Protocol, a.Listen, b.Name, b.Protocol, b.Listen, lineString(b.Line))
 			}
 		}
-		if a.Protocol == protoTCP && metricsClash(c.Global.MetricsListen, a.Listen) {
+		if a.Protocol == l4.TCP && metricsClash(c.Global.MetricsListen, a.Listen) {
 			p.add(a.Name, listenKey(i), "%s is also metrics_listen %s", a.Listen, c.Global.MetricsListen)
 		}
 	}
@@ -72,7 +74,7 @@ func metricsClash(metrics string, vip netip.AddrPort) bool {
 // on VIP v's listener without leaving the host: b is v's address, or v
 // listens on its family's wildcard and b is a loopback address. (Other
 // local addresses are this host's business: see CheckHost.)
-func reaches(b netip.AddrPort, proto string, v *VIP) bool {
+func reaches(b netip.AddrPort, proto l4.Protocol, v *VIP) bool {
 	if !binds(v) || v.Protocol != proto || b.Port() != v.Listen.Port() {
 		return false
 	}
@@ -147,7 +149,7 @@ func warnSurprises(p *problems, vips []VIP) {
 		if len(v.Backends) > 0 && allWeightsZero(v.Backends) {
 			p.warnAt(p.lines.line(fmt.Sprintf("vip[%d].backend[0]", i)), v.Name, fmt.Sprintf("vip[%d].backend", i), "every backend has weight 0: no backend takes new flows, so every new client is refused")
 		}
-		if v.Protocol == protoUDP && v.Health.Port == 0 && (v.Health.Type == "http" || v.Health.Type == "send_expect") {
+		if v.Protocol == l4.UDP && v.Health.Port == 0 && (v.Health.Type == l4.CheckHTTP || v.Health.Type == l4.CheckSendExpect) {
 			p.warn(v.Name, fmt.Sprintf("vip[%d].health.type", i), "%s probes TCP port %d of each backend of this udp VIP: set health.port if the check listens elsewhere",
 				v.Health.Type, v.Listen.Port())
 		}
@@ -169,15 +171,15 @@ func allWeightsZero(bs []Backend) bool {
 // way round) in one step.
 func CheckReload(running, next *Config) []Problem {
 	p := newProblems(next.Path, next.lines)
-	kept := map[string]bool{}
+	kept := map[l4.VIPKey]bool{}
 	for i := range next.VIPs {
-		kept[next.VIPs[i].Protocol+"/"+next.VIPs[i].Listen.String()] = true
+		kept[next.VIPs[i].Key()] = true
 	}
 	for i := range next.VIPs {
 		v := &next.VIPs[i]
 		for j := range running.VIPs {
 			old := &running.VIPs[j]
-			if kept[old.Protocol+"/"+old.Listen.String()] || !binds(v) || !binds(old) || v.Protocol != old.Protocol || !bindsClash(v.Listen, old.Listen) {
+			if kept[old.Key()] || !binds(v) || !binds(old) || v.Protocol != old.Protocol || !bindsClash(v.Listen, old.Listen) {
 				continue
 			}
 			p.add(v.Name, listenKey(i), "%s/%s clashes with %s/%s of the running l4lb, which this file removes: a reload binds new listeners before it closes old ones; remove vip %q in one reload, then add this one",

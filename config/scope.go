@@ -1,7 +1,11 @@
 // Checks that span several keys of a VIP: which keys apply, Maglev, XDP.
 package config
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/l4lb/l4lb/l4"
+)
 
 // vipScope says which VIPs a key applies to.
 type vipScope struct {
@@ -15,8 +19,8 @@ type vipScope struct {
 // is ignored there, so one [defaults] table can serve tcp and udp VIPs.
 var vipScopes = []vipScope{
 	{"hash_key", isHashing, "applies only to algorithm source_hash or maglev"},
-	{"hash_balance_factor", func(v *VIP) bool { return isHashing(v) && v.Mode == modeProxy }, "applies only to algorithm source_hash or maglev in proxy mode"},
-	{"maglev_table_size", func(v *VIP) bool { return v.Algorithm == "maglev" }, "applies only to algorithm maglev"},
+	{"hash_balance_factor", func(v *VIP) bool { return isHashing(v) && v.Mode == l4.ModeProxy }, "applies only to algorithm source_hash or maglev in proxy mode"},
+	{"maglev_table_size", func(v *VIP) bool { return v.Algorithm == l4.Maglev }, "applies only to algorithm maglev"},
 	{"least_time_default", isLeastTime, "applies only to algorithm least_time"},
 	{"least_time_bias", isLeastTime, "applies only to algorithm least_time"},
 	{"least_time_alpha", isLeastTime, "applies only to algorithm least_time"},
@@ -28,16 +32,16 @@ var vipScopes = []vipScope{
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
 	{"max_conns", isTCPProxy, "applies only to tcp VIPs in proxy mode (udp VIPs: max_sessions)"},
-	{"session_timeout", func(v *VIP) bool { return v.Protocol == protoUDP }, "applies only to udp VIPs"},
-	{"max_sessions", func(v *VIP) bool { return v.Protocol == protoUDP }, "applies only to udp VIPs"},
-	{"udp_responses", func(v *VIP) bool { return v.Protocol == protoUDP && v.Mode == modeProxy }, "applies only to udp VIPs in proxy mode (in xdp mode replies bypass l4lb)"},
-	{"forward", func(v *VIP) bool { return v.Mode == modeXDP }, "applies only to mode xdp"},
-	{"freebind", func(v *VIP) bool { return v.Mode == modeProxy }, "applies only to mode proxy (an xdp VIP binds no socket)"},
+	{"session_timeout", func(v *VIP) bool { return v.Protocol == l4.UDP }, "applies only to udp VIPs"},
+	{"max_sessions", func(v *VIP) bool { return v.Protocol == l4.UDP }, "applies only to udp VIPs"},
+	{"udp_responses", func(v *VIP) bool { return v.Protocol == l4.UDP && v.Mode == l4.ModeProxy }, "applies only to udp VIPs in proxy mode (in xdp mode replies bypass l4lb)"},
+	{"forward", func(v *VIP) bool { return v.Mode == l4.ModeXDP }, "applies only to mode xdp"},
+	{"freebind", func(v *VIP) bool { return v.Mode == l4.ModeProxy }, "applies only to mode proxy (an xdp VIP binds no socket)"},
 }
 
-func isHashing(v *VIP) bool   { return v.Algorithm == "source_hash" || v.Algorithm == "maglev" }
-func isLeastTime(v *VIP) bool { return v.Algorithm == "least_time" }
-func isTCPProxy(v *VIP) bool  { return v.Protocol == protoTCP && v.Mode == modeProxy }
+func isHashing(v *VIP) bool   { return v.Algorithm.Hashing() }
+func isLeastTime(v *VIP) bool { return v.Algorithm == l4.LeastTime }
+func isTCPProxy(v *VIP) bool  { return v.Protocol == l4.TCP && v.Mode == l4.ModeProxy }
 
 // checkScopes reports keys the VIP sets where they do not apply, and gives
 // every key that does not apply its built-in value, so that a Config holds
@@ -60,9 +64,9 @@ func checkScopes(l *layer, v *VIP) {
 }
 
 // builtinVIP is a VIP of the given mode with every built-in default.
-func builtinVIP(mode string) VIP {
+func builtinVIP(mode l4.Mode) VIP {
 	var none rawTuning
-	raw := rawTuning{Mode: opt[string]{val: mode, set: true}}
+	raw := rawTuning{Mode: opt[string]{val: mode.String(), set: true}}
 	l := newLayer(newProblems("", nil), "", "builtin", "")
 	var v VIP
 	vipBalancing(l, &raw, &none, &v)
@@ -119,7 +123,7 @@ func resetKey(key string, v, def *VIP) {
 // checkMaglev asks for a table of at least 100 slots per backend: below
 // that Maglev's shares drift more than about 1% from the weights.
 func checkMaglev(l *layer, v *VIP) {
-	if v.Algorithm != "maglev" || v.MaglevTableSize >= 100*len(v.Backends) {
+	if v.Algorithm != l4.Maglev || v.MaglevTableSize >= 100*len(v.Backends) {
 		return
 	}
 	l.problem("maglev_table_size", "%d is too small for %d backends (use a prime >= %d)",
@@ -133,7 +137,7 @@ func checkXDPVIP(l *layer, v *VIP, hasXDP bool) {
 	if !hasXDP {
 		l.problem("mode", "mode xdp needs an [xdp] table with an interface")
 	}
-	if v.Algorithm != "maglev" {
+	if v.Algorithm != l4.Maglev {
 		l.problem("algorithm", "mode xdp balances with maglev only, not %s", v.Algorithm)
 	}
 	if v.Listen.IsValid() && v.Listen.Addr().IsUnspecified() {

@@ -224,7 +224,7 @@ func TestBackendProblems(t *testing.T) {
 func TestHealthProblems(t *testing.T) {
 	h := func(kv string) string { return oneVIP("  [vip.health]\n" + kv + " " + marker) }
 	for _, c := range []problemCase{
-		{"type", h(`type = "icmp"`), "vip[0].health.type", "pg", "not one of none, tcp"},
+		{"type", h(`type = "icmp"`), "vip[0].health.type", "pg", "not one of tcp, none, send_expect"},
 		{"interval", h(`interval = "50ms"`), "vip[0].health.interval", "pg", "out of range 100ms..1h"},
 		{"timeout > interval", h("interval = \"5s\"\ntimeout = \"6s\""), "vip[0].health.timeout", "pg", "timeout 6s must not exceed interval 5s"},
 		{"built-in timeout > interval", h(`interval = "500ms"`), "vip[0].health.interval", "pg", "timeout 1s must not exceed interval 500ms"},

@@ -5,14 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
-)
 
-// Modes and protocols.
-const (
-	modeProxy = "proxy"
-	modeXDP   = "xdp"
-	protoTCP  = "tcp"
-	protoUDP  = "udp"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // buildVIP resolves and checks vip[i]. hasXDP says whether the file has an
@@ -28,7 +22,7 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	v.Backends = buildBackends(l, rv.Backends)
 	checkScopes(l, &v)
 	checkMaglev(l, &v)
-	if v.Mode == modeXDP {
+	if v.Mode == l4.ModeXDP {
 		checkXDPVIP(l, &v, hasXDP)
 	}
 	return v
@@ -44,7 +38,7 @@ func vipIdentity(l *layer, rv *rawVIP, v *VIP) {
 	case l.ok("name") && !validName(v.Name):
 		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", v.Name)
 	}
-	v.Protocol = l.oneOf("protocol", rv.Protocol, none, protoTCP, protoTCP, protoUDP)
+	v.Protocol = enum(l, "protocol", rv.Protocol, none, l4.TCP, l4.ParseProtocol, []string{"tcp", "udp"})
 	v.Listen = l.addrPort("listen", rv.Listen)
 }
 
@@ -66,14 +60,13 @@ func (l *layer) addrPort(key string, own opt[string]) netip.AddrPort {
 
 // vipBalancing resolves mode and the balancing keys.
 func vipBalancing(l *layer, o, d *rawTuning, v *VIP) {
-	v.Mode = l.oneOf("mode", o.Mode, d.Mode, modeProxy, modeProxy, modeXDP)
-	algorithm, hashKey := "round_robin", "src_ip"
-	if v.Mode == modeXDP {
-		algorithm, hashKey = "maglev", "5tuple"
+	v.Mode = enum(l, "mode", o.Mode, d.Mode, l4.ModeProxy, l4.ParseMode, l4.ModeNames())
+	algorithm, hashKey := l4.RoundRobin, l4.HashSrcIP
+	if v.Mode == l4.ModeXDP {
+		algorithm, hashKey = l4.Maglev, l4.HashFiveTuple
 	}
-	v.Algorithm = l.oneOf("algorithm", o.Algorithm, d.Algorithm, algorithm,
-		"round_robin", "least_conn", "p2c", "least_time", "source_hash", "maglev", "random")
-	v.HashKey = l.oneOf("hash_key", o.HashKey, d.HashKey, hashKey, "src_ip", "src_ip_port", "5tuple")
+	v.Algorithm = enum(l, "algorithm", o.Algorithm, d.Algorithm, algorithm, l4.ParseAlgorithm, l4.AlgorithmNames())
+	v.HashKey = enum(l, "hash_key", o.HashKey, d.HashKey, hashKey, l4.ParseHashKey, l4.HashKeyNames())
 	v.HashBalanceFactor = l.integer("hash_balance_factor", o.HashBalanceFactor, d.HashBalanceFactor, 0, orOff[int64](100, 1000))
 	v.MaglevTableSize = l.integer("maglev_table_size", o.MaglevTableSize, d.MaglevTableSize, 65537, span[int64](1009, 1000003))
 	if !isPrime(v.MaglevTableSize) {
@@ -103,7 +96,7 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
 	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
 	v.UDPResponses = l.integer("udp_responses", o.UDPResponses, d.UDPResponses, 0, span[int64](0, 65535))
-	v.Forward = l.oneOf("forward", o.Forward, d.Forward, "ipip", "ipip", "l2")
+	v.Forward = enum(l, "forward", o.Forward, d.Forward, l4.ForwardIPIP, l4.ParseForward, l4.ForwardNames())
 }
 
 // buildBackends resolves and checks the backends of the VIP of l.

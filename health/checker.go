@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // Checker runs one check against addr and returns its result. Check never
@@ -26,22 +28,22 @@ func NewChecker(spec Spec) (Checker, error) {
 	}
 	s := spec.withDefaults()
 	switch s.Type {
-	case TypeNone:
+	case l4.CheckNone:
 		return nil, ErrNoChecker
-	case TypeTCP:
+	case l4.CheckTCP:
 		return &tcpChecker{timeout: s.Timeout}, nil
-	case TypeSendExpect:
+	case l4.CheckSendExpect:
 		return newSendExpect(s), nil
-	case TypePostgres:
+	case l4.CheckPostgres:
 		return newPostgres(s), nil
-	case TypeMySQL:
+	case l4.CheckMySQL:
 		return newMySQL(s), nil
-	case TypeRedis:
+	case l4.CheckRedis:
 		return newRedis(s), nil
-	case TypeHTTP:
+	case l4.CheckHTTP:
 		return newHTTP(s), nil
 	}
-	return nil, fmt.Errorf("health spec: unknown check type %q", s.Type)
+	return nil, fmt.Errorf("health spec: unknown check type %s", s.Type)
 }
 
 // compileRegex compiles a validated expression; "" gives nil.

@@ -62,8 +62,8 @@ func TestProbeCost(t *testing.T) {
 		spec  Spec
 		addrs func(i int) netip.AddrPort
 	}{
-		{"tcp, 1000 listeners", Spec{Type: TypeTCP, Interval: time.Second, Timeout: time.Second}, func(i int) netip.AddrPort { return tcpAddrs[i] }},
-		{"redis PING, 1000 targets on one redis-server", Spec{Type: TypeRedis, Interval: time.Second, Timeout: time.Second}, func(int) netip.AddrPort { return redis.Addr }},
+		{"tcp, 1000 listeners", Spec{Type: l4.CheckTCP, Interval: time.Second, Timeout: time.Second}, func(i int) netip.AddrPort { return tcpAddrs[i] }},
+		{"redis PING, 1000 targets on one redis-server", Spec{Type: l4.CheckRedis, Interval: time.Second, Timeout: time.Second}, func(int) netip.AddrPort { return redis.Addr }},
 	} {
 		t.Run(c.name, func(t *testing.T) { runCost(t, c.spec, c.addrs, measure, serverPID) })
 	}

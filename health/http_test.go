@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 )
 
 func TestHTTP(t *testing.T) {
@@ -28,7 +29,7 @@ func TestHTTP(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.spec.Type = TypeHTTP
+			c.spec.Type = l4.CheckHTTP
 			addr := ws.Addr
 			if c.addr {
 				addr = redis.Addr
@@ -54,11 +55,11 @@ func TestHTTP(t *testing.T) {
 func TestWebSocketRefused(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), false)
-	wantFail(t, check(t, Spec{Type: TypeHTTP, WebSocket: true}, s.addr()), "websocket upgrade refused: status 200, want 101")
+	wantFail(t, check(t, Spec{Type: l4.CheckHTTP, WebSocket: true}, s.addr()), "websocket upgrade refused: status 200, want 101")
 	bad := startServer(t, []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: nope\r\n\r\n"), false)
-	wantFail(t, check(t, Spec{Type: TypeHTTP, WebSocket: true}, bad.addr()), `bad Sec-WebSocket-Accept "nope"`)
+	wantFail(t, check(t, Spec{Type: l4.CheckHTTP, WebSocket: true}, bad.addr()), `bad Sec-WebSocket-Accept "nope"`)
 	notHTTP := startServer(t, []byte("-ERR unknown command\r\n"), false)
-	wantFail(t, check(t, Spec{Type: TypeHTTP}, notHTTP.addr()), `malformed status line "-ERR unknown command" (not HTTP?)`)
+	wantFail(t, check(t, Spec{Type: l4.CheckHTTP}, notHTTP.addr()), `malformed status line "-ERR unknown command" (not HTTP?)`)
 }
 
 // waitCount waits until get() reaches n.

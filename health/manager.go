@@ -142,7 +142,7 @@ func (m *Manager) Set(key TargetKey, addr netip.AddrPort, spec Spec) error {
 
 // checker makes spec's checker; nil for type none.
 func (m *Manager) checker(spec Spec) (Checker, error) {
-	if spec.Type == TypeNone {
+	if spec.Type == l4.CheckNone {
 		return nil, nil
 	}
 	return m.checkerFor(spec)

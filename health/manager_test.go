@@ -82,7 +82,7 @@ func newManager(t *testing.T) (*Manager, *recorder) {
 	return m, rec
 }
 
-var fast = Spec{Type: TypeTCP, Interval: 40 * time.Millisecond, Timeout: 30 * time.Millisecond, Rise: 2, Fall: 2}
+var fast = Spec{Type: l4.CheckTCP, Interval: 40 * time.Millisecond, Timeout: 30 * time.Millisecond, Rise: 2, Fall: 2}
 
 // scripted is a checker whose verdict the test sets: the Manager's logic
 // is tested without depending on a loaded machine's timing.
@@ -121,7 +121,7 @@ func TestManagerTransitionsOnce(t *testing.T) {
 	m, rec := newManager(t)
 	key := TargetKey{"vip", "b1"}
 	// Real sockets: timeouts generous enough for a loaded machine.
-	spec := Spec{Type: TypeTCP, Interval: 150 * time.Millisecond, Timeout: 150 * time.Millisecond, Rise: 2, Fall: 2}
+	spec := Spec{Type: l4.CheckTCP, Interval: 150 * time.Millisecond, Timeout: 150 * time.Millisecond, Rise: 2, Fall: 2}
 	if err := m.Set(key, addr, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestManagerTypeNone(t *testing.T) {
 	t.Parallel()
 	m, rec := newManager(t)
 	key := TargetKey{"vip", "b1"}
-	spec := Spec{Type: TypeNone, MaxFails: 1, FailTimeout: 150 * time.Millisecond}
+	spec := Spec{Type: l4.CheckNone, MaxFails: 1, FailTimeout: 150 * time.Millisecond}
 	if err := m.Set(key, netip.MustParseAddrPort("198.18.0.1:1"), spec); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestManagerUpdate(t *testing.T) {
 	if st, _ := m.State(key); st.Addr != b {
 		t.Fatalf("probing %v, want %v", st.Addr, b)
 	}
-	if err := m.Set(key, b, Spec{Type: "icmp"}); err == nil {
+	if err := m.Set(key, b, Spec{Type: l4.CheckType(99)}); err == nil {
 		t.Fatal("bad spec accepted")
 	}
 	m.Close()
@@ -302,7 +302,7 @@ func TestManagerFirstByteMetric(t *testing.T) {
 	m, rec := newManager(t)
 	key := TargetKey{"vip", "echo"}
 	spec := fast
-	spec.Type, spec.Send, spec.Expect, spec.Metric = TypeSendExpect, []byte("x\n"), []byte("ECHO x"), MetricFirstByte
+	spec.Type, spec.Send, spec.Expect, spec.Metric = l4.CheckSendExpect, []byte("x\n"), []byte("ECHO x"), MetricFirstByte
 	_ = m.Set(key, addr, spec)
 	rec.waitState(t, key, l4.HealthUp, 2*time.Second)
 	for _, e := range rec.snapshot(key) {
@@ -390,7 +390,7 @@ func TestManagerJitter(t *testing.T) {
 	}
 	const n = 60
 	interval := 200 * time.Millisecond
-	spec := Spec{Type: TypeTCP, Interval: interval, Timeout: interval}
+	spec := Spec{Type: l4.CheckTCP, Interval: interval, Timeout: interval}
 	setAt := map[TargetKey]time.Time{}
 	for i := range n {
 		k := TargetKey{"vip", l4.BackendID(fmt.Sprint(i))}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // packet frames a MySQL packet with sequence number 0.
@@ -29,7 +30,7 @@ func greetingV10() []byte {
 func TestMySQLGreetingFake(t *testing.T) {
 	t.Parallel()
 	good := startServer(t, packet(greetingV10()), false)
-	r := check(t, Spec{Type: TypeMySQL}, good.addr())
+	r := check(t, Spec{Type: l4.CheckMySQL}, good.addr())
 	wantOK(t, r)
 	if r.FirstByte <= 0 {
 		t.Error("no first byte time")
@@ -51,7 +52,7 @@ func TestMySQLGreetingFake(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := startServer(t, c.greeting, false)
-			wantFail(t, check(t, Spec{Type: TypeMySQL, Timeout: 200e6}, s.addr()), c.want)
+			wantFail(t, check(t, Spec{Type: l4.CheckMySQL, Timeout: 200e6}, s.addr()), c.want)
 		})
 	}
 }
@@ -61,9 +62,9 @@ func TestMySQL(t *testing.T) {
 	t.Parallel()
 	m := testutil.StartMySQL(t, testutil.MySQLOptions{User: "probe", Password: "pw"})
 	login := func(role string) Spec {
-		return Spec{Type: TypeMySQL, User: "probe", Password: "pw", Role: role}
+		return Spec{Type: l4.CheckMySQL, User: "probe", Password: "pw", Role: role}
 	}
-	r := check(t, Spec{Type: TypeMySQL}, m.Addr)
+	r := check(t, Spec{Type: l4.CheckMySQL}, m.Addr)
 	wantOK(t, r)
 	wantOK(t, check(t, login(RoleAny), m.Addr))
 	wantOK(t, check(t, login(RolePrimary), m.Addr))
@@ -78,6 +79,6 @@ func TestMySQL(t *testing.T) {
 	wantFail(t, check(t, bad, m.Addr), "logging in: error 1045: Access denied for user 'probe'@'127.0.0.1'")
 
 	m.Stop()
-	wantFail(t, check(t, Spec{Type: TypeMySQL}, m.Addr), "connect refused")
+	wantFail(t, check(t, Spec{Type: l4.CheckMySQL}, m.Addr), "connect refused")
 	wantFail(t, check(t, login(RoleAny), m.Addr), "connect refused")
 }

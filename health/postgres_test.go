@@ -6,23 +6,24 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 )
 
 func TestPostgres(t *testing.T) {
 	t.Parallel()
 	p := testutil.StartPostgres(t, testutil.PostgresOptions{User: "probe", Password: "pw'1"})
 	login := func(role string) Spec {
-		return Spec{Type: TypePostgres, User: "probe", Password: "pw'1", Role: role}
+		return Spec{Type: l4.CheckPostgres, User: "probe", Password: "pw'1", Role: role}
 	}
 
 	t.Run("plain and polite", func(t *testing.T) {
 		for range 5 {
-			r := check(t, Spec{Type: TypePostgres}, p.Addr)
+			r := check(t, Spec{Type: l4.CheckPostgres}, p.Addr)
 			wantOK(t, r)
 			if r.FirstByte <= 0 {
 				t.Error("no first byte time")
 			}
-			wantOK(t, check(t, Spec{Type: TypeTCP}, p.Addr))
+			wantOK(t, check(t, Spec{Type: l4.CheckTCP}, p.Addr))
 			wantOK(t, check(t, login(RoleAny), p.Addr))
 		}
 		// Neither zero-byte connects, nor SSLRequest-then-EOF, nor a login
@@ -46,7 +47,7 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("replica and promote", func(t *testing.T) {
 		r := p.StartReplica(t)
-		wantOK(t, check(t, Spec{Type: TypePostgres}, r.Addr))
+		wantOK(t, check(t, Spec{Type: l4.CheckPostgres}, r.Addr))
 		wantOK(t, check(t, login(RolePrimary), p.Addr))
 		wantOK(t, check(t, login(RoleReplica), r.Addr))
 		wantFail(t, check(t, login(RolePrimary), r.Addr), "role replica, want primary")
@@ -65,16 +66,16 @@ func TestPostgres(t *testing.T) {
 		redis := testutil.StartRedis(t, "127.0.0.1:0", "")
 		web := startServer(t, []byte("HTTP/1.1 400 Bad Request\r\n\r\n"), false)
 		// Redis waits for the end of an inline command that never comes.
-		wantFail(t, check(t, Spec{Type: TypePostgres, Timeout: 200e6}, redis.Addr), "timeout after 200ms waiting for SSLRequest reply")
-		wantFail(t, check(t, Spec{Type: TypePostgres}, web.addr()), "unexpected reply 'H' to SSLRequest (not PostgreSQL?)")
+		wantFail(t, check(t, Spec{Type: l4.CheckPostgres, Timeout: 200e6}, redis.Addr), "timeout after 200ms waiting for SSLRequest reply")
+		wantFail(t, check(t, Spec{Type: l4.CheckPostgres}, web.addr()), "unexpected reply 'H' to SSLRequest (not PostgreSQL?)")
 		// PostgreSQL drops a startup packet of absurd length without a word.
-		wantFail(t, check(t, Spec{Type: TypeRedis}, p.Addr), "connection closed by peer waiting for PING reply")
-		wantFail(t, check(t, Spec{Type: TypeMySQL, Timeout: 200e6}, p.Addr), "timeout after 200ms waiting for greeting")
+		wantFail(t, check(t, Spec{Type: l4.CheckRedis}, p.Addr), "connection closed by peer waiting for PING reply")
+		wantFail(t, check(t, Spec{Type: l4.CheckMySQL, Timeout: 200e6}, p.Addr), "timeout after 200ms waiting for greeting")
 	})
 
 	t.Run("stopped", func(t *testing.T) {
 		p.Stop(t)
-		wantFail(t, check(t, Spec{Type: TypePostgres}, p.Addr), "connect refused")
+		wantFail(t, check(t, Spec{Type: l4.CheckPostgres}, p.Addr), "connect refused")
 		wantFail(t, check(t, login(RoleAny), p.Addr), "connect refused")
 	})
 }

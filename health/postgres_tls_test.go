@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // TestPostgresTLS: the plain check passes on 'S' and the login negotiates
@@ -29,8 +30,8 @@ func TestPostgresTLS(t *testing.T) {
 	cert, key := writeCert(t)
 	p := testutil.StartPostgres(t, testutil.PostgresOptions{User: "probe", Password: "pw",
 		Settings: []string{"ssl=on", "ssl_cert_file=" + cert, "ssl_key_file=" + key}})
-	wantOK(t, check(t, Spec{Type: TypePostgres}, p.Addr))
-	wantOK(t, check(t, Spec{Type: TypePostgres, User: "probe", Password: "pw", Role: RolePrimary}, p.Addr))
+	wantOK(t, check(t, Spec{Type: l4.CheckPostgres}, p.Addr))
+	wantOK(t, check(t, Spec{Type: l4.CheckPostgres, User: "probe", Password: "pw", Role: RolePrimary}, p.Addr))
 	deadline := time.Now().Add(2 * time.Second)
 	for !strings.Contains(p.Log(), "could not accept SSL connection") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

@@ -5,17 +5,18 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 )
 
 func TestRedisNoAuth(t *testing.T) {
 	t.Parallel()
 	r := testutil.StartRedis(t, "127.0.0.1:0", "")
-	res := check(t, Spec{Type: TypeRedis}, r.Addr)
+	res := check(t, Spec{Type: l4.CheckRedis}, r.Addr)
 	wantOK(t, res)
 	if res.FirstByte <= 0 {
 		t.Error("no first byte time")
 	}
-	wantFail(t, check(t, Spec{Type: TypeRedis, Password: "x"}, r.Addr),
+	wantFail(t, check(t, Spec{Type: l4.CheckRedis, Password: "x"}, r.Addr),
 		"AUTH refused: ERR AUTH <password> called without any password configured")
 }
 
@@ -37,7 +38,7 @@ func TestRedisAuth(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.spec.Type = TypeRedis
+			c.spec.Type = l4.CheckRedis
 			res := check(t, c.spec, r.Addr)
 			if c.want == "" {
 				wantOK(t, res)
@@ -52,5 +53,5 @@ func TestRedisAuth(t *testing.T) {
 func TestRedisWrongServer(t *testing.T) {
 	t.Parallel()
 	ws := testutil.StartWebSocketServer(t, "127.0.0.1:0")
-	wantFail(t, check(t, Spec{Type: TypeRedis}, ws.Addr), `unexpected reply "HTTP/1.1 400 Bad Request" to PING (not Redis?)`)
+	wantFail(t, check(t, Spec{Type: l4.CheckRedis}, ws.Addr), `unexpected reply "HTTP/1.1 400 Bad Request" to PING (not Redis?)`)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // startEcho serves "ECHO <line>" for every line received.
@@ -42,7 +43,7 @@ func TestSendExpect(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			c.spec.Type = TypeSendExpect
+			c.spec.Type = l4.CheckSendExpect
 			c.spec.Timeout = 300e6
 			r := check(t, c.spec, addr)
 			if c.want == "" {
@@ -59,6 +60,6 @@ func TestSendExpect(t *testing.T) {
 
 func TestSendExpectPeerCloses(t *testing.T) {
 	s := startServer(t, []byte("BYE"), false) // greets, then waits for our close
-	r := check(t, Spec{Type: TypeSendExpect, Expect: []byte("BYEBYE"), Timeout: 200e6}, s.addr())
+	r := check(t, Spec{Type: l4.CheckSendExpect, Expect: []byte("BYEBYE"), Timeout: 200e6}, s.addr())
 	wantFail(t, r, `timeout after 200ms waiting for expected reply; got "BYE" so far`)
 }

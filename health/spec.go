@@ -10,17 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
-)
 
-// Check types.
-const (
-	TypeNone       = "none" // no active checks; state follows passive marks
-	TypeTCP        = "tcp"
-	TypeSendExpect = "send_expect"
-	TypePostgres   = "postgres"
-	TypeMySQL      = "mysql"
-	TypeRedis      = "redis"
-	TypeHTTP       = "http"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // Roles for the postgres and mysql checks.
@@ -46,9 +37,9 @@ const (
 )
 
 // Spec is one target's check as the runtime maps it from the config. The
-// zero value of every field means its default; Type "" means tcp.
+// zero value of every field means its default (the zero Type is tcp).
 type Spec struct {
-	Type     string
+	Type     l4.CheckType
 	Interval time.Duration
 	Timeout  time.Duration // must not exceed Interval
 	Rise     int
@@ -96,9 +87,6 @@ func (s Spec) withDefaults() Spec {
 			*v = d
 		}
 	}
-	if s.Type == "" {
-		s.Type = TypeTCP
-	}
 	def(&s.Interval, DefaultInterval)
 	def(&s.Timeout, DefaultTimeout)
 	def(&s.FailTimeout, DefaultFailTimeout)
@@ -128,10 +116,8 @@ func (s Spec) Validate() error {
 	s = s.withDefaults()
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	switch s.Type {
-	case TypeNone, TypeTCP, TypeSendExpect, TypePostgres, TypeMySQL, TypeRedis, TypeHTTP:
-	default:
-		bad("unknown check type %q", s.Type)
+	if int(s.Type) >= len(l4.CheckTypeNames()) {
+		bad("unknown check type %s", s.Type)
 	}
 	if s.Interval < 0 || s.Timeout < 0 || s.FailTimeout < 0 {
 		bad("negative interval, timeout or fail_timeout")
@@ -148,7 +134,7 @@ func (s Spec) Validate() error {
 	if s.Role != RoleAny && s.Role != RolePrimary && s.Role != RoleReplica {
 		bad("unknown role %q (want any, primary or replica)", s.Role)
 	}
-	if s.Role != RoleAny && s.User == "" && (s.Type == TypePostgres || s.Type == TypeMySQL) {
+	if s.Role != RoleAny && s.User == "" && (s.Type == l4.CheckPostgres || s.Type == l4.CheckMySQL) {
 		bad("role %s needs a user to log in with", s.Role)
 	}
 	if len(s.Expect) > 0 && s.ExpectRegex != "" {

@@ -163,7 +163,7 @@ func (t *target) passiveFailure(m *Manager) {
 	if trial {
 		t.reason = "passive: failed again while on trial"
 	}
-	if t.spec.Type == TypeNone {
+	if t.spec.Type == l4.CheckNone {
 		t.armExpiry(m, now)
 	}
 	ev := Event{Key: t.key, Addr: t.spec.ProbeAddr(t.addr), Passive: true, Old: tr.Old, New: tr.New, Reason: t.reason}
@@ -176,7 +176,7 @@ func (t *target) expire(m *Manager) {
 	t.emit.Lock()
 	defer t.emit.Unlock()
 	t.mu.Lock()
-	if t.retired || t.spec.Type != TypeNone {
+	if t.retired || t.spec.Type != l4.CheckNone {
 		t.mu.Unlock()
 		return
 	}
@@ -234,7 +234,7 @@ func (t *target) status(now time.Time) Status {
 // rttMetric is the metric whose samples the spec's checks give: first_byte
 // only for checks that read a reply.
 func rttMetric(s Spec) string {
-	if s.Metric == MetricFirstByte && s.Type != TypeTCP && s.Type != TypeNone {
+	if s.Metric == MetricFirstByte && s.Type != l4.CheckTCP && s.Type != l4.CheckNone {
 		return MetricFirstByte
 	}
 	return MetricConnect

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // slack is how late past its timeout a check may return: scheduling on a
@@ -18,7 +19,7 @@ func TestTCPHealthyAndPoliteClose(t *testing.T) {
 	// A greeting server is the RST-prone case: its bytes arrive unread.
 	s := startServer(t, []byte("hello from a server that speaks first\r\n"), false)
 	for range 3 {
-		r := check(t, Spec{Type: TypeTCP}, s.addr())
+		r := check(t, Spec{Type: l4.CheckTCP}, s.addr())
 		wantOK(t, r)
 		if !r.KernelRTT {
 			t.Errorf("connect %v came from the wall clock, want TCP_INFO", r.Connect)
@@ -40,7 +41,7 @@ func TestTCPHealthyAndPoliteClose(t *testing.T) {
 }
 
 func TestTCPRefused(t *testing.T) {
-	r := check(t, Spec{Type: TypeTCP}, closedPort(t))
+	r := check(t, Spec{Type: l4.CheckTCP}, closedPort(t))
 	wantFail(t, r, "connect refused")
 	if r.Connect != 0 {
 		t.Errorf("connect time %v for a refused connect", r.Connect)
@@ -50,7 +51,7 @@ func TestTCPRefused(t *testing.T) {
 func TestTCPProbePort(t *testing.T) {
 	s := startServer(t, nil, false)
 	backend := netip.AddrPortFrom(s.addr().Addr(), 1) // nothing on port 1
-	spec := Spec{Type: TypeTCP, Port: s.addr().Port()}
+	spec := Spec{Type: l4.CheckTCP, Port: s.addr().Port()}
 	wantOK(t, check(t, spec, spec.ProbeAddr(backend)))
 }
 
@@ -63,7 +64,7 @@ func TestTCPBlackhole(t *testing.T) {
 	testutil.Veth(t, a, "v0", "198.18.5.1/24", b, "v1", "")
 	a.MustExec(t, "ip", "neigh", "replace", "198.18.5.99", "lladdr", "02:00:00:00:00:99", "dev", "v0", "nud", "permanent")
 	const timeout = 300 * time.Millisecond
-	ch := mustCheck(t, Spec{Type: TypeTCP, Timeout: timeout})
+	ch := mustCheck(t, Spec{Type: l4.CheckTCP, Timeout: timeout})
 	var r Result
 	a.MustDo(t, func() error {
 		r = ch.Check(context.Background(), netip.MustParseAddrPort("198.18.5.99:5432"))
@@ -79,7 +80,7 @@ func TestCheckCanceled(t *testing.T) {
 	s := startServer(t, nil, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
-	r := mustCheck(t, Spec{Type: TypeRedis, Timeout: 5 * time.Second, Interval: 5 * time.Second}).Check(ctx, s.addr())
+	r := mustCheck(t, Spec{Type: l4.CheckRedis, Timeout: 5 * time.Second, Interval: 5 * time.Second}).Check(ctx, s.addr())
 	wantFail(t, r, "canceled")
 	if r.Took > time.Second {
 		t.Errorf("canceled check took %v", r.Took)
@@ -96,15 +97,15 @@ func TestSilentServerTimeouts(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{Spec{Type: TypeSendExpect, Send: []byte("hi\n"), Expect: []byte("ho")}, "timeout after 250ms waiting for reply"},
-		{Spec{Type: TypePostgres}, "timeout after 250ms waiting for SSLRequest reply"},
-		{Spec{Type: TypeMySQL}, "timeout after 250ms waiting for greeting"},
-		{Spec{Type: TypeRedis}, "timeout after 250ms waiting for PING reply"},
-		{Spec{Type: TypeHTTP}, "timeout after 250ms waiting for status line"},
-		{Spec{Type: TypeHTTP, WebSocket: true}, "timeout after 250ms waiting for status line"},
+		{Spec{Type: l4.CheckSendExpect, Send: []byte("hi\n"), Expect: []byte("ho")}, "timeout after 250ms waiting for reply"},
+		{Spec{Type: l4.CheckPostgres}, "timeout after 250ms waiting for SSLRequest reply"},
+		{Spec{Type: l4.CheckMySQL}, "timeout after 250ms waiting for greeting"},
+		{Spec{Type: l4.CheckRedis}, "timeout after 250ms waiting for PING reply"},
+		{Spec{Type: l4.CheckHTTP}, "timeout after 250ms waiting for status line"},
+		{Spec{Type: l4.CheckHTTP, WebSocket: true}, "timeout after 250ms waiting for status line"},
 	}
 	for _, c := range cases {
-		t.Run(c.spec.Type, func(t *testing.T) {
+		t.Run(c.spec.Type.String(), func(t *testing.T) {
 			t.Parallel()
 			c.spec.Timeout = timeout
 			r := check(t, c.spec, s.addr())

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // timeWaits counts TIME_WAIT sockets on 127.0.0.1 whose local port
@@ -60,10 +61,10 @@ func TestServerClosesFirst(t *testing.T) {
 		addr        netip.AddrPort
 		proberKeeps bool
 	}{
-		{Spec{Type: TypeRedis}, redis.Addr, false},
-		{Spec{Type: TypeHTTP}, web.Addr, false},
-		{Spec{Type: TypeHTTP, WebSocket: true}, ws.Addr, false},
-		{Spec{Type: TypeTCP}, tcpSrv.addr(), true},
+		{Spec{Type: l4.CheckRedis}, redis.Addr, false},
+		{Spec{Type: l4.CheckHTTP}, web.Addr, false},
+		{Spec{Type: l4.CheckHTTP, WebSocket: true}, ws.Addr, false},
+		{Spec{Type: l4.CheckTCP}, tcpSrv.addr(), true},
 	}
 	for _, c := range cases {
 		for range 5 {

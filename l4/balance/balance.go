@@ -1,9 +1,8 @@
-// Shared vocabulary of the balancers: members, algorithm and hash-key names, options, tried sets.
+// Shared vocabulary of the balancers: members, options, tried sets.
 package balance
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/l4lb/l4lb/l4"
@@ -13,80 +12,6 @@ import (
 type Member struct {
 	Backend *l4.Backend
 	Weight  uint32 // > 0
-}
-
-// Algorithm names a balancing rule.
-type Algorithm uint8
-
-// Algorithms, as named in the config file.
-const (
-	RoundRobin Algorithm = iota
-	LeastConn
-	P2C
-	LeastTime
-	SourceHash
-	Maglev
-	Random
-)
-
-var algorithmNames = [...]string{
-	RoundRobin: "round_robin",
-	LeastConn:  "least_conn",
-	P2C:        "p2c",
-	LeastTime:  "least_time",
-	SourceHash: "source_hash",
-	Maglev:     "maglev",
-	Random:     "random",
-}
-
-func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
-		return algorithmNames[a]
-	}
-	return fmt.Sprintf("algorithm(%d)", uint8(a))
-}
-
-// ParseAlgorithm maps a config name to an Algorithm.
-func ParseAlgorithm(s string) (Algorithm, error) {
-	for i, n := range algorithmNames {
-		if n == s {
-			return Algorithm(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown algorithm %q", s)
-}
-
-// HashKey says which parts of a flow the hashing algorithms hash.
-type HashKey uint8
-
-// Hash keys, as named in the config file.
-const (
-	HashSrcIP     HashKey = iota // client address only: a reconnecting client keeps its backend
-	HashSrcIPPort                // client address and port
-	HashFiveTuple                // protocol, both addresses, both ports
-)
-
-var hashKeyNames = [...]string{
-	HashSrcIP:     "src_ip",
-	HashSrcIPPort: "src_ip_port",
-	HashFiveTuple: "5tuple",
-}
-
-func (k HashKey) String() string {
-	if int(k) < len(hashKeyNames) {
-		return hashKeyNames[k]
-	}
-	return fmt.Sprintf("hashkey(%d)", uint8(k))
-}
-
-// ParseHashKey maps a config name to a HashKey.
-func ParseHashKey(s string) (HashKey, error) {
-	for i, n := range hashKeyNames {
-		if n == s {
-			return HashKey(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown hash_key %q", s)
 }
 
 // DefaultMaglevSize is the Maglev lookup table size (a prime).
@@ -106,9 +31,9 @@ const MaxMembers = 1 << 20
 
 // Options select and tune an algorithm. The zero value is round robin.
 type Options struct {
-	Algorithm Algorithm
+	Algorithm l4.Algorithm
 	// HashKey applies to SourceHash and Maglev.
-	HashKey HashKey
+	HashKey l4.HashKey
 	// MaglevSize is the Maglev table size; 0 means DefaultMaglevSize. Must be prime.
 	MaglevSize uint32
 	// BalanceFactor bounds the load of the hashing algorithms, in percent of

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // benchMembers returns n members with mixed weights (50..250) and RTT
@@ -35,8 +37,8 @@ func BenchmarkPick(b *testing.B) {
 		vs = append(vs, variant{alg.String(), Options{Algorithm: alg}})
 	}
 	vs = append(vs,
-		variant{"source_hash_bounded", Options{Algorithm: SourceHash, BalanceFactor: 125}},
-		variant{"maglev_bounded", Options{Algorithm: Maglev, BalanceFactor: 125}})
+		variant{"source_hash_bounded", Options{Algorithm: l4.SourceHash, BalanceFactor: 125}},
+		variant{"maglev_bounded", Options{Algorithm: l4.Maglev, BalanceFactor: 125}})
 	for _, v := range vs {
 		for _, n := range []int{3, 16, 1000} {
 			b.Run(fmt.Sprintf("%s/n=%d", v.name, n), func(b *testing.B) {
@@ -98,7 +100,7 @@ func BenchmarkMaglevTable(b *testing.B) {
 
 // BenchmarkNew measures snapshot-rebuild cost of the other prebuilt tables.
 func BenchmarkNew(b *testing.B) {
-	for _, alg := range []Algorithm{RoundRobin, SourceHash, Random} {
+	for _, alg := range []l4.Algorithm{l4.RoundRobin, l4.SourceHash, l4.Random} {
 		for _, n := range []int{100, 1000} {
 			b.Run(fmt.Sprintf("%s/n=%d", alg, n), func(b *testing.B) {
 				ms := benchMembers(n)

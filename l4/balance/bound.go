@@ -21,7 +21,7 @@ const hashWalkMax = 4 * MaxTries
 // sequence, so affinity holds whenever it cannot overload one replica.
 type hashed struct {
 	pool
-	key     HashKey
+	key     l4.HashKey
 	factor  uint64          // BalanceFactor in percent; 0 = unbounded
 	sumW100 uint64          // 100 x sum of member weights
 	vip     *l4.FlowCounter // the VIP's live flows; nil = sum the members

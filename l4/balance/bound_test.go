@@ -56,7 +56,7 @@ func skewedFlows(p Picker, n int) []l4.Flow {
 // which then spill some of their own keys: about half the flows end up
 // home, the hot backend at its ceiling.)
 func TestBoundedLoad(t *testing.T) {
-	for _, alg := range []Algorithm{SourceHash, Maglev} {
+	for _, alg := range []l4.Algorithm{l4.SourceHash, l4.Maglev} {
 		t.Run(alg.String(), func(t *testing.T) {
 			ms := makeMembers(equal(10, 100)...)
 			p := mustNew(t, Options{Algorithm: alg, BalanceFactor: 125}, ms)
@@ -90,7 +90,7 @@ func TestBoundedLoad(t *testing.T) {
 // on a light member spills while heavy members take more.
 func TestBoundedLoadWeighted(t *testing.T) {
 	ws := []uint32{100, 100, 200, 400}
-	for _, alg := range []Algorithm{SourceHash, Maglev} {
+	for _, alg := range []l4.Algorithm{l4.SourceHash, l4.Maglev} {
 		t.Run(alg.String(), func(t *testing.T) {
 			ms := makeMembers(ws...)
 			p := mustNew(t, Options{Algorithm: alg, BalanceFactor: 150}, ms)

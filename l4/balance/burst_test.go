@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // burst runs n picks at once from n goroutines and keeps every flow.
@@ -40,7 +42,7 @@ func checkLive(t *testing.T, ms []Member, want []float64, tol float64) {
 // is taken at pick time, so racing picks see each other.
 func TestLeastConnBurst(t *testing.T) {
 	ms := makeMembers(100, 200, 300, 400)
-	burst(t, mustNew(t, Options{Algorithm: LeastConn}, ms), 1000)
+	burst(t, mustNew(t, Options{Algorithm: l4.LeastConn}, ms), 1000)
 	checkLive(t, ms, []float64{100, 200, 300, 400}, 20)
 }
 
@@ -69,7 +71,7 @@ func TestLeastTimeBurst(t *testing.T) {
 					tt.ms[i].Backend.ObserveRTT(d)
 				}
 			}
-			burst(t, mustNew(t, Options{Algorithm: LeastTime, LeastTimeDefault: tt.def}, tt.ms), 1000)
+			burst(t, mustNew(t, Options{Algorithm: l4.LeastTime, LeastTimeDefault: tt.def}, tt.ms), 1000)
 			checkLive(t, tt.ms, tt.want, 20)
 		})
 	}
@@ -82,7 +84,7 @@ func TestLeastTimePrefersFast(t *testing.T) {
 	for i, d := range []time.Duration{4e6, 1e6, 2e6} {
 		ms[i].Backend.ObserveRTT(d)
 	}
-	p := mustNew(t, Options{Algorithm: LeastTime}, ms)
+	p := mustNew(t, Options{Algorithm: l4.LeastTime}, ms)
 	for range 20 {
 		if b := p.Pick(nil, nil); b != ms[1].Backend {
 			t.Fatalf("idle pick went to %s, want the 1ms %s", b.ID, ms[1].Backend.ID)

@@ -94,7 +94,7 @@ func swapLoop(t *testing.T, cur *atomic.Pointer[pickerBox], ms []Member, seed ui
 		}
 		opts := Options{
 			Algorithm:     allAlgorithms[i%len(allAlgorithms)],
-			HashKey:       HashKey(i % 3),
+			HashKey:       l4.HashKey(i % 3),
 			BalanceFactor: uint32(i%2) * 125,
 			MaglevSize:    4093,
 		}

@@ -23,18 +23,18 @@ import (
 func TestDistribution(t *testing.T) {
 	weights := []uint32{100, 200, 300, 400}
 	tests := []struct {
-		alg  Algorithm
+		alg  l4.Algorithm
 		keep bool
 		tol  float64
 	}{
-		{RoundRobin, false, 0.001},
-		{Random, false, 0.05},
-		{P2C, false, 0.05},
-		{P2C, true, 0.03},
-		{LeastConn, true, 0.01},
-		{LeastTime, true, 0.02},
-		{SourceHash, false, 0.12},
-		{Maglev, false, 0.05},
+		{l4.RoundRobin, false, 0.001},
+		{l4.Random, false, 0.05},
+		{l4.P2C, false, 0.05},
+		{l4.P2C, true, 0.03},
+		{l4.LeastConn, true, 0.01},
+		{l4.LeastTime, true, 0.02},
+		{l4.SourceHash, false, 0.12},
+		{l4.Maglev, false, 0.05},
 	}
 	const picks = 100000
 	fs := flows(picks, 42)
@@ -107,7 +107,7 @@ func TestPickContract(t *testing.T) {
 // A retry of a hashed flow goes where the key goes next, the same every
 // time: two flows with the same key and the same tried set agree.
 func TestHashedRetryStable(t *testing.T) {
-	for _, alg := range []Algorithm{SourceHash, Maglev} {
+	for _, alg := range []l4.Algorithm{l4.SourceHash, l4.Maglev} {
 		ms := makeMembers(equal(10, 1)...)
 		p := mustNew(t, Options{Algorithm: alg}, ms)
 		for i, f := range flows(200, 8) {
@@ -130,13 +130,13 @@ func TestNewErrors(t *testing.T) {
 		opts Options
 		ms   []Member
 	}{
-		{"unknown algorithm", Options{Algorithm: Algorithm(99)}, makeMembers(1)},
-		{"unknown hash key", Options{Algorithm: Maglev, HashKey: HashKey(9)}, makeMembers(1)},
-		{"balance factor below 100", Options{Algorithm: SourceHash, BalanceFactor: 99}, makeMembers(1)},
-		{"negative least_time default", Options{Algorithm: LeastTime, LeastTimeDefault: -1}, makeMembers(1)},
-		{"maglev size not prime", Options{Algorithm: Maglev, MaglevSize: 1000}, makeMembers(1)},
+		{"unknown algorithm", Options{Algorithm: l4.Algorithm(99)}, makeMembers(1)},
+		{"unknown hash key", Options{Algorithm: l4.Maglev, HashKey: l4.HashKey(9)}, makeMembers(1)},
+		{"balance factor below 100", Options{Algorithm: l4.SourceHash, BalanceFactor: 99}, makeMembers(1)},
+		{"negative least_time default", Options{Algorithm: l4.LeastTime, LeastTimeDefault: -1}, makeMembers(1)},
+		{"maglev size not prime", Options{Algorithm: l4.Maglev, MaglevSize: 1000}, makeMembers(1)},
 		{"zero weight", Options{}, []Member{{Backend: makeMembers(1)[0].Backend}}},
-		{"duplicate id", Options{Algorithm: SourceHash}, dupMembers()},
+		{"duplicate id", Options{Algorithm: l4.SourceHash}, dupMembers()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,7 +158,7 @@ func dupMembers() []Member {
 // instead of handing every tie to the first; each of 3 gets a third of
 // 30000 picks within 5% (binomial: about 5 sigma).
 func TestTiesRotate(t *testing.T) {
-	for _, alg := range []Algorithm{LeastConn, LeastTime} {
+	for _, alg := range []l4.Algorithm{l4.LeastConn, l4.LeastTime} {
 		t.Run(alg.String(), func(t *testing.T) {
 			ms := makeMembers(1, 1, 1)
 			p := mustNew(t, Options{Algorithm: alg}, ms)

@@ -67,8 +67,8 @@ func FuzzHashedPick(f *testing.F) {
 		ms := fuzzMembers(data)
 		a, _ := netip.AddrFromSlice(addr) // invalid addresses hash as zero
 		fl := l4.Flow{Src: netip.AddrPortFrom(a, port), Dst: netip.AddrPortFrom(a, ^port), Proto: l4.Protocol(sel)}
-		for _, alg := range []Algorithm{SourceHash, Maglev} {
-			opts := Options{Algorithm: alg, HashKey: HashKey(sel % 3), BalanceFactor: uint32(sel%2) * 110, MaglevSize: 251}
+		for _, alg := range []l4.Algorithm{l4.SourceHash, l4.Maglev} {
+			opts := Options{Algorithm: alg, HashKey: l4.HashKey(sel % 3), BalanceFactor: uint32(sel%2) * 110, MaglevSize: 251}
 			p, err := New(opts, ms)
 			if err != nil {
 				continue

@@ -68,15 +68,15 @@ func fold(a, b uint64) uint64 {
 // flowHash hashes the parts of f that k selects. Addresses are hashed as
 // their 16 bytes (IPv4 as IPv4-mapped IPv6), so a client hashes the same
 // whichever way the address was parsed. A nil flow hashes like a zero one.
-func flowHash(f *l4.Flow, k HashKey) uint64 {
+func flowHash(f *l4.Flow, k l4.HashKey) uint64 {
 	if f == nil {
 		f = new(l4.Flow) // zeroed only on this path
 	}
 	hi, lo := addrWords(f.Src.Addr())
 	h := fold(hi^laneSrcHi, lo^laneSrcLo)
 	switch k {
-	case HashSrcIP:
-	case HashSrcIPPort:
+	case l4.HashSrcIP:
+	case l4.HashSrcIPPort:
 		h ^= fold(uint64(f.Src.Port())^lanePort, laneMix)
 	default:
 		hi, lo = addrWords(f.Dst.Addr())
@@ -129,7 +129,7 @@ func reduce(h uint64, n int) int {
 // FlowHash is the hash the hashing algorithms compute for f with key k.
 // The XDP program computes the same function in C: a flow's hash, and so
 // its Maglev slot, is the same in proxy and xdp mode.
-func FlowHash(f *l4.Flow, k HashKey) uint64 { return flowHash(f, k) }
+func FlowHash(f *l4.Flow, k l4.HashKey) uint64 { return flowHash(f, k) }
 
 // Slot maps a flow hash onto a table of n slots, as a Maglev lookup does.
 func Slot(h uint64, n int) int { return reduce(h, n) }

@@ -25,12 +25,12 @@ const (
 func TestFlowHashGolden(t *testing.T) {
 	f := flow("198.51.100.7:40000", "198.18.0.10:5432", l4.TCP)
 	tests := []struct {
-		key  HashKey
+		key  l4.HashKey
 		want uint64
 	}{
-		{HashSrcIP, goldenSrcIP},
-		{HashSrcIPPort, goldenSrcIPPort},
-		{HashFiveTuple, goldenFiveTuple},
+		{l4.HashSrcIP, goldenSrcIP},
+		{l4.HashSrcIPPort, goldenSrcIPPort},
+		{l4.HashFiveTuple, goldenFiveTuple},
 	}
 	for _, tt := range tests {
 		if got := flowHash(f, tt.key); got != tt.want {
@@ -47,18 +47,18 @@ func TestFlowHashKeys(t *testing.T) {
 	tests := []struct {
 		name  string
 		other *l4.Flow
-		key   HashKey
+		key   l4.HashKey
 		same  bool
 	}{
-		{"src_ip ignores src port", flow("198.51.100.7:40001", "198.18.0.10:5432", l4.TCP), HashSrcIP, true},
-		{"src_ip ignores dst and proto", flow("198.51.100.7:40000", "198.18.0.11:53", l4.UDP), HashSrcIP, true},
-		{"src_ip sees the address", flow("198.51.100.8:40000", "198.18.0.10:5432", l4.TCP), HashSrcIP, false},
-		{"ipv4-mapped is ipv4", flow("[::ffff:198.51.100.7]:40000", "198.18.0.10:5432", l4.TCP), HashFiveTuple, true},
-		{"src_ip_port sees the port", flow("198.51.100.7:40001", "198.18.0.10:5432", l4.TCP), HashSrcIPPort, false},
-		{"src_ip_port ignores dst", flow("198.51.100.7:40000", "198.18.0.11:53", l4.TCP), HashSrcIPPort, true},
-		{"5tuple sees the proto", flow("198.51.100.7:40000", "198.18.0.10:5432", l4.UDP), HashFiveTuple, false},
-		{"5tuple sees the dst port", flow("198.51.100.7:40000", "198.18.0.10:5433", l4.TCP), HashFiveTuple, false},
-		{"5tuple sees the dst addr", flow("198.51.100.7:40000", "198.18.0.11:5432", l4.TCP), HashFiveTuple, false},
+		{"src_ip ignores src port", flow("198.51.100.7:40001", "198.18.0.10:5432", l4.TCP), l4.HashSrcIP, true},
+		{"src_ip ignores dst and proto", flow("198.51.100.7:40000", "198.18.0.11:53", l4.UDP), l4.HashSrcIP, true},
+		{"src_ip sees the address", flow("198.51.100.8:40000", "198.18.0.10:5432", l4.TCP), l4.HashSrcIP, false},
+		{"ipv4-mapped is ipv4", flow("[::ffff:198.51.100.7]:40000", "198.18.0.10:5432", l4.TCP), l4.HashFiveTuple, true},
+		{"src_ip_port sees the port", flow("198.51.100.7:40001", "198.18.0.10:5432", l4.TCP), l4.HashSrcIPPort, false},
+		{"src_ip_port ignores dst", flow("198.51.100.7:40000", "198.18.0.11:53", l4.TCP), l4.HashSrcIPPort, true},
+		{"5tuple sees the proto", flow("198.51.100.7:40000", "198.18.0.10:5432", l4.UDP), l4.HashFiveTuple, false},
+		{"5tuple sees the dst port", flow("198.51.100.7:40000", "198.18.0.10:5433", l4.TCP), l4.HashFiveTuple, false},
+		{"5tuple sees the dst addr", flow("198.51.100.7:40000", "198.18.0.11:5432", l4.TCP), l4.HashFiveTuple, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestFlowHashKeys(t *testing.T) {
 			}
 		})
 	}
-	if flowHash(nil, HashFiveTuple) != flowHash(&l4.Flow{}, HashFiveTuple) {
+	if flowHash(nil, l4.HashFiveTuple) != flowHash(&l4.Flow{}, l4.HashFiveTuple) {
 		t.Error("nil flow must hash like a zero flow")
 	}
 }
@@ -100,7 +100,7 @@ func TestFlowHashAvalanche(t *testing.T) {
 			for i := range fs {
 				g := fs[i]
 				in.flip(&g, bit)
-				d := flowHash(&fs[i], HashFiveTuple) ^ flowHash(&g, HashFiveTuple)
+				d := flowHash(&fs[i], l4.HashFiveTuple) ^ flowHash(&g, l4.HashFiveTuple)
 				for o := range 64 {
 					flips[o] += int(d >> o & 1)
 				}
@@ -133,19 +133,19 @@ func TestHashStringDistinct(t *testing.T) {
 func TestFlowHashUniform(t *testing.T) {
 	tests := []struct {
 		name string
-		key  HashKey
+		key  l4.HashKey
 		flow func(i int) *l4.Flow
 	}{
-		{"consecutive ipv4", HashSrcIP, func(i int) *l4.Flow {
+		{"consecutive ipv4", l4.HashSrcIP, func(i int) *l4.Flow {
 			return &l4.Flow{Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 1)}
 		}},
-		{"consecutive ipv6", HashSrcIP, func(i int) *l4.Flow {
+		{"consecutive ipv6", l4.HashSrcIP, func(i int) *l4.Flow {
 			return &l4.Flow{Src: netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 1, 0xd, 0xb8, 14: byte(i >> 8), 15: byte(i)}), 1)}
 		}},
-		{"consecutive ports", HashSrcIPPort, func(i int) *l4.Flow {
+		{"consecutive ports", l4.HashSrcIPPort, func(i int) *l4.Flow {
 			return flow(fmt.Sprintf("198.51.100.7:%d", i), "198.18.0.10:53", l4.UDP)
 		}},
-		{"consecutive ports 5tuple", HashFiveTuple, func(i int) *l4.Flow {
+		{"consecutive ports 5tuple", l4.HashFiveTuple, func(i int) *l4.Flow {
 			return flow(fmt.Sprintf("198.51.100.7:%d", i), "198.18.0.10:53", l4.UDP)
 		}},
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // allAlgorithms lists every algorithm, for table-driven tests.
-var allAlgorithms = []Algorithm{RoundRobin, LeastConn, P2C, LeastTime, SourceHash, Maglev, Random}
+var allAlgorithms = []l4.Algorithm{l4.RoundRobin, l4.LeastConn, l4.P2C, l4.LeastTime, l4.SourceHash, l4.Maglev, l4.Random}
 
 // makeMembers returns one member per weight, IDs "b000", "b001", ... (so
 // already sorted), all reporting into one fresh VIP counter.

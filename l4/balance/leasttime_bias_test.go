@@ -3,6 +3,8 @@ package balance
 import (
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // TestLeastTimeBias: with RTTs of 0.05, 5 and 20 ms (one fast local
@@ -20,7 +22,7 @@ func TestLeastTimeBias(t *testing.T) {
 		for i, m := range ms {
 			m.Backend.ObserveRTT(rtts[i])
 		}
-		p := mustNew(t, Options{Algorithm: LeastTime, LeastTimeBias: tc.bias}, ms)
+		p := mustNew(t, Options{Algorithm: l4.LeastTime, LeastTimeBias: tc.bias}, ms)
 		if b := p.Pick(nil, nil); b != ms[0].Backend {
 			t.Fatalf("bias %v: idle pick went to %s, want the fastest", tc.bias, b.ID)
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // New builds the Picker that opts selects over members. Members must have
@@ -25,19 +27,19 @@ func New(opts Options, members []Member) (Picker, error) {
 		return none{}, nil
 	}
 	switch opts.Algorithm {
-	case RoundRobin:
+	case l4.RoundRobin:
 		return newRoundRobin(members), nil
-	case LeastConn:
+	case l4.LeastConn:
 		return newLeastConn(members), nil
-	case P2C:
+	case l4.P2C:
 		return newP2C(members), nil
-	case LeastTime:
+	case l4.LeastTime:
 		return newLeastTime(members, leastTimeDefault(opts), uint64(max(opts.LeastTimeBias, 0))), nil
-	case SourceHash:
+	case l4.SourceHash:
 		return newRing(opts, members)
-	case Maglev:
+	case l4.Maglev:
 		return newMaglev(opts, members)
-	case Random:
+	case l4.Random:
 		return newRandom(members), nil
 	}
 	return nil, fmt.Errorf("algorithm %s not implemented", opts.Algorithm)
@@ -46,10 +48,10 @@ func New(opts Options, members []Member) (Picker, error) {
 // checkOptions rejects what no algorithm could honour, before any build.
 func checkOptions(o Options, n int) error {
 	var errs []error
-	if int(o.Algorithm) >= len(algorithmNames) {
+	if int(o.Algorithm) >= len(l4.AlgorithmNames()) {
 		errs = append(errs, fmt.Errorf("unknown %s", o.Algorithm))
 	}
-	if int(o.HashKey) >= len(hashKeyNames) {
+	if int(o.HashKey) >= len(l4.HashKeyNames()) {
 		errs = append(errs, fmt.Errorf("unknown %s", o.HashKey))
 	}
 	if o.BalanceFactor != 0 && o.BalanceFactor < 100 {
@@ -61,7 +63,7 @@ func checkOptions(o Options, n int) error {
 	if o.LeastTimeDefault < 0 {
 		errs = append(errs, fmt.Errorf("negative least_time default %s", o.LeastTimeDefault))
 	}
-	if o.Algorithm == Maglev && o.MaglevSize != 0 {
+	if o.Algorithm == l4.Maglev && o.MaglevSize != 0 {
 		if err := checkMaglevSize(o.MaglevSize, n); err != nil {
 			errs = append(errs, err)
 		}

@@ -14,7 +14,7 @@ import (
 
 func mustRing(t *testing.T, opts Options, ms []Member) *ring {
 	t.Helper()
-	opts.Algorithm = SourceHash
+	opts.Algorithm = l4.SourceHash
 	r, err := newRing(opts, ms)
 	if err != nil {
 		t.Fatal(err)

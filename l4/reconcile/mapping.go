@@ -2,10 +2,10 @@
 package reconcile
 
 import (
-	"fmt"
 	"net"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
@@ -30,7 +30,7 @@ func settings(vc *config.VIP) proxy.Settings {
 		AffinityTimeout: vc.AffinityTimeout,
 		// Only least_time with the connect metric uses the proxy's own
 		// handshake times; others save the syscall.
-		MeasureConnect: vc.Algorithm == "least_time" && vc.LeastTimeMetric != "first_byte",
+		MeasureConnect: vc.Algorithm == l4.LeastTime && vc.LeastTimeMetric != "first_byte",
 	}
 }
 
@@ -51,21 +51,13 @@ func keepAliveFor(st proxy.Settings) net.KeepAliveConfig {
 }
 
 func balanceOptions(vc *config.VIP) (balance.Options, error) {
-	alg, err := balance.ParseAlgorithm(vc.Algorithm)
-	if err != nil {
-		return balance.Options{}, err
-	}
 	opts := balance.Options{
-		Algorithm:        alg,
+		Algorithm:        vc.Algorithm,
+		HashKey:          vc.HashKey,
 		MaglevSize:       uint32(vc.MaglevTableSize),
 		BalanceFactor:    uint32(vc.HashBalanceFactor),
 		LeastTimeDefault: vc.LeastTimeDefault,
 		LeastTimeBias:    vc.LeastTimeBias,
-	}
-	if vc.HashKey != "" {
-		if opts.HashKey, err = balance.ParseHashKey(vc.HashKey); err != nil {
-			return balance.Options{}, fmt.Errorf("vip %q: %w", vc.Name, err)
-		}
 	}
 	return opts, nil
 }

@@ -228,10 +228,4 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	r.pipes.Close()
 }
 
-func vipKey(v *config.VIP) (l4.VIPKey, error) {
-	p, err := l4.ParseProtocol(v.Protocol)
-	if err != nil {
-		return l4.VIPKey{}, fmt.Errorf("vip %q: %w", v.Name, err)
-	}
-	return l4.VIPKey{Addr: v.Listen, Proto: p}, nil
-}
+func vipKey(v *config.VIP) (l4.VIPKey, error) { return v.Key(), nil }

@@ -149,7 +149,7 @@ func (v *vip) status() VIPStatus {
 	vc := v.cfg()
 	s := VIPStatus{
 		Name: vc.Name, Listen: v.key.Addr.String(), Protocol: v.key.Proto.String(),
-		Algorithm: vc.Algorithm, Eligible: v.store.Load().Len(),
+		Algorithm: vc.Algorithm.String(), Eligible: v.store.Load().Len(),
 	}
 	if v.tcp != nil {
 		s.Active = v.tcp.Stats.Active.Load()

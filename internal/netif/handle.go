@@ -1,0 +1,98 @@
+// handle.go: a netlink connection bound to one network namespace, and the errors callers branch on.
+package netif
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+var (
+	// ErrNoInterface: no interface has the name or index asked for.
+	ErrNoInterface = errors.New("no such interface")
+	// ErrNoRoute: the kernel has no usable route to the address
+	// (unreachable, prohibited or no matching route at all).
+	ErrNoRoute = errors.New("no route")
+	// ErrNotOnLink: the address is reached through a gateway, so it has no
+	// MAC of its own on this segment (L2 forwarding needs one).
+	ErrNotOnLink = errors.New("not on a directly connected segment")
+	// ErrLocal: the address belongs to this host.
+	ErrLocal = errors.New("address is local")
+	// ErrUnresolved: the neighbour did not answer ARP/ND in time.
+	ErrUnresolved = errors.New("neighbour not resolved")
+	// ErrNotSupported: the kernel lacks a feature (managed neighbours need
+	// Linux >= 5.16).
+	ErrNotSupported = errors.New("not supported by this kernel")
+	// ErrMTU: the path cannot carry a full packet plus the encapsulation.
+	ErrMTU = errors.New("path MTU too small for encapsulation")
+)
+
+// requestTimeout bounds every netlink request, so that a wedged socket
+// turns into an error instead of a stuck control loop.
+const requestTimeout = 5 * time.Second
+
+// dumpRetries is how often a dump that the kernel interrupted (the table
+// changed while it was read) is asked for again before giving up.
+const dumpRetries = 5
+
+// Handle is a route-netlink connection bound to one network namespace. Its
+// methods may be called from any goroutine. Close it when done.
+type Handle struct {
+	nl *netlink.Handle
+}
+
+// Open binds a Handle to the network namespace of the calling thread, as
+// it is at the time of the call.
+func Open() (*Handle, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle: %w", err)
+	}
+	return newHandle(h)
+}
+
+// OpenPath binds a Handle to the network namespace at path, such as
+// /run/netns/NAME or /proc/PID/ns/net. The calling thread's namespace is
+// left unchanged.
+func OpenPath(path string) (*Handle, error) {
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: %w", path, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle in %s: %w", path, err)
+	}
+	return newHandle(h)
+}
+
+func newHandle(h *netlink.Handle) (*Handle, error) {
+	if err := h.SetSocketTimeout(requestTimeout); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("netlink socket timeout: %w", err)
+	}
+	return &Handle{nl: h}, nil
+}
+
+// Close releases the netlink socket.
+func (h *Handle) Close() { h.nl.Close() }
+
+// dump retries fn while the kernel reports the dump as interrupted.
+func dump[T any](fn func() ([]T, error)) ([]T, error) {
+	var (
+		res []T
+		err error
+	)
+	for range dumpRetries {
+		res, err = fn()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return res, err
+		}
+	}
+	return res, err
+}

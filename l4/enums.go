@@ -1,0 +1,163 @@
+// The names an operator writes in the config file, as typed values: each
+// is named and parsed here and nowhere else.
+package l4
+
+import (
+	"fmt"
+	"strings"
+)
+
+// enumName returns names[v], or kind(v) for a value without a name.
+func enumName[T ~uint8](v T, kind string, names []string) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", kind, uint8(v))
+}
+
+// parseEnum finds s in names; the error lists what is allowed.
+func parseEnum[T ~uint8](s, kind string, names []string) (T, error) {
+	for i, n := range names {
+		if n == s {
+			return T(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not a %s (want %s)", s, kind, strings.Join(names, ", "))
+}
+
+// Mode is a VIP's data plane.
+type Mode uint8
+
+// Modes.
+const (
+	ModeProxy Mode = iota // the user-space TCP/UDP proxy
+	ModeXDP               // the XDP fast path: packets steered in the driver, backends reply directly
+)
+
+var modeNames = [...]string{ModeProxy: "proxy", ModeXDP: "xdp"}
+
+func (m Mode) String() string { return enumName(m, "mode", modeNames[:]) }
+
+// ParseMode accepts proxy and xdp.
+func ParseMode(s string) (Mode, error) { return parseEnum[Mode](s, "mode", modeNames[:]) }
+
+// ModeNames lists the modes as the config names them.
+func ModeNames() []string { return modeNames[:] }
+
+// Algorithm names a balancing rule.
+type Algorithm uint8
+
+// Algorithms.
+const (
+	RoundRobin Algorithm = iota
+	LeastConn
+	P2C
+	LeastTime
+	SourceHash
+	Maglev
+	Random
+)
+
+var algorithmNames = [...]string{
+	RoundRobin: "round_robin",
+	LeastConn:  "least_conn",
+	P2C:        "p2c",
+	LeastTime:  "least_time",
+	SourceHash: "source_hash",
+	Maglev:     "maglev",
+	Random:     "random",
+}
+
+func (a Algorithm) String() string { return enumName(a, "algorithm", algorithmNames[:]) }
+
+// ParseAlgorithm maps a config name to an Algorithm.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	return parseEnum[Algorithm](s, "algorithm", algorithmNames[:])
+}
+
+// AlgorithmNames lists the algorithms as the config names them.
+func AlgorithmNames() []string { return algorithmNames[:] }
+
+// Hashing reports whether the algorithm hashes flows onto backends (and so
+// takes a HashKey).
+func (a Algorithm) Hashing() bool { return a == SourceHash || a == Maglev }
+
+// HashKey says which parts of a flow the hashing algorithms hash.
+type HashKey uint8
+
+// Hash keys.
+const (
+	HashSrcIP     HashKey = iota // client address only: a reconnecting client keeps its backend
+	HashSrcIPPort                // client address and port
+	HashFiveTuple                // protocol, both addresses, both ports
+)
+
+var hashKeyNames = [...]string{HashSrcIP: "src_ip", HashSrcIPPort: "src_ip_port", HashFiveTuple: "5tuple"}
+
+func (k HashKey) String() string { return enumName(k, "hash_key", hashKeyNames[:]) }
+
+// ParseHashKey maps a config name to a HashKey.
+func ParseHashKey(s string) (HashKey, error) {
+	return parseEnum[HashKey](s, "hash_key", hashKeyNames[:])
+}
+
+// HashKeyNames lists the hash keys as the config names them.
+func HashKeyNames() []string { return hashKeyNames[:] }
+
+// Forward is how an xdp VIP hands a packet to its backend.
+type Forward uint8
+
+// Forwarding methods.
+const (
+	ForwardIPIP Forward = iota // IPIP (or IPv6-in-IPv6) to the backend, routed: the Katran model
+	ForwardL2                  // rewrite the destination MAC: backends on the same segment, the LVS DR model
+)
+
+var forwardNames = [...]string{ForwardIPIP: "ipip", ForwardL2: "l2"}
+
+func (f Forward) String() string { return enumName(f, "forward", forwardNames[:]) }
+
+// ParseForward accepts ipip and l2.
+func ParseForward(s string) (Forward, error) {
+	return parseEnum[Forward](s, "forward", forwardNames[:])
+}
+
+// ForwardNames lists the forwarding methods as the config names them.
+func ForwardNames() []string { return forwardNames[:] }
+
+// CheckType is a health check's kind. The zero value is tcp.
+type CheckType uint8
+
+// Check types.
+const (
+	CheckTCP        CheckType = iota // the handshake, timed by the kernel
+	CheckNone                        // no active checks: passive marks only
+	CheckSendExpect                  // send bytes, expect a reply
+	CheckPostgres
+	CheckMySQL
+	CheckRedis
+	CheckHTTP // also WebSocket upgrades
+)
+
+var checkNames = [...]string{
+	CheckTCP:        "tcp",
+	CheckNone:       "none",
+	CheckSendExpect: "send_expect",
+	CheckPostgres:   "postgres",
+	CheckMySQL:      "mysql",
+	CheckRedis:      "redis",
+	CheckHTTP:       "http",
+}
+
+func (c CheckType) String() string { return enumName(c, "check", checkNames[:]) }
+
+// ParseCheckType maps a config name to a CheckType.
+func ParseCheckType(s string) (CheckType, error) {
+	return parseEnum[CheckType](s, "health check type", checkNames[:])
+}
+
+// CheckTypeNames lists the check types as the config names them.
+func CheckTypeNames() []string { return checkNames[:] }
+
+// Database reports whether the check speaks a database protocol over TCP.
+func (c CheckType) Database() bool { return c == CheckPostgres || c == CheckMySQL || c == CheckRedis }
