@@ -42,6 +42,10 @@ func (c *FlowCounter) Underflows() uint64 { return c.underflows.Load() }
 type Backend struct {
 	ID   BackendID
 	Addr netip.AddrPort
+	// Index is a small number unique among the running backends of all
+	// VIPs (0 = none), fixed at creation: what a BPF map can hold where Go
+	// holds a pointer. The runtime assigns it.
+	Index uint32
 	// addrText is Addr.String(), kept because dialing takes a string.
 	addrText string
 

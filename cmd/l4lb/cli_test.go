@@ -148,3 +148,27 @@ func TestSystemdUnitOutwaitsTheLongestDrain(t *testing.T) {
 	}
 	t.Fatal("the unit sets no TimeoutStopSec")
 }
+
+// Until the XDP data plane is built, an xdp VIP is refused, never run as a
+// proxy.
+func TestXDPModeRefusedUntilAvailable(t *testing.T) {
+	src := `[global]
+admin_socket = "off"
+[xdp]
+interface = "veth0"
+[[vip]]
+name = "x"
+listen = "198.18.0.20:53"
+protocol = "udp"
+mode = "xdp"
+  [[vip.backend]]
+  address = "198.18.1.21:53"
+`
+	path := writeFile(t, "xdp.toml", src)
+	for _, cmd := range []string{"check", "run"} {
+		code, _, errs := runCLI(cmd, path)
+		if code != 1 || !strings.Contains(errs, `vip "x": vip[0].mode: mode xdp is not available`) {
+			t.Errorf("%s: exit %d, %q", cmd, code, errs)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
 // osHost answers config.CheckHost from this machine.
@@ -40,6 +41,7 @@ func loadChecked(path string) (*config.Config, []config.Problem, error) {
 		return nil, nil, err
 	}
 	problems, warnings := config.CheckHost(cfg, osHost{})
+	problems = append(problems, reconcile.CheckModes(cfg)...)
 	if len(problems) > 0 {
 		return nil, nil, &config.Error{Problems: problems}
 	}

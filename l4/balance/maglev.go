@@ -139,6 +139,11 @@ func newMaglev(opts Options, members []Member) (*maglev, error) {
 	return &maglev{hashed: newHashed(opts, members), table: t}, nil
 }
 
+// Table returns the lookup table: entry s is the index into the members
+// (as given to New) of the backend that owns slot s. It is shared: callers
+// must not change it.
+func (p *maglev) Table() []uint32 { return p.table }
+
 func (p *maglev) Pick(f *l4.Flow, tried *Tried) *l4.Backend {
 	key := flowHash(f, p.key)
 	return p.walk(p.table, reduce(key, len(p.table)), key, tried)

@@ -86,7 +86,7 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 	}
 	v.setTrial(b, old == l4.HealthDown && h == l4.HealthUnknown)
 	b.b.SetEligible(b.eligible())
-	v.rebuildLocked()
+	_ = v.rebuildLocked() // logged there
 	vc := v.cfg()
 	v.mu.Unlock()
 
@@ -95,9 +95,9 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 		level = zap.WarnLevel
 	}
 	v.log.Log(level, "backend health changed", zap.String("backend", string(id)), zap.Stringer("from", old), zap.Stringer("to", h), zap.String("reason", reason))
-	if h == l4.HealthDown && vc.Health.OnDown == "reset" && v.tcp != nil {
+	if h == l4.HealthDown && vc.Health.OnDown == "reset" {
 		go func() {
-			n := v.tcp.ResetWhere(func(x *l4.Backend) bool { return x == b.b })
+			n := v.dp.resetWhere(func(x *l4.Backend) bool { return x == b.b })
 			v.log.Info("on_down reset: sessions closed", zap.String("backend", string(id)), zap.Int("reset", n))
 		}()
 	}
@@ -121,18 +121,23 @@ func (v *vip) setTrial(b *backend, on bool) {
 
 // rebuildLocked publishes a snapshot of the current backend set. A build
 // failure keeps the previous snapshot (it cannot happen for a set that
-// built before).
-func (v *vip) rebuildLocked() {
+// built before); a data plane that cannot take it is logged and reported.
+func (v *vip) rebuildLocked() error {
 	opts, err := balanceOptions(v.cfg())
-	if err == nil {
-		var snap = v.store.Load()
-		if snap, err = buildSnapshot(opts, v.effective(time.Now())); err == nil {
-			v.store.Store(snap)
-		}
-	}
 	if err != nil {
 		v.log.Error("snapshot rebuild failed; previous one kept", zap.Error(err))
+		return err
 	}
+	snap, err := buildSnapshot(opts, v.effective(time.Now()))
+	if err != nil {
+		v.log.Error("snapshot rebuild failed; previous one kept", zap.Error(err))
+		return err
+	}
+	if err := v.publishLocked(snap); err != nil {
+		v.log.Error("data plane did not take the new snapshot", zap.Error(err))
+		return err
+	}
+	return nil
 }
 
 // startRamp runs one goroutine per VIP that recomputes slow-start weights
@@ -147,7 +152,7 @@ func (v *vip) startRamp() {
 		defer t.Stop()
 		for range t.C {
 			v.mu.Lock()
-			v.rebuildLocked()
+			_ = v.rebuildLocked() // logged there
 			done := !v.rampingLocked(time.Now())
 			v.mu.Unlock()
 			if done || v.stopped.Load() {

@@ -19,11 +19,12 @@ import (
 
 // Runtime owns every running VIP.
 type Runtime struct {
-	log    *zap.Logger
-	pipes  *proxy.PipePool
-	budget *proxy.ConnBudget // nil = no process-wide cap
-	self   proxy.Listeners   // every address the VIPs listen on
-	health *health.Manager
+	log     *zap.Logger
+	pipes   *proxy.PipePool
+	budget  *proxy.ConnBudget // nil = no process-wide cap
+	self    proxy.Listeners   // every address the VIPs listen on
+	indexes *indexPool        // backend indexes across all VIPs
+	health  *health.Manager
 
 	// index maps a VIP key's string (health target names use it) to the
 	// running VIP, for the health callback, which must not take mu.
@@ -38,6 +39,11 @@ type Runtime struct {
 	drainingVIPs map[*vip]struct{}
 	closed       bool
 }
+
+// MaxBackends bounds the backends of all VIPs together: their indexes
+// (l4.Backend.Index) run from 1 to MaxBackends, and the XDP backend map
+// has a slot for each.
+const MaxBackends = 65535
 
 // Options are a Runtime's process-wide settings.
 type Options struct {
@@ -63,7 +69,8 @@ func New(log *zap.Logger, opts Options) *Runtime {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{}}
+	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
+		indexes: newIndexPool(MaxBackends)}
 	if opts.MaxConns > 0 {
 		r.budget = proxy.NewConnBudget(opts.MaxConns)
 	}
@@ -102,18 +109,19 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	}
 	desired := make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs))
 	for i := range cfg.VIPs {
-		v := &cfg.VIPs[i]
-		key, err := vipKey(v)
-		if err != nil {
-			return err
-		}
-		desired[key] = v
+		desired[cfg.VIPs[i].Key()] = &cfg.VIPs[i]
 	}
 	plans := make(map[l4.VIPKey]*plan)
+	abandon := func() {
+		for _, p := range plans {
+			p.abandon(r.indexes)
+		}
+	}
 	for key, vc := range desired {
 		if v, ok := r.vips[key]; ok {
 			p, err := v.plan(vc)
 			if err != nil {
+				abandon()
 				return fmt.Errorf("vip %q: %w", vc.Name, err)
 			}
 			plans[key] = p
@@ -124,6 +132,7 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	}
 	started, err := r.startNew(desired)
 	if err != nil {
+		abandon()
 		return err
 	}
 	for key, v := range r.vips {
@@ -157,7 +166,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP) ([]*vip, error) {
 		if _, ok := r.vips[key]; ok {
 			continue
 		}
-		v, err := newVIP(key, vc, r.pipes, r.budget, &r.self, r.health, r.log)
+		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes}, r.health)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()
@@ -227,5 +236,3 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	r.draining.Wait()
 	r.pipes.Close()
 }
-
-func vipKey(v *config.VIP) (l4.VIPKey, error) { return v.Key(), nil }

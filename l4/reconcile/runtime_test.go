@@ -103,3 +103,28 @@ func TestPipeCapFollowsConfig(t *testing.T) {
 		}
 	}
 }
+
+// An xdp VIP never runs as a proxy: Apply refuses a mode the runtime has
+// no data plane for.
+func TestApplyRefusesUnavailableMode(t *testing.T) {
+	rt := New(zaptest.NewLogger(t), Options{})
+	cfg := parse(t, `
+[global]
+admin_socket = "off"
+[xdp]
+interface = "veth0"
+[[vip]]
+name = "x"
+listen = "127.0.0.1:5353"
+protocol = "udp"
+mode = "xdp"
+  [[vip.backend]]
+  address = "127.0.0.1:5353"
+`)
+	if err := rt.Apply(cfg); err == nil || !strings.Contains(err.Error(), "not available") {
+		t.Fatalf("Apply = %v", err)
+	}
+	if len(rt.Status().VIPs) != 0 {
+		t.Fatal("a VIP runs after the refused apply")
+	}
+}

@@ -84,6 +84,7 @@ type UDPStatus struct {
 type BackendStatus struct {
 	ID      string `json:"id"`
 	Address string `json:"address"`
+	Index   uint32 `json:"index"` // l4.Backend.Index: its slot in the XDP backend map
 	Weight  uint32 `json:"weight"`
 	// EffectiveWeight is the weight new flows see now: 0 when not eligible,
 	// below Weight while slow start ramps.
@@ -151,28 +152,7 @@ func (v *vip) status() VIPStatus {
 		Name: vc.Name, Listen: v.key.Addr.String(), Protocol: v.key.Proto.String(),
 		Algorithm: vc.Algorithm.String(), Eligible: v.store.Load().Len(),
 	}
-	if v.tcp != nil {
-		s.Active = v.tcp.Stats.Active.Load()
-		s.Accepted = v.tcp.Stats.Accepted.Load()
-		s.NoBackend = v.tcp.Stats.NoBackend.Load()
-		s.ConnectFails = v.tcp.Stats.ConnectFails.Load()
-		st := &v.tcp.Stats
-		s.TCP = &TCPStatus{
-			AcceptErrors: st.AcceptErrors.Load(), IdleClosed: st.IdleClosed.Load(),
-			LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(), LimitWaits: st.LimitWaits.Load(),
-		}
-	}
-	if v.udp != nil {
-		st := &v.udp.Stats
-		s.Active = v.udp.Sessions()
-		s.Accepted = st.SessionsCreated.Load()
-		s.NoBackend = st.NoBackend.Load()
-		s.UDP = &UDPStatus{
-			Datagrams: st.Datagrams.Load(), Replies: st.Replies.Load(),
-			Truncated: st.Truncated.Load(), Dropped: st.Dropped.Load(),
-			SessionsRefused: st.SessionsRefused.Load(), Moved: st.Moved.Load(),
-		}
-	}
+	v.dp.fillStatus(&s)
 	effective := map[*l4.Backend]uint32{}
 	if snap := v.store.Load(); snap != nil {
 		for _, m := range snap.Members {
@@ -213,7 +193,7 @@ func (v *vip) retiredStatusLocked() []BackendStatus {
 func (b *backend) status() BackendStatus {
 	rtt, _ := b.b.RTT().Value()
 	return BackendStatus{
-		ID: string(b.b.ID), Address: b.b.Addr.String(), Weight: b.weight,
+		ID: string(b.b.ID), Address: b.b.Addr.String(), Index: b.b.Index, Weight: b.weight,
 		Health: b.health.String(), LiveFlows: b.b.LiveFlows(),
 		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(),
 		BytesIn: b.b.Stats.BytesIn.Load(), BytesOut: b.b.Stats.BytesOut.Load(), RTT: rtt,

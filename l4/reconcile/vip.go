@@ -3,6 +3,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,14 +20,14 @@ import (
 
 // vip is a running virtual service.
 type vip struct {
-	key    l4.VIPKey
-	log    *zap.Logger
-	health *health.Manager
-	flows  l4.FlowCounter // VIP-wide live flows (bounded-load hashing reads it)
-	store  snapshot.Store
-	tcp    *proxy.TCPService // set for TCP VIPs
-	udp    *proxy.UDPService // set for UDP VIPs
-	self   *proxy.Listeners  // the process's listeners, which this VIP joins while it listens
+	key     l4.VIPKey
+	log     *zap.Logger
+	health  *health.Manager
+	flows   l4.FlowCounter   // VIP-wide live flows (bounded-load hashing reads it)
+	store   snapshot.Store   // the snapshot new flows pick from
+	dp      dataPlane        // moves the traffic: proxy services or XDP maps
+	self    *proxy.Listeners // the process's listeners, which this VIP joins while it listens
+	indexes *indexPool       // backend indexes, shared by all VIPs
 
 	conf    atomic.Pointer[config.VIP]
 	ramping atomic.Bool // a slow-start goroutine runs
@@ -61,106 +62,74 @@ type plan struct {
 	backends map[l4.BackendID]*backend
 	snap     *snapshot.Snapshot
 	removed  []l4.BackendID
+	fresh    []*l4.Backend // backends created for this plan (their indexes are new)
 }
 
-func newVIP(key l4.VIPKey, vc *config.VIP, pipes *proxy.PipePool, budget *proxy.ConnBudget, self *proxy.Listeners, hm *health.Manager, log *zap.Logger) (*vip, error) {
-	v := &vip{key: key, log: log.With(zap.String("vip", vc.Name)), health: hm, self: self, backends: map[l4.BackendID]*backend{}}
+func newVIP(key l4.VIPKey, vc *config.VIP, deps planeDeps, hm *health.Manager) (*vip, error) {
+	v := &vip{key: key, log: deps.log.With(zap.String("vip", vc.Name)), health: hm, self: deps.self, indexes: deps.indexes, backends: map[l4.BackendID]*backend{}}
 	p, err := v.plan(vc)
 	if err != nil {
 		return nil, err
 	}
-	if key.Proto == l4.TCP {
-		err = v.startTCP(vc, pipes, budget)
-	} else {
-		err = v.startUDP(vc)
-	}
-	if err != nil {
+	deps.log, deps.obs, deps.store = v.log, v, &v.store
+	if v.dp, err = newDataPlane(key, vc, deps); err != nil {
+		p.abandon(v.indexes)
 		return nil, err
 	}
-	self.Add(key)
-	v.commit(p)
+	if err := v.commit(p); err != nil {
+		v.closeNow()
+		return nil, err
+	}
 	return v, nil
-}
-
-func (v *vip) startTCP(vc *config.VIP, pipes *proxy.PipePool, budget *proxy.ConnBudget) error {
-	st := settings(vc)
-	ln, err := proxy.ListenTCP(v.key.Addr, proxy.ListenOptions{KeepAlive: keepAliveFor(st), Freebind: vc.Freebind})
-	if err != nil {
-		return err
-	}
-	v.tcp = proxy.NewTCPService(proxy.TCPConfig{
-		Listener: ln, Snapshots: &v.store, Pipes: pipes, Settings: st,
-		Log: v.log, Observer: v, Budget: budget, Self: v.self,
-	})
-	return nil
-}
-
-func (v *vip) startUDP(vc *config.VIP) error {
-	conn, err := proxy.ListenUDP(v.key.Addr, proxy.ListenOptions{Freebind: vc.Freebind})
-	if err != nil {
-		return err
-	}
-	v.udp, err = proxy.NewUDPService(proxy.UDPConfig{
-		Conn: conn, Snapshots: &v.store, Settings: udpSettings(vc), Log: v.log, Observer: v, Self: v.self,
-	})
-	if err != nil {
-		conn.Close()
-	}
-	return err
 }
 
 func (v *vip) name() string     { return v.conf.Load().Name }
 func (v *vip) cfg() *config.VIP { return v.conf.Load() }
 
-func (v *vip) serve() {
-	if v.tcp != nil {
-		go v.tcp.Serve()
-	} else {
-		go v.udp.Serve()
-	}
-}
+func (v *vip) serve() { v.dp.serve() }
 
-// stopAccepting closes the listener of a TCP VIP; a UDP VIP stops at drain.
+// stopAccepting stops new flows; established ones continue until drain.
 func (v *vip) stopAccepting() {
 	v.stopped.Store(true)
-	if v.tcp != nil {
-		v.self.Remove(v.key)
-		_ = v.tcp.Close()
-	}
+	v.self.Remove(v.key)
+	v.dp.stopAccepting()
 }
 
 func (v *vip) closeNow() {
 	v.stopped.Store(true)
 	v.self.Remove(v.key)
-	if v.tcp != nil {
-		_ = v.tcp.Close()
-	} else {
-		_ = v.udp.Close()
-	}
+	v.dp.closeNow()
+	v.releaseIndexes()
 }
 
-// drain lets TCP connections finish until ctx is done and returns how many
-// were reset. UDP sessions have nothing to finish: they end at once.
+// drain lets established flows finish until ctx is done and returns how
+// many were ended then. The VIP's backend indexes are free afterwards.
 func (v *vip) drain(ctx context.Context) int {
 	v.stopped.Store(true)
-	if v.tcp != nil {
-		return v.tcp.Drain(ctx)
-	}
 	v.self.Remove(v.key)
-	_ = v.udp.Close()
-	return 0
+	n := v.dp.drain(ctx)
+	v.releaseIndexes()
+	return n
+}
+
+// releaseIndexes frees the indexes of a VIP that stopped.
+func (v *vip) releaseIndexes() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, b := range v.backends {
+		v.indexes.put(b.b.Index)
+	}
+	v.backends = map[l4.BackendID]*backend{}
 }
 
 // apply switches the running VIP to a plan made by plan.
 func (v *vip) apply(p *plan) {
-	if v.tcp != nil {
-		v.tcp.Update(settings(p.conf))
-	} else {
-		if err := v.udp.Update(udpSettings(p.conf)); err != nil {
-			v.log.Error("udp settings not applied", zap.Error(err))
-		}
+	if err := v.dp.update(p.conf); err != nil {
+		v.log.Error("settings not applied", zap.Error(err))
 	}
-	v.commit(p)
+	if err := v.commit(p); err != nil {
+		v.log.Error("snapshot not published to the data plane", zap.Error(err))
+	}
 }
 
 // plan builds the backend set for vc, keeping the l4.Backend of every
@@ -170,6 +139,7 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	next := make(map[l4.BackendID]*backend, len(vc.Backends))
+	p := &plan{conf: vc, backends: next}
 	for _, bc := range vc.Backends {
 		id := l4.BackendID(bc.ID())
 		old, ok := v.backends[id]
@@ -178,6 +148,11 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 			nb.b, nb.health, nb.upSince, nb.trial = old.b, old.health, old.upSince, old.trial
 		} else {
 			nb.b = l4.NewBackend(id, bc.Address, &v.flows)
+			if err := v.assignIndex(nb.b); err != nil {
+				p.abandon(v.indexes)
+				return nil, err
+			}
+			p.fresh = append(p.fresh, nb.b)
 		}
 		nb.b.RTT().SetAlpha(vc.LeastTimeAlpha)
 		next[id] = nb
@@ -189,19 +164,39 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 		}
 	}
 	opts, err := balanceOptions(vc)
+	if err == nil {
+		p.snap, err = buildSnapshot(opts, effectiveMembers(next, vc.Health.SlowStart, time.Now()))
+	}
 	if err != nil {
+		p.abandon(v.indexes)
 		return nil, err
 	}
-	snap, err := buildSnapshot(opts, effectiveMembers(next, vc.Health.SlowStart, time.Now()))
+	p.removed = removed
+	return p, nil
+}
+
+// assignIndex gives a new backend its index.
+func (v *vip) assignIndex(b *l4.Backend) error {
+	i, err := v.indexes.get()
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("backend %q: %w", b.ID, err)
 	}
-	return &plan{conf: vc, backends: next, snap: snap, removed: removed}, nil
+	b.Index = i
+	return nil
+}
+
+// abandon returns the indexes of the backends a plan created, when the
+// plan is not committed.
+func (p *plan) abandon(pool *indexPool) {
+	for _, b := range p.fresh {
+		pool.put(b.Index)
+	}
+	p.fresh = nil
 }
 
 // commit publishes a plan. Health that changed since the plan was made
 // wins, and then the snapshot is rebuilt from it.
-func (v *vip) commit(p *plan) {
+func (v *vip) commit(p *plan) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	stale := false
@@ -209,6 +204,7 @@ func (v *vip) commit(p *plan) {
 		nb, ok := p.backends[id]
 		if !ok || nb.b != old.b {
 			old.b.SetEligible(false) // removed: pinned flows move on their next packet
+			v.indexes.put(old.b.Index)
 			if old.b.LiveFlows() > 0 {
 				v.retired = append(v.retired, old)
 			}
@@ -230,10 +226,16 @@ func (v *vip) commit(p *plan) {
 	}
 	v.backends = p.backends
 	v.conf.Store(p.conf)
-	v.store.Store(p.snap)
 	if stale {
-		v.rebuildLocked()
+		return v.rebuildLocked()
 	}
+	return v.publishLocked(p.snap)
+}
+
+// publishLocked makes snap what new flows pick from (v.mu held).
+func (v *vip) publishLocked(snap *snapshot.Snapshot) error {
+	v.store.Store(snap)
+	return v.dp.publish(snap)
 }
 
 // effective lists the members new flows may go to, with slow-start weights.

@@ -50,6 +50,20 @@ func (s *Snapshot) Pick(f *l4.Flow, tried *balance.Tried) *l4.Backend {
 	return s.picker.Pick(f, tried)
 }
 
+// MaglevTable returns the Maglev lookup table that Pick uses (entry s is
+// an index into Members), or nil when the algorithm is not maglev. The XDP
+// data plane writes this very table into its map, so a flow lands on the
+// same backend in proxy and xdp mode. Callers must not change it.
+func (s *Snapshot) MaglevTable() []uint32 {
+	if s == nil {
+		return nil
+	}
+	if t, ok := s.picker.(interface{ Table() []uint32 }); ok {
+		return t.Table()
+	}
+	return nil
+}
+
 // Len returns the number of eligible backends.
 func (s *Snapshot) Len() int {
 	if s == nil {

@@ -1,0 +1,156 @@
+// The data-plane seam: what a VIP's packet path must do for the control
+// loop, and the one place where a VIP's mode picks its implementation.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/snapshot"
+)
+
+// dataPlane moves one VIP's traffic. The TCP and UDP proxy services and
+// the XDP map writer sit behind it, so the control loop (reload diff,
+// health, weights, drain, status) is written once for all of them.
+type dataPlane interface {
+	// serve starts moving traffic, once the VIP's first snapshot is
+	// published.
+	serve()
+	// publish makes snap the one new flows pick from. The proxy services
+	// read the VIP's snapshot.Store themselves; the XDP plane writes the
+	// snapshot's Maglev table and backends into its maps. It is how maps
+	// stay in step with health, weights and reloads.
+	publish(snap *snapshot.Snapshot) error
+	// update applies the settings a reload may change on a running VIP.
+	update(vc *config.VIP) error
+	// stopAccepting stops new flows; established ones continue.
+	stopAccepting()
+	// drain waits for established flows until ctx is done, then ends the
+	// rest; it returns how many it ended.
+	drain(ctx context.Context) int
+	// closeNow stops at once (a VIP whose start was rolled back).
+	closeNow()
+	// resetWhere ends the established flows whose backend matches
+	// (on_down = reset) and returns how many.
+	resetWhere(match func(*l4.Backend) bool) int
+	// fillStatus adds the data plane's counters to s.
+	fillStatus(s *VIPStatus)
+}
+
+// planeDeps are what the data planes share across VIPs.
+type planeDeps struct {
+	pipes  *proxy.PipePool
+	budget *proxy.ConnBudget // nil = no process-wide cap
+	self   *proxy.Listeners
+	log    *zap.Logger
+	obs    proxy.Observer
+	store  *snapshot.Store // the VIP's snapshots
+
+	indexes *indexPool // backend indexes (for the VIP, not the data plane)
+}
+
+// newDataPlane opens the data plane vc's mode and protocol ask for. It is
+// the only place that dispatches on mode.
+func newDataPlane(key l4.VIPKey, vc *config.VIP, deps planeDeps) (dataPlane, error) {
+	switch {
+	case vc.Mode == l4.ModeProxy && key.Proto == l4.TCP:
+		return newTCPPlane(key, vc, deps)
+	case vc.Mode == l4.ModeProxy && key.Proto == l4.UDP:
+		return newUDPPlane(key, vc, deps)
+	}
+	return nil, fmt.Errorf("mode %s for %s VIPs: %w", vc.Mode, key.Proto, errModeUnavailable)
+}
+
+// errModeUnavailable: the mode is valid config but this runtime cannot run it.
+var errModeUnavailable = fmt.Errorf("not available in this version of l4lb")
+
+// CheckModes reports VIPs whose mode this runtime cannot run, as config
+// problems, so that `l4lb check` refuses what `run` would refuse.
+func CheckModes(cfg *config.Config) []config.Problem {
+	var out []config.Problem
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		if v.Mode != l4.ModeProxy {
+			out = append(out, config.Problem{File: cfg.Path, Line: v.Line, VIP: v.Name, Key: fmt.Sprintf("vip[%d].mode", i),
+				Msg: fmt.Sprintf("mode %s is %s; use mode = \"proxy\"", v.Mode, errModeUnavailable)})
+		}
+	}
+	return out
+}
+
+// tcpPlane is a TCP VIP in proxy mode.
+type tcpPlane struct{ svc *proxy.TCPService }
+
+func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) {
+	st := settings(vc)
+	ln, err := proxy.ListenTCP(key.Addr, proxy.ListenOptions{KeepAlive: keepAliveFor(st), Freebind: vc.Freebind})
+	if err != nil {
+		return nil, err
+	}
+	d.self.Add(key)
+	svc := proxy.NewTCPService(proxy.TCPConfig{
+		Listener: ln, Snapshots: d.store, Pipes: d.pipes, Settings: st,
+		Log: d.log, Observer: d.obs, Budget: d.budget, Self: d.self,
+	})
+	return &tcpPlane{svc: svc}, nil
+}
+
+func (p *tcpPlane) serve()                                  { go p.svc.Serve() }
+func (p *tcpPlane) publish(*snapshot.Snapshot) error        { return nil } // the service reads the store
+func (p *tcpPlane) update(vc *config.VIP) error             { p.svc.Update(settings(vc)); return nil }
+func (p *tcpPlane) stopAccepting()                          { _ = p.svc.Close() }
+func (p *tcpPlane) drain(ctx context.Context) int           { return p.svc.Drain(ctx) }
+func (p *tcpPlane) closeNow()                               { _ = p.svc.Close() }
+func (p *tcpPlane) resetWhere(m func(*l4.Backend) bool) int { return p.svc.ResetWhere(m) }
+
+func (p *tcpPlane) fillStatus(s *VIPStatus) {
+	st := &p.svc.Stats
+	s.Active, s.Accepted = st.Active.Load(), st.Accepted.Load()
+	s.NoBackend, s.ConnectFails = st.NoBackend.Load(), st.ConnectFails.Load()
+	s.TCP = &TCPStatus{
+		AcceptErrors: st.AcceptErrors.Load(), IdleClosed: st.IdleClosed.Load(),
+		LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(), LimitWaits: st.LimitWaits.Load(),
+	}
+}
+
+// udpPlane is a UDP VIP in proxy mode.
+type udpPlane struct{ svc *proxy.UDPService }
+
+func newUDPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*udpPlane, error) {
+	conn, err := proxy.ListenUDP(key.Addr, proxy.ListenOptions{Freebind: vc.Freebind})
+	if err != nil {
+		return nil, err
+	}
+	svc, err := proxy.NewUDPService(proxy.UDPConfig{
+		Conn: conn, Snapshots: d.store, Settings: udpSettings(vc), Log: d.log, Observer: d.obs, Self: d.self,
+	})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	d.self.Add(key)
+	return &udpPlane{svc: svc}, nil
+}
+
+func (p *udpPlane) serve()                                { go p.svc.Serve() }
+func (p *udpPlane) publish(*snapshot.Snapshot) error      { return nil } // the service reads the store
+func (p *udpPlane) update(vc *config.VIP) error           { return p.svc.Update(udpSettings(vc)) }
+func (p *udpPlane) stopAccepting()                        {} // datagrams have no backlog to refuse: drain closes
+func (p *udpPlane) drain(context.Context) int             { _ = p.svc.Close(); return 0 }
+func (p *udpPlane) closeNow()                             { _ = p.svc.Close() }
+func (p *udpPlane) resetWhere(func(*l4.Backend) bool) int { return 0 } // sessions move on their next datagram
+
+func (p *udpPlane) fillStatus(s *VIPStatus) {
+	st := &p.svc.Stats
+	s.Active, s.Accepted, s.NoBackend = p.svc.Sessions(), st.SessionsCreated.Load(), st.NoBackend.Load()
+	s.UDP = &UDPStatus{
+		Datagrams: st.Datagrams.Load(), Replies: st.Replies.Load(),
+		Truncated: st.Truncated.Load(), Dropped: st.Dropped.Load(),
+		SessionsRefused: st.SessionsRefused.Load(), Moved: st.Moved.Load(),
+	}
+}
