@@ -1,0 +1,62 @@
+// `l4lb status`: the process, the last reload, and the config in force.
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/testutil"
+)
+
+func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
+	tp := testutil.NewTopology(t, 2)
+	for i := range 2 {
+		namedEcho(t, tp, i, 7000)
+	}
+	lb := startLB(t, tp, vipA)
+	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	status := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(mustBin(t), append([]string{"status", "--socket", sock}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("status %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+
+	st := lbStatus(t, lb)
+	if st.Process.PID != lb.cmd.Process.Pid || st.Process.GoVersion == "" || st.Process.Started.IsZero() || st.Process.LastReload != nil {
+		t.Fatalf("process status %+v", st.Process)
+	}
+	if out := status(); !strings.Contains(out, "last reload: none since start") || !strings.Contains(out, "l4lb ") {
+		t.Fatalf("text status:\n%s", out)
+	}
+
+	// --show-config and a bare --config print the running config, every
+	// default resolved; it parses back to what the file says.
+	for _, flag := range []string{"--show-config", "--config"} {
+		out := status(flag)
+		running, err := config.Parse("running", []byte(out))
+		if err != nil {
+			t.Fatalf("status %s does not print a valid config: %v\n%s", flag, err, out)
+		}
+		if v := running.VIP("a"); v == nil || len(v.Backends) != 2 || !strings.Contains(out, `connect_timeout = "2s"`) {
+			t.Fatalf("status %s:\n%s", flag, out)
+		}
+	}
+
+	lb.writeConfig(t, "[[vip]]\nname = 1\n")
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload refused")
+	st = lbStatus(t, lb)
+	if r := st.Process.LastReload; r == nil || r.OK || !strings.Contains(r.Error, "name: must be a string") {
+		t.Fatalf("last reload after a bad file: %+v", r)
+	}
+	if out := status(); !strings.Contains(out, "REFUSED (running config kept)") {
+		t.Fatalf("text status after a refused reload:\n%s", out)
+	}
+}
