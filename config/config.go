@@ -191,4 +191,11 @@ type XDP struct {
 	Interface string // required; a Linux interface name
 	Attach    string // driver | generic; default driver
 	PinPath   string // absolute path, or "" (default) = maps are not pinned
+	// ConntrackSize is the flow table's capacity in flows (an LRU: the
+	// least recently seen flow makes room); default 1048576, about 120
+	// bytes of kernel memory each; 1024..67108864.
+	ConntrackSize int
+	// WeightRefresh is how often least_conn and least_time VIPs turn live
+	// flows and RTTs into Maglev weights; default 5s; 1s..1h.
+	WeightRefresh time.Duration
 }

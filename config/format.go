@@ -33,6 +33,8 @@ func Format(c *Config, opts FormatOptions) []byte {
 		w.str("interface", c.XDP.Interface)
 		w.str("attach", c.XDP.Attach)
 		w.str("pin_path", c.XDP.PinPath)
+		w.int("conntrack_size", c.XDP.ConntrackSize)
+		w.dur("weight_refresh", c.XDP.WeightRefresh)
 	}
 	for i := range c.VIPs {
 		formatVIP(w, &c.VIPs[i], opts)

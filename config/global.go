@@ -74,9 +74,11 @@ func buildXDP(p *problems, x *rawXDP) *XDP {
 	l := newLayer(p, "", "xdp", "")
 	var none opt[string]
 	out := &XDP{
-		Interface: l.str("interface", x.Interface, none, ""),
-		Attach:    l.oneOf("attach", x.Attach, none, "driver", "driver", "generic"),
-		PinPath:   l.str("pin_path", x.PinPath, none, ""),
+		Interface:     l.str("interface", x.Interface, none, ""),
+		Attach:        l.oneOf("attach", x.Attach, none, "driver", "driver", "generic"),
+		PinPath:       l.str("pin_path", x.PinPath, none, ""),
+		ConntrackSize: l.integer("conntrack_size", x.ConntrackSize, opt[int64]{}, 1<<20, span[int64](1024, 1<<26)),
+		WeightRefresh: l.duration("weight_refresh", x.WeightRefresh, none, 5*time.Second, span(time.Second, time.Hour)),
 	}
 	switch {
 	case !l.has("interface"):

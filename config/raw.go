@@ -113,7 +113,9 @@ type rawBackend struct {
 }
 
 type rawXDP struct {
-	Interface opt[string] `toml:"interface"`
-	Attach    opt[string] `toml:"attach"`
-	PinPath   opt[string] `toml:"pin_path"`
+	Interface     opt[string] `toml:"interface"`
+	Attach        opt[string] `toml:"attach"`
+	PinPath       opt[string] `toml:"pin_path"`
+	ConntrackSize opt[int64]  `toml:"conntrack_size"`
+	WeightRefresh opt[string] `toml:"weight_refresh"`
 }

@@ -33,7 +33,7 @@ var vipScopes = []vipScope{
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
 	{"max_conns", isTCPProxy, "applies only to tcp VIPs in proxy mode (udp VIPs: max_sessions)"},
 	{"session_timeout", func(v *VIP) bool { return v.Protocol == l4.UDP }, "applies only to udp VIPs"},
-	{"max_sessions", func(v *VIP) bool { return v.Protocol == l4.UDP }, "applies only to udp VIPs"},
+	{"max_sessions", func(v *VIP) bool { return v.Protocol == l4.UDP && v.Mode == l4.ModeProxy }, "applies only to udp VIPs in proxy mode"},
 	{"udp_responses", func(v *VIP) bool { return v.Protocol == l4.UDP && v.Mode == l4.ModeProxy }, "applies only to udp VIPs in proxy mode (in xdp mode replies bypass l4lb)"},
 	{"forward", func(v *VIP) bool { return v.Mode == l4.ModeXDP }, "applies only to mode xdp"},
 	{"freebind", func(v *VIP) bool { return v.Mode == l4.ModeProxy }, "applies only to mode proxy (an xdp VIP binds no socket)"},
@@ -137,16 +137,25 @@ func checkXDPVIP(l *layer, v *VIP, hasXDP bool) {
 	if !hasXDP {
 		l.problem("mode", "mode xdp needs an [xdp] table with an interface")
 	}
-	if v.Algorithm != l4.Maglev {
-		l.problem("algorithm", "mode xdp balances with maglev only, not %s", v.Algorithm)
+	switch v.Algorithm {
+	case l4.Maglev, l4.SourceHash, l4.LeastConn, l4.LeastTime:
+	default:
+		l.problem("algorithm", "mode xdp balances with maglev, source_hash, least_conn or least_time (as Maglev weights), not %s", v.Algorithm)
 	}
 	if v.Listen.IsValid() && v.Listen.Addr().IsUnspecified() {
 		l.problem("listen", "mode xdp needs a concrete address, not %s", v.Listen.Addr())
 	}
 	for j, b := range v.Backends {
-		if b.Address.IsValid() && v.Listen.IsValid() && b.Address.Port() != v.Listen.Port() {
+		if !b.Address.IsValid() || !v.Listen.IsValid() {
+			continue
+		}
+		if b.Address.Port() != v.Listen.Port() {
 			l.p.add(l.vip, l.backendKey(j, "address"), "port %d must equal the listen port %d in mode xdp (packets are forwarded unchanged)",
 				b.Address.Port(), v.Listen.Port())
+		}
+		if b.Address.Addr().Is4() != v.Listen.Addr().Is4() {
+			l.p.add(l.vip, l.backendKey(j, "address"), "%s is not of the VIP's address family: mode xdp forwards IPv4 to IPv4 and IPv6 to IPv6",
+				b.Address.Addr())
 		}
 	}
 }

@@ -171,7 +171,11 @@ func TestXDPProblems(t *testing.T) {
 	}
 	for _, c := range []problemCase{
 		{"no xdp table", strings.TrimPrefix(xv(""), xdp), "vip[0].mode", "dns", "needs an [xdp] table"},
-		{"algorithm", xv(`algorithm = "least_conn" ` + marker), "vip[0].algorithm", "dns", "maglev only"},
+		{"algorithm", xv(`algorithm = "round_robin" ` + marker), "vip[0].algorithm", "dns", "balances with maglev, source_hash, least_conn or least_time"},
+		{"backend family", xdp + "[[vip]]\nname = \"dns\"\nlisten = \"198.18.0.20:53\"\nmode = \"xdp\"\n[[vip.backend]]\naddress = \"[2001:db8::1]:53\" " + marker + "\n",
+			"vip[0].backend[0].address", "dns", "not of the VIP's address family"},
+		{"max_sessions", xv(`max_sessions = 10 ` + marker), "vip[0].max_sessions", "dns", "udp VIPs in proxy mode"},
+		{"conntrack_size", "[xdp]\ninterface = \"eth0\"\nconntrack_size = 10 " + marker + "\n" + oneVIP(""), "xdp.conntrack_size", "", "out of range 1024..67108864"},
 		{"forward", xv(`forward = "gre" ` + marker), "vip[0].forward", "dns", "not one of ipip, l2"},
 		{"proxy_protocol", xv(`proxy_protocol = "v1" ` + marker), "vip[0].proxy_protocol", "dns", "tcp VIPs in proxy mode"},
 		{"udp_responses", xv(`udp_responses = 1 ` + marker), "vip[0].udp_responses", "dns", "replies bypass"},

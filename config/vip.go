@@ -61,11 +61,17 @@ func (l *layer) addrPort(key string, own opt[string]) netip.AddrPort {
 // vipBalancing resolves mode and the balancing keys.
 func vipBalancing(l *layer, o, d *rawTuning, v *VIP) {
 	v.Mode = enum(l, "mode", o.Mode, d.Mode, l4.ModeProxy, l4.ParseMode, l4.ModeNames())
-	algorithm, hashKey := l4.RoundRobin, l4.HashSrcIP
+	algorithm := l4.RoundRobin
 	if v.Mode == l4.ModeXDP {
-		algorithm, hashKey = l4.Maglev, l4.HashFiveTuple
+		algorithm = l4.Maglev
 	}
 	v.Algorithm = enum(l, "algorithm", o.Algorithm, d.Algorithm, algorithm, l4.ParseAlgorithm, l4.AlgorithmNames())
+	// source_hash keeps a client on its backend; maglev in xdp mode
+	// spreads one client's flows as the kernel's ECMP does.
+	hashKey := l4.HashSrcIP
+	if v.Mode == l4.ModeXDP && v.Algorithm == l4.Maglev {
+		hashKey = l4.HashFiveTuple
+	}
 	v.HashKey = enum(l, "hash_key", o.HashKey, d.HashKey, hashKey, l4.ParseHashKey, l4.HashKeyNames())
 	v.HashBalanceFactor = l.integer("hash_balance_factor", o.HashBalanceFactor, d.HashBalanceFactor, 0, orOff[int64](100, 1000))
 	v.MaglevTableSize = l.integer("maglev_table_size", o.MaglevTableSize, d.MaglevTableSize, 65537, span[int64](1009, 1000003))
