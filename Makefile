@@ -21,11 +21,16 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 
-test: build lint
+test: build lint generate-check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 generate:
 	$(GO) generate ./...
+
+# The generated BPF objects and bindings are committed (go build needs no
+# clang); CI regenerates them and fails when they differ from the C sources.
+generate-check: generate
+	@test -z "$$(git status --porcelain -- bpf/)" || { git status --short -- bpf/; echo "bpf/: generated files differ from the committed ones: run make generate and commit"; exit 1; }
 
 demo: build
 	scripts/demo.sh

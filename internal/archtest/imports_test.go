@@ -18,8 +18,8 @@ var rules = map[string][]string{
 	"health":         {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
 	"l4/snapshot":    {mod + "config", mod + "health", mod + "l4/proxy", "net"},
 	"l4/proxy":       {mod + "config", mod + "health", mod + "bpf"},
-	"bpf":            {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", "go.uber.org/zap"},
 	"internal/netif": {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", "go.uber.org/zap"},
+	"bpf":            {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal", "go.uber.org/zap"},
 	"l4/reconcile":   {mod + "cmd"},
 }
 
@@ -32,8 +32,8 @@ var allowedProject = map[string][]string{
 	"health":         {"l4"},
 	"l4/snapshot":    {"l4", "l4/balance"},
 	"l4/proxy":       {"l4", "l4/snapshot", "l4/balance", "conntrack"},
-	"bpf":            {"l4", "l4/balance", "l4/snapshot", "conntrack"},
 	"internal/netif": {"l4"},
+	"bpf":            {"l4", "l4/balance", "l4/snapshot", "conntrack"},
 }
 
 func deps(t *testing.T, pkg string) []string {

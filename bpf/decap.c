@@ -1,0 +1,158 @@
+//go:build ignore
+
+/* decap.c: xdp_decap, run on backends. It strips the outer header the
+ * balancer pushed and passes the inner packet to the stack. Verdicts:
+ *
+ *   frame                                          verdict   change   counter
+ *   ---------------------------------------------  --------  -------  --------------------
+ *   outer IPv4, proto 4 or 41, no options/frags    XDP_PASS  strip 20 outer_v4
+ *   outer IPv6, nexthdr 41 or 4                    XDP_PASS  strip 40 outer_v6
+ *   outer IPv4 options/fragment, truncated, bad
+ *     length, inner header missing                 XDP_PASS  none     pass_malformed
+ *   anything else                                  XDP_PASS  none     pass_not_encap
+ *   bpf_xdp_adjust_head failed                     XDP_PASS  none     failed
+ *
+ * Any IP-in-IP packet is decapsulated, whatever its outer destination: the
+ * stack then delivers or drops the inner packet by its own address, as an
+ * "external" ipip device would. */
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "consts.h"
+#include "parse.h"
+#include "structs.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Decap counters, indexed by enum decap_counter (per CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DECAP_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} decap_counters SEC(".maps");
+
+/* Anchor so that the enum reaches BTF, where bpf2go finds it. */
+volatile const enum decap_counter anchor_decap_counter;
+
+/* outer describes the header to strip. */
+struct outer {
+	__u32 hdr_len;		/* 20 or 40 */
+	__u8 inner;		/* 4 or 6 */
+};
+
+/* inner_family maps an IP-in-IP protocol number onto the inner family. */
+static __always_inline __u8 inner_family(__u8 proto)
+{
+	if (proto == PROTO_IPIP)
+		return 4;
+	if (proto == PROTO_IPV6)
+		return 6;
+	return 0;
+}
+
+/* check_outer4 accepts an outer IPv4 header that carries IP. */
+static __always_inline __u32 check_outer4(struct iphdr *ip, void *data_end, struct outer *o)
+{
+	if ((void *)(ip + 1) > data_end)
+		return DECAP_PASS_MALFORMED;
+	o->inner = inner_family(ip->protocol);
+	if (!o->inner || ip->version != 4)
+		return DECAP_PASS_NOT_ENCAP;
+	if (check_ipv4(ip, data_end) != COUNTER_NONE)
+		return DECAP_PASS_MALFORMED;
+	o->hdr_len = IPV4_HLEN;
+	return DECAP_NONE;
+}
+
+/* check_outer6 accepts an outer IPv6 header that carries IP directly. */
+static __always_inline __u32 check_outer6(struct ipv6hdr *ip6, void *data_end, struct outer *o)
+{
+	if ((void *)(ip6 + 1) > data_end)
+		return DECAP_PASS_MALFORMED;
+	o->inner = inner_family(ip6->nexthdr);
+	if (!o->inner || ip6->version != 6)
+		return DECAP_PASS_NOT_ENCAP;
+	if (check_ipv6(ip6, data_end) != COUNTER_NONE)
+		return DECAP_PASS_MALFORMED;
+	o->hdr_len = IPV6_HLEN;
+	return DECAP_NONE;
+}
+
+/* check_inner makes sure a whole inner IP header follows the outer one. */
+static __always_inline __u32 check_inner(void *inner, void *data_end, __u8 family)
+{
+	__u32 need = family == 4 ? IPV4_HLEN : IPV6_HLEN;
+	if (inner + need > data_end)
+		return DECAP_PASS_MALFORMED;
+	__u8 version = *(__u8 *)inner >> 4;
+	return version == family ? DECAP_NONE : DECAP_PASS_MALFORMED;
+}
+
+/* parse_outer finds the L2 length and the outer header to strip. */
+static __always_inline __u32 parse_outer(struct xdp_md *ctx, __u32 *l3_off, struct outer *o)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 family = 0;
+	__u32 r;
+
+	if (parse_l2(data, data_end, l3_off, &family) != COUNTER_NONE)
+		return DECAP_PASS_NOT_ENCAP;
+	if (family == 4)
+		r = check_outer4(data + *l3_off, data_end, o);
+	else
+		r = check_outer6(data + *l3_off, data_end, o);
+	if (r != DECAP_NONE)
+		return r;
+	return check_inner(data + *l3_off + o->hdr_len, data_end, o->inner);
+}
+
+/* strip removes hdr_len bytes behind an L2 header of l3_off bytes (both
+ * constants at the call site): the L2 header is saved, the head moves, and
+ * the header is written back at the new front with the inner ethertype.
+ * Nothing is written before adjust_head succeeds. */
+static __always_inline __u32 strip(struct xdp_md *ctx, __u32 l3_off, __u32 hdr_len, __u8 inner)
+{
+	__u8 l2[ETH_HLEN + VLAN_HLEN];
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+
+	if (data + l3_off > data_end)
+		return DECAP_FAILED;
+	__builtin_memcpy(l2, data, l3_off);
+	if (bpf_xdp_adjust_head(ctx, hdr_len))
+		return DECAP_FAILED;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + l3_off > data_end)
+		return DECAP_FAILED;
+	__builtin_memcpy(data, l2, l3_off);
+	*(__be16 *)(data + l3_off - 2) = bpf_htons(inner == 4 ? ETH_P_IP : ETH_P_IPV6);
+	return hdr_len == IPV4_HLEN ? DECAP_OUTER_V4 : DECAP_OUTER_V6;
+}
+
+/* decap strips with constant sizes per branch for the verifier. */
+static __always_inline __u32 decap(struct xdp_md *ctx, __u32 l3_off, const struct outer *o)
+{
+	if (l3_off == ETH_HLEN)
+		return o->hdr_len == IPV4_HLEN ? strip(ctx, ETH_HLEN, IPV4_HLEN, o->inner)
+					       : strip(ctx, ETH_HLEN, IPV6_HLEN, o->inner);
+	return o->hdr_len == IPV4_HLEN ? strip(ctx, ETH_HLEN + VLAN_HLEN, IPV4_HLEN, o->inner)
+				       : strip(ctx, ETH_HLEN + VLAN_HLEN, IPV6_HLEN, o->inner);
+}
+
+SEC("xdp")
+int xdp_decap(struct xdp_md *ctx)
+{
+	struct outer o = {};
+	__u32 l3_off = 0;
+	__u32 r = parse_outer(ctx, &l3_off, &o);
+
+	if (r == DECAP_NONE)
+		r = decap(ctx, l3_off, &o);
+	__u64 *c = bpf_map_lookup_elem(&decap_counters, &r);
+	if (c)
+		*c += 1;
+	return XDP_PASS;
+}

@@ -1,0 +1,167 @@
+// Package bpf is l4lb's XDP fast path: two BPF programs (C beside this
+// file, compiled by bpf2go into the committed *_bpfel.{go,o}), a loader
+// with typed writers for every map the control plane owns, and readers for
+// stats and the flow table. It knows nothing of config files: the
+// reconciler translates config into the calls below.
+//
+// # Programs
+//
+// xdp_lb (lb.c) runs on the balancer's ingress interface. For a TCP or
+// UDP packet to a VIP it finds the flow's backend (conntrack, else the
+// VIP's Maglev table) and forwards it: IP-in-IP to the backend's address
+// through the kernel FIB (XDP_TX back out of the ingress interface,
+// XDP_REDIRECT to another), or, for l2 VIPs, by rewriting the destination
+// MAC (XDP_TX). Backends answer clients directly (DSR). Everything else
+// passes to the kernel untouched, so SSH, proxy-mode VIPs on the same
+// address and neighbour discovery keep working.
+//
+// xdp_decap (decap.c) runs on backends: it strips an outer IPv4 (protocol
+// 4 or 41) or IPv6 (next header 41 or 4) header and passes the inner
+// packet to the stack, where the VIP sits on loopback. It decapsulates
+// any IP-in-IP packet, whatever its outer destination, like an "external"
+// ipip device: the stack then routes the inner packet by its own address.
+//
+// # Verdicts of xdp_lb
+//
+//	frame                                          verdict       counter
+//	not IPv4/IPv6 (ARP, LLDP, two VLAN tags)       XDP_PASS      pass_not_ip
+//	header cut off by the end of the frame         XDP_PASS      pass_truncated
+//	IP version mismatch, ihl < 5, TCP doff < 5     XDP_PASS      pass_bad_header
+//	IP length beyond the frame or below a header   XDP_PASS      pass_bad_length
+//	IPv4 with options (ihl > 5)                    XDP_PASS      pass_ip_options
+//	IPv4 fragment (MF set or offset != 0)          XDP_PASS      pass_fragment
+//	IPv6 with an extension header (incl. frag)     XDP_PASS      pass_ipv6_ext
+//	not TCP, UDP or ICMP                           XDP_PASS      pass_other_proto
+//	ICMP other than v4 type 3 / v6 type 1 or 2,
+//	  or a quote that is not v4 (no options) or
+//	  v6, TCP or UDP, with 4 port bytes            XDP_PASS      pass_icmp
+//	flow (or quoted flow) not in vips              XDP_PASS      pass_not_vip
+//	VIP without table, empty slot, backend
+//	  missing or inactive                          XDP_DROP      drop_no_backend
+//	ipip, our source address of that family unset  XDP_DROP      drop_no_source
+//	ipip, FIB: no neighbour; l2: backend has no MAC XDP_DROP     drop_no_neigh
+//	ipip, FIB: encapsulated packet above the MTU   XDP_DROP      drop_too_big
+//	ipip, FIB: anything else (no route, forwarding
+//	  disabled in the namespace)                   XDP_DROP      drop_fib
+//	bpf_xdp_adjust_head failed                     XDP_DROP      drop_encap
+//	forwarded out of the ingress interface         XDP_TX        tx
+//	forwarded to another interface                 XDP_REDIRECT  redirect
+//
+// # Verdicts of xdp_decap
+//
+// Always XDP_PASS. An outer IPv4 header (no options, not a fragment,
+// protocol 4 or 41) or IPv6 header (next header 41 or 4) followed by a
+// whole inner header of that family is stripped (counters outer_v4,
+// outer_v6), the L2 header (and VLAN tag) moved up, the ethertype set to
+// the inner family. Everything else is passed untouched: not IP-in-IP
+// (pass_not_encap), or truncated, options, fragment, bad length, inner
+// version mismatch (pass_malformed), or a failed bpf_xdp_adjust_head
+// (failed).
+//
+// ICMP errors (v4 destination unreachable, which includes fragmentation
+// needed; v6 destination unreachable and packet too big) quote a packet a
+// backend sent from the VIP to a client. The quoted source is the VIP,
+// the quoted destination the client: the program swaps them back into the
+// client's flow key, picks that flow's backend (conntrack, else Maglev,
+// never inserting or refreshing) and forwards the whole ICMP packet to it
+// like a data packet (counter icmp_forwarded), so PMTU discovery works for
+// the backend that owns the connection.
+//
+// # Conntrack
+//
+// One LRU hash shared by all CPUs maps a flow (client and VIP address and
+// port, protocol) to a backend index:
+//
+//   - a hit on a backend that exists and is active keeps it (last_seen
+//     refreshed at most once a second, so busy flows do not keep writing
+//     the entry's cache line from several CPUs; FIN marks the flow
+//     closing; RST deletes the entry after forwarding);
+//   - a hit on a backend that is gone or inactive is a miss;
+//   - a TCP SYN without ACK always takes the Maglev choice, rewriting an
+//     existing entry in place;
+//   - a miss takes the Maglev choice and inserts it (not for RST).
+//
+// Why one shared LRU rather than Katran's per-CPU LRUs: a flow's packets
+// may arrive on any CPU (RSS changes with NIC queue counts, XDP generic
+// mode, IRQ affinity), and a flow pinned in one CPU's table is unknown on
+// the others, where it rehashes — harmless only while the Maglev table has
+// not changed, which is exactly when conntrack matters. Per-CPU LRUs also
+// split capacity evenly, so one busy queue evicts early (katran#30), and
+// need a table per forwarding core set up by hand. The cost is that
+// inserts from all CPUs share the LRU's free lists; lookups stay lock-free.
+// last_seen comes from bpf_ktime_get_coarse_ns: a tick of resolution is
+// plenty for second-scale idleness and it is several times cheaper than
+// bpf_ktime_get_ns.
+//
+// # Maglev tables and the hash
+//
+// maglev is an ARRAY_OF_MAPS indexed by VIP index; each inner map is an
+// ARRAY of backend indices whose max_entries is the table size
+// (BPF_F_INNER_MAP lets sizes differ). SetMaglev builds a complete new
+// inner map and swaps it into the slot in one update, so a packet sees the
+// old table or the new one, never a mix. The program reads the size from
+// the inner map itself (CO-RE read of bpf_map.max_entries), so the size
+// can never disagree with the table, even while a VIP changes size.
+//
+// The slot is balance.Slot(balance.FlowHash(&flow, key), size), computed
+// bit for bit in C (hash.h; the 64x64->128 multiply is built from 32-bit
+// limbs). Flow is {Src: client, Dst: VIP, Proto}; addresses are hashed in
+// their 16-byte form. TestHashAgreement holds the two together on random
+// flows of both families, both protocols and every hash key.
+//
+// # Forwarding
+//
+// ipip asks bpf_fib_lookup (before moving any byte, with tot_len set to
+// the encapsulated size) for the next hop of the outer packet from our
+// source address (SetSource) to the backend; the outer header has TTL 64,
+// no DF, id 0, the inner TOS / traffic class, a fresh checksum, protocol 4
+// or 41 by the inner family (so IPv4 VIPs may have IPv6 backends and the
+// reverse). A VLAN tag stays on the frame. The FIB never resolves
+// neighbours: the control plane must keep backend next hops resolved
+// (drop_no_neigh says when it did not), ip_forward must be on, and the
+// path to the backends needs an MTU of at least 1520 (1540 for IPv6
+// outer) or clients with clamped MSS, or full-size packets drop as
+// drop_too_big.
+//
+// # Pinning
+//
+// With Options.PinPath, maps are pinned under PinPath/v<version>-<hash>,
+// where the hash covers every pinned map's type, flags, key and value
+// layout (BTF member names, offsets, sizes): a binary with different maps
+// never adopts old pins, it gets a new directory. Map sizes are not in the
+// name: an existing pin with other sizes fails Load with ErrPinMismatch
+// rather than dropping the conntrack table silently. XDP links are pinned
+// in the same directory; Attach of a later process swaps its program into
+// the pinned link (link.Update: no moment without a program), also when
+// the link was pinned by an older layout, whose pins (its maps, so its
+// conntrack) it then removes. PinPath must be a bpffs or an
+// empty/absent directory, on which Load mounts one (mode 0700; left
+// mounted). Inner Maglev maps cannot be pinned; the pinned outer map keeps
+// them alive.
+//
+// # Hazards
+//
+//   - Backend and VIP indices are the control plane's: reusing a backend
+//     index for another backend while conntrack still points at it sends
+//     those flows to the new backend. PurgeBackend before reuse.
+//   - DeleteBackend makes flows rehash but leaves table slots naming the
+//     index: set the new Maglev tables first.
+//   - Counters are never reset; an index reused by another VIP or backend
+//     inherits its counts. Take deltas.
+//   - XDP_TX on a veth delivers only if the peer has an XDP program, and
+//     native XDP on veth needs tx checksum offload off on the sender
+//     (testnet.md); real NICs have neither problem.
+//   - The backend's NIC sees one outer flow (balancer to backend), so RSS
+//     does not spread decapsulated traffic across its queues; use RPS on
+//     backends with heavy traffic.
+//   - xdp_decap is attached by netlink, not by a bpf_link, so that it
+//     outlives "l4lb decap attach"; a netlink-attached program blocks
+//     bpf_link attaches on that interface until DetachDecap.
+//
+// # Non-goals
+//
+// No fragment reassembly, no IPv4 options or IPv6 extension headers (the
+// kernel gets them), no ICMP echo replies or generated ICMP errors, no
+// SYN-flood protection (Katran's new-flow rate guard), no per-flow outer
+// source addresses for backend RSS, no neighbour resolution, no logging.
+package bpf

@@ -1,0 +1,96 @@
+/* maps.h: the balancer's maps. The Go loader sets every max_entries from
+ * Options before loading; the values here are only placeholders. */
+#ifndef L4LB_MAPS_H
+#define L4LB_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "consts.h"
+#include "structs.h"
+
+/* Virtual services: a miss means "not ours", and the packet passes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, struct vip_key);
+	__type(value, struct vip_value);
+} vips SEC(".maps");
+
+/* Flow -> backend. One LRU shared by all CPUs (see doc.go for why not
+ * Katran's per-CPU LRUs). Under memory pressure the kernel evicts the least
+ * recently used flows; an evicted flow rehashes, which Maglev keeps cheap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, DEFAULT_CT_SIZE);
+	__type(key, struct flow_key);
+	__type(value, struct flow_state);
+} conntrack SEC(".maps");
+
+/* VIP index -> that VIP's Maglev table: an ARRAY of backend indices whose
+ * max_entries is the table size. BPF_F_INNER_MAP lets each inner map have
+ * its own size; Go swaps a complete new inner map in, so a reader sees the
+ * old table or the new one, never a mix, and never a size that does not
+ * match the table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, __u32);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__uint(map_flags, BPF_F_INNER_MAP);
+		__uint(max_entries, 1);
+		__type(key, __u32);
+		__type(value, __u32);
+	});
+} maglev SEC(".maps");
+
+/* Backend index -> address, MAC, state. Indices are global across VIPs and
+ * owned by the control plane; 0 is never a backend. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct backend);
+} backends SEC(".maps");
+
+/* The balancer's own addresses (one entry). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_config);
+} config SEC(".maps");
+
+/* Per-VIP counters, indexed like maglev. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, __u32);
+	__type(value, struct vip_counters);
+} vip_stats SEC(".maps");
+
+/* Per-backend counters, indexed like backends. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct backend_counters);
+} backend_stats SEC(".maps");
+
+/* Global counters, indexed by enum counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, COUNTER_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Anchors so that the enums reach BTF, where bpf2go finds them and emits
+ * Go constants; nothing reads these. */
+volatile const enum counter anchor_counter;
+volatile const enum hash_key anchor_hash_key;
+volatile const enum forward anchor_forward;
+volatile const enum flow_flag anchor_flow_flag;
+volatile const enum backend_flag anchor_backend_flag;
+
+#endif

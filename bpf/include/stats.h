@@ -1,0 +1,45 @@
+/* stats.h: counter updates. All counter maps are per-CPU arrays, so plain
+ * increments are race-free; Go sums the CPUs. */
+#ifndef L4LB_STATS_H
+#define L4LB_STATS_H
+
+#include "maps.h"
+#include "parse.h"
+
+/* count bumps a global counter. */
+static __always_inline void count(__u32 reason)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &reason);
+	if (c)
+		*c += 1;
+}
+
+/* is_forwarded says whether a final reason sent the packet on. */
+static __always_inline int is_forwarded(__u32 reason)
+{
+	return reason == COUNTER_TX || reason == COUNTER_REDIRECT;
+}
+
+/* account charges a packet to its VIP and (when forwarded) its backend. */
+static __always_inline void account(const struct packet *p, __u32 vip_index, __u32 backend,
+				    __u32 reason, __u8 new_flow)
+{
+	struct vip_counters *vs = bpf_map_lookup_elem(&vip_stats, &vip_index);
+	int fwd = is_forwarded(reason);
+	if (vs) {
+		vs->packets += fwd;
+		vs->bytes += fwd ? p->frame_len : 0;
+		vs->new_flows += new_flow;
+		vs->drops += !fwd;
+	}
+	if (!fwd || !backend)
+		return;
+	struct backend_counters *bs = bpf_map_lookup_elem(&backend_stats, &backend);
+	if (bs) {
+		bs->packets++;
+		bs->bytes += p->frame_len;
+		bs->new_flows += new_flow;
+	}
+}
+
+#endif

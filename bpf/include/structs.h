@@ -1,0 +1,144 @@
+/* structs.h: map keys, values and enums shared with Go: bpf2go emits a Go
+ * type for each (map keys and values, and the enums anchored in maps.h and
+ * decap.c). Go never declares these layouts by hand: change them here, run
+ * go generate, and the pin directory's layout hash changes with them. */
+#ifndef L4LB_STRUCTS_H
+#define L4LB_STRUCTS_H
+
+#include <linux/types.h>
+
+/* Key of the vips map: what a packet to a virtual service matches on.
+ * addr is the 16-byte form (IPv4 as ::ffff:a.b.c.d) so one map holds both
+ * families; port is in network order, as it sits in the packet. */
+struct vip_key {
+	__u8 addr[16];
+	__be16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
+/* How a VIP balances. The Maglev table size is not stored here: it is the
+ * max_entries of the VIP's inner table map, so a table and its size are
+ * swapped in one atomic outer-map update. */
+struct vip_value {
+	__u32 index;	/* slot in maglev and vip_stats; chosen by the control plane */
+	__u8 hash_key;	/* enum hash_key */
+	__u8 forward;	/* enum forward */
+	__u16 pad;
+};
+
+/* Which parts of a flow the Maglev hash covers; values equal Go's
+ * balance.HashKey (HashSrcIP, HashSrcIPPort, HashFiveTuple). */
+enum hash_key {
+	HASH_SRC_IP = 0,
+	HASH_SRC_IP_PORT = 1,
+	HASH_FIVE_TUPLE = 2,
+};
+
+/* How a packet reaches its backend. */
+enum forward {
+	FORWARD_IPIP = 0,	/* IP-in-IP (v4 or v6 outer by the backend's family) */
+	FORWARD_L2 = 1,		/* rewrite the destination MAC, backend on our segment */
+};
+
+/* Key of the conntrack map: a flow as the client sent it (client to VIP),
+ * addresses in the 16-byte form, ports in network order. */
+struct flow_key {
+	__u8 client[16];
+	__u8 vip[16];
+	__be16 client_port;
+	__be16 vip_port;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+/* Value of the conntrack map. */
+struct flow_state {
+	__u64 last_seen;	/* bpf_ktime_get_coarse_ns (CLOCK_MONOTONIC, a tick coarse), refreshed at most once per CT_REFRESH_NS */
+	__u32 backend;		/* index into backends */
+	__u32 flags;		/* enum flow_flag */
+};
+
+enum flow_flag {
+	FLOW_FIN = 1,	/* a FIN was seen: the flow is closing and no longer counts as live */
+};
+
+/* An entry of the backends array. Index 0 is reserved: "no backend". */
+struct backend {
+	__u8 addr[16];	/* 16-byte form */
+	__u8 mac[6];	/* next hop for forward = l2 */
+	__u8 family;	/* 4 or 6; 0 = empty slot */
+	__u8 flags;	/* enum backend_flag */
+};
+
+enum backend_flag {
+	BACKEND_ACTIVE = 1,	/* may take flows; a conntrack hit on an inactive backend rehashes */
+};
+
+/* The single entry of the config map: the balancer's own addresses, used
+ * as the outer source of encapsulated packets. An all-zero address means
+ * "not configured": packets needing it are dropped and counted. */
+struct lb_config {
+	__u8 src4[4];
+	__u8 src6[16];
+};
+
+/* Per-VIP counters (per CPU, summed by Go). */
+struct vip_counters {
+	__u64 packets;	/* forwarded (TX or redirect) */
+	__u64 bytes;	/* frame bytes as received, before encapsulation */
+	__u64 new_flows;	/* conntrack inserts and SYN rehashes */
+	__u64 drops;	/* packets to this VIP that were dropped */
+};
+
+/* Per-backend counters (per CPU, summed by Go). */
+struct backend_counters {
+	__u64 packets;
+	__u64 bytes;
+	__u64 new_flows;
+};
+
+/* Global counters, one u64 per reason in the counters per-CPU array.
+ * COUNTER_NONE is never counted: parse steps return it for "go on". */
+enum counter {
+	COUNTER_NONE = 0,
+	COUNTER_PASS_NOT_IP,		/* ethertype not IPv4/IPv6 (also a second VLAN tag) */
+	COUNTER_PASS_TRUNCATED,		/* a header ends past the frame */
+	COUNTER_PASS_BAD_HEADER,	/* IP version mismatch, IPv4 ihl < 5, TCP doff < 5 */
+	COUNTER_PASS_BAD_LENGTH,	/* IP length field beyond the frame or below a header */
+	COUNTER_PASS_IP_OPTIONS,	/* IPv4 ihl > 5 */
+	COUNTER_PASS_FRAGMENT,		/* IPv4 MF or fragment offset */
+	COUNTER_PASS_IPV6_EXT,		/* IPv6 extension header (incl. fragment) */
+	COUNTER_PASS_OTHER_PROTO,	/* not TCP, UDP or ICMP */
+	COUNTER_PASS_ICMP,		/* ICMP we do not forward (type, malformed quote) */
+	COUNTER_PASS_NOT_VIP,		/* no vips entry for the destination */
+	COUNTER_DROP_NO_BACKEND,	/* no table, empty slot, or backend missing/inactive */
+	COUNTER_DROP_NO_SOURCE,		/* outer source address of that family unset */
+	COUNTER_DROP_NO_NEIGH,		/* FIB: next hop has no resolved neighbour */
+	COUNTER_DROP_TOO_BIG,		/* FIB: encapsulated packet above the egress MTU */
+	COUNTER_DROP_FIB,		/* FIB: any other failure (no route, forwarding off) */
+	COUNTER_DROP_ENCAP,		/* bpf_xdp_adjust_head failed */
+	COUNTER_TX,			/* forwarded with XDP_TX */
+	COUNTER_REDIRECT,		/* forwarded with bpf_redirect */
+	COUNTER_ICMP_FORWARDED,		/* ICMP error sent to the quoted flow's backend */
+	COUNTER_CT_HIT,			/* conntrack hit on a usable backend */
+	COUNTER_CT_NEW,			/* conntrack miss: Maglev choice inserted */
+	COUNTER_CT_STALE,		/* hit on a gone/inactive backend: rehashed */
+	COUNTER_CT_SYN,			/* SYN (no ACK) rehashed over an existing entry */
+	COUNTER_CT_RST,			/* RST deleted the entry */
+	COUNTER_CT_FULL,		/* conntrack update failed: forwarded uncached */
+	COUNTER_MAX,
+};
+
+/* Decap program counters, one u64 per reason in decap_counters. */
+enum decap_counter {
+	DECAP_NONE = 0,
+	DECAP_OUTER_V4,		/* stripped an outer IPv4 header */
+	DECAP_OUTER_V6,		/* stripped an outer IPv6 header */
+	DECAP_PASS_NOT_ENCAP,	/* not IP-in-IP: passed untouched */
+	DECAP_PASS_MALFORMED,	/* truncated, options, fragment, bad length: passed untouched */
+	DECAP_FAILED,		/* bpf_xdp_adjust_head failed: passed untouched */
+	DECAP_MAX,
+};
+
+#endif

@@ -1,0 +1,92 @@
+//go:build ignore
+
+/* lb.c: xdp_lb, the balancer. Verdicts (also in doc.go):
+ *
+ *   frame                                         verdict       counter
+ *   --------------------------------------------  ------------  -----------------------
+ *   not IPv4/IPv6 (ARP, LLDP, two VLAN tags ...)  XDP_PASS      pass_not_ip
+ *   header cut off by the end of the frame        XDP_PASS      pass_truncated
+ *   IP version mismatch, ihl < 5, TCP doff < 5    XDP_PASS      pass_bad_header
+ *   IP length beyond the frame / below a header   XDP_PASS      pass_bad_length
+ *   IPv4 with options (ihl > 5)                   XDP_PASS      pass_ip_options
+ *   IPv4 fragment (MF or offset)                  XDP_PASS      pass_fragment
+ *   IPv6 extension header (incl. fragment)        XDP_PASS      pass_ipv6_ext
+ *   not TCP/UDP/ICMP                              XDP_PASS      pass_other_proto
+ *   ICMP other than v4 type 3 / v6 type 1, 2,
+ *     or quote not v4(no options)/v6 TCP/UDP      XDP_PASS      pass_icmp
+ *   TCP/UDP/quoted flow not in vips               XDP_PASS      pass_not_vip
+ *   VIP, no table / empty slot / no backend       XDP_DROP      drop_no_backend
+ *   ipip, outer source of that family unset       XDP_DROP      drop_no_source
+ *   ipip, FIB: neighbour unresolved; l2: no MAC   XDP_DROP      drop_no_neigh
+ *   ipip, FIB: encapsulated size above MTU        XDP_DROP      drop_too_big
+ *   ipip, FIB: anything else                      XDP_DROP      drop_fib
+ *   bpf_xdp_adjust_head failed                    XDP_DROP      drop_encap
+ *   forwarded out of the ingress interface        XDP_TX        tx
+ *   forwarded to another interface                XDP_REDIRECT  redirect
+ *
+ * Every XDP_PASS leaves the frame byte for byte as it came: the kernel
+ * handles it (a proxy-mode VIP may share the address, SSH must work). */
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "conntrack.h"
+#include "flow.h"
+#include "forward.h"
+#include "maps.h"
+#include "stats.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* verdict maps a final counter reason onto the XDP action. */
+static __always_inline int verdict(__u32 reason)
+{
+	if (reason == COUNTER_TX)
+		return XDP_TX;
+	if (reason == COUNTER_REDIRECT)
+		return XDP_REDIRECT;
+	if (reason >= COUNTER_DROP_NO_BACKEND && reason <= COUNTER_DROP_ENCAP)
+		return XDP_DROP;
+	return XDP_PASS;
+}
+
+/* lookup_vip finds the VIP the flow is for. */
+static __always_inline struct vip_value *lookup_vip(const struct packet *p)
+{
+	struct vip_key key = {
+		.port = p->flow.vip_port,
+		.proto = p->flow.proto,
+	};
+	__builtin_memcpy(key.addr, p->flow.vip, 16);
+	return bpf_map_lookup_elem(&vips, &key);
+}
+
+/* balance forwards a parsed packet for a VIP, or says why not. */
+static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
+{
+	struct vip_value *vip = lookup_vip(p);
+	if (!vip)
+		return COUNTER_PASS_NOT_VIP;
+
+	__u32 idx = 0;
+	__u8 new_flow = 0;
+	__u32 r = COUNTER_DROP_NO_BACKEND;
+	struct backend *be = select_backend(p, vip, &idx, &new_flow);
+	if (be)
+		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be) : forward_ipip(ctx, p, be);
+	account(p, vip->index, idx, r, new_flow);
+	if (p->icmp && is_forwarded(r))
+		count(COUNTER_ICMP_FORWARDED);
+	return r;
+}
+
+SEC("xdp")
+int xdp_lb(struct xdp_md *ctx)
+{
+	struct packet p = {};
+	__u32 r = parse_packet(ctx, &p);
+
+	if (r == COUNTER_NONE)
+		r = balance(ctx, &p);
+	count(r);
+	return verdict(r);
+}

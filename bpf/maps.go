@@ -1,0 +1,264 @@
+// Typed writers of the balancer's configuration maps.
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/balance"
+)
+
+// VIPEntry is how a VIP balances. Its Maglev table is set separately with
+// SetMaglev (under the same Index); until then its packets are dropped.
+type VIPEntry struct {
+	// Index is the VIP's slot in the Maglev and stats maps, below
+	// Options.MaxVIPs; the control plane allocates it.
+	Index uint32
+	// HashKey is what the Maglev hash covers, as balance.FlowHash.
+	HashKey l4.HashKey
+	// Forward says how packets reach the backend.
+	Forward l4.Forward
+}
+
+// BackendEntry is a backend as the data path sees it.
+type BackendEntry struct {
+	// Addr is the backend's address: the outer destination of ipip.
+	Addr netip.Addr
+	// MAC is the backend's hardware address, needed by l2 VIPs only.
+	MAC net.HardwareAddr
+	// Active says the backend takes flows. A conntrack hit on an inactive
+	// backend rehashes (the flow moves); keep a draining backend active
+	// and out of the Maglev tables instead.
+	Active bool
+}
+
+// SetSource sets the outer source addresses of encapsulated packets (the
+// balancer's own). Either may be the zero Addr: packets that need that
+// family are then dropped (counter drop_no_source).
+func (lb *LB) SetSource(v4, v6 netip.Addr) error {
+	var c lbLbConfig
+	if v4.IsValid() {
+		if !v4.Unmap().Is4() {
+			return fmt.Errorf("set source: %v is not IPv4", v4)
+		}
+		c.Src4 = v4.Unmap().As4()
+	}
+	if v6.IsValid() {
+		if !v6.Is6() || v6.Is4In6() {
+			return fmt.Errorf("set source: %v is not IPv6", v6)
+		}
+		c.Src6 = v6.As16()
+	}
+	if err := lb.objs.Config.Put(uint32(0), &c); err != nil {
+		return fmt.Errorf("set source: %w", err)
+	}
+	return nil
+}
+
+// SetVIP adds or updates a VIP.
+func (lb *LB) SetVIP(key l4.VIPKey, e VIPEntry) error {
+	k, err := vipKeyOf(key)
+	if err != nil {
+		return fmt.Errorf("set vip: %w", err)
+	}
+	if err := lb.checkVIPIndex(e.Index); err != nil {
+		return fmt.Errorf("set vip %v: %w", key, err)
+	}
+	switch {
+	case e.HashKey > l4.HashFiveTuple:
+		return fmt.Errorf("set vip %v: hash key %v unknown", key, e.HashKey)
+	case e.Forward != l4.ForwardIPIP && e.Forward != l4.ForwardL2:
+		return fmt.Errorf("set vip %v: forward %v unknown", key, e.Forward)
+	}
+	v := lbVipValue{Index: e.Index, HashKey: uint8(e.HashKey), Forward: uint8(e.Forward)}
+	if err := lb.objs.Vips.Put(&k, &v); err != nil {
+		return fmt.Errorf("set vip %v: %w", key, err)
+	}
+	return nil
+}
+
+// DeleteVIP removes a VIP and its Maglev table: its packets pass to the
+// kernel again. Its conntrack entries stay until PurgeVIP or eviction.
+func (lb *LB) DeleteVIP(key l4.VIPKey) error {
+	k, err := vipKeyOf(key)
+	if err != nil {
+		return fmt.Errorf("delete vip: %w", err)
+	}
+	var v lbVipValue
+	if err := lb.objs.Vips.Lookup(&k, &v); err != nil {
+		return fmt.Errorf("delete vip %v: %w", key, notFound(err))
+	}
+	if err := lb.objs.Vips.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete vip %v: %w", key, err)
+	}
+	if err := lb.objs.Maglev.Delete(v.Index); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete vip %v table: %w", key, err)
+	}
+	return nil
+}
+
+// LookupVIP returns a VIP's entry (ErrNotFound if absent).
+func (lb *LB) LookupVIP(key l4.VIPKey) (VIPEntry, error) {
+	k, err := vipKeyOf(key)
+	if err != nil {
+		return VIPEntry{}, fmt.Errorf("lookup vip: %w", err)
+	}
+	var v lbVipValue
+	if err := lb.objs.Vips.Lookup(&k, &v); err != nil {
+		return VIPEntry{}, fmt.Errorf("lookup vip %v: %w", key, notFound(err))
+	}
+	return VIPEntry{Index: v.Index, HashKey: l4.HashKey(v.HashKey), Forward: l4.Forward(v.Forward)}, nil
+}
+
+// SetBackend writes backend index i (1 to MaxBackends-1).
+func (lb *LB) SetBackend(i uint32, e BackendEntry) error {
+	if err := lb.checkBackendIndex(i); err != nil {
+		return fmt.Errorf("set backend: %w", err)
+	}
+	b, err := backendValue(e)
+	if err != nil {
+		return fmt.Errorf("set backend %d: %w", i, err)
+	}
+	if err := lb.objs.Backends.Put(i, &b); err != nil {
+		return fmt.Errorf("set backend %d: %w", i, err)
+	}
+	return nil
+}
+
+// backendValue is the backends map value of e.
+func backendValue(e BackendEntry) (lbBackend, error) {
+	a := e.Addr.Unmap()
+	b := lbBackend{Addr: addr16(a), Family: 6}
+	switch {
+	case !a.IsValid():
+		return b, errors.New("invalid address")
+	case a.Is4():
+		b.Family = 4
+	}
+	switch len(e.MAC) {
+	case 0:
+	case 6:
+		copy(b.Mac[:], e.MAC)
+	default:
+		return b, fmt.Errorf("mac %v: want 6 bytes", e.MAC)
+	}
+	if e.Active {
+		b.Flags = uint8(lbBackendFlagBACKEND_ACTIVE)
+	}
+	return b, nil
+}
+
+// DeleteBackend clears backend index i: flows pinned to it rehash on their
+// next packet, and table slots still naming it drop (drop_no_backend).
+func (lb *LB) DeleteBackend(i uint32) error {
+	if err := lb.checkBackendIndex(i); err != nil {
+		return fmt.Errorf("delete backend: %w", err)
+	}
+	if err := lb.objs.Backends.Put(i, &lbBackend{}); err != nil {
+		return fmt.Errorf("delete backend %d: %w", i, err)
+	}
+	return nil
+}
+
+// SetMaglev installs VIP index vipIndex's lookup table: entry s is the
+// backend index owning slot s (0: none). The table's length is its size;
+// any size from 1 to balance.MaxMaglevSize works (primes balance best). A
+// complete new inner map replaces the old one in one update, so packets
+// see either table, never a mix.
+func (lb *LB) SetMaglev(vipIndex uint32, table []uint32) error {
+	if err := lb.checkTable(vipIndex, table); err != nil {
+		return fmt.Errorf("set maglev: %w", err)
+	}
+	spec := lb.inner.Copy()
+	spec.Name = "maglev_table"
+	spec.MaxEntries = uint32(len(table))
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		return fmt.Errorf("set maglev %d: create table: %w", vipIndex, err)
+	}
+	defer m.Close() // the outer map holds its own reference
+	if err := fillTable(m, table); err != nil {
+		return fmt.Errorf("set maglev %d: %w", vipIndex, err)
+	}
+	if err := lb.objs.Maglev.Put(vipIndex, m); err != nil {
+		return fmt.Errorf("set maglev %d: swap: %w", vipIndex, err)
+	}
+	return nil
+}
+
+// fillTable writes table into the array m in batches.
+func fillTable(m *ebpf.Map, table []uint32) error {
+	const chunk = 4096
+	keys := make([]uint32, min(chunk, len(table)))
+	for lo := 0; lo < len(table); lo += chunk {
+		hi := min(lo+chunk, len(table))
+		for i := lo; i < hi; i++ {
+			keys[i-lo] = uint32(i)
+		}
+		if _, err := m.BatchUpdate(keys[:hi-lo], table[lo:hi], nil); err != nil {
+			return fmt.Errorf("fill table: %w", err)
+		}
+	}
+	return nil
+}
+
+// MaglevTable reads back VIP index vipIndex's table (ErrNotFound if none).
+func (lb *LB) MaglevTable(vipIndex uint32) ([]uint32, error) {
+	var id ebpf.MapID
+	if err := lb.objs.Maglev.Lookup(vipIndex, &id); err != nil {
+		return nil, fmt.Errorf("maglev table %d: %w", vipIndex, notFound(err))
+	}
+	m, err := ebpf.NewMapFromID(id)
+	if err != nil {
+		return nil, fmt.Errorf("maglev table %d: open: %w", vipIndex, err)
+	}
+	defer m.Close()
+	table := make([]uint32, m.MaxEntries())
+	for i := range table {
+		if err := m.Lookup(uint32(i), &table[i]); err != nil {
+			return nil, fmt.Errorf("maglev table %d slot %d: %w", vipIndex, i, err)
+		}
+	}
+	return table, nil
+}
+
+func (lb *LB) checkVIPIndex(i uint32) error {
+	if i >= lb.opts.MaxVIPs {
+		return fmt.Errorf("vip index %d not below max vips %d", i, lb.opts.MaxVIPs)
+	}
+	return nil
+}
+
+func (lb *LB) checkBackendIndex(i uint32) error {
+	if i == 0 || i >= lb.opts.MaxBackends {
+		return fmt.Errorf("backend index %d not in [1, %d)", i, lb.opts.MaxBackends)
+	}
+	return nil
+}
+
+func (lb *LB) checkTable(vipIndex uint32, table []uint32) error {
+	if err := lb.checkVIPIndex(vipIndex); err != nil {
+		return err
+	}
+	if len(table) == 0 || len(table) > balance.MaxMaglevSize {
+		return fmt.Errorf("table size %d not in [1, %d]", len(table), balance.MaxMaglevSize)
+	}
+	for s, b := range table {
+		if b >= lb.opts.MaxBackends {
+			return fmt.Errorf("slot %d: backend index %d not below max backends %d", s, b, lb.opts.MaxBackends)
+		}
+	}
+	return nil
+}
+
+// notFound maps the map's "no such key" onto ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}
