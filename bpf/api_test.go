@@ -131,3 +131,44 @@ func TestMaglevSwapUnderLoad(t *testing.T) {
 		seen[indexOfMAC(out[:6])]++
 	}
 }
+
+// Backends and VIPs list what was written, so a restarted control plane
+// can give each backend address its old index.
+func TestListEntries(t *testing.T) {
+	lb := newTestLB(t, testOptions)
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 7}
+	want := map[uint32]BackendEntry{
+		3: {Addr: netip.MustParseAddr("198.18.1.3"), Active: true},
+		7: {Addr: netip.MustParseAddr("2001:db8::7"), MAC: mac},
+		9: {Addr: netip.MustParseAddr("198.18.1.9"), Active: true},
+	}
+	for i, e := range want {
+		must(t, lb.SetBackend(i, e))
+	}
+	must(t, lb.DeleteBackend(9))
+	delete(want, 9)
+	got := map[uint32]BackendEntry{}
+	must(t, lb.Backends(func(i uint32, e BackendEntry) bool { got[i] = e; return true }))
+	if len(got) != len(want) {
+		t.Fatalf("backends %v, want %v", got, want)
+	}
+	for i, e := range want {
+		g := got[i]
+		if g.Addr != e.Addr || g.Active != e.Active || g.MAC.String() != e.MAC.String() {
+			t.Fatalf("backend %d = %+v, want %+v", i, g, e)
+		}
+	}
+	e := VIPEntry{Index: 4, HashKey: l4.HashSrcIP, Forward: l4.ForwardIPIP}
+	must(t, lb.SetVIP(vip4UDP, e))
+	var vips []l4.VIPKey
+	must(t, lb.VIPs(func(k l4.VIPKey, v VIPEntry) bool {
+		if v != e {
+			t.Errorf("vip %v = %+v, want %+v", k, v, e)
+		}
+		vips = append(vips, k)
+		return true
+	}))
+	if len(vips) != 1 || vips[0] != vip4UDP {
+		t.Fatalf("vips %v, want [%v]", vips, vip4UDP)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/l4lb/l4lb/l4"
@@ -261,4 +262,51 @@ func notFound(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	return err
+}
+
+// Backends calls fn for every written backend entry, by index, until fn
+// returns false. A control plane that adopted pinned maps reads them to
+// give each backend address its old index: the adopted conntrack's flows
+// name backends by index.
+func (lb *LB) Backends(fn func(i uint32, e BackendEntry) bool) error {
+	var (
+		i uint32
+		b lbBackend
+	)
+	it := lb.objs.Backends.Iterate()
+	for it.Next(&i, &b) {
+		if b.Family == 0 {
+			continue // never written, or deleted
+		}
+		e := BackendEntry{Addr: addrFrom16(b.Addr), Active: b.Flags&uint8(lbBackendFlagBACKEND_ACTIVE) != 0}
+		if b.Mac != [6]byte{} {
+			e.MAC = net.HardwareAddr(slices.Clone(b.Mac[:]))
+		}
+		if !fn(i, e) {
+			return nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("backends: %w", err)
+	}
+	return nil
+}
+
+// VIPs calls fn for every VIP entry until fn returns false.
+func (lb *LB) VIPs(fn func(k l4.VIPKey, e VIPEntry) bool) error {
+	var (
+		k lbVipKey
+		v lbVipValue
+	)
+	it := lb.objs.Vips.Iterate()
+	for it.Next(&k, &v) {
+		key := l4.VIPKey{Addr: netip.AddrPortFrom(addrFrom16(k.Addr), ntohs(k.Port)), Proto: l4.Protocol(k.Proto)}
+		if !fn(key, VIPEntry{Index: v.Index, HashKey: l4.HashKey(v.HashKey), Forward: l4.Forward(v.Forward)}) {
+			return nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("vips: %w", err)
+	}
+	return nil
 }

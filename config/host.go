@@ -17,6 +17,8 @@ type Host interface {
 	LocalAddrs() ([]netip.Addr, error)
 	// Lstat describes what is at path (without following a symlink).
 	Lstat(path string) (fs.FileInfo, error)
+	// HasInterface reports whether the host has a network interface so named.
+	HasInterface(name string) bool
 }
 
 // CheckHost checks cfg against the host: problems would make `l4lb run`
@@ -32,6 +34,9 @@ func CheckHost(cfg *Config, h Host) (problems, warnings []Problem) {
 		p.warn("", "", "cannot list local addresses (%v): VIP addresses and backend loops not checked against them", err)
 	} else {
 		checkLocal(p, cfg.VIPs, local)
+	}
+	if cfg.XDP != nil && !h.HasInterface(cfg.XDP.Interface) {
+		p.warn("", "xdp.interface", "this host has no interface %q: `l4lb run` will fail to attach the XDP program", cfg.XDP.Interface)
 	}
 	if e := p.err(); e != nil {
 		problems = e.(*Error).Problems

@@ -143,6 +143,7 @@ type fakeHost struct {
 }
 
 func (h fakeHost) LocalAddrs() ([]netip.Addr, error) { return h.addrs, nil }
+func (h fakeHost) HasInterface(name string) bool     { return name == "veth0" }
 
 func (h fakeHost) Lstat(path string) (fs.FileInfo, error) {
 	if m, ok := h.files[path]; ok {
@@ -180,6 +181,9 @@ func TestCheckHost(t *testing.T) {
 			warning: "no interface has 198.18.0.99"},
 		{name: "freebind VIP address on no interface", src: strings.Replace(vipTable("a", "tcp", "198.18.0.99:80", "198.18.1.1:80"), "listen", "freebind = true\nlisten", 1)},
 		{name: "local backend of a specific VIP", src: vipTable("a", "tcp", "198.18.0.1:80", "198.18.0.7:80")},
+		{name: "xdp interface missing", src: "[xdp]\ninterface = \"nope0\"\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"),
+			warning: `this host has no interface "nope0"`},
+		{name: "xdp interface present", src: "[xdp]\ninterface = \"veth0\"\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := config.Parse("h.toml", []byte(tc.src))
@@ -226,6 +230,7 @@ func TestCheckHostOnDisk(t *testing.T) {
 type osHost struct{}
 
 func (osHost) LocalAddrs() ([]netip.Addr, error)      { return nil, nil }
+func (osHost) HasInterface(string) bool               { return false }
 func (osHost) Lstat(path string) (fs.FileInfo, error) { return os.Lstat(path) }
 
 func TestCheckReload(t *testing.T) {

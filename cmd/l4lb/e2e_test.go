@@ -20,16 +20,23 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-// buildBinary compiles l4lb once per test process.
+// buildBinary compiles l4lb once per test process, with the race
+// detector: the daemon under test runs with it too. A race-enabled
+// process sleeps a second at exit by default (so that other threads can
+// report); every l4lb this test process starts inherits GORACE without
+// that sleep, or each `l4lb status` would take a second.
 var buildBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "l4lb-e2e-bin")
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "l4lb")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v: %s", err, out)
+	}
+	if err := os.Setenv("GORACE", "atexit_sleep_ms=0 halt_on_error=1"); err != nil {
+		return "", err
 	}
 	return bin, nil
 })
@@ -62,6 +69,13 @@ func (s *syncBuffer) String() string {
 
 func startLB(t *testing.T, tp *testutil.Topology, config string) *lbProcess {
 	t.Helper()
+	return startLBIn(t, tp.LB, config)
+}
+
+// startLBIn runs l4lb in namespace ns with config (@ADMIN@ replaced by a
+// socket path in the test's directory) and waits until it serves.
+func startLBIn(t *testing.T, ns *testutil.Netns, config string) *lbProcess {
+	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -69,13 +83,16 @@ func startLB(t *testing.T, tp *testutil.Topology, config string) *lbProcess {
 	dir := t.TempDir()
 	p := &lbProcess{cfg: filepath.Join(dir, "l4lb.toml"), log: &syncBuffer{}, exited: make(chan struct{})}
 	p.writeConfig(t, strings.ReplaceAll(config, "@ADMIN@", filepath.Join(dir, "admin.sock")))
-	p.cmd = tp.LB.Command(bin, "run", "--config", p.cfg)
+	p.cmd = ns.Command(bin, "run", "--config", p.cfg)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
+		if strings.Contains(p.log.String(), "WARNING: DATA RACE") {
+			t.Errorf("the race detector found a data race in l4lb")
+		}
 		if t.Failed() {
 			t.Logf("l4lb log:\n%s", p.log.String())
 		}

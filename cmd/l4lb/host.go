@@ -32,6 +32,11 @@ func (osHost) LocalAddrs() ([]netip.Addr, error) {
 
 func (osHost) Lstat(path string) (fs.FileInfo, error) { return os.Lstat(path) }
 
+func (osHost) HasInterface(name string) bool {
+	_, err := net.InterfaceByName(name)
+	return err == nil
+}
+
 // loadChecked loads path and checks it against this host: an error for a
 // file that is invalid or cannot work here, else the config and its
 // warnings (the file's own, then the host's).

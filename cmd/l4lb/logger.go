@@ -3,7 +3,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -11,7 +11,7 @@ import (
 
 // newLogger builds a console (default) or JSON logger on stderr whose level
 // can change on reload.
-func newLogger(format, level string) (*zap.Logger, zap.AtomicLevel, error) {
+func newLogger(out io.Writer, format, level string) (*zap.Logger, zap.AtomicLevel, error) {
 	lvl := zap.NewAtomicLevel()
 	if err := setLevel(lvl, level); err != nil {
 		return nil, lvl, err
@@ -29,7 +29,7 @@ func newLogger(format, level string) (*zap.Logger, zap.AtomicLevel, error) {
 	default:
 		return nil, lvl, fmt.Errorf("unknown log format %q (want console or json)", format)
 	}
-	core := zapcore.NewCore(enc, zapcore.Lock(os.Stderr), lvl)
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(out)), lvl)
 	return zap.New(core), lvl, nil
 }
 

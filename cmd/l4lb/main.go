@@ -29,6 +29,7 @@ func commands() []command {
 		{"run", "serve the VIPs of a config file", "[--config] FILE [--log-format console|json]", runHelp, cmdRun},
 		{"check", "validate a config file (exit 0 ok, 1 problems)", "[--config] FILE", checkHelp, cmdCheck},
 		{"status", "show what a running l4lb serves", "[--socket PATH | --config FILE] [--json | --show-config]", statusHelp, cmdStatus},
+		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", "", cmdVersion},
 		{"help", "print help for a command", "[COMMAND]", "", nil},
 	}
@@ -53,6 +54,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "l4lb: unknown command %q\n\n%s", args[0], usage())
 	return 2
+}
+
+// commandNamed returns the command called name.
+func commandNamed(name string) command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return command{name: name}
 }
 
 // usage is the top-level help.

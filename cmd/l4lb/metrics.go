@@ -33,6 +33,13 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"started":     d("start_time_seconds", "When the process started, in Unix seconds.", nil),
 		"reload_time": d("last_reload_timestamp_seconds", "When the last reload (SIGHUP) was tried, in Unix seconds; absent before the first.", nil),
 		"reload_ok":   d("last_reload_successful", "1 if the last reload was applied, 0 if the file was refused (the running config stayed).", nil),
+		"xdp_packets": d("vip_xdp_packets_total", "Packets the XDP program forwarded for an xdp VIP.", vipLabels),
+		"xdp_bytes":   d("vip_xdp_bytes_total", "Bytes the XDP program forwarded for an xdp VIP.", vipLabels),
+		"xdp_flows":   d("vip_xdp_new_flows_total", "Flows the XDP program pinned to a backend for an xdp VIP.", vipLabels),
+		"xdp_drops":   d("vip_xdp_drops_total", "Packets to an xdp VIP that the XDP program dropped.", vipLabels),
+		"xdp_live":    d("vip_xdp_live_flows", "Flows of an xdp VIP in the conntrack, seen lately.", vipLabels),
+		"xdp_counter": d("xdp_events_total", "XDP program events: packets passed to the kernel or dropped, by reason; flow table events.", []string{"event"}),
+		"b_packets":   d("backend_packets_total", "Packets forwarded to the backend (xdp VIPs).", backendLabels),
 		"udp_dgrams":  d("vip_udp_datagrams_total", "Client datagrams forwarded to backends.", vipLabels),
 		"udp_replies": d("vip_udp_replies_total", "Backend datagrams relayed to clients.", vipLabels),
 		"udp_trunc":   d("vip_udp_truncated_total", "Datagrams too large for a UDP payload, dropped.", vipLabels),
@@ -81,6 +88,11 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.descs["reload_time"], gauge, float64(r.Time.UnixNano())/1e9)
 		ch <- prometheus.MustNewConstMetric(c.descs["reload_ok"], gauge, ok)
 	}
+	if x := st.XDP; x != nil {
+		for name, v := range x.Counters {
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_counter"], counter, float64(v), name)
+		}
+	}
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_open"], gauge, float64(st.Pipes.Open))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_lent"], gauge, float64(st.Pipes.Lent))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
@@ -110,6 +122,13 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["pipeless"], counter, float64(t.PipelessCopies), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["limit_wait"], counter, float64(t.LimitWaits), vl...)
 		}
+		if x := v.XDP; x != nil {
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_packets"], counter, float64(x.Packets), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_bytes"], counter, float64(x.Bytes), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_flows"], counter, float64(x.NewFlows), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_drops"], counter, float64(x.Drops), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_live"], gauge, float64(x.LiveFlows), vl...)
+		}
 		if u := v.UDP; u != nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_dgrams"], counter, float64(u.Datagrams), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_replies"], counter, float64(u.Replies), vl...)
@@ -128,6 +147,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["b_flows"], counter, float64(b.Flows), bl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["b_fails"], counter, float64(b.ConnectFails), bl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["b_in"], counter, float64(b.BytesIn), bl...)
+			if v.XDP != nil {
+				ch <- prometheus.MustNewConstMetric(c.descs["b_packets"], counter, float64(b.Packets), bl...)
+			}
 			ch <- prometheus.MustNewConstMetric(c.descs["b_out"], counter, float64(b.BytesOut), bl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["b_up"], gauge, up, bl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["b_rtt"], gauge, b.RTT.Seconds(), bl...)

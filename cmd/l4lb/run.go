@@ -62,7 +62,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if *logFormat != "" {
 		format = *logFormat
 	}
-	log, level, err := newLogger(format, cfg.Global.LogLevel)
+	log, level, err := newLogger(stderr, format, cfg.Global.LogLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "l4lb:", err)
 		return 1
@@ -218,6 +218,21 @@ func restartOnly(oldCfg, curCfg *config.Config) []string {
 	}
 	if old.LogFormat != cur.LogFormat {
 		keys = append(keys, "global.log_format")
+	}
+	if ox, cx := oldCfg.XDP, curCfg.XDP; ox != nil && cx != nil {
+		for _, k := range []struct {
+			key     string
+			changed bool
+		}{
+			{"xdp.interface", ox.Interface != cx.Interface},
+			{"xdp.attach", ox.Attach != cx.Attach},
+			{"xdp.pin_path", ox.PinPath != cx.PinPath},
+			{"xdp.conntrack_size", ox.ConntrackSize != cx.ConntrackSize},
+		} {
+			if k.changed {
+				keys = append(keys, k.key)
+			}
+		}
 	}
 	return keys
 }

@@ -115,7 +115,14 @@ func printStatus(w io.Writer, st reconcile.Status) {
 	if st.Pipes.Max > 0 {
 		pipeCap = fmt.Sprint(st.Pipes.Max)
 	}
-	fmt.Fprintf(w, "splice pipes: %d open, %d in use, max %s\n\n", st.Pipes.Open, st.Pipes.Lent, pipeCap)
+	fmt.Fprintf(w, "splice pipes: %d open, %d in use, max %s\n", st.Pipes.Open, st.Pipes.Lent, pipeCap)
+	if x := st.XDP; x != nil {
+		fmt.Fprintf(w, "xdp: on %s (%s mode)%s, %d live flows\n", x.Interface, x.Attach, pinned(x.PinPath), x.LiveFlows)
+		if len(x.Counters) > 0 {
+			fmt.Fprintf(w, "  counters: %s\n", counterList(x.Counters))
+		}
+	}
+	fmt.Fprintln(w)
 	for i, v := range st.VIPs {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -129,6 +136,10 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		if t := v.TCP; t != nil && *t != (reconcile.TCPStatus{}) {
 			fmt.Fprintf(w, "  events: accept-errors %d  idle-closed %d  local-resource-errors %d  pipeless-copies %d  limit-waits %d\n",
 				t.AcceptErrors, t.IdleClosed, t.LocalErrors, t.PipelessCopies, t.LimitWaits)
+		}
+		if x := v.XDP; x != nil {
+			fmt.Fprintf(w, "  xdp: packets %d  bytes %s  new-flows %d  drops %d  live-flows %d\n",
+				x.Packets, bytesString(x.Bytes), x.NewFlows, x.Drops, x.LiveFlows)
 		}
 		if u := v.UDP; u != nil {
 			fmt.Fprintf(w, "  datagrams %d  replies %d  dropped %d  truncated %d  sessions-refused %d  moved %d\n",
@@ -151,6 +162,27 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		}
 		tw.Flush()
 	}
+}
+
+func pinned(path string) string {
+	if path == "" {
+		return ""
+	}
+	return ", maps pinned at " + path
+}
+
+// counterList prints counters as name=value, sorted by name.
+func counterList(c map[string]uint64) string {
+	names := make([]string, 0, len(c))
+	for n := range c {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s=%d", n, c[n])
+	}
+	return strings.Join(parts, " ")
 }
 
 // printProcess prints the build, uptime and last reload.

@@ -38,6 +38,17 @@ type dataPlane interface {
 	// resetWhere ends the established flows whose backend matches
 	// (on_down = reset) and returns how many.
 	resetWhere(match func(*l4.Backend) bool) int
+	// backendsRemoved tells the plane a reload took these backends out;
+	// it calls release for each once no flow can reach it any more (the
+	// backend's index may then be reused).
+	backendsRemoved(bs []*l4.Backend, release func(*l4.Backend))
+	// backendDown tells the plane health took b down: flows pinned to it
+	// that cannot outlive it (UDP in the XDP conntrack) are let go.
+	backendDown(b *l4.Backend)
+	// outlivesProcess reports whether the plane keeps forwarding after
+	// l4lb exits (XDP with pinned maps): shutdown then leaves it as it is
+	// for the next l4lb to adopt, instead of draining it.
+	outlivesProcess() bool
 	// fillStatus adds the data plane's counters to s.
 	fillStatus(s *VIPStatus)
 }
@@ -51,7 +62,8 @@ type planeDeps struct {
 	obs    proxy.Observer
 	store  *snapshot.Store // the VIP's snapshots
 
-	indexes *indexPool // backend indexes (for the VIP, not the data plane)
+	indexes *indexPool  // backend indexes (for the VIP, not the data plane)
+	xdp     *xdpRuntime // the XDP program, when the config has xdp VIPs
 }
 
 // newDataPlane opens the data plane vc's mode and protocol ask for. It is
@@ -62,6 +74,8 @@ func newDataPlane(key l4.VIPKey, vc *config.VIP, deps planeDeps) (dataPlane, err
 		return newTCPPlane(key, vc, deps)
 	case vc.Mode == l4.ModeProxy && key.Proto == l4.UDP:
 		return newUDPPlane(key, vc, deps)
+	case vc.Mode == l4.ModeXDP:
+		return newXDPPlane(key, vc, deps.xdp, deps.log)
 	}
 	return nil, fmt.Errorf("mode %s for %s VIPs: %w", vc.Mode, key.Proto, errModeUnavailable)
 }
@@ -75,7 +89,7 @@ func CheckModes(cfg *config.Config) []config.Problem {
 	var out []config.Problem
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
-		if v.Mode != l4.ModeProxy {
+		if v.Mode != l4.ModeProxy && v.Mode != l4.ModeXDP {
 			out = append(out, config.Problem{File: cfg.Path, Line: v.Line, VIP: v.Name, Key: fmt.Sprintf("vip[%d].mode", i),
 				Msg: fmt.Sprintf("mode %s is %s; use mode = \"proxy\"", v.Mode, errModeUnavailable)})
 		}
@@ -107,6 +121,11 @@ func (p *tcpPlane) stopAccepting()                          { _ = p.svc.Close() 
 func (p *tcpPlane) drain(ctx context.Context) int           { return p.svc.Drain(ctx) }
 func (p *tcpPlane) closeNow()                               { _ = p.svc.Close() }
 func (p *tcpPlane) resetWhere(m func(*l4.Backend) bool) int { return p.svc.ResetWhere(m) }
+func (p *tcpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
+	releaseAll(bs, release)
+}
+func (p *tcpPlane) backendDown(*l4.Backend) {} // connections end by on_down or by themselves
+func (p *tcpPlane) outlivesProcess() bool   { return false }
 
 func (p *tcpPlane) fillStatus(s *VIPStatus) {
 	st := &p.svc.Stats
@@ -144,6 +163,18 @@ func (p *udpPlane) stopAccepting()                        {} // datagrams have n
 func (p *udpPlane) drain(context.Context) int             { _ = p.svc.Close(); return 0 }
 func (p *udpPlane) closeNow()                             { _ = p.svc.Close() }
 func (p *udpPlane) resetWhere(func(*l4.Backend) bool) int { return 0 } // sessions move on their next datagram
+func (p *udpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
+	releaseAll(bs, release)
+}
+func (p *udpPlane) backendDown(*l4.Backend) {} // sessions move on their next datagram
+func (p *udpPlane) outlivesProcess() bool   { return false }
+
+// releaseAll releases every backend at once: a proxy plane holds no index.
+func releaseAll(bs []*l4.Backend, release func(*l4.Backend)) {
+	for _, b := range bs {
+		release(b)
+	}
+}
 
 func (p *udpPlane) fillStatus(s *VIPStatus) {
 	st := &p.svc.Stats

@@ -1,4 +1,4 @@
-// Backend indexes: small numbers a BPF map can hold in place of a pointer.
+// Indexes: small numbers a BPF map can hold in place of a pointer.
 package reconcile
 
 import (
@@ -6,34 +6,87 @@ import (
 	"sync"
 )
 
-// indexPool hands out backend indexes 1..max, unique among the backends
-// of all running VIPs. A freed index goes to the back of a queue, so it is
-// reused as late as possible: a packet in flight or a conntrack entry not
-// yet purged that still names it then reaches nothing rather than another
-// backend (Katran recycles its real ids the same way).
+// indexPool hands out indexes 1..max, unique among the backends of all
+// running VIPs (or among xdp VIPs). A freed index goes to the back of a
+// queue, so it is reused as late as possible: a packet in flight or a
+// conntrack entry not yet purged that still names it then reaches nothing
+// rather than another backend (Katran recycles its real ids the same way).
+//
+// Indexes found in maps adopted from an earlier l4lb are reserved for the
+// same thing they named there (a backend address, a VIP key), so that the
+// adopted conntrack's flows keep their backends across a restart.
 type indexPool struct {
-	mu   sync.Mutex
-	max  uint32
-	next uint32   // the lowest index never handed out
-	free []uint32 // freed indexes, oldest first
+	mu       sync.Mutex
+	max      uint32
+	next     uint32           // the lowest index never handed out
+	free     []uint32         // freed indexes, oldest first
+	reserved map[any][]uint32 // owner -> indexes held for it, not yet claimed
+	held     map[uint32]bool  // every index ever reserved: the counter skips them
 }
 
-func newIndexPool(max uint32) *indexPool { return &indexPool{max: max, next: 1} }
+func newIndexPool(max uint32) *indexPool {
+	return &indexPool{max: max, next: 1, reserved: map[any][]uint32{}, held: map[uint32]bool{}}
+}
 
 // get returns an unused index.
 func (p *indexPool) get() (uint32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.next <= p.max {
+	for p.next <= p.max {
 		p.next++
-		return p.next - 1, nil
+		if i := p.next - 1; !p.held[i] {
+			return i, nil
+		}
 	}
 	if len(p.free) == 0 {
-		return 0, fmt.Errorf("more than %d backends in all VIPs", p.max)
+		return 0, fmt.Errorf("more than %d in use", p.max)
 	}
 	i := p.free[0]
 	p.free = p.free[1:]
 	return i, nil
+}
+
+// getFor returns an index reserved for owner, else an unused one.
+func (p *indexPool) getFor(owner any) (uint32, error) {
+	p.mu.Lock()
+	if held := p.reserved[owner]; len(held) > 0 {
+		i := held[0]
+		if p.reserved[owner] = held[1:]; len(held) == 1 {
+			delete(p.reserved, owner)
+		}
+		p.mu.Unlock()
+		return i, nil
+	}
+	p.mu.Unlock()
+	return p.get()
+}
+
+// reserve holds index i for owner until getFor claims it or unreserve
+// gives it up.
+func (p *indexPool) reserve(i uint32, owner any) {
+	if i == 0 || i > p.max {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reserved[owner] = append(p.reserved[owner], i)
+	p.held[i] = true
+}
+
+// unreserve frees every index still reserved and returns them with their
+// owners.
+func (p *indexPool) unreserve() map[uint32]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[uint32]any{}
+	for owner, idxs := range p.reserved {
+		for _, i := range idxs {
+			out[i] = owner
+			p.free = append(p.free, i)
+		}
+	}
+	p.reserved = map[any][]uint32{}
+	return out
 }
 
 // put returns index i (0 is ignored).

@@ -86,3 +86,30 @@ func TestBackendIndexesAcrossReloads(t *testing.T) {
 		}
 	}
 }
+
+func TestIndexPoolReservations(t *testing.T) {
+	p := newIndexPool(10)
+	a, b := netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.2")
+	p.reserve(2, a)
+	p.reserve(5, b)
+	p.reserve(6, b)
+	if i, _ := p.get(); i != 1 {
+		t.Fatalf("get = %d, want 1", i)
+	}
+	if i, _ := p.get(); i != 3 {
+		t.Fatalf("get = %d, want 3 (2 is reserved)", i)
+	}
+	if i, _ := p.getFor(b); i != 5 {
+		t.Fatalf("getFor(b) = %d, want 5", i)
+	}
+	if i, _ := p.getFor(netip.MustParseAddr("198.18.1.9")); i != 4 {
+		t.Fatalf("getFor(unknown) = %d, want 4", i)
+	}
+	left := p.unreserve()
+	if len(left) != 2 || left[2] != a || left[6] != b {
+		t.Fatalf("unreserved %v, want 2 (a) and 6 (b)", left)
+	}
+	if i, _ := p.getFor(a); i != 7 {
+		t.Fatalf("getFor(a) after unreserve = %d, want a fresh 7", i)
+	}
+}

@@ -24,6 +24,7 @@ type Runtime struct {
 	budget  *proxy.ConnBudget // nil = no process-wide cap
 	self    proxy.Listeners   // every address the VIPs listen on
 	indexes *indexPool        // backend indexes across all VIPs
+	xdp     *xdpRuntime       // the XDP program, once a config has xdp VIPs (guarded by mu)
 	health  *health.Manager
 
 	// index maps a VIP key's string (health target names use it) to the
@@ -130,6 +131,10 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	if err := r.self.RefreshLocal(); err != nil {
 		r.log.Warn("cannot list local addresses; backends that loop into l4lb are caught only after connecting", zap.Error(err))
 	}
+	if err := r.ensureXDP(cfg); err != nil {
+		abandon()
+		return err
+	}
 	started, err := r.startNew(desired)
 	if err != nil {
 		abandon()
@@ -154,6 +159,9 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 		r.syncHealth(v, nil)
 	}
 	r.pipes.SetMax(r.opts.pipeCap(cfg.Global))
+	if r.xdp != nil {
+		r.xdp.settle(r.indexes)
+	}
 	r.cfg = cfg
 	return nil
 }
@@ -166,7 +174,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP) ([]*vip, error) {
 		if _, ok := r.vips[key]; ok {
 			continue
 		}
-		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes}, r.health)
+		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp}, r.health)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()
@@ -209,6 +217,34 @@ func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 	}()
 }
 
+// ensureXDP loads and attaches the XDP program when cfg is the first
+// config with xdp VIPs. It stays until Shutdown, also when a reload
+// removes the last xdp VIP; a reload cannot move it (its [xdp] keys need a
+// restart).
+func (r *Runtime) ensureXDP(cfg *config.Config) error {
+	if r.xdp != nil || !hasXDPVIP(cfg) {
+		return nil
+	}
+	if cfg.XDP == nil {
+		return fmt.Errorf("xdp VIPs need an [xdp] table")
+	}
+	x, err := startXDP(*cfg.XDP, r.indexes, r.log)
+	if err != nil {
+		return err
+	}
+	r.xdp = x
+	return nil
+}
+
+func hasXDPVIP(cfg *config.Config) bool {
+	for i := range cfg.VIPs {
+		if cfg.VIPs[i].Mode == l4.ModeXDP {
+			return true
+		}
+	}
+	return false
+}
+
 // Shutdown stops accepting on every VIP, waits for connections to finish
 // until ctx is done, then resets the rest.
 func (r *Runtime) Shutdown(ctx context.Context) {
@@ -220,7 +256,11 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	r.mu.Unlock()
 	r.health.Close()
 	var wg sync.WaitGroup
-	for _, v := range vips {
+	for k, v := range vips {
+		if v.dp.outlivesProcess() {
+			delete(vips, k) // left forwarding for the next l4lb to adopt
+			continue
+		}
 		v.stopAccepting()
 	}
 	for _, v := range vips {
@@ -235,4 +275,7 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	wg.Wait()
 	r.draining.Wait()
 	r.pipes.Close()
+	if r.xdp != nil {
+		r.xdp.shutdown()
+	}
 }

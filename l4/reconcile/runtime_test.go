@@ -104,15 +104,15 @@ func TestPipeCapFollowsConfig(t *testing.T) {
 	}
 }
 
-// An xdp VIP never runs as a proxy: Apply refuses a mode the runtime has
-// no data plane for.
-func TestApplyRefusesUnavailableMode(t *testing.T) {
+// An xdp VIP never runs as a proxy: without its interface, Apply fails
+// with the reason.
+func TestApplyXDPWithoutInterface(t *testing.T) {
 	rt := New(zaptest.NewLogger(t), Options{})
 	cfg := parse(t, `
 [global]
 admin_socket = "off"
 [xdp]
-interface = "veth0"
+interface = "nope-xdp0"
 [[vip]]
 name = "x"
 listen = "127.0.0.1:5353"
@@ -121,7 +121,7 @@ mode = "xdp"
   [[vip.backend]]
   address = "127.0.0.1:5353"
 `)
-	if err := rt.Apply(cfg); err == nil || !strings.Contains(err.Error(), "not available") {
+	if err := rt.Apply(cfg); err == nil || !strings.Contains(err.Error(), `xdp: interface "nope-xdp0": no such interface`) {
 		t.Fatalf("Apply = %v", err)
 	}
 	if len(rt.Status().VIPs) != 0 {

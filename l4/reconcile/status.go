@@ -13,6 +13,7 @@ type Status struct {
 	Process ProcessStatus `json:"process"` // filled by the process that serves the status
 	Config  string        `json:"config"`
 	Pipes   PipeStatus    `json:"pipes"`
+	XDP     *XDPStatus    `json:"xdp,omitempty"` // when the XDP program runs
 	VIPs    []VIPStatus   `json:"vips"`
 }
 
@@ -26,6 +27,26 @@ type ProcessStatus struct {
 	Started       time.Time     `json:"started"`
 	UptimeSeconds float64       `json:"uptime_seconds"`
 	LastReload    *ReloadStatus `json:"last_reload,omitempty"` // nil: no reload since start
+}
+
+// XDPStatus describes the XDP program.
+type XDPStatus struct {
+	Interface string `json:"interface"`
+	Attach    string `json:"attach"`             // driver | generic
+	PinPath   string `json:"pin_path,omitempty"` // maps and link pinned here: a restart adopts them
+	LiveFlows int    `json:"live_flows"`         // flows in the conntrack seen lately, all VIPs
+	// Counters are the program's global counters that are not zero:
+	// packets passed to the kernel and dropped, by reason; flow table events.
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// XDPVIPStatus holds an xdp VIP's counters (summed over CPUs).
+type XDPVIPStatus struct {
+	Packets   uint64 `json:"packets"`
+	Bytes     uint64 `json:"bytes"`
+	NewFlows  uint64 `json:"new_flows"`
+	Drops     uint64 `json:"drops"`
+	LiveFlows int64  `json:"live_flows"`
 }
 
 // ReloadStatus is the outcome of one reload (SIGHUP).
@@ -68,6 +89,7 @@ type VIPStatus struct {
 	Backends     []BackendStatus `json:"backends"`
 	TCP          *TCPStatus      `json:"tcp,omitempty"`
 	UDP          *UDPStatus      `json:"udp,omitempty"`
+	XDP          *XDPVIPStatus   `json:"xdp,omitempty"`
 }
 
 // UDPStatus holds a UDP VIP's datagram counters.
@@ -101,6 +123,7 @@ type BackendStatus struct {
 	Flows        uint64        `json:"flows"`
 	ConnectFails uint64        `json:"connect_fails"`
 	BytesIn      uint64        `json:"bytes_in"`
+	Packets      uint64        `json:"packets,omitempty"` // xdp VIPs: packets forwarded to it
 	BytesOut     uint64        `json:"bytes_out"`
 	RTT          time.Duration `json:"rtt_ns"`
 	// Underflows counts releases without a matching acquire: always 0
@@ -119,6 +142,9 @@ func (r *Runtime) Status() Status {
 		st.Config = r.cfg.Path
 	}
 	st.Pipes = PipeStatus{Open: r.pipes.Open(), Lent: r.pipes.Lent(), Max: r.pipes.Max()}
+	if r.xdp != nil {
+		st.XDP = r.xdp.status()
+	}
 	for _, v := range r.vips {
 		vs := v.status()
 		for i := range vs.Backends {
@@ -152,7 +178,6 @@ func (v *vip) status() VIPStatus {
 		Name: vc.Name, Listen: v.key.Addr.String(), Protocol: v.key.Proto.String(),
 		Algorithm: vc.Algorithm.String(), Eligible: v.store.Load().Len(),
 	}
-	v.dp.fillStatus(&s)
 	effective := map[*l4.Backend]uint32{}
 	if snap := v.store.Load(); snap != nil {
 		for _, m := range snap.Members {
@@ -168,6 +193,7 @@ func (v *vip) status() VIPStatus {
 	s.Backends = append(s.Backends, v.retiredStatusLocked()...)
 	v.mu.Unlock()
 	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
+	v.dp.fillStatus(&s)
 	return s
 }
 

@@ -148,7 +148,7 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 			nb.b, nb.health, nb.upSince, nb.trial = old.b, old.health, old.upSince, old.trial
 		} else {
 			nb.b = l4.NewBackend(id, bc.Address, &v.flows)
-			if err := v.assignIndex(nb.b); err != nil {
+			if err := v.assignIndex(nb.b, vc.Mode); err != nil {
 				p.abandon(v.indexes)
 				return nil, err
 			}
@@ -175,11 +175,16 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 	return p, nil
 }
 
-// assignIndex gives a new backend its index.
-func (v *vip) assignIndex(b *l4.Backend) error {
-	i, err := v.indexes.get()
+// assignIndex gives a new backend its index: for an xdp VIP the one its
+// address had in maps adopted from an earlier l4lb, if any.
+func (v *vip) assignIndex(b *l4.Backend, mode l4.Mode) error {
+	get := v.indexes.get
+	if mode == l4.ModeXDP {
+		get = func() (uint32, error) { return v.indexes.getFor(b.Addr.Addr()) }
+	}
+	i, err := get()
 	if err != nil {
-		return fmt.Errorf("backend %q: %w", b.ID, err)
+		return fmt.Errorf("backend %q: %w (backends of all VIPs)", b.ID, err)
 	}
 	b.Index = i
 	return nil
@@ -200,11 +205,13 @@ func (v *vip) commit(p *plan) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	stale := false
+	var gone []*l4.Backend
+	defer func() { v.dp.backendsRemoved(gone, func(b *l4.Backend) { v.indexes.put(b.Index) }) }()
 	for id, old := range v.backends {
 		nb, ok := p.backends[id]
 		if !ok || nb.b != old.b {
 			old.b.SetEligible(false) // removed: pinned flows move on their next packet
-			v.indexes.put(old.b.Index)
+			gone = append(gone, old.b)
 			if old.b.LiveFlows() > 0 {
 				v.retired = append(v.retired, old)
 			}

@@ -1,0 +1,120 @@
+// `l4lb decap`: the backends' side of xdp VIPs with forward = "ipip".
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/l4lb/l4lb/bpf"
+)
+
+const decapHelp = `Backends of xdp VIPs with forward = "ipip" receive the client's packets
+inside an outer IPv4 (or IPv6) header from the balancer. "attach" runs a
+small XDP program on the backend's interface that strips that header and
+passes the inner packet to the kernel, so no ipip tunnel device is needed.
+The VIP goes on the backend's loopback (with arp_ignore=1, arp_announce=2,
+rp_filter=0), and the backend answers the client directly.
+
+  l4lb decap attach --iface IF [--mode driver|generic]
+  l4lb decap detach --iface IF
+  l4lb decap status --iface IF
+
+The program stays attached after the command exits. attach is idempotent
+(an attached decap program of this version is kept, an older one replaced);
+detach with nothing attached says so and exits 0. Another XDP program on
+the interface is never replaced or removed (exit 1).
+`
+
+func cmdDecap(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, commandHelp(commandNamed("decap")))
+		return 0
+	}
+	verb := args[0]
+	f := newFlags("decap", stdout, stderr)
+	iface := f.String("iface", "", "the backend's interface")
+	mode := f.String("mode", "driver", "driver (native XDP) or generic")
+	if code, ok := f.parse(args[1:]); !ok {
+		return code
+	}
+	if !f.noArgs() {
+		return 2
+	}
+	if *iface == "" {
+		f.usageError("--iface is required")
+		return 2
+	}
+	ifc, err := net.InterfaceByName(*iface)
+	if err != nil {
+		fmt.Fprintf(stderr, "l4lb decap %s: interface %q: %v\n", verb, *iface, err)
+		return 1
+	}
+	switch verb {
+	case "attach":
+		return decapAttach(ifc, *mode, stdout, stderr)
+	case "detach":
+		return decapDetach(ifc, stdout, stderr)
+	case "status":
+		return decapStatus(ifc, stdout, stderr)
+	}
+	f.usageError(fmt.Sprintf("unknown verb %q (attach, detach or status)", verb))
+	return 2
+}
+
+func decapAttach(ifc *net.Interface, modeName string, stdout, stderr io.Writer) int {
+	var mode bpf.AttachMode
+	switch modeName {
+	case "driver":
+		mode = bpf.AttachDriver
+	case "generic":
+		mode = bpf.AttachGeneric
+	default:
+		fmt.Fprintf(stderr, "l4lb decap attach: --mode %q is not driver or generic\n", modeName)
+		return 2
+	}
+	d, err := bpf.AttachDecap(ifc.Index, mode)
+	if err != nil {
+		fmt.Fprintf(stderr, "l4lb decap attach: %s: %v\n", ifc.Name, err)
+		return 1
+	}
+	defer d.Close()
+	fmt.Fprintf(stdout, "decap attached to %s (%s mode)\n", ifc.Name, mode)
+	return 0
+}
+
+func decapDetach(ifc *net.Interface, stdout, stderr io.Writer) int {
+	removed, err := bpf.DetachDecap(ifc.Index)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "l4lb decap detach: %s: %v\n", ifc.Name, err)
+		return 1
+	case removed:
+		fmt.Fprintf(stdout, "decap detached from %s\n", ifc.Name)
+	default:
+		fmt.Fprintf(stdout, "no decap attached to %s: nothing to do\n", ifc.Name)
+	}
+	return 0
+}
+
+func decapStatus(ifc *net.Interface, stdout, stderr io.Writer) int {
+	d, err := bpf.OpenDecap(ifc.Index)
+	if errors.Is(err, bpf.ErrNotFound) {
+		fmt.Fprintf(stdout, "no decap attached to %s\n", ifc.Name)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "l4lb decap status: %s: %v\n", ifc.Name, err)
+		return 1
+	}
+	defer d.Close()
+	st, err := d.Stats()
+	if err != nil {
+		fmt.Fprintf(stderr, "l4lb decap status: %s: %v\n", ifc.Name, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "decap on %s: ipv4 outer %d, ipv6 outer %d, not encapsulated %d, malformed %d, failed %d\n",
+		ifc.Name, st.OuterV4, st.OuterV6, st.NotEncap, st.Malformed, st.Failed)
+	return 0
+}

@@ -1,0 +1,368 @@
+// The XDP fast path shared by every xdp VIP: the loaded program and its
+// maps, the interface it runs on, the backends' neighbours, and the loop
+// that reads the flow table.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/l4lb/l4lb/bpf"
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/netif"
+	"github.com/l4lb/l4lb/l4"
+)
+
+// xdpMaxVIPs bounds xdp VIP indexes (1..xdpMaxVIPs-1; 0 is never used).
+const xdpMaxVIPs = 512
+
+// xdpRefresh is how often the flow table is read for live-flow counts and
+// the neighbours of backends are checked.
+const xdpRefresh = 2 * time.Second
+
+// xdpRuntime is the XDP program shared by the xdp VIPs of one Runtime.
+type xdpRuntime struct {
+	cfg   config.XDP
+	log   *zap.Logger
+	lb    *bpf.LB
+	nl    *netif.Handle
+	neigh *netif.Neighbors
+	iface netif.Interface
+	vips  *indexPool
+	stop  chan struct{}
+	done  chan struct{}
+
+	mu         sync.Mutex
+	planes     map[*xdpPlane]struct{}
+	mtuChecked map[netip.Addr]bool // backends whose path MTU was checked (warned once)
+	settled    bool                // the entries adopted from an earlier l4lb that the config no longer has are gone
+	counts     []uint64            // live flows per backend index, from the last read
+	total      int                 // live flows in all
+	read       time.Time
+}
+
+// startXDP loads the balancer, attaches it to the configured interface and
+// prepares what forwarding needs: source addresses, IP forwarding, next-hop
+// neighbours. Any failure leaves nothing attached.
+func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRuntime, err error) {
+	x := &xdpRuntime{cfg: cfg, log: log.Named("xdp"), vips: newIndexPool(xdpMaxVIPs - 1), planes: map[*xdpPlane]struct{}{}, mtuChecked: map[netip.Addr]bool{},
+		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{})}
+	if x.nl, err = netif.Open(); err != nil {
+		return nil, fmt.Errorf("xdp: netlink: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			x.release(false)
+		}
+	}()
+	if x.iface, err = x.nl.Lookup(cfg.Interface); err != nil {
+		return nil, fmt.Errorf("xdp: %w", err)
+	}
+	x.lb, err = bpf.Load(bpf.Options{ConntrackSize: uint32(cfg.ConntrackSize), MaxVIPs: xdpMaxVIPs, MaxBackends: MaxBackends + 1, PinPath: cfg.PinPath})
+	if err != nil {
+		return nil, fmt.Errorf("xdp: load the program: %w", err)
+	}
+	if err := x.adopt(backends); err != nil {
+		return nil, err
+	}
+	if err := x.prepareHost(); err != nil {
+		return nil, err
+	}
+	if err := x.lb.Attach(x.iface.Index, attachMode(cfg.Attach)); err != nil {
+		return nil, fmt.Errorf("xdp: %s: %w", cfg.Interface, err)
+	}
+	x.neigh = x.nl.NewNeighbors()
+	x.log.Info("xdp program attached", zap.String("interface", cfg.Interface), zap.String("attach", cfg.Attach),
+		zap.String("pin_path", cfg.PinPath), zap.Int("conntrack_size", cfg.ConntrackSize))
+	if cfg.Attach == "generic" {
+		x.log.Warn("xdp attached in generic mode: it runs after the kernel allocates each packet, at a fraction of driver mode's speed")
+	}
+	go x.loop()
+	return x, nil
+}
+
+func attachMode(s string) bpf.AttachMode {
+	if s == "generic" {
+		return bpf.AttachGeneric
+	}
+	return bpf.AttachDriver
+}
+
+// adopt reserves, for the VIPs and backend addresses found in maps pinned
+// by an earlier l4lb, the indexes they had: the adopted conntrack names
+// backends by index, so its flows keep their backends across a restart.
+func (x *xdpRuntime) adopt(backends *indexPool) error {
+	n := 0
+	err := x.lb.Backends(func(i uint32, e bpf.BackendEntry) bool {
+		backends.reserve(i, e.Addr)
+		n++
+		return true
+	})
+	if err == nil {
+		err = x.lb.VIPs(func(k l4.VIPKey, e bpf.VIPEntry) bool {
+			x.vips.reserve(e.Index, k)
+			n++
+			return true
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("xdp: reading adopted maps: %w", err)
+	}
+	if n > 0 {
+		x.log.Info("xdp: adopted the maps pinned by an earlier l4lb; flows keep their backends", zap.String("pin_path", x.cfg.PinPath), zap.Int("entries", n))
+	}
+	return nil
+}
+
+// settle removes, once the first config is applied, what adopted maps hold
+// that this config does not: stale VIPs (their traffic passes to the
+// kernel again) and backend entries (their flows rehash).
+func (x *xdpRuntime) settle(backends *indexPool) {
+	if x.settled {
+		return
+	}
+	x.settled = true
+	for i := range backends.unreserve() {
+		_ = x.lb.DeleteBackend(i)
+		if _, err := x.lb.PurgeBackend(i); err != nil {
+			x.log.Warn("xdp: purging the flows of a backend the config dropped failed", zap.Uint32("index", i), zap.Error(err))
+		}
+	}
+	for _, owner := range x.vips.unreserve() {
+		key := owner.(l4.VIPKey)
+		_ = x.lb.DeleteVIP(key)
+		if _, err := x.lb.PurgeVIP(key); err != nil {
+			x.log.Warn("xdp: purging the flows of a VIP the config dropped failed", zap.Stringer("vip", key), zap.Error(err))
+		}
+		x.log.Info("xdp: VIP from the adopted maps is not in the config: removed", zap.Stringer("vip", key))
+	}
+}
+
+// prepareHost sets the outer source addresses and turns on IP forwarding,
+// without which bpf_fib_lookup answers "forwarding disabled".
+func (x *xdpRuntime) prepareHost() error {
+	v4, _ := x.iface.PrimaryV4()
+	v6, _ := x.iface.PrimaryV6()
+	if !v4.IsValid() && !v6.IsValid() {
+		return fmt.Errorf("xdp interface %s has no address to be the source of encapsulated packets", x.iface.Name)
+	}
+	if err := x.lb.SetSource(v4, v6); err != nil {
+		return fmt.Errorf("xdp: %w", err)
+	}
+	changed, err := netif.EnableForwarding(netif.Forwarding{IPv4: v4.IsValid(), IPv6: v6.IsValid()})
+	if err != nil {
+		return fmt.Errorf("xdp: enable IP forwarding (bpf_fib_lookup needs it): %w", err)
+	}
+	if changed.Any() {
+		x.log.Info("IP forwarding turned on: the XDP program looks up next hops in the kernel's FIB, which needs it",
+			zap.Bool("ipv4", changed.IPv4), zap.Bool("ipv6", changed.IPv6))
+	}
+	return nil
+}
+
+// compatible reports whether a reload's [xdp] can run on x; the keys that
+// need a restart are reported by the caller.
+func (x *xdpRuntime) compatible(cfg *config.XDP) bool {
+	return cfg != nil && cfg.Interface == x.cfg.Interface
+}
+
+// loop reads the flow table and checks neighbours until stop.
+func (x *xdpRuntime) loop() {
+	defer close(x.done)
+	t := time.NewTicker(xdpRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-x.stop:
+			return
+		case <-t.C:
+		}
+		x.refresh()
+	}
+}
+
+// refresh reads live-flow counts, retires backends whose last flow ended
+// and keeps neighbours resolved.
+func (x *xdpRuntime) refresh() {
+	if err := x.countFlows(); err != nil {
+		x.log.Warn("xdp: reading the flow table failed", zap.Error(err))
+	}
+	for _, p := range x.planeList() {
+		p.refresh()
+	}
+	if err := x.neigh.Refresh(); err != nil {
+		x.log.Warn("xdp: refreshing backend neighbours failed", zap.Error(err))
+	}
+}
+
+// countFlows reads the live flows per backend index. A flow is live when
+// it was seen within the longest idle timeout any VIP has.
+func (x *xdpRuntime) countFlows() error {
+	counts := make([]uint64, len(x.counts))
+	total, err := x.lb.FlowCounts(bpf.MonotonicNow(), x.liveWindow(), counts)
+	if err != nil {
+		return err
+	}
+	x.mu.Lock()
+	x.counts, x.total, x.read = counts, total, time.Now()
+	x.mu.Unlock()
+	return nil
+}
+
+// liveWindow is how long after its last packet a flow still counts as
+// live: the session timeout for UDP, and for TCP, which ends with FIN or
+// RST, a window long enough for a quiet connection.
+func (x *xdpRuntime) liveWindow() time.Duration {
+	w := 30 * time.Second
+	for _, p := range x.planeList() {
+		if vc := p.conf(); vc.Protocol == l4.UDP {
+			w = max(w, vc.SessionTimeout)
+		} else {
+			w = max(w, 5*time.Minute)
+		}
+	}
+	return w
+}
+
+// liveFlows returns the live flows of backend index i at the last read.
+func (x *xdpRuntime) liveFlows(i uint32) uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if int(i) < len(x.counts) {
+		return x.counts[i]
+	}
+	return 0
+}
+
+func (x *xdpRuntime) planeList() []*xdpPlane {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]*xdpPlane, 0, len(x.planes))
+	for p := range x.planes {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (x *xdpRuntime) add(p *xdpPlane) {
+	x.mu.Lock()
+	x.planes[p] = struct{}{}
+	x.mu.Unlock()
+}
+
+func (x *xdpRuntime) remove(p *xdpPlane) {
+	x.mu.Lock()
+	delete(x.planes, p)
+	x.mu.Unlock()
+	x.ensureNeighbors()
+}
+
+// ensureNeighbors keeps the next hops of every ipip and l2 backend
+// resolved: bpf_fib_lookup never sends ARP or neighbour solicitations.
+func (x *xdpRuntime) ensureNeighbors() {
+	var addrs []netip.Addr
+	for _, p := range x.planeList() {
+		addrs = append(addrs, p.backendAddrs()...)
+	}
+	slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+	if err := x.neigh.Ensure(slices.Compact(addrs)); err != nil {
+		x.log.Warn("xdp: some backend neighbours cannot be kept resolved (their packets are dropped as no_neigh until they are)", zap.Error(err))
+	}
+}
+
+// checkMTU warns once per backend when the route to it cannot carry a
+// full-size client packet plus the encapsulation.
+func (x *xdpRuntime) checkMTU(b netip.Addr) {
+	x.mu.Lock()
+	done := x.mtuChecked[b]
+	x.mtuChecked[b] = true
+	x.mu.Unlock()
+	if done {
+		return
+	}
+	if err := x.nl.CheckEncapMTU(b, x.iface.MTU); err != nil && errors.Is(err, netif.ErrMTU) {
+		x.log.Warn("xdp: the path to a backend cannot carry a full-size packet plus the IPIP header: raise the MTU toward backends by 20 (IPv4) or 40 (IPv6) bytes, or clamp the clients' MSS",
+			zap.Stringer("backend", b), zap.Int("client_mtu", x.iface.MTU), zap.Error(err))
+	}
+}
+
+// stats reads the global counters for status.
+func (x *xdpRuntime) status() *XDPStatus {
+	st := &XDPStatus{Interface: x.cfg.Interface, Attach: x.cfg.Attach, PinPath: x.cfg.PinPath, Counters: map[string]uint64{}}
+	if c, err := x.lb.GlobalStats(); err == nil {
+		for i, v := range c {
+			if v != 0 {
+				st.Counters[bpf.Counter(i).String()] = v
+			}
+		}
+	}
+	x.mu.Lock()
+	st.LiveFlows = x.total
+	x.mu.Unlock()
+	return st
+}
+
+// shutdown stops the loop; the program stays attached when its maps are
+// pinned (a restarted l4lb adopts it, and forwarding never stops),
+// otherwise it is detached.
+func (x *xdpRuntime) shutdown() {
+	close(x.stop)
+	<-x.done
+	pinned := x.cfg.PinPath != ""
+	x.release(pinned)
+	if pinned {
+		x.log.Info("xdp program left attached with its pinned maps: the next l4lb adopts them; `l4lb xdp detach` removes it",
+			zap.String("pin_path", x.cfg.PinPath))
+	} else {
+		x.log.Info("xdp program detached", zap.String("interface", x.cfg.Interface))
+	}
+}
+
+// release frees what x holds; keep leaves the program attached, and the
+// backends' managed neighbour entries in place for it (the kernel keeps
+// resolving them; the next l4lb takes them as they are).
+func (x *xdpRuntime) release(keep bool) {
+	if x.neigh != nil && !keep {
+		_ = x.neigh.Close()
+	}
+	if x.lb != nil {
+		if !keep {
+			_ = x.lb.Detach()
+		}
+		_ = x.lb.Close()
+	}
+	if x.nl != nil {
+		x.nl.Close()
+	}
+}
+
+// waitFlowsGone polls until the live flows of the given backend indexes
+// are 0 or ctx is done.
+func (x *xdpRuntime) waitFlowsGone(ctx context.Context, indexes []uint32) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if err := x.countFlows(); err != nil {
+			return
+		}
+		live := uint64(0)
+		for _, i := range indexes {
+			live += x.liveFlows(i)
+		}
+		if live == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,348 @@
+// The data plane of one xdp VIP: its entries in the XDP program's maps.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/l4lb/l4lb/bpf"
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/snapshot"
+)
+
+// xdpPlane writes one VIP into the XDP maps: the VIP entry, its backends,
+// its Maglev table (swapped whole on every publish). Established flows
+// follow the conntrack, so a table change moves only new flows.
+type xdpPlane struct {
+	x     *xdpRuntime
+	key   l4.VIPKey
+	index uint32 // the VIP's slot in the Maglev and stats maps
+	log   *zap.Logger
+	vc    atomic.Pointer[config.VIP]
+
+	mu       sync.Mutex
+	stopped  bool                   // no new flows: the table is empty
+	backends map[uint32]*xdpBackend // every backend entry this VIP wrote, by index
+}
+
+// xdpBackend is a backend entry the plane wrote.
+type xdpBackend struct {
+	b       *l4.Backend
+	mac     net.HardwareAddr  // l2: the resolved MAC; nil until known
+	inTable bool              // in the current Maglev table
+	retired bool              // left the config: deleted once its flows are gone
+	release func(*l4.Backend) // gives the index back once the entry is deleted
+}
+
+// drop deletes the entry and gives a retired backend's index back.
+func (xb *xdpBackend) drop(lb *bpf.LB, i uint32) error {
+	if err := lb.DeleteBackend(i); err != nil {
+		return err
+	}
+	if xb.release != nil {
+		xb.release(xb.b)
+	}
+	return nil
+}
+
+func newXDPPlane(key l4.VIPKey, vc *config.VIP, x *xdpRuntime, log *zap.Logger) (*xdpPlane, error) {
+	if x == nil {
+		return nil, fmt.Errorf("mode xdp needs an [xdp] table")
+	}
+	idx, err := x.vips.getFor(key)
+	if err != nil {
+		return nil, fmt.Errorf("xdp: %w (xdp VIPs)", err)
+	}
+	p := &xdpPlane{x: x, key: key, index: idx, log: log, backends: map[uint32]*xdpBackend{}}
+	p.vc.Store(vc)
+	x.add(p)
+	return p, nil
+}
+
+func (p *xdpPlane) conf() *config.VIP { return p.vc.Load() }
+
+// serve: the VIP entry is written by the first publish; nothing runs here.
+func (p *xdpPlane) serve() {}
+
+// publish writes the snapshot's backends and its Maglev table (the very
+// table the snapshot's picker uses, or, for algorithms without one, a
+// Maglev table over the snapshot's weighted members), then the VIP entry.
+func (p *xdpPlane) publish(snap *snapshot.Snapshot) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return nil
+	}
+	vc := p.conf()
+	table, err := p.table(snap, vc)
+	if err != nil {
+		return err
+	}
+	if err := p.writeBackends(snap, vc); err != nil {
+		return err
+	}
+	if err := p.x.lb.SetMaglev(p.index, table); err != nil {
+		return err
+	}
+	if err := p.x.lb.SetVIP(p.key, bpf.VIPEntry{Index: p.index, HashKey: vc.HashKey, Forward: vc.Forward}); err != nil {
+		return err
+	}
+	p.markTable(snap)
+	go p.x.ensureNeighbors()
+	return nil
+}
+
+// table maps the snapshot's Maglev table (indexes into its members) onto
+// backend indexes.
+func (p *xdpPlane) table(snap *snapshot.Snapshot, vc *config.VIP) ([]uint32, error) {
+	size := vc.MaglevTableSize
+	if snap.Len() == 0 {
+		return make([]uint32, size), nil // every slot empty: new flows are dropped
+	}
+	t := snap.MaglevTable()
+	if t == nil {
+		var err error
+		if t, err = balance.MaglevTable(snap.Members, uint32(size)); err != nil {
+			return nil, fmt.Errorf("xdp: maglev table: %w", err)
+		}
+	}
+	out := make([]uint32, len(t))
+	for s, m := range t {
+		out[s] = snap.Members[m].Backend.Index
+	}
+	return out, nil
+}
+
+// writeBackends writes an entry for every member not written yet, and
+// retires (keeps, until their flows end) those that left the config.
+func (p *xdpPlane) writeBackends(snap *snapshot.Snapshot, vc *config.VIP) error {
+	for _, m := range snap.Members {
+		b := m.Backend
+		if cur, ok := p.backends[b.Index]; ok && cur.b == b {
+			cur.retired = false
+			continue
+		}
+		if cur, ok := p.backends[b.Index]; ok && cur.b != b {
+			// The index names another backend now: no flow may follow it.
+			if _, err := p.x.lb.PurgeBackend(b.Index); err != nil {
+				return err
+			}
+		}
+		xb := &xdpBackend{b: b}
+		if vc.Forward == l4.ForwardL2 {
+			xb.mac, _ = p.x.neigh.Resolved(b.Addr.Addr())
+		} else {
+			p.x.checkMTU(b.Addr.Addr())
+		}
+		if err := p.x.lb.SetBackend(b.Index, bpf.BackendEntry{Addr: b.Addr.Addr(), MAC: xb.mac, Active: true}); err != nil {
+			return err
+		}
+		p.backends[b.Index] = xb
+	}
+	return nil
+}
+
+// markTable records which backends the new table holds; a backend out of
+// it that is no longer eligible because it left the config is retired.
+func (p *xdpPlane) markTable(snap *snapshot.Snapshot) {
+	in := make(map[uint32]bool, snap.Len())
+	for _, m := range snap.Members {
+		in[m.Backend.Index] = true
+	}
+	for i, xb := range p.backends {
+		xb.inTable = in[i]
+	}
+}
+
+// backendsRemoved retires the backends a reload removed: their entries
+// stay while established flows use them, and their indexes are released
+// when the entries go.
+func (p *xdpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range bs {
+		if xb, ok := p.backends[b.Index]; ok && xb.b == b {
+			xb.retired, xb.release = true, release
+		} else {
+			release(b)
+		}
+	}
+}
+
+// backendDown lets go of the UDP flows pinned to a backend that went down:
+// a datagram flow has no end the conntrack can see, and would otherwise
+// keep being sent into a dead backend. TCP flows follow on_down.
+func (p *xdpPlane) backendDown(b *l4.Backend) {
+	if p.key.Proto != l4.UDP {
+		return
+	}
+	if n, err := p.x.lb.PurgeBackend(b.Index); err != nil {
+		p.log.Warn("xdp: purging a down backend's flows failed", zap.String("backend", string(b.ID)), zap.Error(err))
+	} else if n > 0 {
+		p.log.Info("xdp: flows of a down backend purged; they move on their next packet", zap.String("backend", string(b.ID)), zap.Int("flows", n))
+	}
+}
+
+// refresh deletes retired backends whose last flow ended, and fills in
+// MACs of l2 backends that were unresolved.
+func (p *xdpPlane) refresh() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, xb := range p.backends {
+		switch {
+		case xb.retired && p.x.liveFlows(i) == 0:
+			if err := xb.drop(p.x.lb, i); err != nil {
+				p.log.Warn("xdp: deleting a removed backend's entry failed", zap.Uint32("index", i), zap.Error(err))
+				continue
+			}
+			delete(p.backends, i)
+		case p.conf().Forward == l4.ForwardL2 && xb.mac == nil:
+			p.resolveMAC(i, xb)
+		}
+	}
+}
+
+// resolveMAC writes an l2 backend's MAC once the kernel knows it.
+func (p *xdpPlane) resolveMAC(i uint32, xb *xdpBackend) {
+	mac, ok := p.x.neigh.Resolved(xb.b.Addr.Addr())
+	if !ok {
+		return
+	}
+	if err := p.x.lb.SetBackend(i, bpf.BackendEntry{Addr: xb.b.Addr.Addr(), MAC: mac, Active: true}); err != nil {
+		p.log.Warn("xdp: writing a backend's MAC failed", zap.Uint32("index", i), zap.Error(err))
+		return
+	}
+	xb.mac = mac
+}
+
+// backendAddrs lists the addresses of the backends whose neighbours must
+// stay resolved.
+func (p *xdpPlane) backendAddrs() []netip.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]netip.Addr, 0, len(p.backends))
+	for _, xb := range p.backends {
+		out = append(out, xb.b.Addr.Addr())
+	}
+	return out
+}
+
+// outlivesProcess: with pinned maps the program keeps forwarding (and its
+// conntrack keeps flows on their backends) while l4lb restarts.
+func (p *xdpPlane) outlivesProcess() bool { return p.x.cfg.PinPath != "" }
+
+func (p *xdpPlane) update(vc *config.VIP) error {
+	p.vc.Store(vc) // the next publish writes hash key, forward and table size
+	return nil
+}
+
+// stopAccepting empties the Maglev table: new flows are dropped, flows in
+// the conntrack keep their backends until drain ends.
+func (p *xdpPlane) stopAccepting() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	if err := p.x.lb.SetMaglev(p.index, make([]uint32, p.conf().MaglevTableSize)); err != nil {
+		p.log.Warn("xdp: emptying the table of a stopped VIP failed", zap.Error(err))
+	}
+}
+
+// drain waits for the VIP's flows to end (or ctx), then removes the VIP
+// and its flows from the maps; it returns how many flows it cut.
+func (p *xdpPlane) drain(ctx context.Context) int {
+	p.stopAccepting()
+	p.x.waitFlowsGone(ctx, p.indexes())
+	return p.clear()
+}
+
+func (p *xdpPlane) closeNow() {
+	p.stopAccepting()
+	p.clear()
+}
+
+// clear removes the VIP, its flows and its backends from the maps.
+func (p *xdpPlane) clear() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.x.lb.DeleteVIP(p.key)
+	n, err := p.x.lb.PurgeVIP(p.key)
+	if err != nil {
+		p.log.Warn("xdp: purging a removed VIP's flows failed", zap.Error(err))
+	}
+	for i, xb := range p.backends {
+		_ = xb.drop(p.x.lb, i)
+	}
+	p.backends = map[uint32]*xdpBackend{}
+	p.x.vips.put(p.index)
+	p.index = 0
+	go p.x.remove(p)
+	return n
+}
+
+func (p *xdpPlane) indexes() []uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]uint32, 0, len(p.backends))
+	for i := range p.backends {
+		out = append(out, i)
+	}
+	return out
+}
+
+// resetWhere deletes the conntrack entries of matching backends: their
+// flows rehash onto a live backend, which resets them (on_down = reset).
+func (p *xdpPlane) resetWhere(match func(*l4.Backend) bool) int {
+	total := 0
+	for _, b := range p.matching(match) {
+		n, err := p.x.lb.PurgeBackend(b.Index)
+		if err != nil {
+			p.log.Warn("xdp: purging a backend's flows failed", zap.String("backend", string(b.ID)), zap.Error(err))
+		}
+		total += n
+	}
+	return total
+}
+
+func (p *xdpPlane) matching(match func(*l4.Backend) bool) []*l4.Backend {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*l4.Backend
+	for _, xb := range p.backends {
+		if match(xb.b) {
+			out = append(out, xb.b)
+		}
+	}
+	return out
+}
+
+// fillStatus reads the VIP's and its backends' counters.
+func (p *xdpPlane) fillStatus(s *VIPStatus) {
+	st, err := p.x.lb.VIPStats(p.index)
+	if err != nil {
+		return
+	}
+	x := &XDPVIPStatus{Packets: st.Packets, Bytes: st.Bytes, NewFlows: st.NewFlows, Drops: st.Drops}
+	s.Accepted = st.NewFlows
+	for i := range s.Backends {
+		bs := &s.Backends[i]
+		live := int64(p.x.liveFlows(bs.Index))
+		bs.LiveFlows = live
+		x.LiveFlows += live
+		if b, err := p.x.lb.BackendStats(bs.Index); err == nil {
+			bs.Packets, bs.BytesIn, bs.Flows = b.Packets, b.Bytes, b.NewFlows
+		}
+	}
+	s.Active = x.LiveFlows
+	s.XDP = x
+}
