@@ -161,6 +161,9 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	r.pipes.SetMax(r.opts.pipeCap(cfg.Global))
 	if r.xdp != nil {
 		r.xdp.settle(r.indexes)
+		if cfg.XDP != nil {
+			r.xdp.weightRefresh.Store(int64(cfg.XDP.WeightRefresh))
+		}
 	}
 	r.cfg = cfg
 	return nil
@@ -233,7 +236,18 @@ func (r *Runtime) ensureXDP(cfg *config.Config) error {
 		return err
 	}
 	r.xdp = x
+	x.run(r.rescaleXDP)
 	return nil
+}
+
+// rescaleXDP moves the weights of xdp least_conn and least_time VIPs
+// toward their backends' live flows and RTTs. It runs on the XDP loop and
+// reads the VIPs through the lock-free index.
+func (r *Runtime) rescaleXDP() {
+	live := func(b *l4.Backend) uint64 { return r.xdp.liveFlows(b.Index) }
+	for _, v := range *r.index.Load() {
+		v.rescale(live)
+	}
 }
 
 func hasXDPVIP(cfg *config.Config) bool {

@@ -181,7 +181,11 @@ func (v *vip) status() VIPStatus {
 	effective := map[*l4.Backend]uint32{}
 	if snap := v.store.Load(); snap != nil {
 		for _, m := range snap.Members {
-			effective[m.Backend] = m.Weight
+			w := m.Weight
+			if scalesWeights(vc) {
+				w = (w + 50) / 100 // weights in hundredths there (effectiveMembers)
+			}
+			effective[m.Backend] = w
 		}
 	}
 	v.mu.Lock()

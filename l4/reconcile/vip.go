@@ -47,6 +47,9 @@ type backend struct {
 	weight  uint32
 	health  l4.Health
 	upSince time.Time // when it last came back up (slow start ramps from here)
+	// scale multiplies the weight of an xdp least_conn or least_time VIP's
+	// backend (see xdpweights.go); 0 means 1.
+	scale float64
 	// trial: a passive mark expired (health type none); the next connect
 	// or reply the proxy sees decides, and ConnectOK reports it.
 	trial bool
@@ -145,7 +148,7 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 		old, ok := v.backends[id]
 		nb := &backend{weight: uint32(bc.Weight)}
 		if ok && old.b.Addr == bc.Address {
-			nb.b, nb.health, nb.upSince, nb.trial = old.b, old.health, old.upSince, old.trial
+			nb.b, nb.health, nb.upSince, nb.trial, nb.scale = old.b, old.health, old.upSince, old.trial, old.scale
 		} else {
 			nb.b = l4.NewBackend(id, bc.Address, &v.flows)
 			if err := v.assignIndex(nb.b, vc.Mode); err != nil {
@@ -165,7 +168,7 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 	}
 	opts, err := balanceOptions(vc)
 	if err == nil {
-		p.snap, err = buildSnapshot(opts, effectiveMembers(next, vc.Health.SlowStart, time.Now()))
+		p.snap, err = buildSnapshot(opts, effectiveMembers(next, vc, time.Now()))
 	}
 	if err != nil {
 		p.abandon(v.indexes)
@@ -247,18 +250,62 @@ func (v *vip) publishLocked(snap *snapshot.Snapshot) error {
 
 // effective lists the members new flows may go to, with slow-start weights.
 func (v *vip) effective(now time.Time) []balance.Member {
-	return effectiveMembers(v.backends, v.cfg().Health.SlowStart, now)
+	return effectiveMembers(v.backends, v.cfg(), now)
 }
 
-func effectiveMembers(bs map[l4.BackendID]*backend, slowStart time.Duration, now time.Time) []balance.Member {
+// effectiveMembers lists the eligible backends with the weights new flows
+// see: slow start, and for xdp VIPs balanced by live flows or RTT, the
+// scales that stand in for those algorithms (in hundredths, so that a
+// scale below 1 still shifts a backend of weight 1).
+func effectiveMembers(bs map[l4.BackendID]*backend, vc *config.VIP, now time.Time) []balance.Member {
+	dynamic := scalesWeights(vc)
 	ms := make([]balance.Member, 0, len(bs))
 	for _, b := range bs {
 		if b.eligible() {
-			w := health.SlowStartWeight(b.weight, b.upSince, now, slowStart)
+			w := health.SlowStartWeight(b.weight, b.upSince, now, vc.Health.SlowStart)
+			if dynamic {
+				w = scaled(w*100, b.scale)
+			}
 			ms = append(ms, balance.Member{Backend: b.b, Weight: w})
 		}
 	}
 	return ms
+}
+
+// scalesWeights reports whether vc's algorithm runs as scaled Maglev
+// weights (least_conn and least_time in xdp mode).
+func scalesWeights(vc *config.VIP) bool {
+	return vc.Mode == l4.ModeXDP && (vc.Algorithm == l4.LeastConn || vc.Algorithm == l4.LeastTime)
+}
+
+// rescale moves the scales of an xdp least_conn or least_time VIP one step
+// toward the current live flows and RTTs, and publishes the new table
+// when a weight changed. live returns a backend's live flows.
+func (v *vip) rescale(live func(*l4.Backend) uint64) {
+	vc := v.cfg()
+	if !scalesWeights(vc) {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var order []*backend
+	var in []weightInput
+	for _, b := range v.backends {
+		if b.eligible() {
+			rtt, _ := b.b.RTT().Value()
+			order = append(order, b)
+			in = append(in, weightInput{weight: b.weight, live: live(b.b), rtt: rtt, scale: b.scale})
+		}
+	}
+	changed := false
+	for i, s := range nextScales(vc.Algorithm, in, vc.LeastTimeBias, vc.LeastTimeDefault) {
+		if b := order[i]; scaled(b.weight*100, s) != scaled(b.weight*100, b.scale) {
+			b.scale, changed = s, true
+		}
+	}
+	if changed {
+		_ = v.rebuildLocked() // logged there
+	}
 }
 
 func buildSnapshot(opts balance.Options, ms []balance.Member) (*snapshot.Snapshot, error) {

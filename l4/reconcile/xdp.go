@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -38,6 +39,12 @@ type xdpRuntime struct {
 	vips  *indexPool
 	stop  chan struct{}
 	done  chan struct{}
+
+	// rescale is called after a flow count once weight_refresh has passed
+	// since the last call: it moves least_conn and least_time weights.
+	rescale       func()
+	weightRefresh atomic.Int64 // nanoseconds; a reload may change it
+	rescaled      time.Time    // owned by loop
 
 	mu         sync.Mutex
 	planes     map[*xdpPlane]struct{}
@@ -84,8 +91,15 @@ func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRunti
 	if cfg.Attach == "generic" {
 		x.log.Warn("xdp attached in generic mode: it runs after the kernel allocates each packet, at a fraction of driver mode's speed")
 	}
-	go x.loop()
+	x.weightRefresh.Store(int64(cfg.WeightRefresh))
 	return x, nil
+}
+
+// run starts the loop that reads the flow table; rescale moves the
+// weights of least_conn and least_time VIPs every weight_refresh.
+func (x *xdpRuntime) run(rescale func()) {
+	x.rescale = rescale
+	go x.loop()
 }
 
 func attachMode(s string) bpf.AttachMode {
@@ -193,6 +207,9 @@ func (x *xdpRuntime) loop() {
 func (x *xdpRuntime) refresh() {
 	if err := x.countFlows(); err != nil {
 		x.log.Warn("xdp: reading the flow table failed", zap.Error(err))
+	} else if every := time.Duration(x.weightRefresh.Load()); x.rescale != nil && time.Since(x.rescaled) >= every {
+		x.rescaled = time.Now()
+		x.rescale()
 	}
 	for _, p := range x.planeList() {
 		p.refresh()
