@@ -302,8 +302,19 @@ func TestXDPRestartKeepsConnection(t *testing.T) {
 	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") {
 		t.Fatalf("new flow after the restart: %q", name)
 	}
-	// The program outlives l4lb by design; the namespaces' removal at
-	// cleanup takes it off, and the bpffs unmount frees the maps.
+
+	// For good: stop, then take the program off.
+	lb2.signal(t, syscall.SIGTERM)
+	<-lb2.exited
+	if out, err := n.LB.NS.Command(mustBin(t), "xdp", "detach", lb2.cfg).CombinedOutput(); err != nil {
+		t.Fatalf("xdp detach: %v\n%s", err, out)
+	}
+	if _, err := tryAsk(n.DSR, n.vip4); err == nil {
+		t.Fatal("the VIP still answers after xdp detach")
+	}
+	if left, _ := filepath.Glob(filepath.Join(pins, "*", "*")); len(left) != 0 {
+		t.Fatalf("pins left after xdp detach: %v", left)
+	}
 }
 
 // TestXDPL2 forwards by MAC rewrite to backends on the segment: no

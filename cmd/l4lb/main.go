@@ -29,6 +29,7 @@ func commands() []command {
 		{"run", "serve the VIPs of a config file", "[--config] FILE [--log-format console|json]", runHelp, cmdRun},
 		{"check", "validate a config file (exit 0 ok, 1 problems)", "[--config] FILE", checkHelp, cmdCheck},
 		{"status", "show what a running l4lb serves", "[--socket PATH | --config FILE] [--json | --show-config]", statusHelp, cmdStatus},
+		{"xdp", "take off the XDP program a stopped l4lb left pinned", "detach [--config] FILE", xdpHelp, cmdXDP},
 		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", "", cmdVersion},
 		{"help", "print help for a command", "[COMMAND]", "", nil},

@@ -72,7 +72,7 @@ func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRunti
 	if x.iface, err = x.nl.Lookup(cfg.Interface); err != nil {
 		return nil, fmt.Errorf("xdp: %w", err)
 	}
-	x.lb, err = bpf.Load(bpf.Options{ConntrackSize: uint32(cfg.ConntrackSize), MaxVIPs: xdpMaxVIPs, MaxBackends: MaxBackends + 1, PinPath: cfg.PinPath})
+	x.lb, err = bpf.Load(XDPLoadOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("xdp: load the program: %w", err)
 	}
@@ -101,6 +101,15 @@ func (x *xdpRuntime) run(rescale func()) {
 	x.rescale = rescale
 	go x.loop()
 }
+
+// XDPLoadOptions are the options l4lb loads the XDP program with for cfg
+// (another process that adopts the pinned maps must use the same).
+func XDPLoadOptions(cfg config.XDP) bpf.Options {
+	return bpf.Options{ConntrackSize: uint32(cfg.ConntrackSize), MaxVIPs: xdpMaxVIPs, MaxBackends: MaxBackends + 1, PinPath: cfg.PinPath}
+}
+
+// XDPAttachMode is the attach mode [xdp] attach names.
+func XDPAttachMode(cfg config.XDP) bpf.AttachMode { return attachMode(cfg.Attach) }
 
 func attachMode(s string) bpf.AttachMode {
 	if s == "generic" {
