@@ -8,7 +8,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate
 # Keep the whole suite well under CI's budget.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: all build test generate generate-check demo bench lint clean
+.PHONY: all build test generate generate-check demo bench bench-xdp lint clean
 
 all: build
 
@@ -37,6 +37,10 @@ demo: build
 
 bench: build
 	scripts/bench.sh
+	scripts/bench-xdp.sh
+
+bench-xdp: build
+	scripts/bench-xdp.sh
 
 clean:
 	rm -rf $(BIN)

@@ -74,12 +74,14 @@ func startLB(t *testing.T, tp *testutil.Topology, config string) *lbProcess {
 
 // startLBIn runs l4lb in namespace ns with config (@ADMIN@ replaced by a
 // socket path in the test's directory) and waits until it serves.
-func startLBIn(t *testing.T, ns *testutil.Netns, config string) *lbProcess {
+func startLBIn(t testing.TB, ns *testutil.Netns, config string) *lbProcess {
 	t.Helper()
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	return startBinaryIn(t, ns, mustBin(t), config)
+}
+
+// startBinaryIn is startLBIn with a given l4lb binary.
+func startBinaryIn(t testing.TB, ns *testutil.Netns, bin, config string) *lbProcess {
+	t.Helper()
 	dir := t.TempDir()
 	p := &lbProcess{cfg: filepath.Join(dir, "l4lb.toml"), log: &syncBuffer{}, exited: make(chan struct{})}
 	p.writeConfig(t, strings.ReplaceAll(config, "@ADMIN@", filepath.Join(dir, "admin.sock")))
@@ -111,7 +113,7 @@ func startLBIn(t *testing.T, ns *testutil.Netns, config string) *lbProcess {
 	return p
 }
 
-func (p *lbProcess) writeConfig(t *testing.T, config string) {
+func (p *lbProcess) writeConfig(t testing.TB, config string) {
 	t.Helper()
 	if err := os.WriteFile(p.cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -128,7 +130,7 @@ func (p *lbProcess) currentConfig(t *testing.T) string {
 	return string(data)
 }
 
-func (p *lbProcess) signal(t *testing.T, sig syscall.Signal) {
+func (p *lbProcess) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
@@ -136,7 +138,7 @@ func (p *lbProcess) signal(t *testing.T, sig syscall.Signal) {
 }
 
 // waitLog waits until the log contains s n times in all.
-func (p *lbProcess) waitLogN(t *testing.T, s string, n int) {
+func (p *lbProcess) waitLogN(t testing.TB, s string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for strings.Count(p.log.String(), s) < n {
@@ -147,7 +149,7 @@ func (p *lbProcess) waitLogN(t *testing.T, s string, n int) {
 	}
 }
 
-func (p *lbProcess) waitLog(t *testing.T, s string) { t.Helper(); p.waitLogN(t, s, 1) }
+func (p *lbProcess) waitLog(t testing.TB, s string) { t.Helper(); p.waitLogN(t, s, 1) }
 
 // namedEcho runs, in backend i's namespace, a server on port that writes
 // its name on a line and then echoes.
@@ -377,7 +379,7 @@ func TestReloadKeepsServing(t *testing.T) {
 	}
 }
 
-func mustBin(t *testing.T) string {
+func mustBin(t testing.TB) string {
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,7 @@ type xdpNet struct {
 	vip4, vip6 netip.AddrPort
 }
 
-func newXDPNet(t *testing.T, backends int) *xdpNet {
+func newXDPNet(t testing.TB, backends int) *xdpNet {
 	t.Helper()
 	testutil.RequirePriv(t, "XDP programs and network namespaces")
 	d := testutil.NewDSR(t, testutil.DSROptions{Backends: backends, IPv6: true})
@@ -134,7 +135,9 @@ func xdpStatus(t *testing.T, lb *lbProcess, vip string) (reconcile.Status, recon
 func TestXDPDirectServerReturn(t *testing.T) {
 	n := newXDPNet(t, 3)
 	proxy := fmt.Sprintf("[[vip]]\nname = \"proxy\"\nlisten = \"%s:8080\"\n  [[vip.backend]]\n  address = \"%s:8080\"\n", n.LB.Addr4, n.Backends[0].Addr4)
-	lb := startLBIn(t, n.LB.NS, n.config("", proxy, 0, 1, 2))
+	metricsAddr := netip.AddrPortFrom(n.LB.Addr4, 9370)
+	cfg := strings.Replace(n.config("", proxy, 0, 1, 2), "[global]\n", fmt.Sprintf("[global]\nmetrics_listen = %q\n", metricsAddr), 1)
+	lb := startLBIn(t, n.LB.NS, cfg)
 
 	seen := map[string]int{}
 	for range 30 {
@@ -177,6 +180,36 @@ func TestXDPDirectServerReturn(t *testing.T) {
 	if perBackend != web.XDP.Packets || st.XDP == nil || st.XDP.Interface != n.LB.Link || st.XDP.Counters["tx"] == 0 {
 		t.Fatalf("backend packets %d vs VIP %d; xdp %+v", perBackend, web.XDP.Packets, st.XDP)
 	}
+	metrics := scrape(t, n.LB.NS, metricsAddr, "/metrics")
+	for _, want := range []string{`l4lb_vip_xdp_packets_total{protocol="tcp",vip="web4"} `, `l4lb_xdp_events_total{event="tx"} `, `l4lb_backend_packets_total{address=`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// scrape GETs path from addr inside ns. (net/http dials on a goroutine of
+// its own, outside the namespace: the connection is made here instead.)
+func scrape(t *testing.T, ns *testutil.Netns, addr netip.AddrPort, path string) string {
+	t.Helper()
+	var c net.Conn
+	ns.MustDo(t, func() (err error) {
+		c, err = net.DialTimeout("tcp", addr.String(), 2*time.Second)
+		return err
+	})
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v: %.2000s", path, resp.Status, err, body)
+	}
+	return string(body)
 }
 
 // TestXDPReloadKeepsEstablishedFlows: a reload that removes a backend

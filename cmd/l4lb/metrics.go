@@ -50,6 +50,8 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"accepted":    d("vip_accepted_total", "Connections accepted or sessions created.", vipLabels),
 		"no_backend":  d("vip_no_backend_total", "Clients turned away because no backend could be reached.", vipLabels),
 		"eligible":    d("vip_eligible_backends", "Backends new flows may go to.", vipLabels),
+		"draining":    d("vip_draining", "1 while a VIP removed by a reload drains its connections.", vipLabels),
+		"limit_wait":  d("vip_limit_waits_total", "Times accepting paused at max_conns or the process-wide connection budget.", vipLabels),
 		"accept_err":  d("vip_accept_errors_total", "Failed accepts on a TCP VIP.", vipLabels),
 		"idle":        d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
 		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/l4lb/l4lb/l4/reconcile"
+)
+
+// Every kind of VIP and every optional block of a status collects without
+// error, one series per VIP, also when a draining VIP shares its name with
+// its running successor.
+func TestMetricsCollectEveryStatus(t *testing.T) {
+	st := reconcile.Status{
+		Process: reconcile.ProcessStatus{Version: "v", LastReload: &reconcile.ReloadStatus{OK: true}},
+		XDP:     &reconcile.XDPStatus{Interface: "eth0", Counters: map[string]uint64{"tx": 5, "drop_no_neigh": 1}},
+		VIPs: []reconcile.VIPStatus{
+			{Name: "t", Protocol: "tcp", TCP: &reconcile.TCPStatus{LimitWaits: 2}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:80"}}},
+			{Name: "t", Protocol: "tcp", Draining: true, TCP: &reconcile.TCPStatus{}},
+			{Name: "u", Protocol: "udp", UDP: &reconcile.UDPStatus{Datagrams: 3}},
+			{Name: "x", Protocol: "udp", XDP: &reconcile.XDPVIPStatus{Packets: 7}, Backends: []reconcile.BackendStatus{{ID: "b", Address: "198.18.1.2:53", Packets: 7}}},
+		},
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStatusCollector(func() reconcile.Status { return st }))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	for _, want := range []string{"l4lb_vip_draining", "l4lb_vip_limit_waits_total", "l4lb_vip_udp_datagrams_total",
+		"l4lb_vip_xdp_packets_total", "l4lb_xdp_events_total", "l4lb_backend_packets_total", "l4lb_last_reload_successful", "l4lb_build_info"} {
+		if !names[want] {
+			t.Errorf("no %s among %d families", want, len(families))
+		}
+	}
+	for _, f := range families {
+		if strings.HasPrefix(f.GetName(), "l4lb_vip_draining") && len(f.GetMetric()) != 3 {
+			t.Errorf("%s: %d series, want one per VIP name (3)", f.GetName(), len(f.GetMetric()))
+		}
+	}
+}
