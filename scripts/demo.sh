@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make demo: a throwaway network (client, balancer, three backends, each in
 # its own namespace), l4lb in front of the backends, some traffic, what each
-# backend served, then everything removed again (also on Ctrl-C).
+# backend served, then everything removed again (also on Ctrl-C). Part 2
+# shows the XDP fast path: one-arm direct server return, backends
+# decapsulating with `l4lb decap`, replies that never cross the balancer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "make demo needs root (it creates network namespaces)"; exit 1; }
@@ -10,6 +12,9 @@ for tool in ip; do command -v $tool >/dev/null || { echo "missing $tool: apt-get
 S="l4d$$"                        # unique per run: namespaces never collide
 CLI=$S-cli LB=$S-lb
 BACKENDS=($S-b1 $S-b2 $S-b3)
+SW=$S-sw XCLI=$S-xcli XLB=$S-xlb  # part 2: the XDP network
+XBACKENDS=($S-xb1 $S-xb2 $S-xb3)
+XVIP=198.18.100.1
 VIP=198.18.2.10
 TMP=$(mktemp -d /tmp/l4lb-demo.XXXXXX)
 PIDS=()
@@ -19,7 +24,7 @@ cleanup() {
   set +e
   for p in "${PIDS[@]}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
   for p in "${PIDS[@]}"; do [ -n "$p" ] && wait "$p" 2>/dev/null; done
-  for ns in $CLI $LB "${BACKENDS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  for ns in $CLI $LB "${BACKENDS[@]}" $SW $XCLI $XLB "${XBACKENDS[@]}"; do ip netns del "$ns" 2>/dev/null; done
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -125,4 +130,82 @@ status=0; wait $LBPID || status=$?
 echo "l4lb exited with status $status"
 PIDS=("${PIDS[@]/$LBPID}")
 tail -n 2 "$TMP/l4lb.log" | sed 's/^/  l4lb| /'
+
+# ---------------------------------------------------------------------------
+# Part 2: the XDP fast path.
+step "part 2, XDP: one segment (a bridge) with the client, l4lb and three backends; the client routes $XVIP to l4lb"
+for ns in $SW $XCLI $XLB "${XBACKENDS[@]}"; do ip netns add "$ns"; inns "$ns" ip link set lo up; done
+inns $SW ip link add br0 type bridge && inns $SW ip link set br0 up
+attach_host() { # attach_host NS LAST-BYTE: a veth0 in NS, its peer on the bridge, 198.18.10.LAST-BYTE
+  ip link add veth0 netns "$1" type veth peer name p-$2 netns $SW
+  inns $SW ip link set p-$2 master br0 && inns $SW ip link set p-$2 up
+  inns "$1" ip addr add 198.18.10.$2/24 dev veth0 && inns "$1" ip link set veth0 up
+}
+attach_host $XLB 1
+attach_host $XCLI 2
+inns $XCLI ip route add $XVIP/32 via 198.18.10.1
+for i in 1 2 3; do
+  ns=${XBACKENDS[$((i-1))]}
+  attach_host "$ns" 1$i
+  # A DSR backend: the VIP on lo, never answering ARP for it, replying to
+  # the client directly; decap strips the balancer's IPIP header.
+  inns "$ns" ip addr add $XVIP/32 dev lo
+  inns "$ns" sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 \
+    net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.veth0.rp_filter=0
+  echo "  backend-$i: $(inns "$ns" bin/l4lb decap attach --iface veth0 --mode generic)"
+  ip netns exec "$ns" bin/testserver -name backend-$i -http 0.0.0.0:80 > "$TMP/xbackend-$i.log" 2>&1 &
+  PIDS+=($!)
+done
+
+cat > "$TMP/xdp.toml" <<TOML
+[global]
+admin_socket = "$TMP/xdp.sock"
+
+[xdp]
+interface = "veth0"
+attach = "generic"   # these veth peers run no XDP program; on a real NIC, keep the default "driver"
+
+[[vip]]
+name = "web-xdp"
+listen = "$XVIP:80"
+mode = "xdp"         # balanced in the driver: Maglev, a flow table, IPIP to the backend
+  [vip.health]
+  type = "http"
+  interval = "1s"
+  [[vip.backend]]
+  name = "backend-1"
+  address = "198.18.10.11:80"
+  [[vip.backend]]
+  name = "backend-2"
+  address = "198.18.10.12:80"
+  [[vip.backend]]
+  name = "backend-3"
+  address = "198.18.10.13:80"
+TOML
+step "bin/l4lb run xdp.toml (in the balancer namespace)"
+ip netns exec $XLB bin/l4lb run "$TMP/xdp.toml" > "$TMP/xdp.log" 2>&1 &
+XPID=$!
+PIDS+=($XPID)
+for _ in $(seq 100); do [ -S "$TMP/xdp.sock" ] && break; sleep 0.05; done
+[ -S "$TMP/xdp.sock" ] || { cat "$TMP/xdp.log"; echo "l4lb did not start"; exit 1; }
+grep -E "xdp program attached|generic mode|forwarding" "$TMP/xdp.log" | cut -c1-160 | sed 's/^/  l4lb| /'
+sleep 1.2
+
+step "client: 24 HTTP requests to $XVIP:80 (each a new connection: a new flow, hashed onto the Maglev table)"
+inns $XCLI bash -c '
+  for i in $(seq 24); do
+    timeout 3 bash -c "exec 3<>/dev/tcp/'$XVIP'/80; printf \"GET / HTTP/1.0\r\nHost: demo\r\n\r\n\" >&3; tail -n 1 <&3" || echo "no reply"
+  done' > "$TMP/xreplies"
+echo "replies per backend:"
+per_backend < "$TMP/xreplies"
+
+step "bin/l4lb status: packets, bytes and flows counted in the driver; OUT stays 0 (replies go from the backends to the client directly)"
+bin/l4lb status --socket "$TMP/xdp.sock"
+
+step "SIGTERM: l4lb drains and detaches the program"
+kill -TERM $XPID
+status=0; wait $XPID || status=$?
+echo "l4lb exited with status $status"
+PIDS=("${PIDS[@]/$XPID}")
+tail -n 2 "$TMP/xdp.log" | cut -c1-160 | sed 's/^/  l4lb| /'
 step "cleaning up namespaces $S-*"
