@@ -400,3 +400,49 @@ func tryAsk(d *testutil.DSR, addr netip.AddrPort) (string, error) {
 	})
 	return strings.TrimSpace(name), err
 }
+
+// TestXDPModeChange: a reload that moves a VIP from proxy to xdp mode and
+// back restarts it on the other data plane; new connections work each way.
+func TestXDPModeChange(t *testing.T) {
+	n := newXDPNet(t, 2)
+	n.LB.NS.MustExec(t, "ip", "addr", "add", n.VIP4.String()+"/32", "dev", "lo") // proxy mode needs the VIP local
+	var proxyBackends, xdpBackends strings.Builder
+	for _, b := range n.Backends {
+		fmt.Fprintf(&proxyBackends, "  [[vip.backend]]\n  address = \"%s:8080\"\n", b.Addr4)
+		fmt.Fprintf(&xdpBackends, "  [[vip.backend]]\n  address = \"%s:80\"\n", b.Addr4)
+	}
+	cfg := func(mode, backends string) string {
+		return fmt.Sprintf("[global]\nadmin_socket = \"@ADMIN@\"\n[xdp]\ninterface = %q\n[[vip]]\nname = \"web\"\nlisten = %q\nmode = %q\nalgorithm = \"maglev\"\n  [vip.health]\n  type = \"none\"\n%s",
+			n.LB.Link, n.vip4, mode, backends)
+	}
+	lb := startLBIn(t, n.LB.NS, cfg("proxy", proxyBackends.String()))
+	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	reload := func(text string, times int) {
+		t.Helper()
+		lb.writeConfig(t, strings.ReplaceAll(text, "@ADMIN@", admin))
+		lb.signal(t, syscall.SIGHUP)
+		lb.waitLogN(t, "reload applied", times)
+	}
+	plane := func() string {
+		_, v := xdpStatus(t, lb, "web")
+		if v.XDP != nil {
+			return "xdp"
+		}
+		return "proxy"
+	}
+	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") || plane() != "proxy" {
+		t.Fatalf("proxy mode: answered by %q on the %s plane", name, plane())
+	}
+	reload(cfg("xdp", xdpBackends.String()), 1)
+	lb.waitLog(t, "vip mode changed")
+	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") || plane() != "xdp" {
+		t.Fatalf("after the move to xdp: answered by %q on the %s plane", name, plane())
+	}
+	if _, v := xdpStatus(t, lb, "web"); v.XDP.NewFlows == 0 {
+		t.Fatalf("the xdp plane forwarded nothing: %+v", v.XDP)
+	}
+	reload(cfg("proxy", proxyBackends.String()), 2)
+	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") || plane() != "proxy" {
+		t.Fatalf("back to proxy: answered by %q on the %s plane", name, plane())
+	}
+}

@@ -118,8 +118,17 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 			p.abandon(r.indexes)
 		}
 	}
+	// A VIP whose mode changes gets a new data plane: it starts anew, and
+	// the old one is closed (its established flows are cut: the other
+	// plane now takes their packets).
+	moved := map[l4.VIPKey]bool{}
 	for key, vc := range desired {
-		if v, ok := r.vips[key]; ok {
+		if v, ok := r.vips[key]; ok && v.cfg().Mode != vc.Mode {
+			moved[key] = true
+		}
+	}
+	for key, vc := range desired {
+		if v, ok := r.vips[key]; ok && !moved[key] {
 			p, err := v.plan(vc)
 			if err != nil {
 				abandon()
@@ -135,10 +144,16 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 		abandon()
 		return err
 	}
-	started, err := r.startNew(desired)
+	started, err := r.startNew(desired, moved)
 	if err != nil {
 		abandon()
 		return err
+	}
+	for key := range moved {
+		old := r.vips[key]
+		r.log.Warn("vip mode changed: it restarts, and its established flows are cut", zap.String("vip", old.name()),
+			zap.Stringer("from", old.cfg().Mode), zap.Stringer("to", desired[key].Mode))
+		r.remove(key, old, 0)
 	}
 	for key, v := range r.vips {
 		if _, keep := desired[key]; !keep {
@@ -169,12 +184,12 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	return nil
 }
 
-// startNew opens the VIPs that do not run yet. On failure it closes what it
-// opened and returns the error.
-func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP) ([]*vip, error) {
+// startNew opens the VIPs that do not run yet, and those whose mode moves.
+// On failure it closes what it opened and returns the error.
+func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKey]bool) ([]*vip, error) {
 	var started []*vip
 	for key, vc := range desired {
-		if _, ok := r.vips[key]; ok {
+		if _, ok := r.vips[key]; ok && !moved[key] {
 			continue
 		}
 		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp}, r.health)
