@@ -102,6 +102,15 @@ requests() { # requests N: N HTTP/1.0 requests to the VIP from the client namesp
 }
 per_backend() { cut -d: -f1 | sort | uniq -c | sed 's/^/  /'; }
 
+stop_lb() { # stop_lb PID LOG: SIGTERM, wait, show how it ended
+  local status=0
+  kill -TERM "$1"
+  wait "$1" || status=$?
+  echo "l4lb exited with status $status"
+  PIDS=("${PIDS[@]/$1}")
+  tail -n 2 "$2" | cut -c1-160 | sed 's/^/  l4lb| /'
+}
+
 # Let the first health checks (every 500 ms) mark the backends up.
 sleep 1.2
 
@@ -125,11 +134,7 @@ sleep 1
 bin/l4lb status --socket "$TMP/admin.sock"
 
 step "SIGTERM: l4lb drains and exits"
-kill -TERM $LBPID
-status=0; wait $LBPID || status=$?
-echo "l4lb exited with status $status"
-PIDS=("${PIDS[@]/$LBPID}")
-tail -n 2 "$TMP/l4lb.log" | sed 's/^/  l4lb| /'
+stop_lb $LBPID "$TMP/l4lb.log"
 
 # ---------------------------------------------------------------------------
 # Part 2: the XDP fast path.
@@ -203,9 +208,5 @@ step "bin/l4lb status: packets, bytes and flows counted in the driver; OUT stays
 bin/l4lb status --socket "$TMP/xdp.sock"
 
 step "SIGTERM: l4lb drains and detaches the program"
-kill -TERM $XPID
-status=0; wait $XPID || status=$?
-echo "l4lb exited with status $status"
-PIDS=("${PIDS[@]/$XPID}")
-tail -n 2 "$TMP/xdp.log" | cut -c1-160 | sed 's/^/  l4lb| /'
+stop_lb $XPID "$TMP/xdp.log"
 step "cleaning up namespaces $S-*"
