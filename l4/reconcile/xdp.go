@@ -39,6 +39,12 @@ type xdpRuntime struct {
 	vips  *indexPool
 	stop  chan struct{}
 	done  chan struct{}
+	kick  chan struct{} // asks the loop to bring the neighbours in step now
+
+	// open is held (read) by every writer of the maps and taken (write)
+	// by shutdown, so that nothing writes to maps it has closed.
+	open   sync.RWMutex
+	closed bool // guarded by open
 
 	// rescale is called after a flow count once weight_refresh has passed
 	// since the last call: it moves least_conn and least_time weights.
@@ -60,7 +66,7 @@ type xdpRuntime struct {
 // neighbours. Any failure leaves nothing attached.
 func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRuntime, err error) {
 	x := &xdpRuntime{cfg: cfg, log: log.Named("xdp"), vips: newIndexPool(xdpMaxVIPs - 1), planes: map[*xdpPlane]struct{}{}, mtuChecked: map[netip.Addr]bool{},
-		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{})}
+		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if x.nl, err = netif.Open(); err != nil {
 		return nil, fmt.Errorf("xdp: netlink: %w", err)
 	}
@@ -99,6 +105,7 @@ func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRunti
 // weights of least_conn and least_time VIPs every weight_refresh.
 func (x *xdpRuntime) run(rescale func()) {
 	x.rescale = rescale
+	x.neighborsChanged()
 	go x.loop()
 }
 
@@ -196,7 +203,8 @@ func (x *xdpRuntime) compatible(cfg *config.XDP) bool {
 	return cfg != nil && cfg.Interface == x.cfg.Interface
 }
 
-// loop reads the flow table and checks neighbours until stop.
+// loop reads the flow table and checks neighbours until stop. It is the
+// only goroutine that uses the neighbours, so shutdown can close them.
 func (x *xdpRuntime) loop() {
 	defer close(x.done)
 	t := time.NewTicker(xdpRefresh)
@@ -205,9 +213,21 @@ func (x *xdpRuntime) loop() {
 		select {
 		case <-x.stop:
 			return
+		case <-x.kick:
+			x.syncBackends()
 		case <-t.C:
+			x.refresh()
+			x.syncBackends()
 		}
-		x.refresh()
+	}
+}
+
+// neighborsChanged asks the loop to bring the backends' neighbours in step
+// with the planes (soon, without waiting for it).
+func (x *xdpRuntime) neighborsChanged() {
+	select {
+	case x.kick <- struct{}{}:
+	default: // a kick is pending already
 	}
 }
 
@@ -287,19 +307,31 @@ func (x *xdpRuntime) remove(p *xdpPlane) {
 	x.mu.Lock()
 	delete(x.planes, p)
 	x.mu.Unlock()
-	x.ensureNeighbors()
+	x.neighborsChanged()
 }
 
-// ensureNeighbors keeps the next hops of every ipip and l2 backend
-// resolved: bpf_fib_lookup never sends ARP or neighbour solicitations.
-func (x *xdpRuntime) ensureNeighbors() {
+// syncBackends keeps the next hops of every backend resolved
+// (bpf_fib_lookup never sends ARP or neighbour solicitations), fills in
+// the MACs of l2 backends, and checks the path MTU of new backends. It
+// runs on the loop, the only goroutine that talks to netlink.
+func (x *xdpRuntime) syncBackends() {
 	var addrs []netip.Addr
-	for _, p := range x.planeList() {
+	planes := x.planeList()
+	for _, p := range planes {
 		addrs = append(addrs, p.backendAddrs()...)
 	}
 	slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
-	if err := x.neigh.Ensure(slices.Compact(addrs)); err != nil {
+	addrs = slices.Compact(addrs)
+	if err := x.neigh.Ensure(addrs); err != nil {
 		x.log.Warn("xdp: some backend neighbours cannot be kept resolved (their packets are dropped as no_neigh until they are)", zap.Error(err))
+	}
+	for _, p := range planes {
+		p.resolveMACs()
+		if p.conf().Forward == l4.ForwardIPIP {
+			for _, a := range p.backendAddrs() {
+				x.checkMTU(a)
+			}
+		}
 	}
 }
 
@@ -319,16 +351,29 @@ func (x *xdpRuntime) checkMTU(b netip.Addr) {
 	}
 }
 
+// using runs fn unless the program was shut down; it returns false then.
+func (x *xdpRuntime) using(fn func()) bool {
+	x.open.RLock()
+	defer x.open.RUnlock()
+	if x.closed {
+		return false
+	}
+	fn()
+	return true
+}
+
 // stats reads the global counters for status.
 func (x *xdpRuntime) status() *XDPStatus {
 	st := &XDPStatus{Interface: x.cfg.Interface, Attach: x.cfg.Attach, PinPath: x.cfg.PinPath, Counters: map[string]uint64{}}
-	if c, err := x.lb.GlobalStats(); err == nil {
-		for i, v := range c {
-			if v != 0 {
-				st.Counters[bpf.Counter(i).String()] = v
+	x.using(func() {
+		if c, err := x.lb.GlobalStats(); err == nil {
+			for i, v := range c {
+				if v != 0 {
+					st.Counters[bpf.Counter(i).String()] = v
+				}
 			}
 		}
-	}
+	})
 	x.mu.Lock()
 	st.LiveFlows = x.total
 	x.mu.Unlock()
@@ -341,6 +386,9 @@ func (x *xdpRuntime) status() *XDPStatus {
 func (x *xdpRuntime) shutdown() {
 	close(x.stop)
 	<-x.done
+	x.open.Lock()
+	x.closed = true
+	x.open.Unlock()
 	pinned := x.cfg.PinPath != ""
 	x.release(pinned)
 	if pinned {

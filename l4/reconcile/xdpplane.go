@@ -75,7 +75,15 @@ func (p *xdpPlane) serve() {}
 // publish writes the snapshot's backends and its Maglev table (the very
 // table the snapshot's picker uses, or, for algorithms without one, a
 // Maglev table over the snapshot's weighted members), then the VIP entry.
-func (p *xdpPlane) publish(snap *snapshot.Snapshot) error {
+func (p *xdpPlane) publish(snap *snapshot.Snapshot) (err error) {
+	if !p.x.using(func() { err = p.write(snap) }) {
+		return nil // l4lb is stopping: the maps stay as they are
+	}
+	return err
+}
+
+// write is publish on open maps.
+func (p *xdpPlane) write(snap *snapshot.Snapshot) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
@@ -96,7 +104,7 @@ func (p *xdpPlane) publish(snap *snapshot.Snapshot) error {
 		return err
 	}
 	p.markTable(snap)
-	go p.x.ensureNeighbors()
+	p.x.neighborsChanged()
 	return nil
 }
 
@@ -136,12 +144,9 @@ func (p *xdpPlane) writeBackends(snap *snapshot.Snapshot, vc *config.VIP) error 
 				return err
 			}
 		}
+		// An l2 backend's MAC is filled in by the loop once its neighbour
+		// resolves (the loop alone talks to netlink).
 		xb := &xdpBackend{b: b}
-		if vc.Forward == l4.ForwardL2 {
-			xb.mac, _ = p.x.neigh.Resolved(b.Addr.Addr())
-		} else {
-			p.x.checkMTU(b.Addr.Addr())
-		}
 		if err := p.x.lb.SetBackend(b.Index, bpf.BackendEntry{Addr: b.Addr.Addr(), MAC: xb.mac, Active: true}); err != nil {
 			return err
 		}
@@ -184,27 +189,41 @@ func (p *xdpPlane) backendDown(b *l4.Backend) {
 	if p.key.Proto != l4.UDP {
 		return
 	}
-	if n, err := p.x.lb.PurgeBackend(b.Index); err != nil {
+	var n int
+	var err error
+	p.x.using(func() { n, err = p.x.lb.PurgeBackend(b.Index) })
+	if err != nil {
 		p.log.Warn("xdp: purging a down backend's flows failed", zap.String("backend", string(b.ID)), zap.Error(err))
 	} else if n > 0 {
 		p.log.Info("xdp: flows of a down backend purged; they move on their next packet", zap.String("backend", string(b.ID)), zap.Int("flows", n))
 	}
 }
 
-// refresh deletes retired backends whose last flow ended, and fills in
-// MACs of l2 backends that were unresolved.
+// refresh deletes retired backends whose last flow ended.
 func (p *xdpPlane) refresh() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, xb := range p.backends {
-		switch {
-		case xb.retired && p.x.liveFlows(i) == 0:
+		if xb.retired && p.x.liveFlows(i) == 0 {
 			if err := xb.drop(p.x.lb, i); err != nil {
 				p.log.Warn("xdp: deleting a removed backend's entry failed", zap.Uint32("index", i), zap.Error(err))
 				continue
 			}
 			delete(p.backends, i)
-		case p.conf().Forward == l4.ForwardL2 && xb.mac == nil:
+		}
+	}
+}
+
+// resolveMACs fills in the MACs of l2 backends whose neighbour has
+// resolved since (on the loop).
+func (p *xdpPlane) resolveMACs() {
+	if p.conf().Forward != l4.ForwardL2 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, xb := range p.backends {
+		if xb.mac == nil {
 			p.resolveMAC(i, xb)
 		}
 	}
@@ -286,7 +305,7 @@ func (p *xdpPlane) clear() int {
 	p.backends = map[uint32]*xdpBackend{}
 	p.x.vips.put(p.index)
 	p.index = 0
-	go p.x.remove(p)
+	p.x.remove(p)
 	return n
 }
 
@@ -305,7 +324,9 @@ func (p *xdpPlane) indexes() []uint32 {
 func (p *xdpPlane) resetWhere(match func(*l4.Backend) bool) int {
 	total := 0
 	for _, b := range p.matching(match) {
-		n, err := p.x.lb.PurgeBackend(b.Index)
+		var n int
+		var err error
+		p.x.using(func() { n, err = p.x.lb.PurgeBackend(b.Index) })
 		if err != nil {
 			p.log.Warn("xdp: purging a backend's flows failed", zap.String("backend", string(b.ID)), zap.Error(err))
 		}
@@ -327,7 +348,9 @@ func (p *xdpPlane) matching(match func(*l4.Backend) bool) []*l4.Backend {
 }
 
 // fillStatus reads the VIP's and its backends' counters.
-func (p *xdpPlane) fillStatus(s *VIPStatus) {
+func (p *xdpPlane) fillStatus(s *VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
+
+func (p *xdpPlane) readStatus(s *VIPStatus) {
 	st, err := p.x.lb.VIPStats(p.index)
 	if err != nil {
 		return
