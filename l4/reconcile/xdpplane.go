@@ -37,7 +37,6 @@ type xdpPlane struct {
 type xdpBackend struct {
 	b       *l4.Backend
 	mac     net.HardwareAddr  // l2: the resolved MAC; nil until known
-	inTable bool              // in the current Maglev table
 	retired bool              // left the config: deleted once its flows are gone
 	release func(*l4.Backend) // gives the index back once the entry is deleted
 }
@@ -94,7 +93,7 @@ func (p *xdpPlane) write(snap *snapshot.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	if err := p.writeBackends(snap, vc); err != nil {
+	if err := p.writeBackends(snap); err != nil {
 		return err
 	}
 	if err := p.x.lb.SetMaglev(p.index, table); err != nil {
@@ -103,7 +102,6 @@ func (p *xdpPlane) write(snap *snapshot.Snapshot) error {
 	if err := p.x.lb.SetVIP(p.key, bpf.VIPEntry{Index: p.index, HashKey: vc.HashKey, Forward: vc.Forward}); err != nil {
 		return err
 	}
-	p.markTable(snap)
 	p.x.neighborsChanged()
 	return nil
 }
@@ -129,16 +127,17 @@ func (p *xdpPlane) table(snap *snapshot.Snapshot, vc *config.VIP) ([]uint32, err
 	return out, nil
 }
 
-// writeBackends writes an entry for every member not written yet, and
-// retires (keeps, until their flows end) those that left the config.
-func (p *xdpPlane) writeBackends(snap *snapshot.Snapshot, vc *config.VIP) error {
+// writeBackends writes an entry for every member not written yet. (A
+// backend that leaves the snapshot, down or drained, keeps its entry: its
+// established flows may still use it; see backendsRemoved for removal.)
+func (p *xdpPlane) writeBackends(snap *snapshot.Snapshot) error {
 	for _, m := range snap.Members {
 		b := m.Backend
-		if cur, ok := p.backends[b.Index]; ok && cur.b == b {
-			cur.retired = false
+		cur, ok := p.backends[b.Index]
+		if ok && cur.b == b {
 			continue
 		}
-		if cur, ok := p.backends[b.Index]; ok && cur.b != b {
+		if ok {
 			// The index names another backend now: no flow may follow it.
 			if _, err := p.x.lb.PurgeBackend(b.Index); err != nil {
 				return err
@@ -153,18 +152,6 @@ func (p *xdpPlane) writeBackends(snap *snapshot.Snapshot, vc *config.VIP) error 
 		p.backends[b.Index] = xb
 	}
 	return nil
-}
-
-// markTable records which backends the new table holds; a backend out of
-// it that is no longer eligible because it left the config is retired.
-func (p *xdpPlane) markTable(snap *snapshot.Snapshot) {
-	in := make(map[uint32]bool, snap.Len())
-	for _, m := range snap.Members {
-		in[m.Backend.Index] = true
-	}
-	for i, xb := range p.backends {
-		xb.inTable = in[i]
-	}
 }
 
 // backendsRemoved retires the backends a reload removed: their entries
