@@ -52,13 +52,15 @@ type xdpRuntime struct {
 	weightRefresh atomic.Int64 // nanoseconds; a reload may change it
 	rescaled      time.Time    // owned by loop
 
+	// settled: the entries adopted from an earlier l4lb that the config
+	// no longer has are gone (set by the first Apply, under the Runtime's lock).
+	settled bool
+
 	mu         sync.Mutex
 	planes     map[*xdpPlane]struct{}
 	mtuChecked map[netip.Addr]bool // backends whose path MTU was checked (warned once)
-	settled    bool                // the entries adopted from an earlier l4lb that the config no longer has are gone
 	counts     []uint64            // live flows per backend index, from the last read
 	total      int                 // live flows in all
-	read       time.Time
 }
 
 // startXDP loads the balancer, attaches it to the configured interface and
@@ -257,7 +259,7 @@ func (x *xdpRuntime) countFlows() error {
 		return err
 	}
 	x.mu.Lock()
-	x.counts, x.total, x.read = counts, total, time.Now()
+	x.counts, x.total = counts, total
 	x.mu.Unlock()
 	return nil
 }
