@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
 # make bench: l4lb's own benchmark of its proxy. A throwaway network (client,
 # balancer host with the VIP, three backends, each in its own namespace) and
-# three paths measured in interleaved rounds: direct (kernel forwarding, no
-# balancer), l4lb, and iocopy (a plain io.Copy Go proxy, the naive baseline).
-# Prints a table of medians and writes it to docs/bench-proxy.md.
+# up to five paths measured in interleaved rounds: direct (kernel forwarding,
+# no balancer), l4lb, iocopy (a plain io.Copy Go proxy, the naive baseline),
+# and the peers haproxy (forced splice) and nginx (stream module), each only
+# when installed (Debian: haproxy; nginx-light + libnginx-mod-stream, or
+# nginx-full). Every balancer runs alone on one core. Prints a table of
+# medians, each with its ratio to direct and to the best peer, and writes it
+# to docs/bench-proxy.md.
 #
-#   make bench                      # 3 rounds, about 12-15 minutes
-#   QUICK=1 scripts/bench.sh        # smoke run: 1 round, short steps (about 2 minutes)
+#   make bench                      # 3 rounds, about 20 minutes with both peers
+#   QUICK=1 scripts/bench.sh        # smoke run: 1 round, short steps (2-3 minutes)
 #   REPS=5 WORKLOADS="T2 T3" PATHS="direct l4lb" scripts/bench.sh
 #
 # Knobs (environment): REPS (3), T1_SECS (10), DUR (8: T2, T3, T4), T3B_DUR (DUR),
 # T5_CONNS (5000), T5_HOLD (10), WORKLOADS ("T1 T2 T3 T4 T5"), PATHS
-# ("direct l4lb iocopy"), SETTLE (1 s between steps), LB_CPU (1), CLIENT_CPU (0),
+# ("direct l4lb iocopy haproxy nginx"; a peer that is not installed is left
+# out with one line saying so), SETTLE (1 s between steps), LB_CPU (1), CLIENT_CPU (0),
 # OUT (docs/bench-proxy.md; QUICK=1 writes it only when OUT is set), KEEP=1 (keep
 # the raw records and logs).
 #
 # Safety: everything runs in namespaces made here with per-run names, on
-# addresses from 198.18.0.0/15; nothing in the root namespace is touched. Every
-# load step is bounded by its own flags and by timeout(1). On exit, also on
-# Ctrl-C, only the processes started here are stopped and the namespaces removed.
+# addresses from 198.18.0.0/15; nothing in the root namespace is touched.
+# Besides bin/ and OUT, every file (the peers' configs, logs and PID files
+# too) goes into the run's temp dir. Every load step is bounded by its own flags and by timeout(1).
+# On exit, also on Ctrl-C, only the processes started here are stopped (by
+# PID) and the namespaces removed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench/peers.sh
 
 # ---------------------------------------------------------------------------
 # Settings. QUICK only changes defaults, so QUICK=1 DUR=5 still works.
@@ -42,7 +50,7 @@ T3B_DUR=${T3B_DUR:-$DUR}
 T5_CONNS=${T5_CONNS:-5000}
 T5_HOLD=${T5_HOLD:-10}
 WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5}
-PATHS=${PATHS:-direct l4lb iocopy}
+PATHS=${PATHS:-direct l4lb iocopy haproxy nginx}
 SETTLE=${SETTLE:-1}
 OUT=${OUT-docs/bench-proxy.md}
 # One core for the balancer, the other for everything else: the comparison
@@ -107,15 +115,15 @@ forget() {
   PIDS=("${keep[@]}")
 }
 
-# stop_pid PID SECS: SIGTERM, wait up to SECS, then SIGKILL; prints the
-# exit status (or "killed after Ns") on stdout.
+# stop_pid PID SECS [SIGNAL]: SIGNAL (TERM), wait up to SECS, then SIGKILL;
+# prints the exit status (or "killed after Ns") on stdout.
 stop_pid() {
-  local pid=$1 secs=$2 i rc=0 note=""
-  kill -TERM "$pid" 2>/dev/null || true
+  local pid=$1 secs=$2 sig=${3:-TERM} i rc=0 note=""
+  kill -"$sig" "$pid" 2>/dev/null || true
   for ((i = 0; i < secs * 10; i++)); do alive "$pid" || break; sleep 0.1; done
   if alive "$pid"; then
     kill -KILL "$pid" 2>/dev/null || true
-    note=" (did not exit within ${secs}s of SIGTERM: killed)"
+    note=" (did not exit within ${secs}s of SIG$sig: killed)"
   fi
   wait "$pid" 2>/dev/null || rc=$?
   forget "$pid"
@@ -295,15 +303,16 @@ algorithm = "round_robin"
 $(backend_list $ECHO_PORT)
 TOML
   if [ $UDP = 1 ]; then udp_vip >>"$RUN/l4lb.toml"; fi
-  bin/l4lb check --config "$RUN/l4lb.toml" >&2
+  inns $LB bin/l4lb check --config "$RUN/l4lb.toml" >&2 # there, it sees the VIP
 }
 
 # udp_gate: T4 runs only when this build serves UDP VIPs. `l4lb check` must
 # accept one, and, because a VIP that check accepts but run refuses would
 # stop the whole l4lb path, a trial `l4lb run` must answer a UDP echo.
 udp_gate() {
+  [[ " $PATHS " == *" l4lb "* ]] || return 0
   { printf '[global]\nlog_level = "warn"\nadmin_socket = "off"\n'; udp_vip; } >"$RUN/udp-check.toml"
-  if ! bin/l4lb check --config "$RUN/udp-check.toml" >"$RUN/udp-check.out" 2>&1; then
+  if ! inns $LB bin/l4lb check --config "$RUN/udp-check.toml" >"$RUN/udp-check.out" 2>&1; then
     echo "UDP: not supported by this build (l4lb check: $(tail -n 1 "$RUN/udp-check.out"))" >&2
     return
   fi
@@ -314,7 +323,7 @@ udp_gate() {
   stop_pid $pid 5 >/dev/null
   if [ $ok = 1 ]; then
     UDP=1
-    echo "UDP: supported, T4 runs" >&2
+    echo "UDP: supported, T4 runs on l4lb" >&2
   else
     echo "UDP: not supported by this build (l4lb check accepts a protocol = \"udp\" VIP, but l4lb run does not serve it: $(grep -v '^\s*$' "$RUN/udp-trial.log" | tail -n 1 | cut -c1-200))" >&2
   fi
@@ -338,6 +347,9 @@ lb_start() {
     ip netns exec $LB taskset -c "$LB_CPU" bin/iocopy -map $VIP:$BULK_PORT=${BACKEND_IPS[0]}:$BULK_PORT \
       -map "$VIP:$HTTP_PORT=$(addrs $HTTP_PORT)" -map "$VIP:$ECHO_PORT=$(addrs $ECHO_PORT)" >>"$log" 2>&1 &
     ;;
+  haproxy | nginx)
+    peer_start "$path" "$log"
+    ;;
   esac
   LBPID=$!
   track $LBPID "$path"
@@ -348,9 +360,19 @@ lb_start() {
     cat "$log" >&2
     exit 1
   fi
-  if [ "$path" = l4lb ] && [ $UDP = 1 ]; then
+  if [ "$path" != direct ] && serves_udp "$path"; then
     client bin/loadgen probe -kind udp -addr $VIP:$UDP_PORT -timeout 5s || true
   fi
+}
+
+# serves_udp PATH: whether T4 runs on PATH. HAProxy (community) has no UDP
+# proxying and iocopy is TCP only; l4lb when this build serves UDP VIPs.
+serves_udp() {
+  case $1 in
+  direct | nginx) return 0 ;;
+  l4lb) [ $UDP = 1 ] ;;
+  *) return 1 ;;
+  esac
 }
 
 addrs() {
@@ -365,7 +387,11 @@ lb_stop() {
   if [ "$path" = l4lb ] && alive "$LBPID"; then
     bin/l4lb status --socket "$RUN/admin.sock" --json >"$LBDIR/$path-r$round.status.json" 2>>"$LBDIR/$path-r$round.events" || true
   fi
-  stop_pid "$LBPID" 10 >"$LBDIR/$path-r$round.exit"
+  # HAProxy dies by SIGTERM (status 143); SIGUSR1 is its clean stop, and
+  # the load has ended, so it exits 0 at once.
+  local sig=TERM
+  [ "$path" = haproxy ] && sig=USR1
+  stop_pid "$LBPID" 10 $sig >"$LBDIR/$path-r$round.exit"
   LBPID=0
 }
 
@@ -423,7 +449,7 @@ run_path() {
     measure T3b "$path" "$round" $((T3B_DUR + 40)) rr -addr $host:$ECHO_PORT -c 64 -rate 0 -d "${T3B_DUR}s"
   fi
   if wants T4; then
-    if [ $UDP = 1 ] && [ "$path" != iocopy ]; then
+    if serves_udp "$path"; then
       measure T4 "$path" "$round" $((DUR + 40)) udp -addr $host:$UDP_PORT -flows 4 -inflight 8 -size 64 -d "${DUR}s"
     else
       skip T4 "$path" "$round" "no UDP"
@@ -435,6 +461,27 @@ run_path() {
   fi
   lb_ensure "$path" "$round" "the end of the round"
   lb_stop "$path" "$round"
+}
+
+# paths_gate: keep the PATHS this machine can run. A peer that is not
+# installed, or whose config its own check refuses, is left out with one
+# line saying why: the peers are optional, the run goes on without them.
+paths_gate() {
+  local path kept=""
+  for path in $PATHS; do
+    case $path in
+    direct | l4lb | iocopy) ;;
+    haproxy | nginx) peer_check "$path" >&2 || continue ;;
+    *)
+      echo "PATHS: unknown path $path (known: direct l4lb iocopy $PEERS)" >&2
+      exit 1
+      ;;
+    esac
+    [[ " $kept " == *" $path "* ]] || kept+="${kept:+ }$path"
+  done
+  PATHS=$kept
+  [ -n "$PATHS" ] || { echo "PATHS: nothing left to run" >&2; exit 1; }
+  echo "paths: $PATHS" >&2
 }
 
 # backends_ensure: a dead backend would turn every later figure into errors:
@@ -450,15 +497,16 @@ report() {
   local out=$RUN/bench-proxy.md
   [ -n "$OUT" ] && out=$OUT
   say "results (written to $out)"
-  bin/bench-report -in "$RAW" -lbdir "$LBDIR" -out "$out" -paths "$PATHS" -cmd "$INVOKED" \
+  bin/bench-report -in "$RAW" -lbdir "$LBDIR" -out "$out" -paths "$PATHS" -peers "$PEERS" -peerinfo "$PEER_INFO" -cmd "$INVOKED" \
     -knobs "REPS=$REPS T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
-    -pinning "balancer on CPU $LB_CPU (GOMAXPROCS follows the mask); client tools and backends on CPU $CLIENT_CPU"
+    -pinning "balancer on CPU $LB_CPU (GOMAXPROCS follows the mask; HAProxy nbthread 1, nginx 1 worker); client tools and backends on CPU $CLIENT_CPU"
 }
 
 main() {
   need_tools
   build
   topo_up
+  paths_gate
   backends_start
   udp_gate
   write_l4lb_config

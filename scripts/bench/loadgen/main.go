@@ -77,7 +77,7 @@ func newFlags(name string, c *common) *flag.FlagSet {
 	fs.StringVar(&c.test, "test", name, "label: workload id in the report")
 	fs.StringVar(&c.path, "path", "", "label: which path was measured (direct, l4lb, ...)")
 	fs.IntVar(&c.round, "round", 0, "label: repetition number")
-	fs.IntVar(&c.lbPid, "lbpid", 0, "balancer PID whose CPU time is measured (0 = none)")
+	fs.IntVar(&c.lbPid, "lbpid", 0, "balancer PID: its process tree's CPU time is measured (0 = none)")
 	return fs
 }
 

@@ -39,17 +39,79 @@ func round3(x float64) float64 {
 // (the kernel reports utime/stime in these units whatever CONFIG_HZ is).
 const clockTicks = 100
 
-// cpuSeconds returns utime+stime of process pid (all its threads).
-func cpuSeconds(pid int) (float64, error) {
+// The balancer is a process tree: l4lb, iocopy and HAProxy are one
+// process, nginx is a master with a worker. Every figure below sums the
+// tree rooted at the PID the script gives, read afresh at each sample, so
+// a worker's CPU time, memory and sockets count as the balancer's.
+
+// procTree returns pid and its descendants (ppid links from /proc).
+func procTree(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f, err := statFields(p); err == nil {
+			if ppid, err := strconv.Atoi(f[1]); err == nil {
+				children[ppid] = append(children[ppid], p)
+			}
+		}
+	}
+	tree := []int{pid}
+	for i := 0; i < len(tree); i++ {
+		tree = append(tree, children[tree[i]]...)
+	}
+	return tree
+}
+
+// statFields returns the fields of /proc/PID/stat after the command name
+// (which may hold spaces): [0] is the state, [1] the parent PID.
+func statFields(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	// The command name (field 2) may hold spaces: parse after its ')'.
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+		return nil, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	return fields, nil
+}
+
+// sumTree adds f over the process tree of pid. The root must answer; a
+// descendant that exits between the scan and the read is left out.
+func sumTree[T int | int64 | float64](pid int, f func(int) (T, error)) (T, error) {
+	var total T
+	for i, p := range procTree(pid) {
+		v, err := f(p)
+		if err != nil {
+			if i == 0 {
+				return 0, err
+			}
+			continue
+		}
+		total += v
+	}
+	return total, nil
+}
+
+// cpuSeconds returns utime+stime of the balancer's process tree (all threads).
+func cpuSeconds(pid int) (float64, error) { return sumTree(pid, procCPUSeconds) }
+
+// rssKiB returns VmRSS summed over the balancer's process tree, in KiB.
+func rssKiB(pid int) (int64, error) { return sumTree(pid, procRSSKiB) }
+
+// openFDs counts the open descriptors of the balancer's process tree.
+func openFDs(pid int) (int, error) { return sumTree(pid, procFDs) }
+
+// procCPUSeconds returns utime+stime of one process (all its threads).
+func procCPUSeconds(pid int) (float64, error) {
+	fields, err := statFields(pid)
+	if err != nil {
+		return 0, err
 	}
 	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
 	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
@@ -59,8 +121,8 @@ func cpuSeconds(pid int) (float64, error) {
 	return float64(utime+stime) / clockTicks, nil
 }
 
-// rssKiB returns VmRSS of process pid in KiB.
-func rssKiB(pid int) (int64, error) {
+// procRSSKiB returns VmRSS of one process in KiB.
+func procRSSKiB(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -76,8 +138,8 @@ func rssKiB(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
 
-// openFDs counts the open file descriptors of process pid.
-func openFDs(pid int) (int, error) {
+// procFDs counts the open file descriptors of one process.
+func procFDs(pid int) (int, error) {
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	return len(ents), err
 }

@@ -1,8 +1,9 @@
 // Command report turns the raw records of `make bench` (one JSON line per
 // workload run, from loadgen or scripts/bench.sh) into markdown: a table of
-// medians over the rounds with ratios to `direct` and to `iocopy`, what
-// the balancer logged and counted, and every round's figures. It prints the
-// document on stdout and, with -out, writes it to a file.
+// medians over the rounds, each with its ratio to `direct` and to the best
+// peer (the best of HAProxy and nginx in that row), the l4lb ÷ iocopy ratio,
+// what the balancers logged and counted, and every round's figures. It
+// prints the document on stdout and, with -out, writes it to a file.
 package main
 
 import (
@@ -34,32 +35,33 @@ func (r rec) str(key string) string { s, _ := r[key].(string); return s }
 type row struct {
 	test, key, label, unit string
 	prec                   int  // decimals
-	noRatio                bool // counts and percentages: ratios mean nothing
+	noRatio                bool // retransmits and loss: ratios mean nothing (often 0)
 	lbOnly                 bool // a balancer's own figure: none for direct
+	lower                  bool // less is better (latency, memory, CPU); else more is
 }
 
 var rows = []row{
 	{test: "T1-1", key: "gbit_s", label: "T1 bulk TCP, 1 stream", unit: "Gbit/s", prec: 2},
 	{test: "T1-8", key: "gbit_s", label: "T1 bulk TCP, 8 streams", unit: "Gbit/s", prec: 2},
-	{test: "T1-8", key: "retransmits", label: "T1 retransmits, 8 streams", unit: "segments", noRatio: true},
+	{test: "T1-8", key: "retransmits", label: "T1 retransmits, 8 streams", unit: "segments", noRatio: true, lower: true},
 	{test: "T2", key: "conn_per_s", label: "T2 new connections (c=64)", unit: "conn/s"},
-	{test: "T2", key: "p50_ms", label: "T2 connect+request+close p50", unit: "ms", prec: 2},
-	{test: "T2", key: "p99_ms", label: "T2 connect+request+close p99", unit: "ms", prec: 2},
-	{test: "T3", key: "p50_us", label: "T3 keep-alive RTT p50 (c=4, 2000 req/s)", unit: "µs"},
-	{test: "T3", key: "p99_us", label: "T3 keep-alive RTT p99 (c=4, 2000 req/s)", unit: "µs"},
+	{test: "T2", key: "p50_ms", label: "T2 connect+request+close p50", unit: "ms", prec: 2, lower: true},
+	{test: "T2", key: "p99_ms", label: "T2 connect+request+close p99", unit: "ms", prec: 2, lower: true},
+	{test: "T3", key: "p50_us", label: "T3 keep-alive RTT p50 (c=4, 2000 req/s)", unit: "µs", lower: true},
+	{test: "T3", key: "p99_us", label: "T3 keep-alive RTT p99 (c=4, 2000 req/s)", unit: "µs", lower: true},
 	{test: "T3b", key: "req_per_s", label: "T3b keep-alive req/s (c=64, closed loop)", unit: "req/s"},
-	{test: "T3b", key: "p99_us", label: "T3b keep-alive RTT p99 (c=64, closed loop)", unit: "µs"},
+	{test: "T3b", key: "p99_us", label: "T3b keep-alive RTT p99 (c=64, closed loop)", unit: "µs", lower: true},
 	{test: "T4", key: "req_per_s", label: "T4 UDP req/resp rate (4 flows x 8)", unit: "req/s"},
-	{test: "T4", key: "loss_pct", label: "T4 UDP loss", unit: "%", prec: 2, noRatio: true},
-	{test: "T4", key: "p99_us", label: "T4 UDP RTT p99", unit: "µs"},
-	{test: "T5", key: "alive", label: "T5 idle conns alive after hold", unit: "conns", noRatio: true, lbOnly: true},
-	{test: "T5", key: "rss_mib", label: "T5 LB RSS holding the conns", unit: "MiB", prec: 1, lbOnly: true},
-	{test: "T5", key: "rss_per_conn_kib", label: "T5 LB RSS growth per conn", unit: "KiB", prec: 1, lbOnly: true},
-	{test: "T5", key: "lb_fds_per_conn", label: "T5 LB descriptors per conn", unit: "fds", prec: 2, lbOnly: true},
+	{test: "T4", key: "loss_pct", label: "T4 UDP loss", unit: "%", prec: 2, noRatio: true, lower: true},
+	{test: "T4", key: "p99_us", label: "T4 UDP RTT p99", unit: "µs", lower: true},
+	{test: "T5", key: "alive", label: "T5 idle conns alive after hold", unit: "conns", lbOnly: true},
+	{test: "T5", key: "rss_mib", label: "T5 LB RSS holding the conns", unit: "MiB", prec: 1, lbOnly: true, lower: true},
+	{test: "T5", key: "rss_per_conn_kib", label: "T5 LB RSS growth per conn", unit: "KiB", prec: 1, lbOnly: true, lower: true},
+	{test: "T5", key: "lb_fds_per_conn", label: "T5 LB descriptors per conn", unit: "fds", prec: 2, lbOnly: true, lower: true},
 	{test: "T1-8", key: "gbit_per_lb_core", label: "LB cost: bulk Gbit/s per LB core (T1, 8 streams)", unit: "Gbit/s/core", prec: 1, lbOnly: true},
-	{test: "T2", key: "lb_cpu_us_per_conn", label: "LB cost: CPU per new connection (T2)", unit: "µs", prec: 1, lbOnly: true},
-	{test: "T3b", key: "lb_cpu_us_per_req", label: "LB cost: CPU per keep-alive request (T3b)", unit: "µs", prec: 1, lbOnly: true},
-	{test: "T4", key: "lb_cpu_us_per_req", label: "LB cost: CPU per UDP request+reply (T4)", unit: "µs", prec: 1, lbOnly: true},
+	{test: "T2", key: "lb_cpu_us_per_conn", label: "LB cost: CPU per new connection (T2)", unit: "µs", prec: 1, lbOnly: true, lower: true},
+	{test: "T3b", key: "lb_cpu_us_per_req", label: "LB cost: CPU per keep-alive request (T3b)", unit: "µs", prec: 1, lbOnly: true, lower: true},
+	{test: "T4", key: "lb_cpu_us_per_req", label: "LB cost: CPU per UDP request+reply (T4)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 }
 
 func main() {
@@ -67,6 +69,8 @@ func main() {
 	lbDir := flag.String("lbdir", "", "directory with the balancers' <path>-r<N>.{exit,log,events,status.json}")
 	out := flag.String("out", "", "also write the document here")
 	paths := flag.String("paths", "direct l4lb iocopy", "columns, in order")
+	peers := flag.String("peers", "haproxy nginx", "paths that are peers: each row's best of them is the \"best peer\"")
+	peerInfo := flag.String("peerinfo", "", "versions and settings of the peers, one line")
 	cmdline := flag.String("cmd", "make bench", "command that produced the records")
 	knobs := flag.String("knobs", "", "settings of the run, one line")
 	pinning := flag.String("pinning", "", "CPU pinning of the run, one line")
@@ -78,7 +82,12 @@ func main() {
 	}
 	var doc bytes.Buffer
 	d := &document{w: &doc, recs: recs, paths: strings.Fields(*paths)}
-	d.header(*cmdline, *knobs, *pinning)
+	for _, p := range strings.Fields(*peers) {
+		if slices.Contains(d.paths, p) {
+			d.peers = append(d.peers, p)
+		}
+	}
+	d.header(*cmdline, *knobs, *pinning, *peerInfo)
 	d.table()
 	d.balancers(*lbDir)
 	d.rounds()
@@ -119,6 +128,7 @@ type document struct {
 	w     *bytes.Buffer
 	recs  []rec
 	paths []string
+	peers []string // the columns that are peers, in column order
 }
 
 func (d *document) printf(format string, args ...any) { fmt.Fprintf(d.w, format, args...) }
@@ -144,7 +154,7 @@ func (d *document) pick(test, path string) []rec {
 	return out
 }
 
-func (d *document) header(cmdline, knobs, pinning string) {
+func (d *document) header(cmdline, knobs, pinning, peerInfo string) {
 	d.printf("# l4lb proxy benchmark\n\n")
 	d.printf("Generated by `scripts/bench.sh` (`make bench`) on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	d.printf("- Command: `%s`\n", cmdline)
@@ -155,6 +165,9 @@ func (d *document) header(cmdline, knobs, pinning string) {
 	if pinning != "" {
 		d.printf("- Pinning: %s\n", pinning)
 	}
+	if peerInfo != "" {
+		d.printf("- Peers: %s\n", peerInfo)
+	}
 	d.printf("\n%s\n", aboutText)
 }
 
@@ -164,31 +177,42 @@ ip_forward=1, and three backend namespaces on a bridge behind it. Paths:
 **direct** = no balancer, the client reaches backend 1 through the balancer
 namespace's kernel forwarding; **l4lb** = bin/l4lb with one VIP per service;
 **iocopy** = scripts/bench/iocopy, a plain io.Copy proxy (the naive Go
-baseline). The bulk VIP forwards to backend 1 only, the others round-robin
-over the three. Workloads: T1 iperf3 (1 and 8 streams), T2 new connections
-(HTTP/1.0 GET with Connection: close, 64 workers), T3 keep-alive echo at
-2000 req/s on 4 connections, T3b closed loop on 64 connections, T4 UDP echo,
-T5 idle connections held open. Rounds are interleaved (each round runs
-every path once) and the median is reported.
+baseline); and the peers, each when it is installed: **haproxy** = HAProxy
+in mode tcp with splice forced in both directions (TCP only: it has no UDP
+proxying), **nginx** = nginx's stream module, one worker (TCP and UDP).
+Every balancer runs alone on the balancer core and balances round-robin;
+only l4lb probes its backends. The bulk VIP forwards to backend 1 only, the
+others spread over the three. Workloads: T1 iperf3 (1 and 8 streams), T2
+new connections (HTTP/1.0 GET with Connection: close, 64 workers), T3
+keep-alive echo at 2000 req/s on 4 connections, T3b closed loop on 64
+connections, T4 UDP echo, T5 idle connections held open. Rounds are
+interleaved (each round runs every path once) and the median is reported.
 
-Run it as root: ` + "`make bench`" + ` (3 rounds, about 12-15 minutes), or
+Run it as root: ` + "`make bench`" + ` (3 rounds, about 20 minutes with both peers), or
 ` + "`QUICK=1 make bench`" + ` for a smoke run. Knobs: REPS, T1_SECS, DUR, T3B_DUR,
 T5_CONNS, T5_HOLD, WORKLOADS, PATHS, SETTLE, OUT, KEEP (see scripts/bench.sh).
 The balancer's CPU time comes from /proc/PID/stat over each measured
-window, so the "LB cost" rows do not depend on which side saturated first.`
+window, summed over its process tree (nginx's master and worker), so the
+"LB cost" rows do not depend on which side saturated first.`
 
 // table writes the medians.
 func (d *document) table() {
-	d.printf("\n## Medians\n\n| workload | unit |")
+	d.printf("\n## Medians\n\n| workload | unit | better |")
 	for _, p := range d.paths {
 		d.printf(" %s |", p)
+	}
+	if len(d.peers) > 0 {
+		d.printf(" best peer |")
 	}
 	if d.both() {
 		d.printf(" l4lb ÷ iocopy |")
 	}
-	d.printf("\n|---|---|")
+	d.printf("\n|---|---|:-:|")
 	for range d.paths {
 		d.printf("---:|")
+	}
+	if len(d.peers) > 0 {
+		d.printf("---|")
 	}
 	if d.both() {
 		d.printf("---:|")
@@ -200,8 +224,17 @@ func (d *document) table() {
 		}
 	}
 	d.errorsRow()
-	d.printf("\nMedian of the rounds. (N.NN×) = ratio to `direct` (rates: above 1 is more; latencies: above 1 is slower). " +
-		"l4lb ÷ iocopy compares the two proxies the same way. – = not applicable, n/a = not supported by that path or build, " +
+	ratios := "(N.NN×) = ratio to `direct`"
+	if len(d.peers) > 0 {
+		ratios = "(N.NN× / M.MM×) = ratio to `direct` / ratio to the best peer, the best of " +
+			strings.Join(d.peers, " and ") + " in that row (named in the best peer column)"
+	}
+	d.printf("\nMedian of the rounds. %s: a ratio above 1 is more, which is better for ↑ rows (rates) "+
+		"and worse for ↓ rows (latency, memory, CPU). ", ratios)
+	if d.both() {
+		d.printf("l4lb ÷ iocopy compares the two Go proxies the same way. ")
+	}
+	d.printf("– = not applicable, n/a = not supported by that path or build, " +
 		"fail = ran and produced no figure, † = at least one round produced no figure.\n")
 }
 
@@ -256,15 +289,23 @@ func (d *document) tableRow(rw row) {
 	if rw.lbOnly {
 		cells["direct"] = cell{text: "–"}
 	}
-	d.printf("| %s | %s |", rw.label, rw.unit)
-	ref := cells["direct"]
+	best := d.bestPeer(rw, cells)
+	better := "↑"
+	if rw.lower {
+		better = "↓"
+	}
+	d.printf("| %s | %s | %s |", rw.label, rw.unit, better)
 	for _, p := range d.paths {
 		c := cells[p]
-		d.printf(" %s", format(c, rw.prec))
-		if c.ok && ref.ok && ref.v != 0 && !rw.noRatio {
-			d.printf(" (%.2f×)", c.v/ref.v)
+		d.printf(" %s%s |", format(c, rw.prec), d.ratios(rw, c, cells["direct"], cells[best]))
+	}
+	if len(d.peers) > 0 {
+		switch {
+		case best == "" || rw.noRatio:
+			d.printf(" – |")
+		default:
+			d.printf(" %s |", best)
 		}
-		d.printf(" |")
 	}
 	l, ioc := cells["l4lb"], cells["iocopy"]
 	switch {
@@ -275,6 +316,49 @@ func (d *document) tableRow(rw row) {
 		d.printf(" |")
 	}
 	d.printf("\n")
+}
+
+// bestPeer names the peer with the best median of the row: the highest
+// rate, or the lowest latency, memory or CPU. "" when no peer has one.
+func (d *document) bestPeer(rw row, cells map[string]cell) string {
+	best := ""
+	for _, p := range d.peers {
+		c := cells[p]
+		if !c.ok {
+			continue
+		}
+		if b := cells[best]; best == "" || (rw.lower && c.v < b.v) || (!rw.lower && c.v > b.v) {
+			best = p
+		}
+	}
+	return best
+}
+
+// ratios writes " (to direct / to the best peer)" after a cell: "–" where
+// one side has no figure, nothing at all where neither has; without peers
+// in the run, " (to direct)" as before.
+func (d *document) ratios(rw row, c, direct, best cell) string {
+	if !c.ok || rw.noRatio {
+		return ""
+	}
+	ratio := func(ref cell) (string, bool) {
+		if !ref.ok || ref.v == 0 {
+			return "–", false
+		}
+		return fmt.Sprintf("%.2f×", c.v/ref.v), true
+	}
+	toDirect, okD := ratio(direct)
+	if len(d.peers) == 0 {
+		if !okD {
+			return ""
+		}
+		return " (" + toDirect + ")"
+	}
+	toPeer, okP := ratio(best)
+	if !okD && !okP {
+		return ""
+	}
+	return " (" + toDirect + " / " + toPeer + ")"
 }
 
 // both reports whether l4lb and iocopy are both columns.
@@ -295,7 +379,7 @@ func format(c cell, prec int) string {
 
 // errorsRow sums the client-side errors of every run of each path.
 func (d *document) errorsRow() {
-	d.printf("| client-side errors, all workloads and rounds | count |")
+	d.printf("| client-side errors, all workloads and rounds | count | |")
 	for _, p := range d.paths {
 		total, failed := 0.0, 0
 		for _, r := range d.recs {
@@ -313,6 +397,9 @@ func (d *document) errorsRow() {
 		if failed > 0 {
 			d.printf(" (+%d runs failed)", failed)
 		}
+		d.printf(" |")
+	}
+	if len(d.peers) > 0 {
 		d.printf(" |")
 	}
 	if d.both() {
