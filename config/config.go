@@ -63,6 +63,10 @@ type Global struct {
 	// 0 (default) = half the connection limit derived from the open-file
 	// limit, which keeps sockets and pipes within it.
 	MaxPipes int
+	// Workers is the number of event loops (threads) that run proxied
+	// TCP connections; 0 (default) = one per CPU the process may use
+	// (GOMAXPROCS); range 0..1024. Read at start only.
+	Workers int
 }
 
 // VIP is one virtual service ([[vip]]).

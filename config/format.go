@@ -57,6 +57,7 @@ func formatGlobal(w *tomlWriter, g *Global) {
 	w.dur("drain_timeout", g.DrainTimeout)
 	w.int("pipe_size", g.PipeSize)
 	w.int("max_pipes", g.MaxPipes)
+	w.int("workers", g.Workers)
 }
 
 func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {

@@ -12,6 +12,9 @@ import (
 // timeout must be longer).
 const MaxDrainTimeout = time.Hour
 
+// MaxWorkers bounds [global] workers.
+const MaxWorkers = 1024
+
 // Built-in defaults of [global].
 const (
 	defaultAdminSocket = "/run/l4lb/admin.sock"
@@ -31,6 +34,7 @@ func buildGlobal(p *problems, g *rawGlobal) Global {
 		DrainTimeout:  l.duration("drain_timeout", g.DrainTimeout, none, 30*time.Second, span(0, MaxDrainTimeout)),
 		PipeSize:      l.integer("pipe_size", g.PipeSize, opt[int64]{}, defaultPipeSize, span[int64](4096, 16<<20)),
 		MaxPipes:      l.integer("max_pipes", g.MaxPipes, opt[int64]{}, 0, span[int64](0, 1<<22)),
+		Workers:       l.integer("workers", g.Workers, opt[int64]{}, 0, span[int64](0, MaxWorkers)),
 	}
 	out.AdminSocket = checkAdminSocket(l, out.AdminSocket)
 	if out.MetricsListen != "" && !isHostPort(out.MetricsListen) {

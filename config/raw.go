@@ -44,6 +44,7 @@ type rawGlobal struct {
 	DrainTimeout  opt[string] `toml:"drain_timeout"`
 	PipeSize      opt[int64]  `toml:"pipe_size"`
 	MaxPipes      opt[int64]  `toml:"max_pipes"`
+	Workers       opt[int64]  `toml:"workers"`
 }
 
 // rawTuning is every VIP key that [defaults] may also set.

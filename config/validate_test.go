@@ -88,6 +88,7 @@ func TestGlobalProblems(t *testing.T) {
 		{"pipe_size small", g(`pipe_size = 1024`), "global.pipe_size", "", "1024 is out of range 4096..16777216"},
 		{"pipe_size type", g(`pipe_size = "1M"`), "global.pipe_size", "", "must be an integer, not a string"},
 		{"max_pipes negative", g(`max_pipes = -1`), "global.max_pipes", "", "-1 is out of range 0..4194304"},
+		{"workers too many", g(`workers = 1025`), "global.workers", "", "1025 is out of range 0..1024"},
 	} {
 		t.Run(c.name, c.run)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +60,7 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"pipes_open":  d("pipes_open", "Splice pipes with open descriptors.", nil),
 		"pipes_lent":  d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
 		"pipes_max":   d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
+		"worker_conn": d("worker_connections", "TCP connections an event loop proxies now.", []string{"worker"}),
 		"b_live":      d("backend_live_flows", "Live flows on the backend.", backendLabels),
 		"b_flows":     d("backend_flows_total", "Flows established to the backend.", backendLabels),
 		"b_fails":     d("backend_connect_failures_total", "Connects to the backend that failed.", backendLabels),
@@ -98,6 +100,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_open"], gauge, float64(st.Pipes.Open))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_lent"], gauge, float64(st.Pipes.Lent))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
+	for i, wk := range st.Workers {
+		ch <- prometheus.MustNewConstMetric(c.descs["worker_conn"], gauge, float64(wk.Conns), strconv.Itoa(i))
+	}
 	seen := map[[2]string]bool{}
 	for _, v := range st.VIPs {
 		vl := []string{v.Name, v.Protocol}

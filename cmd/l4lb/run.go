@@ -85,7 +85,7 @@ func (d *daemon) start(cfg *config.Config) error {
 	}
 	maxConns := proxy.BudgetForFiles(nofile)
 	d.log.Info("connection limit from the open file limit", zap.Uint64("nofile", nofile), zap.Int("max_connections", maxConns))
-	d.rt = reconcile.New(d.log.Named("runtime"), reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns})
+	d.rt = reconcile.New(d.log.Named("runtime"), reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: cfg.Global.Workers})
 	if err := d.rt.Apply(cfg); err != nil {
 		return err
 	}
@@ -212,6 +212,9 @@ func restartOnly(oldCfg, curCfg *config.Config) []string {
 	}
 	if old.PipeSize != cur.PipeSize {
 		keys = append(keys, "global.pipe_size")
+	}
+	if old.Workers != cur.Workers {
+		keys = append(keys, "global.workers")
 	}
 	if old.MetricsListen != cur.MetricsListen {
 		keys = append(keys, "global.metrics_listen")

@@ -116,6 +116,13 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		pipeCap = fmt.Sprint(st.Pipes.Max)
 	}
 	fmt.Fprintf(w, "splice pipes: %d open, %d in use, max %s\n", st.Pipes.Open, st.Pipes.Lent, pipeCap)
+	if len(st.Workers) > 0 {
+		conns := make([]string, len(st.Workers))
+		for i, wk := range st.Workers {
+			conns[i] = fmt.Sprint(wk.Conns)
+		}
+		fmt.Fprintf(w, "workers: %d event loops, TCP connections on each: %s\n", len(st.Workers), strings.Join(conns, " "))
+	}
 	if x := st.XDP; x != nil {
 		fmt.Fprintf(w, "xdp: on %s (%s mode)%s, %d live flows\n", x.Interface, x.Attach, pinned(x.PinPath), x.LiveFlows)
 		if len(x.Counters) > 0 {

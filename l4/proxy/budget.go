@@ -52,6 +52,19 @@ func (b *ConnBudget) acquire(stop <-chan struct{}, full func()) bool {
 
 func (b *ConnBudget) release() { <-b.slots }
 
+// tryAcquire takes a slot if one is free, without waiting.
+func (b *ConnBudget) tryAcquire() bool {
+	select {
+	case b.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// room reports whether a slot is free.
+func (b *ConnBudget) room() bool { return len(b.slots) < cap(b.slots) }
+
 // closer closes a channel once.
 type closer struct {
 	once sync.Once

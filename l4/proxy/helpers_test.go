@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -40,13 +41,20 @@ type testService struct {
 
 func newService(t testing.TB, st Settings, addrs ...netip.AddrPort) *testService {
 	t.Helper()
+	pipes := NewPipePool(0)
+	return newServiceOn(t, pipes, testLoops(t, pipes), st, addrs...)
+}
+
+// newServiceOn is newService on the given loops (nil: goroutines).
+func newServiceOn(t testing.TB, pipes *PipePool, loops *Loops, st Settings, addrs ...netip.AddrPort) *testService {
+	t.Helper()
 	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), ListenOptions{KeepAlive: keepAliveConfig(st.KeepAlive)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testService{store: &snapshot.Store{}, pipes: NewPipePool(0)}
+	ts := &testService{store: &snapshot.Store{}, pipes: pipes}
 	ts.setBackends(t, addrs...)
-	ts.TCPService = NewTCPService(TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: ts.pipes, Settings: st})
+	ts.TCPService = NewTCPService(TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: ts.pipes, Settings: st, Loops: loops})
 	ts.addr = ln.Addr().(*net.TCPAddr).AddrPort()
 	go ts.Serve()
 	t.Cleanup(func() {
@@ -60,6 +68,22 @@ func newService(t testing.TB, st Settings, addrs ...netip.AddrPort) *testService
 		}
 	})
 	return ts
+}
+
+// testLoops starts two event loops for a test's services, closed when the
+// test ends, or returns nil when L4LB_PROXY_ENGINE=goroutines asks for the
+// goroutine data plane (make test runs this package both ways).
+func testLoops(t testing.TB, pipes *PipePool) *Loops {
+	t.Helper()
+	if os.Getenv("L4LB_PROXY_ENGINE") == "goroutines" {
+		return nil
+	}
+	ls, err := NewLoops(2, pipes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	return ls
 }
 
 func (ts *testService) setBackends(t testing.TB, addrs ...netip.AddrPort) {

@@ -39,6 +39,24 @@ func (l *limiter) acquire(full func()) bool {
 	}
 }
 
+// tryAcquire takes a slot if one is free, without waiting.
+func (l *limiter) tryAcquire() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped || l.max != 0 && l.n >= l.max {
+		return false
+	}
+	l.n++
+	return true
+}
+
+// room reports whether a slot is free.
+func (l *limiter) room() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.stopped && (l.max == 0 || l.n < l.max)
+}
+
 func (l *limiter) release() {
 	l.mu.Lock()
 	l.n--

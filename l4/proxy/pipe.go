@@ -109,6 +109,12 @@ func (pp *PipePool) put(shard int, p *pipe) {
 	}
 }
 
+// overMax reports whether more pipes are open than the cap allows.
+func (pp *PipePool) overMax() bool {
+	m := pp.max.Load()
+	return m > 0 && pp.open.Load() > m
+}
+
 // discard closes a pipe that may still hold data (its peer failed).
 func (pp *PipePool) discard(p *pipe) {
 	pp.lent.Add(-1)

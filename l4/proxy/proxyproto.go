@@ -11,6 +11,17 @@ import (
 	"github.com/l4lb/l4lb/l4"
 )
 
+// proxyHeader is the PROXY header (version 1 or 2) for flow.
+func proxyHeader(version int, flow *l4.Flow) []byte {
+	h := proxyproto.HeaderProxyFromAddrs(byte(version),
+		net.TCPAddrFromAddrPort(flow.Src), net.TCPAddrFromAddrPort(flow.Dst))
+	b, err := h.Format()
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // sendProxyHeader writes the PROXY header for flow to the backend before
 // any client byte, so the backend learns the real client address.
 func (s *TCPService) sendProxyHeader(c *tcpConn, version int, flow *l4.Flow) error {

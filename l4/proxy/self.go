@@ -115,6 +115,9 @@ func (ls *Listeners) loops(proto l4.Protocol, local, remote netip.AddrPort) bool
 // covers reports whether a VIP of proto listens on dst's address and port,
 // or on its family's wildcard and port.
 func (ls *Listeners) covers(proto l4.Protocol, remote netip.AddrPort) bool {
+	if ls == nil {
+		return false
+	}
 	dst := remote.Addr().Unmap()
 	keys := ls.set.Load()
 	if keys == nil {

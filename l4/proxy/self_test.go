@@ -31,7 +31,8 @@ func selfService(t *testing.T, listen string, others ...netip.AddrPort) (*TCPSer
 		target = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port())
 	}
 	bs := equalBackends(t, store, append([]netip.AddrPort{target}, others...))
-	s := NewTCPService(TCPConfig{Listener: ln, Snapshots: store, Pipes: NewPipePool(0), Settings: Settings{Retries: 2}, Self: self})
+	pipes := NewPipePool(0)
+	s := NewTCPService(TCPConfig{Listener: ln, Snapshots: store, Pipes: pipes, Settings: Settings{Retries: 2}, Self: self, Loops: testLoops(t, pipes)})
 	go s.Serve()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -78,6 +78,8 @@ type TCPService struct {
 	limit           limiter
 	budget          *ConnBudget // process-wide; nil = none
 	self            *Listeners  // process-wide; nil = none
+	ev              *evService  // set when the connections run on event loops
+	wildcard        bool        // listening on 0.0.0.0 or ::: each connection's VIP address is read from its socket
 	stop            closer      // closed by Close: wakes an accept loop waiting for budget
 	Stats           ServiceStats
 
@@ -108,6 +110,9 @@ type TCPConfig struct {
 	// Self is every address l4lb listens on (shared by all VIPs): a
 	// backend connect that lands on one is failed. nil = not checked.
 	Self *Listeners
+	// Loops, when set, run the service's connections on event loops
+	// instead of a goroutine pair per connection.
+	Loops *Loops
 }
 
 // NewTCPService makes a service; Serve starts it.
@@ -131,6 +136,15 @@ func NewTCPService(cfg TCPConfig) *TCPService {
 	s.acceptLog.every = 5 * time.Second
 	s.limitLog.every = 5 * time.Second
 	s.budget, s.self = cfg.Budget, cfg.Self
+	s.wildcard = s.key.Addr.Addr().IsUnspecified()
+	if cfg.Loops != nil {
+		ev, err := newEvService(s, cfg.Loops)
+		if err != nil {
+			log.Error("event loops unavailable for this VIP: it runs on goroutines", zap.Error(err))
+		} else {
+			s.ev = ev
+		}
+	}
 	s.stop.ch = make(chan struct{})
 	s.listenKeepAlive = cfg.Settings.KeepAlive
 	s.Update(cfg.Settings)
@@ -175,6 +189,10 @@ func (s *TCPService) setAffinity(timeout time.Duration) {
 func (s *TCPService) Serve() {
 	s.serving.Store(true)
 	defer close(s.acceptDone)
+	if s.ev != nil {
+		s.serveLoops()
+		return
+	}
 	var backoff time.Duration
 	for {
 		if !s.limit.acquire(s.vipFull) {
@@ -468,6 +486,9 @@ func (s *TCPService) untrack(c *tcpConn) {
 // Close stops accepting; established connections continue.
 func (s *TCPService) Close() error {
 	s.stop.close()
+	if s.ev != nil {
+		s.closeLoops()
+	}
 	err := s.ln.Close()
 	if s.serving.Load() {
 		<-s.acceptDone
@@ -484,6 +505,9 @@ func (s *TCPService) Affinity() *conntrack.Affinity { return s.affinity.Load() }
 func (s *TCPService) Drain(ctx context.Context) int {
 	_ = s.Close()
 	s.limit.stop()
+	if s.ev != nil {
+		return s.drainLoops(ctx)
+	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -506,6 +530,9 @@ func (s *TCPService) stopAffinity() {
 // ResetWhere resets the connections whose backend matches (on_down = reset,
 // forced shutdown) and returns how many it reset.
 func (s *TCPService) ResetWhere(match func(*l4.Backend) bool) int {
+	if s.ev != nil {
+		return s.resetWhereLoops(match)
+	}
 	s.mu.Lock()
 	var victims []*tcpConn
 	for c := range s.conns {
@@ -522,6 +549,9 @@ func (s *TCPService) ResetWhere(match func(*l4.Backend) bool) int {
 
 // Conns returns the number of proxied connections in progress.
 func (s *TCPService) Conns() int {
+	if s.ev != nil {
+		return int(s.ev.live.Load())
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)

@@ -56,6 +56,7 @@ type dataPlane interface {
 // planeDeps are what the data planes share across VIPs.
 type planeDeps struct {
 	pipes  *proxy.PipePool
+	loops  *proxy.Loops      // nil = connections on goroutines
 	budget *proxy.ConnBudget // nil = no process-wide cap
 	self   *proxy.Listeners
 	log    *zap.Logger
@@ -109,7 +110,7 @@ func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) 
 	d.self.Add(key)
 	svc := proxy.NewTCPService(proxy.TCPConfig{
 		Listener: ln, Snapshots: d.store, Pipes: d.pipes, Settings: st,
-		Log: d.log, Observer: d.obs, Budget: d.budget, Self: d.self,
+		Log: d.log, Observer: d.obs, Budget: d.budget, Self: d.self, Loops: d.loops,
 	})
 	return &tcpPlane{svc: svc}, nil
 }

@@ -21,6 +21,7 @@ import (
 type Runtime struct {
 	log     *zap.Logger
 	pipes   *proxy.PipePool
+	loops   *proxy.Loops      // the event loops proxied TCP connections run on; nil = goroutines
 	budget  *proxy.ConnBudget // nil = no process-wide cap
 	self    proxy.Listeners   // every address the VIPs listen on
 	indexes *indexPool        // backend indexes across all VIPs
@@ -52,6 +53,9 @@ type Options struct {
 	// MaxConns caps proxied TCP connections across all VIPs (see
 	// proxy.BudgetForFiles); 0 = no cap.
 	MaxConns int
+	// Workers is the number of event loops for proxied TCP connections
+	// (0 = GOMAXPROCS).
+	Workers int
 }
 
 // pipeCap is the cap on open splice pipes for a config: max_pipes when
@@ -75,6 +79,11 @@ func New(log *zap.Logger, opts Options) *Runtime {
 	if opts.MaxConns > 0 {
 		r.budget = proxy.NewConnBudget(opts.MaxConns)
 	}
+	loops, err := proxy.NewLoops(opts.Workers, r.pipes)
+	if err != nil {
+		log.Error("event loops unavailable: TCP connections run on goroutines", zap.Error(err))
+	}
+	r.loops = loops
 	r.health = health.NewManager(r.onHealth)
 	r.publishIndex()
 	return r
@@ -192,7 +201,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKe
 		if _, ok := r.vips[key]; ok && !moved[key] {
 			continue
 		}
-		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp}, r.health)
+		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, loops: r.loops, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp}, r.health)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()
@@ -303,6 +312,9 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	}
 	wg.Wait()
 	r.draining.Wait()
+	if r.loops != nil {
+		r.loops.Close()
+	}
 	r.pipes.Close()
 	if r.xdp != nil {
 		r.xdp.shutdown()

@@ -13,8 +13,10 @@ type Status struct {
 	Process ProcessStatus `json:"process"` // filled by the process that serves the status
 	Config  string        `json:"config"`
 	Pipes   PipeStatus    `json:"pipes"`
-	XDP     *XDPStatus    `json:"xdp,omitempty"` // when the XDP program runs
-	VIPs    []VIPStatus   `json:"vips"`
+	// Workers holds, per event loop, the TCP connections it proxies.
+	Workers []WorkerStatus `json:"workers"`
+	XDP     *XDPStatus     `json:"xdp,omitempty"` // when the XDP program runs
+	VIPs    []VIPStatus    `json:"vips"`
 }
 
 // ProcessStatus describes the l4lb process: its build, age and last reload.
@@ -54,6 +56,11 @@ type ReloadStatus struct {
 	Time  time.Time `json:"time"`
 	OK    bool      `json:"ok"`
 	Error string    `json:"error,omitempty"` // why the file was refused; the running config stayed
+}
+
+// WorkerStatus describes one event loop.
+type WorkerStatus struct {
+	Conns int64 `json:"conns"`
 }
 
 // PipeStatus describes the shared splice pipe pool.
@@ -142,6 +149,11 @@ func (r *Runtime) Status() Status {
 		st.Config = r.cfg.Path
 	}
 	st.Pipes = PipeStatus{Open: r.pipes.Open(), Lent: r.pipes.Lent(), Max: r.pipes.Max()}
+	if r.loops != nil {
+		for _, n := range r.loops.Conns() {
+			st.Workers = append(st.Workers, WorkerStatus{Conns: n})
+		}
+	}
 	if r.xdp != nil {
 		st.XDP = r.xdp.status()
 	}

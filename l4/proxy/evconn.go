@@ -1,0 +1,780 @@
+// A proxied TCP connection on an event loop: non-blocking connect with
+// retries, then bytes moved by copy (small chunks) or splice (bulk), with
+// half-close, reset propagation and an idle timeout.
+package proxy
+
+import (
+	"errors"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/conntrack"
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/snapshot"
+)
+
+// Chunk sizes. A direction moves a chunk by read and write through the
+// loop's buffer while chunks are small (request/response traffic: two
+// splices through a pipe cost more than a recv and a send), and switches
+// to splice once a read fills the buffer (bulk), back again when a splice
+// moves less than spliceMin (HAProxy's splice-auto works the same way).
+const (
+	copyChunk = 64 << 10
+	spliceMin = 16 << 10
+	// spliceRounds bounds the chunks one readiness event moves, so that
+	// one busy connection cannot hold its loop.
+	spliceRounds = 8
+)
+
+// Connection states.
+const (
+	evConnecting uint8 = iota
+	evOpen
+	evClosed
+)
+
+// evConn is one client connection proxied to one backend, owned by the
+// loop that accepted it.
+type evConn struct {
+	svc  *TCPService
+	st   *Settings
+	snap *snapshot.Snapshot
+	aff  *conntrack.Affinity
+	flow l4.Flow
+
+	client, backend reg
+	cEnd, bEnd      evEnd
+	target          *l4.Backend
+	tried           balance.Tried
+	attempts        int
+	state           uint8
+	gen             uint32 // this connection's timers carry it; a reused struct gets a new one
+	dialAt          int64  // loop clock at the last connect()
+	localUntil      int64  // retrying a local resource failure until then
+	localPause      time.Duration
+	up, down        evDir
+	lastActive      int64
+	idle            int64
+	tracked         bool
+}
+
+// evEnd is the handler of one of a connection's two sockets.
+type evEnd struct {
+	c       *evConn
+	backend bool
+}
+
+func (e *evEnd) onEvent(l *loop, events uint32) { e.c.onEvent(l, e.backend, events) }
+
+// evDir is one direction of an open connection.
+type evDir struct {
+	src, dst *reg
+	pipe     *pipe  // holds pending bytes (or is lent for the splice in flight)
+	held     []byte // pending bytes when no pipe could be had
+	pending  int    // bytes read from src not yet written to dst
+	eof      bool   // src sent FIN
+	done     bool   // the FIN was passed on
+	splice   bool   // bulk: move chunks with splice
+	bytes    *atomic.Uint64
+}
+
+// timer kinds in the low bit of the generation a timer carries.
+const (
+	timerIdle    = 0
+	timerConnect = 1
+)
+
+// startConn begins proxying a freshly accepted client socket.
+func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
+	c := l.newConn()
+	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), gen: c.gen}
+	c.client = reg{fd: fd, slot: -1}
+	c.backend = reg{fd: -1, slot: -1}
+	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
+	c.flow = l4.Flow{Src: src, Dst: s.key.Addr, Proto: l4.TCP}
+	if s.wildcard {
+		c.flow.Dst = localAddrOf(fd, s.key.Addr.Port())
+	}
+	if c.st.KeepAlive != s.listenKeepAlive {
+		setKeepAliveFD(fd, c.st.KeepAlive) // changed by a reload since the listener opened
+	}
+	s.Stats.Active.Add(1)
+	l.live.Add(1)
+	c.dial(l)
+}
+
+// dial picks the next backend and starts a non-blocking connect.
+func (c *evConn) dial(l *loop) {
+	b := c.pickBackend()
+	if b == nil {
+		c.noBackend(l, balance.ErrNoBackend)
+		return
+	}
+	c.tried.Add(b)
+	c.target = b
+	c.attempts++
+	c.connectTo(l, b)
+}
+
+// pickBackend returns the client's pinned backend on a first attempt when
+// it is still eligible, else the balancer's choice; with a live flow
+// acquired either way.
+func (c *evConn) pickBackend() *l4.Backend {
+	if c.attempts > c.st.Retries {
+		return nil
+	}
+	if c.aff != nil && c.tried.Len() == 0 {
+		if b, ok := c.aff.Get(c.svc.key, c.flow.Src.Addr()); ok && b.Eligible() {
+			b.Acquire()
+			return b
+		}
+	}
+	return c.snap.Pick(&c.flow, &c.tried)
+}
+
+// connectTo opens the backend socket and connects without blocking.
+func (c *evConn) connectTo(l *loop, b *l4.Backend) {
+	s := c.svc
+	if s.self.wouldLoop(l4.TCP, b.Addr) {
+		c.connectFailed(l, s.selfConnect(b))
+		return
+	}
+	fd, err := newBackendSocket(b.Addr, c.st.KeepAlive)
+	if err == nil {
+		err = connectNB(fd, b.Addr)
+		if err != nil {
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
+		if localFailure(err) {
+			c.localFailure(l, err)
+			return
+		}
+		c.connectFailed(l, err)
+		return
+	}
+	c.backend = reg{fd: fd, slot: -1}
+	if c.backend, err = l.add(fd, unix.EPOLLOUT, &c.bEnd); err != nil {
+		unix.Close(fd)
+		c.backend = reg{fd: -1, slot: -1}
+		c.localFailure(l, err)
+		return
+	}
+	c.dialAt = l.now()
+	l.after(c.st.ConnectTimeout, c, c.gen<<1|timerConnect)
+}
+
+// localFailure retries the same backend while this host is short of
+// descriptors, memory or ports, until connect_timeout; meanwhile accepting
+// pauses, so clients wait in the listen backlog instead of being reset.
+func (c *evConn) localFailure(l *loop, err error) {
+	s := c.svc
+	s.Stats.LocalErrors.Add(1)
+	s.pressure.Store(time.Now().UnixNano())
+	s.rateLog("cannot open a backend connection: local resources exhausted; accepting paused", zap.Error(err))
+	now := l.now()
+	if c.localUntil == 0 {
+		c.localUntil, c.localPause = now+int64(c.st.ConnectTimeout), 10*time.Millisecond
+	}
+	if now+int64(c.localPause) > c.localUntil {
+		s.release(c.target)
+		c.target = nil
+		c.noBackend(l, err) // every other backend would fail the same way
+		return
+	}
+	c.state = evConnecting
+	l.after(c.localPause, c, c.gen<<1|timerConnect)
+	c.localPause = min(2*c.localPause, 200*time.Millisecond)
+}
+
+// onTimer: a connect that took too long, a local-failure retry, or the
+// idle check.
+func (c *evConn) onTimer(l *loop, gen uint32) {
+	if gen>>1 != c.gen || c.state == evClosed {
+		return
+	}
+	if gen&1 == timerConnect {
+		if c.state != evConnecting {
+			return
+		}
+		if c.backend.fd < 0 { // a local-failure retry
+			c.connectTo(l, c.target)
+			return
+		}
+		if l.now()-c.dialAt >= int64(c.st.ConnectTimeout) {
+			c.connectFailed(l, errConnectTimeout)
+		}
+		return
+	}
+	c.idleCheck(l)
+}
+
+var errConnectTimeout = errors.New("connect timeout")
+
+// connectFailed counts a failed connect and tries the next backend.
+func (c *evConn) connectFailed(l *loop, err error) {
+	s, b := c.svc, c.target
+	if c.backend.fd >= 0 {
+		l.forget(&c.backend)
+		unix.Close(c.backend.fd)
+		c.backend = reg{fd: -1, slot: -1}
+	}
+	if !localFailure(err) {
+		b.Stats.ConnectFails.Add(1)
+		s.Stats.ConnectFails.Add(1)
+		if s.obs != nil {
+			s.obs.ConnectFailed(b, err)
+		}
+	}
+	s.release(b)
+	c.target = nil
+	c.localUntil = 0
+	c.gen = l.nextGen() // the old attempt's timer must not fire on the next
+	c.dial(l)
+}
+
+// noBackend resets the client: nothing could be reached.
+func (c *evConn) noBackend(l *loop, err error) {
+	s := c.svc
+	s.Stats.NoBackend.Add(1)
+	s.rateLog("no usable backend for VIP: client reset", zap.Stringer("client", c.flow.Src), zap.Error(err))
+	_ = unix.SetsockoptLinger(c.client.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+	unix.Close(c.client.fd)
+	c.state = evClosed
+	l.live.Add(-1)
+	s.evConnDone()
+	l.freeConn(c)
+}
+
+// connected finishes a connect: the backend answered.
+func (c *evConn) connected(l *loop) {
+	s, b := c.svc, c.target
+	soerr, err := unix.GetsockoptInt(c.backend.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err == nil && soerr != 0 {
+		err = unix.Errno(soerr)
+	}
+	if err == nil && s.self.covers(l4.TCP, b.Addr) && s.self.loops(l4.TCP, localAddrOf(c.backend.fd, 0), b.Addr) {
+		_ = unix.SetsockoptLinger(c.backend.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+		err = s.selfConnect(b)
+	}
+	if err != nil {
+		c.connectFailed(l, err)
+		return
+	}
+	b.Stats.Flows.Add(1)
+	if c.aff != nil {
+		_ = c.aff.Set(s.key, c.flow.Src.Addr(), b)
+	}
+	if s.obs != nil {
+		var rtt time.Duration
+		if c.st.MeasureConnect {
+			rtt = tcpInfoRTT(c.backend.fd, time.Duration(l.now()-c.dialAt))
+		}
+		s.obs.ConnectOK(b, rtt)
+	}
+	if err := c.sendProxyHeader(); err != nil {
+		c.connectFailed(l, err)
+		return
+	}
+	c.open(l)
+}
+
+// open starts moving bytes both ways.
+func (c *evConn) open(l *loop) {
+	s := c.svc
+	c.state = evOpen
+	c.up = evDir{src: &c.client, dst: &c.backend, bytes: &c.target.Stats.BytesIn}
+	c.down = evDir{src: &c.backend, dst: &c.client, bytes: &c.target.Stats.BytesOut}
+	var err error
+	if c.client, err = l.add(c.client.fd, unix.EPOLLIN|unix.EPOLLRDHUP, &c.cEnd); err != nil {
+		c.abort(l, true, true)
+		return
+	}
+	if err = l.modify(&c.backend, unix.EPOLLIN|unix.EPOLLRDHUP); err != nil {
+		c.abort(l, true, true)
+		return
+	}
+	if !s.trackEv(l, c) {
+		c.abort(l, true, true) // the service is shutting down
+		return
+	}
+	c.lastActive = l.now()
+	if c.st.IdleTimeout > 0 {
+		c.idle = int64(c.st.IdleTimeout)
+		l.after(c.st.IdleTimeout, c, c.gen<<1|timerIdle)
+	}
+}
+
+// onEvent handles readiness of the client (backend = false) or backend
+// socket.
+func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
+	if c.state == evConnecting {
+		if backend {
+			c.connected(l)
+		}
+		return
+	}
+	if c.state != evOpen {
+		return
+	}
+	in, out := &c.up, &c.down // the direction reading this socket, the one writing it
+	if backend {
+		in, out = &c.down, &c.up
+	}
+	if events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && out.pending > 0 {
+		c.write(l, out)
+	}
+	if c.state == evOpen && events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && !in.eof && in.pending == 0 {
+		c.read(l, in)
+	}
+	if c.state == evOpen && events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		// epoll reports an error or hang-up whatever the interest set,
+		// so a socket left with one would spin the loop. An error is a
+		// reset. A hang-up without one means the socket is shut both
+		// ways (its FIN arrived, ours was sent), a normal end.
+		switch {
+		case events&unix.EPOLLERR != 0:
+			c.failed(l, in.src)
+		case in.src.events != 0:
+			// Still read or written: the next event makes progress.
+		case in.eof && out.done:
+			c.retire(l, in.src)
+		default:
+			// Shut both ways but its last bytes wait for the other
+			// socket to drain: stop watching it until they can move.
+			l.park(in.src)
+		}
+	}
+}
+
+// read moves chunks from d's source to its destination until the source
+// is empty, the destination is full, or spliceRounds chunks moved.
+func (c *evConn) read(l *loop, d *evDir) {
+	for range spliceRounds {
+		var n, w int
+		var err error
+		var werr bool
+		if d.splice {
+			n, w, err, werr = c.spliceChunk(l, d)
+		} else {
+			n, w, err, werr = c.copyChunk(l, d)
+		}
+		switch {
+		case err == unix.EAGAIN:
+			return
+		case err != nil && werr:
+			c.dstFailed(l, d, err)
+			return
+		case err != nil:
+			c.srcFailed(l, d, err)
+			return
+		case n == 0:
+			c.eof(l, d)
+			return
+		}
+		c.moved(l, d, w)
+		if d.pending > 0 {
+			c.block(l, d)
+			return
+		}
+		if n < copyChunk && !d.splice || d.splice && n < spliceMin {
+			d.splice = false
+			return // the source is (most likely) empty: level-triggered epoll says if not
+		}
+		d.splice = true
+	}
+}
+
+// copyChunk reads a chunk into the loop's buffer and writes it on; what
+// the destination does not take waits in a pipe.
+func (c *evConn) copyChunk(l *loop, d *evDir) (n, w int, err error, dstErr bool) {
+	n, err = readRetry(d.src.fd, l.buf)
+	if err != nil || n == 0 {
+		return n, 0, err, false
+	}
+	w, err = writeRetry(d.dst.fd, l.buf[:n])
+	if err == unix.EAGAIN {
+		w, err = 0, nil
+	}
+	if err != nil {
+		return n, w, err, true
+	}
+	if w < n {
+		c.hold(l, d, l.buf[w:n])
+	}
+	return n, w, nil, false
+}
+
+// hold keeps bytes the destination did not take: in a pipe, or (when no
+// pipe can be had) in a buffer of the connection's own.
+func (c *evConn) hold(l *loop, d *evDir, rest []byte) {
+	d.pending = len(rest)
+	if d.pipe == nil {
+		p, err := l.getPipe()
+		if err == nil {
+			d.pipe = p
+		}
+	}
+	if d.pipe != nil {
+		if k, err := writeRetry(d.pipe.w, rest); err == nil && k == len(rest) {
+			return
+		}
+		// The pipe did not take it all (it cannot be sized up): keep the
+		// bytes in user space instead.
+		l.pool.discard(d.pipe)
+		d.pipe = nil
+	}
+	c.svc.Stats.PipelessCopies.Add(1)
+	d.held = append(d.held[:0], rest...)
+}
+
+// spliceChunk splices a chunk into the direction's pipe and on to the
+// destination.
+func (c *evConn) spliceChunk(l *loop, d *evDir) (n, w int, err error, dstErr bool) {
+	if d.pipe == nil {
+		p, perr := l.getPipe()
+		if perr != nil {
+			c.noPipe(perr)
+			d.splice = false
+			return c.copyChunk(l, d)
+		}
+		d.pipe = p
+	}
+	n, err = spliceRetry(d.src.fd, d.pipe.w, l.pool.size)
+	if err != nil || n == 0 {
+		c.putPipe(l, d)
+		return n, 0, err, false
+	}
+	w, err = spliceRetry(d.pipe.r, d.dst.fd, n)
+	if err == unix.EAGAIN {
+		w, err = 0, nil
+	}
+	if err != nil {
+		return n, w, err, true
+	}
+	d.pending = n - w
+	if d.pending == 0 {
+		c.putPipe(l, d)
+	}
+	return n, w, nil, false
+}
+
+// noPipe counts a chunk that goes through user space for want of a pipe.
+func (c *evConn) noPipe(err error) {
+	s := c.svc
+	s.Stats.PipelessCopies.Add(1)
+	if err == errPipeLimit {
+		s.rateLog("max_pipes reached: copying in user space", zap.Int("max_pipes", s.pipes.Max()))
+		return
+	}
+	s.Stats.LocalErrors.Add(1)
+	s.pressure.Store(time.Now().UnixNano())
+	s.rateLog("cannot open a pipe: local resources exhausted; copying in user space, accepting paused", zap.Error(err))
+}
+
+func (c *evConn) putPipe(l *loop, d *evDir) {
+	if d.pipe != nil {
+		l.putPipe(d.pipe)
+		d.pipe = nil
+	}
+}
+
+// write moves pending bytes of d on when its destination is writable.
+func (c *evConn) write(l *loop, d *evDir) {
+	var w int
+	var err error
+	if d.pipe != nil {
+		w, err = spliceRetry(d.pipe.r, d.dst.fd, d.pending)
+	} else {
+		w, err = writeRetry(d.dst.fd, d.held[len(d.held)-d.pending:])
+	}
+	switch {
+	case err == unix.EAGAIN:
+		return
+	case err != nil:
+		c.dstFailed(l, d, err)
+		return
+	}
+	c.moved(l, d, w)
+	d.pending -= w
+	if d.pending > 0 {
+		return
+	}
+	c.putPipe(l, d)
+	d.held = d.held[:0]
+	c.setInterest(l)
+	if d.eof {
+		c.passEOF(l, d)
+	}
+}
+
+// moved counts bytes moved and notes activity.
+func (c *evConn) moved(l *loop, d *evDir, n int) {
+	if n > 0 {
+		d.bytes.Add(uint64(n))
+		c.lastActive = l.now()
+	}
+}
+
+// block waits for d's destination to drain before reading more.
+func (c *evConn) block(l *loop, d *evDir) { c.setInterest(l) }
+
+// eof: d's source sent FIN.
+func (c *evConn) eof(l *loop, d *evDir) {
+	d.eof = true
+	c.setInterest(l)
+	if d.pending == 0 {
+		c.passEOF(l, d)
+	}
+}
+
+// passEOF passes a FIN on, or ends the connection when the other
+// direction is done too (closing sends the FIN without a shutdown call).
+func (c *evConn) passEOF(l *loop, d *evDir) {
+	d.done = true
+	other := &c.up
+	if d == &c.up {
+		other = &c.down
+	}
+	if other.done {
+		c.finish(l, false, false)
+		return
+	}
+	if err := unix.Shutdown(d.dst.fd, unix.SHUT_WR); err != nil {
+		c.dstFailed(l, d, err)
+	}
+}
+
+// setInterest asks epoll for what each socket's directions need: read
+// while a direction has nothing pending and no FIN, write while bytes
+// wait. Level-triggered: a socket with unread bytes is reported again.
+func (c *evConn) setInterest(l *loop) {
+	if l.modify(&c.client, interest(&c.up, &c.down)) != nil || l.modify(&c.backend, interest(&c.down, &c.up)) != nil {
+		c.abort(l, true, true)
+	}
+}
+
+// interest is the epoll set of a socket that in reads from and out writes to.
+func interest(in, out *evDir) uint32 {
+	var ev uint32
+	if !in.eof && in.pending == 0 {
+		ev |= unix.EPOLLIN | unix.EPOLLRDHUP
+	}
+	if out.pending > 0 {
+		ev |= unix.EPOLLOUT
+	}
+	return ev
+}
+
+// retire closes a socket finished both ways before the connection ends
+// (nothing left to read from it or send to it).
+func (c *evConn) retire(l *loop, r *reg) {
+	l.forget(r)
+	unix.Close(r.fd)
+	r.fd = -1
+}
+
+// srcFailed: d's source failed (reset); its peer learns by a reset.
+func (c *evConn) srcFailed(l *loop, d *evDir, err error) {
+	c.abort(l, d.src == &c.backend, d.src == &c.client)
+}
+
+// dstFailed: d's destination failed; whoever sent to it learns by a reset.
+func (c *evConn) dstFailed(l *loop, d *evDir, err error) {
+	c.abort(l, d.src == &c.client, d.src == &c.backend)
+}
+
+// failed: a socket reported an error outside any read or write.
+func (c *evConn) failed(l *loop, r *reg) {
+	c.abort(l, r == &c.backend, r == &c.client)
+}
+
+// idleCheck ends a connection that moved no byte for the idle timeout.
+func (c *evConn) idleCheck(l *loop) {
+	if c.state != evOpen {
+		return
+	}
+	quiet := l.now() - c.lastActive
+	if quiet < c.idle {
+		l.after(time.Duration(c.idle-quiet), c, c.gen<<1|timerIdle)
+		return
+	}
+	c.svc.Stats.IdleClosed.Add(1)
+	c.finish(l, false, false)
+}
+
+// abort closes both sockets, with a reset on those asked.
+func (c *evConn) abort(l *loop, resetClient, resetBackend bool) {
+	c.finish(l, resetClient, resetBackend)
+}
+
+// finish closes both sockets (a reset where asked, else a FIN) and does
+// the connection's accounting.
+func (c *evConn) finish(l *loop, resetClient, resetBackend bool) {
+	if c.state == evClosed {
+		return
+	}
+	c.state = evClosed
+	for _, e := range []struct {
+		r     *reg
+		reset bool
+	}{{&c.client, resetClient}, {&c.backend, resetBackend}} {
+		if e.r.fd < 0 {
+			continue
+		}
+		if e.reset {
+			_ = unix.SetsockoptLinger(e.r.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+		}
+		l.forget(e.r)
+		unix.Close(e.r.fd)
+		e.r.fd = -1
+	}
+	for _, d := range []*evDir{&c.up, &c.down} {
+		if d.pipe != nil {
+			l.pool.discard(d.pipe) // it may hold bytes nobody will read
+			d.pipe = nil
+		}
+	}
+	s := c.svc
+	if c.target != nil {
+		s.release(c.target)
+	}
+	if c.tracked {
+		s.untrackEv(l, c)
+	}
+	l.live.Add(-1)
+	s.evConnDone()
+	l.freeConn(c)
+}
+
+// sendProxyHeader writes the PROXY header before any client byte. The
+// socket was just connected, so its send buffer takes the whole header.
+func (c *evConn) sendProxyHeader() error {
+	if c.st.ProxyProtocol == 0 {
+		return nil
+	}
+	h := proxyHeader(c.st.ProxyProtocol, &c.flow)
+	n, err := writeRetry(c.backend.fd, h)
+	if err == nil && n < len(h) {
+		err = errors.New("proxy header: short write")
+	}
+	return err
+}
+
+// readRetry reads, retrying EINTR.
+func readRetry(fd int, p []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, p)
+		if err == unix.EINTR {
+			continue
+		}
+		if n < 0 {
+			n = 0
+		}
+		return n, err
+	}
+}
+
+// writeRetry writes, retrying EINTR.
+func writeRetry(fd int, p []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, p)
+		if err == unix.EINTR {
+			continue
+		}
+		if n < 0 {
+			n = 0
+		}
+		return n, err
+	}
+}
+
+// newBackendSocket opens a non-blocking TCP socket for addr with the
+// options every proxied backend connection has.
+func newBackendSocket(addr netip.AddrPort, keepAlive time.Duration) (int, error) {
+	family := unix.AF_INET
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, err
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	setKeepAliveFD(fd, keepAlive)
+	return fd, nil
+}
+
+// connectNB starts a connect; EINPROGRESS is the expected answer.
+func connectNB(fd int, addr netip.AddrPort) error {
+	var sa unix.Sockaddr
+	if a := addr.Addr(); a.Is4() || a.Is4In6() {
+		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: a.Unmap().As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: a.As16()}
+	}
+	for {
+		err := unix.Connect(fd, sa)
+		switch err {
+		case nil, unix.EINPROGRESS:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return err
+	}
+}
+
+// setKeepAliveFD sets TCP keepalive on a socket (idle 0 = off).
+func setKeepAliveFD(fd int, idle time.Duration) {
+	if idle <= 0 {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0)
+		return
+	}
+	ka := keepAliveConfig(idle)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(ka.Idle/time.Second))
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, int(ka.Interval/time.Second))
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, ka.Count)
+}
+
+// tcpInfoRTT is the kernel's RTT estimate right after connect (SYN to
+// SYN-ACK), or wall when TCP_INFO has none.
+func tcpInfoRTT(fd int, wall time.Duration) time.Duration {
+	info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil || info.Rtt == 0 {
+		return wall
+	}
+	return time.Duration(info.Rtt) * time.Microsecond
+}
+
+// localAddrOf is a socket's local address (port 0 keeps the one the
+// kernel reports; another port replaces it).
+func localAddrOf(fd int, port uint16) netip.AddrPort {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	ap := sockaddrAddrPort(sa)
+	if port != 0 {
+		ap = netip.AddrPortFrom(ap.Addr(), port)
+	}
+	return ap
+}
+
+// sockaddrAddrPort converts a socket address (IPv4-mapped IPv6 becomes IPv4).
+func sockaddrAddrPort(sa unix.Sockaddr) netip.AddrPort {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	}
+	return netip.AddrPort{}
+}

@@ -1,0 +1,405 @@
+// Event loops: one locked OS thread per loop with its own epoll set, the
+// data plane's scheduler for TCP connections (see evconn.go).
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Loops is a set of event loops, one per core by default. Each loop owns
+// the connections it accepted end to end: their sockets, pipes and timers
+// are touched by its thread only, so the per-connection path takes no lock
+// and wakes no goroutine. Other goroutines (reloads, drains, status) reach
+// a loop by posting it a task.
+type Loops struct {
+	loops []*loop
+	wg    sync.WaitGroup
+}
+
+// NewLoops starts n event loops (n <= 0: one per GOMAXPROCS).
+func NewLoops(n int, pipes *PipePool) (*Loops, error) {
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	ls := &Loops{}
+	for i := range n {
+		l, err := newLoop(i, pipes)
+		if err != nil {
+			ls.Close()
+			return nil, err
+		}
+		ls.loops = append(ls.loops, l)
+		ls.wg.Add(1)
+		go func() { defer ls.wg.Done(); l.run() }()
+	}
+	return ls, nil
+}
+
+// Len returns the number of loops.
+func (ls *Loops) Len() int { return len(ls.loops) }
+
+// Conns returns the connections each loop owns now (all services).
+func (ls *Loops) Conns() []int64 {
+	out := make([]int64, len(ls.loops))
+	for i, l := range ls.loops {
+		out[i] = l.live.Load()
+	}
+	return out
+}
+
+// Close stops the loops (after the services on them closed) and waits.
+func (ls *Loops) Close() {
+	for _, l := range ls.loops {
+		l.post(func() { l.stopping = true })
+	}
+	ls.wg.Wait()
+	for _, l := range ls.loops {
+		l.release()
+	}
+}
+
+// each runs fn on every loop and waits until all have run it.
+func (ls *Loops) each(fn func(l *loop)) {
+	var wg sync.WaitGroup
+	for _, l := range ls.loops {
+		wg.Add(1)
+		l.post(func() { defer wg.Done(); fn(l) })
+	}
+	wg.Wait()
+}
+
+// handler receives a registered descriptor's events on its loop.
+type handler interface {
+	onEvent(l *loop, events uint32)
+}
+
+// timed receives a timer on its loop. gen is the value it gave when it
+// armed the timer; a timed that re-armed since ignores older ones.
+type timed interface {
+	onTimer(l *loop, gen uint32)
+}
+
+// loop is one event loop.
+type loop struct {
+	id     int
+	epfd   int
+	wakefd int // eventfd: another goroutine posted a task
+	base   time.Time
+
+	// Owned by the loop's thread.
+	handlers  []handler // by slot; nil = free
+	gens      []uint32  // by slot: bumped when the slot is freed
+	free      []int32   // free slots
+	timers    timerHeap
+	events    [128]unix.EpollEvent
+	buf       []byte  // copy-mode bounce buffer, shared by the loop's connections
+	pipes     []*pipe // a small local free list before the shared pool
+	pool      *PipePool
+	shard     int
+	conns     map[*evConn]struct{}
+	freeConns []*evConn
+	gen       uint32
+	stopping  bool
+
+	mu     sync.Mutex // guards tasks and inbox
+	tasks  []func()
+	inbox  []handoff    // connections other loops accepted for this one
+	inbox2 []handoff    // the inbox being worked through (reused, so that a handoff allocates nothing)
+	woken  atomic.Bool  // a wake is pending: posters need not write the eventfd again
+	asleep atomic.Bool  // in epoll_wait: free to take a connection
+	live   atomic.Int64 // connections owned: connecting or proxying
+}
+
+func newLoop(id int, pipes *PipePool) (*loop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	wakefd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	l := &loop{id: id, epfd: epfd, wakefd: wakefd, base: time.Now(), buf: make([]byte, copyChunk),
+		pool: pipes, shard: pipes.nextShard(), conns: map[*evConn]struct{}{}}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -1}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &ev); err != nil {
+		l.release()
+		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
+	}
+	return l, nil
+}
+
+func (l *loop) release() {
+	for _, h := range l.inbox { // handed over as the loops stopped: nobody will serve them
+		unix.Close(h.fd)
+	}
+	l.inbox = nil
+	for _, p := range l.pipes {
+		l.pool.put(l.shard, p)
+	}
+	l.pipes = nil
+	unix.Close(l.wakefd)
+	unix.Close(l.epfd)
+}
+
+// now is the loop's monotonic clock in nanoseconds.
+func (l *loop) now() int64 { return int64(time.Since(l.base)) }
+
+// post runs fn on the loop's thread soon.
+func (l *loop) post(fn func()) {
+	l.mu.Lock()
+	l.tasks = append(l.tasks, fn)
+	l.mu.Unlock()
+	l.wake()
+}
+
+// run is the loop: wait for events and timers, dispatch, run tasks.
+func (l *loop) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for !l.stopping {
+		l.asleep.Store(true)
+		n, err := unix.EpollWait(l.epfd, l.events[:], l.timeout())
+		l.asleep.Store(false)
+		if err != nil && err != unix.EINTR {
+			panic(fmt.Sprintf("proxy: epoll_wait: %v", err)) // a bad epoll fd: nothing can go on
+		}
+		for i := 0; i < n; i++ {
+			l.dispatch(&l.events[i])
+		}
+		l.fireTimers()
+		l.runTasks()
+	}
+}
+
+// timeout is how long epoll_wait may sleep: until the next timer.
+func (l *loop) timeout() int {
+	if len(l.timers) == 0 {
+		return -1
+	}
+	d := l.timers[0].at - l.now()
+	if d <= 0 {
+		return 0
+	}
+	return int((d + int64(time.Millisecond) - 1) / int64(time.Millisecond))
+}
+
+func (l *loop) dispatch(ev *unix.EpollEvent) {
+	slot := ev.Fd
+	if slot < 0 {
+		var b [8]byte
+		_, _ = unix.Read(l.wakefd, b[:])
+		return
+	}
+	if int(slot) >= len(l.handlers) || l.gens[slot] != uint32(ev.Pad) || l.handlers[slot] == nil {
+		return // the descriptor was closed earlier in this batch
+	}
+	l.handlers[slot].onEvent(l, ev.Events)
+}
+
+// handOff gives the loop a connection another loop accepted.
+func (l *loop) handOff(h handoff) {
+	l.mu.Lock()
+	l.inbox = append(l.inbox, h)
+	l.mu.Unlock()
+	l.wake()
+}
+
+func (l *loop) wake() {
+	if !l.woken.Swap(true) {
+		one := [8]byte{1}
+		_, _ = unix.Write(l.wakefd, one[:])
+	}
+}
+
+func (l *loop) runTasks() {
+	l.woken.Store(false)
+	l.mu.Lock()
+	tasks := l.tasks
+	l.tasks = nil
+	in := l.inbox
+	l.inbox = l.inbox2[:0]
+	l.mu.Unlock()
+	for i, h := range in {
+		h.s.startConn(l, h.fd, h.src)
+		in[i] = handoff{}
+	}
+	l.inbox2 = in
+	for _, t := range tasks {
+		t()
+	}
+}
+
+// reg is a descriptor registered with a loop.
+type reg struct {
+	fd     int
+	slot   int32
+	events uint32 // the interest set in force
+	parked bool   // out of the epoll set until its interest is set again
+}
+
+// add registers fd with events for h.
+func (l *loop) add(fd int, events uint32, h handler) (reg, error) {
+	var slot int32
+	if n := len(l.free); n > 0 {
+		slot, l.free = l.free[n-1], l.free[:n-1]
+	} else {
+		slot = int32(len(l.handlers))
+		l.handlers = append(l.handlers, nil)
+		l.gens = append(l.gens, 0)
+	}
+	ev := unix.EpollEvent{Events: events, Fd: slot, Pad: int32(l.gens[slot])}
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		l.free = append(l.free, slot)
+		return reg{}, err
+	}
+	l.handlers[slot] = h
+	return reg{fd: fd, slot: slot, events: events}, nil
+}
+
+// modify changes r's interest set when it differs.
+func (l *loop) modify(r *reg, events uint32) error {
+	if r.events == events || r.slot < 0 {
+		return nil
+	}
+	op := unix.EPOLL_CTL_MOD
+	if r.parked {
+		op = unix.EPOLL_CTL_ADD
+	}
+	ev := unix.EpollEvent{Events: events, Fd: r.slot, Pad: int32(l.gens[r.slot])}
+	if err := unix.EpollCtl(l.epfd, op, r.fd, &ev); err != nil {
+		return err
+	}
+	r.events, r.parked = events, false
+	return nil
+}
+
+// park takes a descriptor with an empty interest set out of the epoll set
+// (keeping its slot): epoll reports a hang-up whatever the interest, so a
+// shut socket that must wait would otherwise wake the loop again and
+// again. modify puts it back.
+func (l *loop) park(r *reg) {
+	if r.slot < 0 || r.parked {
+		return
+	}
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, r.fd, nil)
+	r.parked = true
+}
+
+// forget frees r's slot; closing the descriptor takes it out of the epoll
+// set (withdraw does that for a descriptor that stays open).
+func (l *loop) forget(r *reg) {
+	if r.slot < 0 {
+		return
+	}
+	l.handlers[r.slot] = nil
+	l.gens[r.slot]++
+	l.free = append(l.free, r.slot)
+	r.slot = -1
+}
+
+// withdraw takes an open descriptor out of the epoll set and frees its slot.
+func (l *loop) withdraw(r *reg) {
+	if r.slot < 0 {
+		return
+	}
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, r.fd, nil)
+	l.forget(r)
+}
+
+// after arms a timer for t in d.
+func (l *loop) after(d time.Duration, t timed, gen uint32) {
+	l.timers.push(timerEntry{at: l.now() + int64(d), t: t, gen: gen})
+}
+
+func (l *loop) fireTimers() {
+	now := l.now()
+	for len(l.timers) > 0 && l.timers[0].at <= now {
+		e := l.timers.pop()
+		e.t.onTimer(l, e.gen)
+	}
+}
+
+// getPipe lends a pipe: from the loop's own list, else the shared pool.
+func (l *loop) getPipe() (*pipe, error) {
+	if n := len(l.pipes); n > 0 {
+		p := l.pipes[n-1]
+		l.pipes = l.pipes[:n-1]
+		l.pool.lent.Add(1)
+		return p, nil
+	}
+	return l.pool.get(l.shard)
+}
+
+// putPipe takes back an empty pipe.
+func (l *loop) putPipe(p *pipe) {
+	if len(l.pipes) < loopPipes && !l.pool.overMax() {
+		l.pool.lent.Add(-1)
+		l.pipes = append(l.pipes, p)
+		return
+	}
+	l.pool.put(l.shard, p)
+}
+
+// loopPipes is how many empty pipes a loop keeps for itself.
+const loopPipes = 8
+
+// timerEntry is one armed timer.
+type timerEntry struct {
+	at  int64
+	t   timed
+	gen uint32
+}
+
+// timerHeap is a binary min-heap of timers by deadline (typed, so that
+// arming a timer does not box an interface value).
+type timerHeap []timerEntry
+
+func (h *timerHeap) push(e timerEntry) {
+	*h = append(*h, e)
+	t := *h
+	for i := len(t) - 1; i > 0; {
+		up := (i - 1) / 2
+		if t[up].at <= t[i].at {
+			break
+		}
+		t[up], t[i] = t[i], t[up]
+		i = up
+	}
+}
+
+func (h *timerHeap) pop() timerEntry {
+	t := *h
+	e := t[0]
+	last := len(t) - 1
+	t[0] = t[last]
+	t[last] = timerEntry{}
+	t = t[:last]
+	for i := 0; ; {
+		small, l, r := i, 2*i+1, 2*i+2
+		if l < len(t) && t[l].at < t[small].at {
+			small = l
+		}
+		if r < len(t) && t[r].at < t[small].at {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		t[i], t[small] = t[small], t[i]
+		i = small
+	}
+	*h = t
+	return e
+}
+
+// errLoopsClosed: the loops were stopped.
+var errLoopsClosed = errors.New("event loops closed")

@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"net"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+)
+
+// newLoopsForTest starts n loops, closed when the test ends (after the
+// services on them: cleanups run last registered first).
+func newLoopsForTest(t *testing.T, n int, pipes *PipePool) *Loops {
+	t.Helper()
+	ls, err := NewLoops(n, pipes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	return ls
+}
+
+// block holds loop l busy (as a saturated loop is) until the returned
+// function is called.
+func block(t *testing.T, l *loop) (release func()) {
+	t.Helper()
+	held, free := make(chan struct{}), make(chan struct{})
+	l.post(func() { close(held); <-free })
+	<-held
+	released := false
+	release = func() {
+		if !released {
+			released = true
+			close(free)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// echoOnce sends msg and expects it back within a second.
+func echoOnce(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+		t.Fatalf("echo %q: got %q, %v", msg, got, err)
+	}
+}
+
+// TestSaturatedLoopDoesNotStarveAccepts: while one loop is held busy, new
+// connections are accepted and served by the other, which takes them all
+// (none is handed to the busy loop, however many the free one holds).
+func TestSaturatedLoopDoesNotStarveAccepts(t *testing.T) {
+	pipes := NewPipePool(0)
+	loops := newLoopsForTest(t, 2, pipes)
+	ts := newServiceOn(t, pipes, loops, Settings{}, startServer(t, echoHandler))
+	release := block(t, loops.loops[0]) // the loop the listener wakes first
+	const n = 3 * handoffSlack
+	for i := range n {
+		echoOnce(t, ts.dial(t), string(rune('a'+i)))
+	}
+	if got := loops.loops[1].live.Load(); got != n {
+		t.Fatalf("the free loop holds %d connections, want %d", got, n)
+	}
+	release()
+	echoOnce(t, ts.dial(t), "after")
+}
+
+// TestIdleConnectionsSpreadOverLoops: long-lived connections opened one
+// by one (light load: the first loop is always the one woken) end up on
+// every loop, within handoffSlack of each other.
+func TestIdleConnectionsSpreadOverLoops(t *testing.T) {
+	pipes := NewPipePool(0)
+	loops := newLoopsForTest(t, 3, pipes)
+	ts := newServiceOn(t, pipes, loops, Settings{}, startServer(t, echoHandler))
+	const n = 60
+	for i := range n {
+		echoOnce(t, ts.dial(t), string(rune('A'+i%26)))
+	}
+	counts := loops.Conns()
+	lo, hi := counts[0], counts[0]
+	for _, c := range counts {
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	if hi-lo > handoffSlack+1 {
+		t.Fatalf("connections per loop %v: spread wider than %d", counts, handoffSlack+1)
+	}
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestStalledClientCostsNothing: the backend sends to a client that does
+// not read for a while. l4lb stops reading from the backend (the bytes
+// wait in kernel buffers: its heap stays flat) and its loop sleeps, also
+// once the backend has closed (a socket shut both ways reports a hang-up
+// on every epoll_wait unless it is parked). Then the client reads every
+// byte, in order.
+func TestStalledClientCostsNothing(t *testing.T) {
+	// 64 MiB: more than every buffer on the way, so the backend is still
+	// sending. 128 KiB: fits in l4lb's buffers behind small ones towards
+	// the client, so the backend finishes and closes while l4lb holds
+	// bytes.
+	for _, tc := range []struct {
+		name string
+		size int64
+	}{{"backend still sending", 64 << 20}, {"backend closed", 128 << 10}} {
+		t.Run(tc.name, func(t *testing.T) { stalledClient(t, tc.size) })
+	}
+}
+
+func stalledClient(t *testing.T, size int64) {
+	sent, closed := make(chan [32]byte, 1), make(chan struct{})
+	addr := startServer(t, func(c *net.TCPConn) {
+		sent <- sendRandom(c, size)
+		c.Close()
+		close(closed)
+	})
+	pipes := NewPipePool(0)
+	ts := newServiceOn(t, pipes, newLoopsForTest(t, 1, pipes), Settings{}, addr)
+	// Small buffers towards the client (accepted sockets inherit the
+	// listener's), so that l4lb, not the kernel, holds what waits.
+	small := func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+	}
+	lrc, err := ts.ln.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lrc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096) })
+	d := net.Dialer{Control: small}
+	conn, err := d.Dial("tcp4", ts.addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := conn.(*net.TCPConn)
+	defer c.Close()
+	c.CloseWrite() // passed on: once the backend closes, its socket is shut both ways
+	b := ts.backends[0]
+	testutil.Eventually(t, 5*time.Second, "forwarding stalls", func() bool {
+		before := b.Stats.BytesOut.Load()
+		time.Sleep(100 * time.Millisecond)
+		return b.Stats.BytesOut.Load() == before && before > 0
+	})
+	if size < 1<<20 {
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the backend could not send everything: the test needs larger buffers")
+		}
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heap := ms.HeapInuse
+	cpu := cpuTime(t)
+	time.Sleep(time.Second)
+	if used := cpuTime(t) - cpu; used > 200*time.Millisecond {
+		t.Fatalf("%v of CPU used in a second while the connection waited", used)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	if grown := int64(ms.HeapInuse) - int64(heap); grown > 4<<20 {
+		t.Fatalf("heap grew %d bytes while the client did not read", grown)
+	}
+	if moved := b.Stats.BytesOut.Load(); moved >= uint64(size) {
+		t.Fatalf("%d bytes forwarded to a client that read nothing", moved)
+	}
+	h := sha256.New()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(h, c)
+	if err != nil || n != size {
+		t.Fatalf("client read %d bytes, %v", n, err)
+	}
+	if got, want := h.Sum(nil), <-sent; !bytes.Equal(got, want[:]) {
+		t.Fatal("the bytes differ")
+	}
+}
