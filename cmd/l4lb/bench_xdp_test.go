@@ -48,11 +48,7 @@ import (
 
 // benchBinary is l4lb built without the race detector, for measurements.
 var benchBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "l4lb-bench-bin")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "l4lb")
+	bin := filepath.Join(binDir, "l4lb")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v: %s", err, out)
 	}

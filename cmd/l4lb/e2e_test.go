@@ -20,14 +20,29 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
+// binDir holds the binaries the tests build; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "l4lb-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // buildBinary compiles l4lb once per test process, with the race
 // detector: the daemon under test runs with it too. A race-enabled
 // process sleeps a second at exit by default (so that other threads can
 // report); every l4lb this test process starts inherits GORACE without
 // that sleep, or each `l4lb status` would take a second.
 var buildBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "l4lb-e2e-bin")
-	if err != nil {
+	dir := filepath.Join(binDir, "race")
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "l4lb")

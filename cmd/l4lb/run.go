@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -85,7 +86,9 @@ func (d *daemon) start(cfg *config.Config) error {
 	}
 	maxConns := proxy.BudgetForFiles(nofile)
 	d.log.Info("connection limit from the open file limit", zap.Uint64("nofile", nofile), zap.Int("max_connections", maxConns))
-	d.rt = reconcile.New(d.log.Named("runtime"), reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: cfg.Global.Workers})
+	workers := eventLoops(cfg.Global.Workers)
+	d.log.Info("event loops", zap.Int("workers", workers), zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
+	d.rt = reconcile.New(d.log.Named("runtime"), reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: workers})
 	if err := d.rt.Apply(cfg); err != nil {
 		return err
 	}
@@ -202,6 +205,23 @@ func (d *daemon) status() reconcile.Status {
 		PID: os.Getpid(), Started: d.started, UptimeSeconds: time.Since(d.started).Seconds(), LastReload: last,
 	}
 	return st
+}
+
+// eventLoops returns how many event loops to run (workers, or one per
+// CPU the process may use) and makes room for them in the Go scheduler:
+// each loop keeps a P (a Go scheduler slot) nearly all the time, so the
+// process gets one more for everything else (health checks, the admin
+// API, reloads). Without it a loop blocked in epoll_wait has its P taken
+// away as soon as any other goroutine wants to run, and the runtime's
+// monitor thread polls at its fastest rate to do so.
+func eventLoops(workers int) int {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if runtime.GOMAXPROCS(0) < workers+1 {
+		runtime.GOMAXPROCS(workers + 1)
+	}
+	return workers
 }
 
 func restartOnly(oldCfg, curCfg *config.Config) []string {

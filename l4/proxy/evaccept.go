@@ -266,8 +266,8 @@ func (s *TCPService) drainLoops(ctx context.Context) int {
 	return n
 }
 
-// newEvService prepares the event-loop side of s: a dup of the
-// listener's descriptor that the loops accept on.
+// newEvService prepares the event-loop side of s: it takes the
+// listener's socket over (a dup of its descriptor; the original closes).
 func newEvService(s *TCPService, loops *Loops) (*evService, error) {
 	raw, err := s.ln.SyscallConn()
 	if err != nil {
@@ -282,6 +282,10 @@ func newEvService(s *TCPService, loops *Loops) (*evService, error) {
 		return nil, fmt.Errorf("dup listener: %w", derr)
 	}
 	unix.CloseOnExec(fd)
+	// The loops own the socket through the dup. Go's netpoller must not
+	// watch it as well: it would wake a runtime thread for every new
+	// connection, for nobody.
+	_ = s.ln.Close()
 	n := loops.Len()
 	e := &evService{loops: loops, fd: fd, regs: make([]reg, n), pause: make([]int64, n), back: make([]time.Duration, n)}
 	for i := range e.regs {

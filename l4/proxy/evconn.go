@@ -26,8 +26,9 @@ import (
 const (
 	copyChunk = 64 << 10
 	spliceMin = 16 << 10
-	// spliceRounds bounds the chunks one readiness event moves, so that
-	// one busy connection cannot hold its loop.
+	// spliceRounds bounds the chunks a direction moves in one turn, so
+	// that one busy connection cannot hold its loop; a connection with
+	// more to move takes another turn after the loop's other events.
 	spliceRounds = 8
 )
 
@@ -38,6 +39,21 @@ const (
 	evClosed
 )
 
+// sockEvents is what both of a connection's sockets are registered for,
+// once, edge-triggered: readiness is remembered in sock and consumed by
+// reads and writes, so that the interest set never changes (no
+// epoll_ctl after the registration) and a hang-up cannot wake the loop
+// twice.
+const sockEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+
+// sock is one of a connection's sockets and its remembered readiness.
+type sock struct {
+	reg
+	readable bool // data or a FIN may wait: read until a short read or EAGAIN
+	writable bool // the send buffer had room at the last try
+	rdhup    bool // the peer's FIN arrived: a short read means EOF is next
+}
+
 // evConn is one client connection proxied to one backend, owned by the
 // loop that accepted it.
 type evConn struct {
@@ -47,12 +63,13 @@ type evConn struct {
 	aff  *conntrack.Affinity
 	flow l4.Flow
 
-	client, backend reg
+	client, backend sock
 	cEnd, bEnd      evEnd
 	target          *l4.Backend
 	tried           balance.Tried
 	attempts        int
 	state           uint8
+	queued          bool   // on the loop's again list
 	gen             uint32 // this connection's timers carry it; a reused struct gets a new one
 	dialAt          int64  // loop clock at the last connect()
 	localUntil      int64  // retrying a local resource failure until then
@@ -73,7 +90,7 @@ func (e *evEnd) onEvent(l *loop, events uint32) { e.c.onEvent(l, e.backend, even
 
 // evDir is one direction of an open connection.
 type evDir struct {
-	src, dst *reg
+	src, dst *sock
 	pipe     *pipe  // holds pending bytes (or is lent for the splice in flight)
 	held     []byte // pending bytes when no pipe could be had
 	pending  int    // bytes read from src not yet written to dst
@@ -93,18 +110,25 @@ const (
 func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 	c := l.newConn()
 	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), gen: c.gen}
-	c.client = reg{fd: fd, slot: -1}
-	c.backend = reg{fd: -1, slot: -1}
+	c.backend.reg = reg{fd: -1, slot: -1}
 	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
 	c.flow = l4.Flow{Src: src, Dst: s.key.Addr, Proto: l4.TCP}
 	if s.wildcard {
 		c.flow.Dst = localAddrOf(fd, s.key.Addr.Port())
 	}
 	if c.st.KeepAlive != s.listenKeepAlive {
-		setKeepAliveFD(fd, c.st.KeepAlive) // changed by a reload since the listener opened
+		setKeepAliveFD(fd, c.st.KeepAlive, true) // changed by a reload since the listener opened
 	}
 	s.Stats.Active.Add(1)
 	l.live.Add(1)
+	r, err := l.add(fd, sockEvents, &c.cEnd)
+	if err != nil {
+		unix.Close(fd)
+		c.client.reg = reg{fd: -1, slot: -1}
+		c.localFailure(l, err)
+		return
+	}
+	c.client.reg = r
 	c.dial(l)
 }
 
@@ -159,13 +183,13 @@ func (c *evConn) connectTo(l *loop, b *l4.Backend) {
 		c.connectFailed(l, err)
 		return
 	}
-	c.backend = reg{fd: fd, slot: -1}
-	if c.backend, err = l.add(fd, unix.EPOLLOUT, &c.bEnd); err != nil {
+	r, err := l.add(fd, sockEvents, &c.bEnd)
+	if err != nil {
 		unix.Close(fd)
-		c.backend = reg{fd: -1, slot: -1}
 		c.localFailure(l, err)
 		return
 	}
+	c.backend = sock{reg: r}
 	c.dialAt = l.now()
 	l.after(c.st.ConnectTimeout, c, c.gen<<1|timerConnect)
 }
@@ -182,9 +206,11 @@ func (c *evConn) localFailure(l *loop, err error) {
 	if c.localUntil == 0 {
 		c.localUntil, c.localPause = now+int64(c.st.ConnectTimeout), 10*time.Millisecond
 	}
-	if now+int64(c.localPause) > c.localUntil {
-		s.release(c.target)
-		c.target = nil
+	if c.client.fd < 0 || now+int64(c.localPause) > c.localUntil {
+		if c.target != nil {
+			s.release(c.target)
+			c.target = nil
+		}
 		c.noBackend(l, err) // every other backend would fail the same way
 		return
 	}
@@ -217,13 +243,16 @@ func (c *evConn) onTimer(l *loop, gen uint32) {
 
 var errConnectTimeout = errors.New("connect timeout")
 
+// errClosedDuringConnect: the backend hung up before the connect finished.
+var errClosedDuringConnect = errors.New("connection closed while connecting")
+
 // connectFailed counts a failed connect and tries the next backend.
 func (c *evConn) connectFailed(l *loop, err error) {
 	s, b := c.svc, c.target
 	if c.backend.fd >= 0 {
-		l.forget(&c.backend)
+		l.forget(&c.backend.reg)
 		unix.Close(c.backend.fd)
-		c.backend = reg{fd: -1, slot: -1}
+		c.backend = sock{reg: reg{fd: -1, slot: -1}}
 	}
 	if !localFailure(err) {
 		b.Stats.ConnectFails.Add(1)
@@ -244,20 +273,33 @@ func (c *evConn) noBackend(l *loop, err error) {
 	s := c.svc
 	s.Stats.NoBackend.Add(1)
 	s.rateLog("no usable backend for VIP: client reset", zap.Stringer("client", c.flow.Src), zap.Error(err))
-	_ = unix.SetsockoptLinger(c.client.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
-	unix.Close(c.client.fd)
+	if c.client.fd >= 0 {
+		_ = unix.SetsockoptLinger(c.client.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+		l.forget(&c.client.reg)
+		unix.Close(c.client.fd)
+	}
 	c.state = evClosed
 	l.live.Add(-1)
 	s.evConnDone()
 	l.freeConn(c)
 }
 
-// connected finishes a connect: the backend answered.
-func (c *evConn) connected(l *loop) {
+// connected finishes a connect: the backend answered (events is what
+// epoll reported; writable without an error means success, and costs no
+// getsockopt).
+func (c *evConn) connected(l *loop, events uint32) {
 	s, b := c.svc, c.target
-	soerr, err := unix.GetsockoptInt(c.backend.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-	if err == nil && soerr != 0 {
-		err = unix.Errno(soerr)
+	var err error
+	if events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		soerr, gerr := unix.GetsockoptInt(c.backend.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		switch {
+		case gerr != nil:
+			err = gerr
+		case soerr != 0:
+			err = unix.Errno(soerr)
+		default:
+			err = errClosedDuringConnect
+		}
 	}
 	if err == nil && s.self.covers(l4.TCP, b.Addr) && s.self.loops(l4.TCP, localAddrOf(c.backend.fd, 0), b.Addr) {
 		_ = unix.SetsockoptLinger(c.backend.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
@@ -291,15 +333,6 @@ func (c *evConn) open(l *loop) {
 	c.state = evOpen
 	c.up = evDir{src: &c.client, dst: &c.backend, bytes: &c.target.Stats.BytesIn}
 	c.down = evDir{src: &c.backend, dst: &c.client, bytes: &c.target.Stats.BytesOut}
-	var err error
-	if c.client, err = l.add(c.client.fd, unix.EPOLLIN|unix.EPOLLRDHUP, &c.cEnd); err != nil {
-		c.abort(l, true, true)
-		return
-	}
-	if err = l.modify(&c.backend, unix.EPOLLIN|unix.EPOLLRDHUP); err != nil {
-		c.abort(l, true, true)
-		return
-	}
 	if !s.trackEv(l, c) {
 		c.abort(l, true, true) // the service is shutting down
 		return
@@ -309,106 +342,138 @@ func (c *evConn) open(l *loop) {
 		c.idle = int64(c.st.IdleTimeout)
 		l.after(c.st.IdleTimeout, c, c.gen<<1|timerIdle)
 	}
+	c.pump(l) // the client may have sent already, a server-speaks-first backend too
 }
 
-// onEvent handles readiness of the client (backend = false) or backend
-// socket.
+// onEvent notes the readiness of the client (backend = false) or backend
+// socket and moves what it allows.
 func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
-	if c.state == evConnecting {
-		if backend {
-			c.connected(l)
-		}
-		return
-	}
-	if c.state != evOpen {
-		return
-	}
-	in, out := &c.up, &c.down // the direction reading this socket, the one writing it
+	sk := &c.client
 	if backend {
-		in, out = &c.down, &c.up
+		sk = &c.backend
 	}
-	if events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 && out.pending > 0 {
-		c.write(l, out)
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		sk.readable = true
 	}
-	if c.state == evOpen && events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLERR|unix.EPOLLHUP) != 0 && !in.eof && in.pending == 0 {
-		c.read(l, in)
+	if events&unix.EPOLLRDHUP != 0 {
+		sk.rdhup = true
 	}
-	if c.state == evOpen && events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-		// epoll reports an error or hang-up whatever the interest set,
-		// so a socket left with one would spin the loop. An error is a
-		// reset. A hang-up without one means the socket is shut both
-		// ways (its FIN arrived, ours was sent), a normal end.
-		switch {
-		case events&unix.EPOLLERR != 0:
-			c.failed(l, in.src)
-		case in.src.events != 0:
-			// Still read or written: the next event makes progress.
-		case in.eof && out.done:
-			c.retire(l, in.src)
-		default:
-			// Shut both ways but its last bytes wait for the other
-			// socket to drain: stop watching it until they can move.
-			l.park(in.src)
+	if events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		sk.writable = true
+	}
+	switch c.state {
+	case evConnecting:
+		if backend {
+			if events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+				c.connected(l, events)
+			}
+		} else if events&unix.EPOLLERR != 0 {
+			c.abort(l, false, true) // the client reset before its backend answered
 		}
+	case evOpen:
+		if events&unix.EPOLLERR != 0 {
+			c.failed(l, &sk.reg) // a reset: the other side learns by one too
+			return
+		}
+		c.pump(l)
 	}
 }
 
-// read moves chunks from d's source to its destination until the source
-// is empty, the destination is full, or spliceRounds chunks moved.
-func (c *evConn) read(l *loop, d *evDir) {
+// pump moves what the sockets' readiness allows, both ways. A connection
+// that used its turn with more to move goes on the loop's again list.
+func (c *evConn) pump(l *loop) {
+	more := c.move(l, &c.up)
+	if c.state == evOpen && c.move(l, &c.down) {
+		more = true
+	}
+	if more && c.state == evOpen && !c.queued {
+		c.queued = true
+		l.again = append(l.again, againEntry{c: c, gen: c.gen})
+	}
+}
+
+// move moves d's bytes until its source is drained, its destination is
+// full or the turn is used up (then it returns true).
+func (c *evConn) move(l *loop, d *evDir) bool {
 	for range spliceRounds {
-		var n, w int
+		if d.pending > 0 {
+			if !d.dst.writable || !c.flush(l, d) {
+				return false
+			}
+		}
+		if d.eof || !d.src.readable {
+			return false
+		}
+		var n int
 		var err error
-		var werr bool
+		var dstErr bool
 		if d.splice {
-			n, w, err, werr = c.spliceChunk(l, d)
+			n, err, dstErr = c.spliceChunk(l, d)
 		} else {
-			n, w, err, werr = c.copyChunk(l, d)
+			n, err, dstErr = c.copyChunk(l, d)
 		}
 		switch {
 		case err == unix.EAGAIN:
-			return
-		case err != nil && werr:
+			d.src.readable = false
+			return false
+		case err != nil && dstErr:
 			c.dstFailed(l, d, err)
-			return
+			return false
 		case err != nil:
 			c.srcFailed(l, d, err)
-			return
+			return false
 		case n == 0:
 			c.eof(l, d)
-			return
+			return false
 		}
-		c.moved(l, d, w)
-		if d.pending > 0 {
-			c.block(l, d)
-			return
+		if d.splice {
+			if n < spliceMin {
+				d.splice = false // a trickle: copy from now on
+			}
+			continue // a short splice may be the pipe's limit, not the source's: read again
 		}
-		if n < copyChunk && !d.splice || d.splice && n < spliceMin {
-			d.splice = false
-			return // the source is (most likely) empty: level-triggered epoll says if not
+		if n < copyChunk {
+			// The socket held less than asked: drained. New bytes bring a
+			// new edge; after the peer's FIN, EOF is all that is left.
+			if d.src.rdhup {
+				if d.pending == 0 {
+					c.eof(l, d)
+				} else {
+					d.eof = true // passed on once the pending bytes are
+				}
+				return false
+			}
+			d.src.readable = false
+			return false
 		}
-		d.splice = true
+		d.splice = true // a full buffer: bulk
 	}
+	return true
 }
 
 // copyChunk reads a chunk into the loop's buffer and writes it on; what
 // the destination does not take waits in a pipe.
-func (c *evConn) copyChunk(l *loop, d *evDir) (n, w int, err error, dstErr bool) {
+func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 	n, err = readRetry(d.src.fd, l.buf)
 	if err != nil || n == 0 {
-		return n, 0, err, false
+		return n, err, false
 	}
-	w, err = writeRetry(d.dst.fd, l.buf[:n])
-	if err == unix.EAGAIN {
-		w, err = 0, nil
+	w := 0
+	if d.dst.writable {
+		w, err = writeRetry(d.dst.fd, l.buf[:n])
+		if err == unix.EAGAIN {
+			w, err = 0, nil
+		}
+		if err != nil {
+			return n, err, true
+		}
 	}
-	if err != nil {
-		return n, w, err, true
-	}
+	c.moved(l, d, w)
 	if w < n {
+		d.dst.writable = false
 		c.hold(l, d, l.buf[w:n])
 	}
-	return n, w, nil, false
+	return n, nil, false
 }
 
 // hold keeps bytes the destination did not take: in a pipe, or (when no
@@ -436,7 +501,7 @@ func (c *evConn) hold(l *loop, d *evDir, rest []byte) {
 
 // spliceChunk splices a chunk into the direction's pipe and on to the
 // destination.
-func (c *evConn) spliceChunk(l *loop, d *evDir) (n, w int, err error, dstErr bool) {
+func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 	if d.pipe == nil {
 		p, perr := l.getPipe()
 		if perr != nil {
@@ -449,20 +514,26 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n, w int, err error, dstErr boo
 	n, err = spliceRetry(d.src.fd, d.pipe.w, l.pool.size)
 	if err != nil || n == 0 {
 		c.putPipe(l, d)
-		return n, 0, err, false
+		return n, err, false
 	}
-	w, err = spliceRetry(d.pipe.r, d.dst.fd, n)
-	if err == unix.EAGAIN {
-		w, err = 0, nil
+	w := 0
+	if d.dst.writable {
+		w, err = spliceRetry(d.pipe.r, d.dst.fd, n)
+		if err == unix.EAGAIN {
+			w, err = 0, nil
+		}
+		if err != nil {
+			return n, err, true
+		}
 	}
-	if err != nil {
-		return n, w, err, true
-	}
+	c.moved(l, d, w)
 	d.pending = n - w
 	if d.pending == 0 {
 		c.putPipe(l, d)
+	} else {
+		d.dst.writable = false
 	}
-	return n, w, nil, false
+	return n, nil, false
 }
 
 // noPipe counts a chunk that goes through user space for want of a pipe.
@@ -485,8 +556,9 @@ func (c *evConn) putPipe(l *loop, d *evDir) {
 	}
 }
 
-// write moves pending bytes of d on when its destination is writable.
-func (c *evConn) write(l *loop, d *evDir) {
+// flush writes d's pending bytes on; it returns true once none are left
+// (and the connection is still open).
+func (c *evConn) flush(l *loop, d *evDir) bool {
 	var w int
 	var err error
 	if d.pipe != nil {
@@ -496,22 +568,25 @@ func (c *evConn) write(l *loop, d *evDir) {
 	}
 	switch {
 	case err == unix.EAGAIN:
-		return
+		d.dst.writable = false
+		return false
 	case err != nil:
 		c.dstFailed(l, d, err)
-		return
+		return false
 	}
 	c.moved(l, d, w)
 	d.pending -= w
 	if d.pending > 0 {
-		return
+		d.dst.writable = false
+		return false
 	}
 	c.putPipe(l, d)
 	d.held = d.held[:0]
-	c.setInterest(l)
 	if d.eof {
 		c.passEOF(l, d)
+		return false
 	}
+	return true
 }
 
 // moved counts bytes moved and notes activity.
@@ -522,13 +597,9 @@ func (c *evConn) moved(l *loop, d *evDir, n int) {
 	}
 }
 
-// block waits for d's destination to drain before reading more.
-func (c *evConn) block(l *loop, d *evDir) { c.setInterest(l) }
-
 // eof: d's source sent FIN.
 func (c *evConn) eof(l *loop, d *evDir) {
 	d.eof = true
-	c.setInterest(l)
 	if d.pending == 0 {
 		c.passEOF(l, d)
 	}
@@ -551,35 +622,6 @@ func (c *evConn) passEOF(l *loop, d *evDir) {
 	}
 }
 
-// setInterest asks epoll for what each socket's directions need: read
-// while a direction has nothing pending and no FIN, write while bytes
-// wait. Level-triggered: a socket with unread bytes is reported again.
-func (c *evConn) setInterest(l *loop) {
-	if l.modify(&c.client, interest(&c.up, &c.down)) != nil || l.modify(&c.backend, interest(&c.down, &c.up)) != nil {
-		c.abort(l, true, true)
-	}
-}
-
-// interest is the epoll set of a socket that in reads from and out writes to.
-func interest(in, out *evDir) uint32 {
-	var ev uint32
-	if !in.eof && in.pending == 0 {
-		ev |= unix.EPOLLIN | unix.EPOLLRDHUP
-	}
-	if out.pending > 0 {
-		ev |= unix.EPOLLOUT
-	}
-	return ev
-}
-
-// retire closes a socket finished both ways before the connection ends
-// (nothing left to read from it or send to it).
-func (c *evConn) retire(l *loop, r *reg) {
-	l.forget(r)
-	unix.Close(r.fd)
-	r.fd = -1
-}
-
 // srcFailed: d's source failed (reset); its peer learns by a reset.
 func (c *evConn) srcFailed(l *loop, d *evDir, err error) {
 	c.abort(l, d.src == &c.backend, d.src == &c.client)
@@ -592,7 +634,7 @@ func (c *evConn) dstFailed(l *loop, d *evDir, err error) {
 
 // failed: a socket reported an error outside any read or write.
 func (c *evConn) failed(l *loop, r *reg) {
-	c.abort(l, r == &c.backend, r == &c.client)
+	c.abort(l, r == &c.backend.reg, r == &c.client.reg)
 }
 
 // idleCheck ends a connection that moved no byte for the idle timeout.
@@ -621,21 +663,9 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool) {
 		return
 	}
 	c.state = evClosed
-	for _, e := range []struct {
-		r     *reg
-		reset bool
-	}{{&c.client, resetClient}, {&c.backend, resetBackend}} {
-		if e.r.fd < 0 {
-			continue
-		}
-		if e.reset {
-			_ = unix.SetsockoptLinger(e.r.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
-		}
-		l.forget(e.r)
-		unix.Close(e.r.fd)
-		e.r.fd = -1
-	}
-	for _, d := range []*evDir{&c.up, &c.down} {
+	c.closeSock(l, &c.client, resetClient)
+	c.closeSock(l, &c.backend, resetBackend)
+	for _, d := range [2]*evDir{&c.up, &c.down} {
 		if d.pipe != nil {
 			l.pool.discard(d.pipe) // it may hold bytes nobody will read
 			d.pipe = nil
@@ -651,6 +681,19 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool) {
 	l.live.Add(-1)
 	s.evConnDone()
 	l.freeConn(c)
+}
+
+// closeSock closes one socket of the connection, with a reset if asked.
+func (c *evConn) closeSock(l *loop, sk *sock, reset bool) {
+	if sk.fd < 0 {
+		return
+	}
+	if reset {
+		_ = unix.SetsockoptLinger(sk.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+	}
+	l.forget(&sk.reg)
+	unix.Close(sk.fd)
+	sk.fd = -1
 }
 
 // sendProxyHeader writes the PROXY header before any client byte. The
@@ -707,7 +750,7 @@ func newBackendSocket(addr netip.AddrPort, keepAlive time.Duration) (int, error)
 		return -1, err
 	}
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	setKeepAliveFD(fd, keepAlive)
+	setKeepAliveFD(fd, keepAlive, false)
 	return fd, nil
 }
 
@@ -731,10 +774,13 @@ func connectNB(fd int, addr netip.AddrPort) error {
 	}
 }
 
-// setKeepAliveFD sets TCP keepalive on a socket (idle 0 = off).
-func setKeepAliveFD(fd int, idle time.Duration) {
+// setKeepAliveFD sets TCP keepalive on a socket (idle 0 = off; wasOn:
+// the socket may have it on, else off needs no call).
+func setKeepAliveFD(fd int, idle time.Duration, wasOn bool) {
 	if idle <= 0 {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0)
+		if wasOn {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0)
+		}
 		return
 	}
 	ka := keepAliveConfig(idle)

@@ -92,6 +92,7 @@ type loop struct {
 	epfd   int
 	wakefd int // eventfd: another goroutine posted a task
 	base   time.Time
+	clock  int64 // nanoseconds since base at the start of this round (see now)
 
 	// Owned by the loop's thread.
 	handlers  []handler // by slot; nil = free
@@ -107,6 +108,8 @@ type loop struct {
 	freeConns []*evConn
 	gen       uint32
 	stopping  bool
+	again     []againEntry // connections with more to move: another turn after this round's events
+	again2    []againEntry // the list being worked through (reused)
 
 	mu     sync.Mutex // guards tasks and inbox
 	tasks  []func()
@@ -150,8 +153,12 @@ func (l *loop) release() {
 	unix.Close(l.epfd)
 }
 
-// now is the loop's monotonic clock in nanoseconds.
-func (l *loop) now() int64 { return int64(time.Since(l.base)) }
+// now is the loop's monotonic clock in nanoseconds, read once per round
+// of events (connections arm timers and note activity many times a
+// round; the clock needs no finer grain than the timers' milliseconds).
+func (l *loop) now() int64 { return l.clock }
+
+func (l *loop) tick() { l.clock = int64(time.Since(l.base)) }
 
 // post runs fn on the loop's thread soon.
 func (l *loop) post(fn func()) {
@@ -165,6 +172,8 @@ func (l *loop) post(fn func()) {
 func (l *loop) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	l.tick()
+	yielded := l.clock
 	for !l.stopping {
 		l.asleep.Store(true)
 		n, err := unix.EpollWait(l.epfd, l.events[:], l.timeout())
@@ -172,16 +181,52 @@ func (l *loop) run() {
 		if err != nil && err != unix.EINTR {
 			panic(fmt.Sprintf("proxy: epoll_wait: %v", err)) // a bad epoll fd: nothing can go on
 		}
+		l.tick()
+		if l.clock-yielded > int64(yieldEvery) {
+			// A goroutine that never yields looks stuck to the runtime:
+			// after 10ms it signals the thread to preempt it, takes its
+			// P away in the middle of a syscall and keeps its monitor
+			// thread polling every 20µs, which costs more than this.
+			runtime.Gosched()
+			yielded = l.clock
+		}
 		for i := 0; i < n; i++ {
 			l.dispatch(&l.events[i])
 		}
 		l.fireTimers()
 		l.runTasks()
+		l.runAgain()
 	}
+}
+
+// againEntry is a connection that used its turn with bytes left to move.
+type againEntry struct {
+	c   *evConn
+	gen uint32 // the connection it was (a struct is reused)
+}
+
+// runAgain gives the connections on the again list another turn.
+func (l *loop) runAgain() {
+	if len(l.again) == 0 {
+		return
+	}
+	turn := l.again
+	l.again = l.again2[:0]
+	for i, e := range turn {
+		if e.c.gen == e.gen && e.c.state == evOpen {
+			e.c.queued = false
+			e.c.pump(l)
+		}
+		turn[i] = againEntry{}
+	}
+	l.again2 = turn
 }
 
 // timeout is how long epoll_wait may sleep: until the next timer.
 func (l *loop) timeout() int {
+	if len(l.again) > 0 {
+		return 0
+	}
 	if len(l.timers) == 0 {
 		return -1
 	}
@@ -243,7 +288,6 @@ type reg struct {
 	fd     int
 	slot   int32
 	events uint32 // the interest set in force
-	parked bool   // out of the epoll set until its interest is set again
 }
 
 // add registers fd with events for h.
@@ -263,35 +307,6 @@ func (l *loop) add(fd int, events uint32, h handler) (reg, error) {
 	}
 	l.handlers[slot] = h
 	return reg{fd: fd, slot: slot, events: events}, nil
-}
-
-// modify changes r's interest set when it differs.
-func (l *loop) modify(r *reg, events uint32) error {
-	if r.events == events || r.slot < 0 {
-		return nil
-	}
-	op := unix.EPOLL_CTL_MOD
-	if r.parked {
-		op = unix.EPOLL_CTL_ADD
-	}
-	ev := unix.EpollEvent{Events: events, Fd: r.slot, Pad: int32(l.gens[r.slot])}
-	if err := unix.EpollCtl(l.epfd, op, r.fd, &ev); err != nil {
-		return err
-	}
-	r.events, r.parked = events, false
-	return nil
-}
-
-// park takes a descriptor with an empty interest set out of the epoll set
-// (keeping its slot): epoll reports a hang-up whatever the interest, so a
-// shut socket that must wait would otherwise wake the loop again and
-// again. modify puts it back.
-func (l *loop) park(r *reg) {
-	if r.slot < 0 || r.parked {
-		return
-	}
-	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, r.fd, nil)
-	r.parked = true
 }
 
 // forget frees r's slot; closing the descriptor takes it out of the epoll
@@ -348,6 +363,10 @@ func (l *loop) putPipe(p *pipe) {
 	}
 	l.pool.put(l.shard, p)
 }
+
+// yieldEvery is how often a loop yields to the Go scheduler (under the
+// runtime's 10ms preemption threshold).
+const yieldEvery = 5 * time.Millisecond
 
 // loopPipes is how many empty pipes a loop keeps for itself.
 const loopPipes = 8

@@ -87,6 +87,16 @@ func TestIdleConnectionsSpreadOverLoops(t *testing.T) {
 	ts := newServiceOn(t, pipes, loops, Settings{}, startServer(t, echoHandler))
 	const n = 60
 	for i := range n {
+		// Light load: every loop is back in epoll_wait before the next
+		// client comes (on a busy test machine that takes a moment).
+		testutil.Eventually(t, 2*time.Second, "loops asleep", func() bool {
+			for _, l := range loops.loops {
+				if !l.asleep.Load() {
+					return false
+				}
+			}
+			return true
+		})
 		echoOnce(t, ts.dial(t), string(rune('A'+i%26)))
 	}
 	counts := loops.Conns()
@@ -142,11 +152,9 @@ func stalledClient(t *testing.T, size int64) {
 	small := func(_, _ string, rc syscall.RawConn) error {
 		return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
 	}
-	lrc, err := ts.ln.SyscallConn()
-	if err != nil {
+	if err := unix.SetsockoptInt(ts.ev.fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
 		t.Fatal(err)
 	}
-	lrc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096) })
 	d := net.Dialer{Control: small}
 	conn, err := d.Dial("tcp4", ts.addr.String())
 	if err != nil {

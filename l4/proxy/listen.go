@@ -36,6 +36,10 @@ func ListenTCP(addr netip.AddrPort, opts ListenOptions) (*net.TCPListener, error
 		},
 		KeepAlive: -1, // inherited from the listener, see above
 	}
+	// Plain TCP: Go listens with MPTCP by default where the kernel has it,
+	// which costs every accept and poll more, and a VIP's clients gain
+	// nothing from paths that end at the balancer.
+	lc.SetMultipathTCP(false)
 	ln, err := lc.Listen(context.Background(), tcpNetwork(addr.Addr()), addr.String())
 	if err != nil {
 		return nil, fmt.Errorf("listen tcp %s: %w", addr, err)

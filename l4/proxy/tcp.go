@@ -486,10 +486,12 @@ func (s *TCPService) untrack(c *tcpConn) {
 // Close stops accepting; established connections continue.
 func (s *TCPService) Close() error {
 	s.stop.close()
+	var err error
 	if s.ev != nil {
 		s.closeLoops()
+	} else {
+		err = s.ln.Close()
 	}
-	err := s.ln.Close()
 	if s.serving.Load() {
 		<-s.acceptDone
 	}
