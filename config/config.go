@@ -107,6 +107,13 @@ type VIP struct {
 	// default false: a VIP whose address no interface has fails to start.
 	// Proxy mode only.
 	Freebind bool
+	// DeferAccept (TCP_DEFER_ACCEPT) hands a connection to l4lb only once
+	// the client has sent data, so a client that connects and says
+	// nothing costs no backend connection; default false. Unsafe for
+	// server-speaks-first protocols (MySQL, SMTP, FTP): their clients wait
+	// about a second, until the kernel accepts anyway, before the backend
+	// is even contacted. Only for tcp VIPs in proxy mode.
+	DeferAccept bool
 	// AffinityTimeout > 0 keeps a client address on its last backend for
 	// this long; default 0; up to 24h.
 	AffinityTimeout time.Duration

@@ -45,7 +45,7 @@ func TestExampleLoads(t *testing.T) {
 		t.Error("VIP(nope) != nil")
 	}
 	ws := c.VIP("websocket")
-	if !ws.Health.WebSocket || ws.Health.Status != 101 || ws.ProxyProtocol != "v2" {
+	if !ws.Health.WebSocket || ws.Health.Status != 101 || ws.ProxyProtocol != "v2" || !ws.DeferAccept {
 		t.Errorf("websocket VIP: %+v", ws)
 	}
 	if dns := c.VIP("dns"); dns.UDPResponses != 1 || dns.Protocol != l4.UDP || dns.ProxyProtocol != "off" {
@@ -163,6 +163,7 @@ connect_timeout = "5s"
 retries = 4
 proxy_protocol = "v1"
 session_timeout = "10s"
+defer_accept = true
   [defaults.health]
   interval = "3s"
   rise = 5
@@ -183,6 +184,7 @@ name = "own"
 listen = "198.18.0.11:1"
 connect_timeout = "7s"
 proxy_protocol = "off"
+defer_accept = false
   [vip.health]
   type = "send_expect"
   rise = 1
@@ -199,7 +201,7 @@ protocol = "udp"
 `)
 	b, o, u := c.VIP("builtin"), c.VIP("own"), c.VIP("udp")
 	// built-in < [defaults]
-	if b.ConnectTimeout != 5*time.Second || b.Retries != 4 || b.IdleTimeout != time.Hour || b.ProxyProtocol != "v1" {
+	if b.ConnectTimeout != 5*time.Second || b.Retries != 4 || b.IdleTimeout != time.Hour || b.ProxyProtocol != "v1" || !b.DeferAccept {
 		t.Errorf("builtin VIP: %+v", b)
 	}
 	if b.Health.Interval != 3*time.Second || b.Health.Rise != 5 || b.Health.Fall != 3 || b.Health.Path != "/healthz" || b.Health.Status != 200 {
@@ -209,14 +211,14 @@ protocol = "udp"
 		t.Errorf("builtin VIP balancing: %+v", b)
 	}
 	// [defaults] < VIP; send_hex replaces the default send
-	if o.ConnectTimeout != 7*time.Second || o.Retries != 4 || o.ProxyProtocol != "off" {
+	if o.ConnectTimeout != 7*time.Second || o.Retries != 4 || o.ProxyProtocol != "off" || o.DeferAccept {
 		t.Errorf("own VIP: %+v", o)
 	}
 	if o.Health.Rise != 1 || string(o.Health.Send) != "PO" || o.Health.Path != "" {
 		t.Errorf("own VIP health: %+v", o.Health)
 	}
 	// [defaults] keys that do not apply are ignored, not errors
-	if u.SessionTimeout != 10*time.Second || u.ProxyProtocol != "off" || u.Health.Send != nil || u.Health.Path != "" {
+	if u.SessionTimeout != 10*time.Second || u.ProxyProtocol != "off" || u.DeferAccept || u.Health.Send != nil || u.Health.Path != "" {
 		t.Errorf("udp VIP: %+v", u)
 	}
 }

@@ -84,6 +84,7 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"keepalive", func() { w.dur("keepalive", v.KeepAlive) }},
 		{"max_conns", func() { w.int("max_conns", v.MaxConns) }},
 		{"freebind", func() { w.bool("freebind", v.Freebind) }},
+		{"defer_accept", func() { w.bool("defer_accept", v.DeferAccept) }},
 		{"proxy_protocol", func() { w.str("proxy_protocol", fmt.Sprint(v.ProxyProtocol)) }},
 		{"affinity_timeout", func() { w.dur("affinity_timeout", v.AffinityTimeout) }},
 		{"session_timeout", func() { w.dur("session_timeout", v.SessionTimeout) }},

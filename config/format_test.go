@@ -57,6 +57,7 @@ admin_socket = "off"
 metrics_listen = "[::1]:9370"
 [defaults]
 keepalive = "0s"
+defer_accept = true
 [[vip]]
 name = "tricky"
 listen = "[2001:db8::1]:6379"

@@ -64,6 +64,7 @@ type rawTuning struct {
 	KeepAlive         opt[string]  `toml:"keepalive"`
 	MaxConns          opt[int64]   `toml:"max_conns"`
 	Freebind          opt[bool]    `toml:"freebind"`
+	DeferAccept       opt[bool]    `toml:"defer_accept"`
 	ProxyProtocol     opt[string]  `toml:"proxy_protocol"`
 	AffinityTimeout   opt[string]  `toml:"affinity_timeout"`
 	SessionTimeout    opt[string]  `toml:"session_timeout"`

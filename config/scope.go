@@ -29,6 +29,7 @@ var vipScopes = []vipScope{
 	{"retries", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"idle_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"keepalive", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"defer_accept", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
 	{"max_conns", isTCPProxy, "applies only to tcp VIPs in proxy mode (udp VIPs: max_sessions)"},
@@ -99,6 +100,8 @@ func resetKey(key string, v, def *VIP) {
 		v.IdleTimeout = def.IdleTimeout
 	case "keepalive":
 		v.KeepAlive = def.KeepAlive
+	case "defer_accept":
+		v.DeferAccept = def.DeferAccept
 	case "affinity_timeout":
 		v.AffinityTimeout = def.AffinityTimeout
 	case "proxy_protocol":

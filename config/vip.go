@@ -98,6 +98,7 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.MaxConns = l.integer("max_conns", o.MaxConns, d.MaxConns, 0, span[int64](0, 10_000_000))
 	v.ProxyProtocol = l.oneOf("proxy_protocol", o.ProxyProtocol, d.ProxyProtocol, "off", "off", "v1", "v2")
 	v.Freebind = l.boolean("freebind", o.Freebind, d.Freebind, false)
+	v.DeferAccept = l.boolean("defer_accept", o.DeferAccept, d.DeferAccept, false)
 	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))
 	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
 	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))

@@ -48,7 +48,13 @@ func newService(t testing.TB, st Settings, addrs ...netip.AddrPort) *testService
 // newServiceOn is newService on the given loops (nil: goroutines).
 func newServiceOn(t testing.TB, pipes *PipePool, loops *Loops, st Settings, addrs ...netip.AddrPort) *testService {
 	t.Helper()
-	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), ListenOptions{KeepAlive: keepAliveConfig(st.KeepAlive)})
+	return newServiceListen(t, pipes, loops, ListenOptions{KeepAlive: keepAliveConfig(st.KeepAlive)}, st, addrs...)
+}
+
+// newServiceListen is newServiceOn with a listener opened with lo.
+func newServiceListen(t testing.TB, pipes *PipePool, loops *Loops, lo ListenOptions, st Settings, addrs ...netip.AddrPort) *testService {
+	t.Helper()
+	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), lo)
 	if err != nil {
 		t.Fatal(err)
 	}

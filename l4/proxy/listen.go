@@ -21,6 +21,10 @@ type ListenOptions struct {
 	// for keepalived or a BGP speaker that adds it later. Without it a
 	// missing address fails at once, which catches a mistyped VIP.
 	Freebind bool
+	// DeferAccept (TCP_DEFER_ACCEPT) makes accept return a connection
+	// only once the client has sent data, or after about a second when it
+	// sends nothing (see deferAcceptSeconds). TCP only.
+	DeferAccept bool
 }
 
 // ListenTCP opens a VIP's listening socket.
@@ -29,6 +33,11 @@ func ListenTCP(addr netip.AddrPort, opts ListenOptions) (*net.TCPListener, error
 		Control: func(network, _ string, c syscall.RawConn) error {
 			if opts.Freebind {
 				if err := freebind(network, c); err != nil {
+					return err
+				}
+			}
+			if opts.DeferAccept {
+				if err := deferAcceptRaw(c, true); err != nil {
 					return err
 				}
 			}
@@ -115,6 +124,39 @@ func freebind(network string, c syscall.RawConn) error {
 	}
 	if serr != nil {
 		return fmt.Errorf("IP_FREEBIND: %w", serr)
+	}
+	return nil
+}
+
+// deferAcceptSeconds is the TCP_DEFER_ACCEPT value, as nginx's `deferred`
+// sets it. The kernel turns seconds into a count of SYN-ACK retransmits
+// (1s: one, at the initial 1s timeout) and keeps a handshake whose client
+// ACK carried no data in the SYN queue until that many have gone out; the
+// client's ACK to the last one then completes it, data or not. So a
+// client that waits for the server to speak first (MySQL, SMTP, FTP) is
+// accepted, and its backend contacted, only about a second late.
+const deferAcceptSeconds = 1
+
+// deferAcceptRaw sets or clears TCP_DEFER_ACCEPT. It works on a socket
+// that already listens (a reload that changes defer_accept): the value is
+// read when each handshake's ACK arrives.
+func deferAcceptRaw(c syscall.RawConn, on bool) error {
+	var serr error
+	err := c.Control(func(fd uintptr) { serr = setDeferAccept(int(fd), on) })
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// setDeferAccept sets or clears TCP_DEFER_ACCEPT on fd.
+func setDeferAccept(fd int, on bool) error {
+	secs := 0
+	if on {
+		secs = deferAcceptSeconds
+	}
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, secs); err != nil {
+		return fmt.Errorf("TCP_DEFER_ACCEPT %d: %w", secs, err)
 	}
 	return nil
 }

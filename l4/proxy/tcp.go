@@ -169,6 +169,24 @@ func (s *TCPService) Update(st Settings) {
 	}
 }
 
+// SetDeferAccept sets or clears TCP_DEFER_ACCEPT on the running listener
+// (a reload that changes defer_accept): the socket keeps listening, and
+// handshakes completing from then on follow the new value. It must not
+// race with Close; the runtime only updates VIPs it keeps.
+func (s *TCPService) SetDeferAccept(on bool) error {
+	if s.ev != nil {
+		if s.ev.closed.Load() {
+			return net.ErrClosed
+		}
+		return setDeferAccept(s.ev.fd, on) // the loops own the listener's socket
+	}
+	raw, err := s.ln.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return deferAcceptRaw(raw, on)
+}
+
 // setAffinity replaces the pin table; a changed timeout starts a fresh one.
 func (s *TCPService) setAffinity(timeout time.Duration) {
 	var next *conntrack.Affinity

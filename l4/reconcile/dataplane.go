@@ -103,7 +103,7 @@ type tcpPlane struct{ svc *proxy.TCPService }
 
 func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) {
 	st := settings(vc)
-	ln, err := proxy.ListenTCP(key.Addr, proxy.ListenOptions{KeepAlive: keepAliveFor(st), Freebind: vc.Freebind})
+	ln, err := proxy.ListenTCP(key.Addr, proxy.ListenOptions{KeepAlive: keepAliveFor(st), Freebind: vc.Freebind, DeferAccept: vc.DeferAccept})
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,6 @@ func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) 
 
 func (p *tcpPlane) serve()                                  { go p.svc.Serve() }
 func (p *tcpPlane) publish(*snapshot.Snapshot) error        { return nil } // the service reads the store
-func (p *tcpPlane) update(vc *config.VIP) error             { p.svc.Update(settings(vc)); return nil }
 func (p *tcpPlane) stopAccepting()                          { _ = p.svc.Close() }
 func (p *tcpPlane) drain(ctx context.Context) int           { return p.svc.Drain(ctx) }
 func (p *tcpPlane) closeNow()                               { _ = p.svc.Close() }
@@ -127,6 +126,14 @@ func (p *tcpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) 
 }
 func (p *tcpPlane) backendDown(*l4.Backend) {} // connections end by on_down or by themselves
 func (p *tcpPlane) outlivesProcess() bool   { return false }
+
+// update swaps in the new settings and sets defer_accept on the running
+// listener (one setsockopt, also when unchanged): the socket is never
+// reopened, so a reload refuses no connect.
+func (p *tcpPlane) update(vc *config.VIP) error {
+	p.svc.Update(settings(vc))
+	return p.svc.SetDeferAccept(vc.DeferAccept)
+}
 
 func (p *tcpPlane) fillStatus(s *VIPStatus) {
 	st := &p.svc.Stats

@@ -128,3 +128,35 @@ mode = "xdp"
 		t.Fatal("a VIP runs after the refused apply")
 	}
 }
+
+// TestReloadSetsDeferAccept: a reload that turns defer_accept on or off
+// applies to the VIP's running listener (no new socket, so no refused
+// connect): a client that sends nothing is then held back by the kernel,
+// or accepted at once again.
+func TestReloadSetsDeferAccept(t *testing.T) {
+	srv := startNamed(t, "s")
+	vip := testutil.FreeTCPAddr(t)
+	off := fmt.Sprintf(oneVIP, vip, srv.addr)
+	on := strings.Replace(off, `name = "a"`, "name = \"a\"\ndefer_accept = true", 1)
+	rt := startRuntime(t, off)
+	accepted := func() uint64 { return rt.Status().VIPs[0].Accepted }
+	silent := func() {
+		c, err := net.DialTimeout("tcp4", vip.String(), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+
+	apply(t, rt, on)
+	silent()
+	time.Sleep(300 * time.Millisecond)
+	if n := accepted(); n != 0 {
+		t.Fatalf("defer_accept turned on by a reload: a client that sent nothing was accepted (%d)", n)
+	}
+	testutil.Eventually(t, 5*time.Second, "the silent client accepted once the deferral ends", func() bool { return accepted() == 1 })
+
+	apply(t, rt, off)
+	silent()
+	testutil.Eventually(t, 700*time.Millisecond, "defer_accept turned off: the silent client accepted at once", func() bool { return accepted() == 2 })
+}
