@@ -127,21 +127,35 @@ func (s *TCPService) acceptOn(l *loop) {
 // be served by one core when they all turn busy.
 const handoffSlack = 4
 
-// lighter returns an idle loop holding handoffSlack fewer connections
-// than l, or nil: l keeps the connection. Only loops asleep in epoll_wait
-// qualify, so a saturated loop is never handed more.
+// lighter returns a loop holding handoffSlack fewer connections than l,
+// or nil: l keeps the connection. Only loops asleep in epoll_wait, or
+// awake for less than saturatedAfter, qualify: a saturated loop is never
+// handed more. (A loop woken a moment ago qualifies because a listener's
+// wake-up may reach more than one loop.)
 func (ls *Loops) lighter(l *loop) *loop {
 	if len(ls.loops) == 1 {
 		return nil
 	}
 	var best *loop
 	least := l.live.Load() - handoffSlack
+	now := l.now()
 	for _, o := range ls.loops {
-		if n := o.live.Load(); o != l && n < least && o.asleep.Load() {
+		if n := o.live.Load(); o != l && n < least && !o.saturated(now) {
 			best, least = o, n
 		}
 	}
 	return best
+}
+
+// saturatedAfter is how long a loop must have been busy without a break
+// (out of epoll_wait) to count as saturated.
+const saturatedAfter = time.Millisecond
+
+// saturated reports whether loop o has been busy since before
+// now - saturatedAfter (now on the loops' shared clock).
+func (o *loop) saturated(now int64) bool {
+	since := o.awakeSince.Load()
+	return since != 0 && now-since > int64(saturatedAfter)
 }
 
 // handoff is an accepted connection passed to another loop.

@@ -388,7 +388,14 @@ func (c *evConn) pump(l *loop) {
 	}
 	if more && c.state == evOpen && !c.queued {
 		c.queued = true
-		l.again = append(l.again, againEntry{c: c, gen: c.gen})
+		l.again = append(l.again, againEntry{t: c, gen: c.gen})
+	}
+}
+
+func (c *evConn) again(l *loop, gen uint32) {
+	if gen == c.gen && c.state == evOpen {
+		c.queued = false
+		c.pump(l)
 	}
 }
 

@@ -29,8 +29,9 @@ func NewLoops(n int, pipes *PipePool) (*Loops, error) {
 		n = runtime.GOMAXPROCS(0)
 	}
 	ls := &Loops{}
+	base := time.Now() // one clock for all loops: they compare each other's times (see saturated)
 	for i := range n {
-		l, err := newLoop(i, pipes)
+		l, err := newLoop(i, pipes, base)
 		if err != nil {
 			ls.Close()
 			return nil, err
@@ -95,32 +96,38 @@ type loop struct {
 	clock  int64 // nanoseconds since base at the start of this round (see now)
 
 	// Owned by the loop's thread.
-	handlers  []handler // by slot; nil = free
-	gens      []uint32  // by slot: bumped when the slot is freed
-	free      []int32   // free slots
-	timers    timerHeap
-	events    [128]unix.EpollEvent
-	buf       []byte  // copy-mode bounce buffer, shared by the loop's connections
-	pipes     []*pipe // a small local free list before the shared pool
-	pool      *PipePool
-	shard     int
-	conns     map[*evConn]struct{}
-	freeConns []*evConn
-	gen       uint32
-	stopping  bool
-	again     []againEntry // connections with more to move: another turn after this round's events
-	again2    []againEntry // the list being worked through (reused)
+	handlers     []handler // by slot; nil = free
+	gens         []uint32  // by slot: bumped when the slot is freed
+	free         []int32   // free slots
+	timers       timerHeap
+	events       [128]unix.EpollEvent
+	buf          []byte  // copy-mode bounce buffer, shared by the loop's connections
+	pipes        []*pipe // a small local free list before the shared pool
+	pool         *PipePool
+	shard        int
+	conns        map[*evConn]struct{}
+	freeConns    []*evConn
+	gen          uint32
+	stopping     bool
+	again        []againEntry // work left over: another turn after this round's events
+	again2       []againEntry // the list being worked through (reused)
+	flushes      []*udpSock   // UDP sockets with replies to send at the end of the round
+	freeSessions []*loopSession
 
 	mu     sync.Mutex // guards tasks and inbox
 	tasks  []func()
-	inbox  []handoff    // connections other loops accepted for this one
-	inbox2 []handoff    // the inbox being worked through (reused, so that a handoff allocates nothing)
-	woken  atomic.Bool  // a wake is pending: posters need not write the eventfd again
-	asleep atomic.Bool  // in epoll_wait: free to take a connection
-	live   atomic.Int64 // connections owned: connecting or proxying
+	inbox  []handoff      // connections other loops accepted for this one
+	ended  []*loopSession // UDP sessions other goroutines ended, for this loop to close
+	ended2 []*loopSession
+	inbox2 []handoff   // the inbox being worked through (reused, so that a handoff allocates nothing)
+	woken  atomic.Bool // a wake is pending: posters need not write the eventfd again
+	// awakeSince is the loop clock when the loop last left epoll_wait; 0
+	// while it waits there (see saturated).
+	awakeSince atomic.Int64
+	live       atomic.Int64 // connections owned: connecting or proxying
 }
 
-func newLoop(id int, pipes *PipePool) (*loop, error) {
+func newLoop(id int, pipes *PipePool, base time.Time) (*loop, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -130,7 +137,7 @@ func newLoop(id int, pipes *PipePool) (*loop, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	l := &loop{id: id, epfd: epfd, wakefd: wakefd, base: time.Now(), buf: make([]byte, copyChunk),
+	l := &loop{id: id, epfd: epfd, wakefd: wakefd, base: base, buf: make([]byte, copyChunk),
 		pool: pipes, shard: pipes.nextShard(), conns: map[*evConn]struct{}{}}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -1}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &ev); err != nil {
@@ -158,7 +165,7 @@ func (l *loop) release() {
 // round; the clock needs no finer grain than the timers' milliseconds).
 func (l *loop) now() int64 { return l.clock }
 
-func (l *loop) tick() { l.clock = int64(time.Since(l.base)) }
+func (l *loop) tick() { l.clock = int64(time.Since(l.base)) + 1 } // never 0: awakeSince uses 0
 
 // post runs fn on the loop's thread soon.
 func (l *loop) post(fn func()) {
@@ -175,13 +182,13 @@ func (l *loop) run() {
 	l.tick()
 	yielded := l.clock
 	for !l.stopping {
-		l.asleep.Store(true)
+		l.awakeSince.Store(0)
 		n, err := unix.EpollWait(l.epfd, l.events[:], l.timeout())
-		l.asleep.Store(false)
+		l.tick()
+		l.awakeSince.Store(l.clock)
 		if err != nil && err != unix.EINTR {
 			panic(fmt.Sprintf("proxy: epoll_wait: %v", err)) // a bad epoll fd: nothing can go on
 		}
-		l.tick()
 		if l.clock-yielded > int64(yieldEvery) {
 			// A goroutine that never yields looks stuck to the runtime:
 			// after 10ms it signals the thread to preempt it, takes its
@@ -196,13 +203,20 @@ func (l *loop) run() {
 		l.fireTimers()
 		l.runTasks()
 		l.runAgain()
+		l.flushAll()
 	}
 }
 
-// againEntry is a connection that used its turn with bytes left to move.
+// againer is something that used its turn with work left: a connection
+// with bytes to move, a socket with datagrams to read.
+type againer interface {
+	again(l *loop, gen uint32)
+}
+
+// againEntry is an againer waiting for its next turn.
 type againEntry struct {
-	c   *evConn
-	gen uint32 // the connection it was (a struct is reused)
+	t   againer
+	gen uint32 // which use of a reused struct it was
 }
 
 // runAgain gives the connections on the again list another turn.
@@ -213,10 +227,7 @@ func (l *loop) runAgain() {
 	turn := l.again
 	l.again = l.again2[:0]
 	for i, e := range turn {
-		if e.c.gen == e.gen && e.c.state == evOpen {
-			e.c.queued = false
-			e.c.pump(l)
-		}
+		e.t.again(l, e.gen)
 		turn[i] = againEntry{}
 	}
 	l.again2 = turn
@@ -272,7 +283,11 @@ func (l *loop) runTasks() {
 	l.tasks = nil
 	in := l.inbox
 	l.inbox = l.inbox2[:0]
+	ended := l.ended
+	l.ended = l.ended2[:0]
 	l.mu.Unlock()
+	l.closeEnded(ended)
+	l.ended2 = ended[:0]
 	for i, h := range in {
 		h.s.startConn(l, h.fd, h.src)
 		in[i] = handoff{}

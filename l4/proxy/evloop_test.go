@@ -67,6 +67,7 @@ func TestSaturatedLoopDoesNotStarveAccepts(t *testing.T) {
 	loops := newLoopsForTest(t, 2, pipes)
 	ts := newServiceOn(t, pipes, loops, Settings{}, startServer(t, echoHandler))
 	release := block(t, loops.loops[0]) // the loop the listener wakes first
+	time.Sleep(2 * saturatedAfter)      // busy long enough to count as saturated
 	const n = 3 * handoffSlack
 	for i := range n {
 		echoOnce(t, ts.dial(t), string(rune('a'+i)))
@@ -91,7 +92,7 @@ func TestIdleConnectionsSpreadOverLoops(t *testing.T) {
 		// client comes (on a busy test machine that takes a moment).
 		testutil.Eventually(t, 2*time.Second, "loops asleep", func() bool {
 			for _, l := range loops.loops {
-				if !l.asleep.Load() {
+				if l.awakeSince.Load() != 0 {
 					return false
 				}
 			}

@@ -21,6 +21,10 @@ type ListenOptions struct {
 	// for keepalived or a BGP speaker that adds it later. Without it a
 	// missing address fails at once, which catches a mistyped VIP.
 	Freebind bool
+	// ReusePort (UDP) opens the socket as the first of a SO_REUSEPORT
+	// group, one socket per event loop. The address must be free: a
+	// group would otherwise silently share it with another process.
+	ReusePort bool
 	// DeferAccept (TCP_DEFER_ACCEPT) makes accept return a connection
 	// only once the client has sent data, or after about a second when it
 	// sends nothing (see deferAcceptSeconds). TCP only.
@@ -58,19 +62,52 @@ func ListenTCP(addr netip.AddrPort, opts ListenOptions) (*net.TCPListener, error
 
 // ListenUDP opens a VIP's datagram socket (opts.KeepAlive does not apply).
 func ListenUDP(addr netip.AddrPort, opts ListenOptions) (*net.UDPConn, error) {
-	var lc net.ListenConfig
-	if opts.Freebind {
-		lc.Control = func(network, _ string, c syscall.RawConn) error { return freebind(network, c) }
+	var probe, lc net.ListenConfig
+	probe.Control = func(network, _ string, c syscall.RawConn) error {
+		if opts.Freebind {
+			return freebind(network, c)
+		}
+		return nil
+	}
+	lc.Control = func(network, a string, c syscall.RawConn) error {
+		if err := probe.Control(network, a, c); err != nil {
+			return err
+		}
+		if opts.ReusePort {
+			return setReusePort(c)
+		}
+		return nil
 	}
 	network := "udp4"
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
 		network = "udp6"
+	}
+	if opts.ReusePort {
+		// A member of a SO_REUSEPORT group binds beside any other member
+		// of the same user. Bind once without it first: that fails if
+		// anything holds the address.
+		pc, err := probe.ListenPacket(context.Background(), network, addr.String())
+		if err != nil {
+			return nil, fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+		pc.Close()
 	}
 	pc, err := lc.ListenPacket(context.Background(), network, addr.String())
 	if err != nil {
 		return nil, fmt.Errorf("listen udp %s: %w", addr, err)
 	}
 	return pc.(*net.UDPConn), nil
+}
+
+func setReusePort(c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("SO_REUSEPORT: %w", serr)
+	}
+	return nil
 }
 
 // setKeepAliveRaw applies keepalive settings to a socket.

@@ -76,6 +76,21 @@ func (b *msgBatch) prepRecv(n int, withName, withOOB bool) {
 	}
 }
 
+// prepRecvAt readies headers [from, from+n) for recvmmsg on a connected
+// socket (no address, no packet info), each with its own buffer.
+func (b *msgBatch) prepRecvAt(from, n int) {
+	for i := from; i < from+n; i++ {
+		h := &b.hdrs[i].Hdr
+		h.Iov, h.Iovlen = &b.iovs[i], 1
+		b.iovs[i].SetLen(b.size)
+		h.Name, h.Namelen = nil, 0
+		h.Control = nil
+		h.SetControllen(0)
+		h.Flags = 0
+		b.hdrs[i].Len = 0
+	}
+}
+
 // prepSend readies message i to carry its first n buffer bytes to dst, from
 // src when src is valid (a wildcard listener must name its source).
 func (b *msgBatch) prepSend(i, n int, dst netip.AddrPort, src netip.Addr) {

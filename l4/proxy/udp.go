@@ -62,6 +62,7 @@ type UDPService struct {
 	obs      Observer
 	self     *Listeners
 	replies  sync.Pool // *msgBatch for sessions' replies
+	ev       *evUDP    // set when the VIP runs on event loops
 
 	settings atomic.Pointer[UDPSettings]
 	Stats    UDPStats
@@ -87,6 +88,10 @@ type UDPConfig struct {
 	Log       *zap.Logger
 	Observer  Observer
 	Self      *Listeners // every address l4lb listens on; nil = not checked
+	// Loops, when set, run the VIP on event loops: Conn must then have
+	// been opened with ListenOptions.ReusePort when there is more than
+	// one loop.
+	Loops *Loops
 }
 
 // NewUDPService makes a service over conn; Serve starts it.
@@ -118,13 +123,23 @@ func NewUDPService(cfg UDPConfig) (*UDPService, error) {
 	s.replies.New = func() any { return newMsgBatch(replyBatch, bufSize) }
 	s.readFn = s.readOnce
 	s.settings.Store(&cfg.Settings)
+	onEnd := s.sessionEnded
+	if cfg.Loops != nil {
+		onEnd = s.sessionEndedLoop
+	}
 	s.table, err = conntrack.New(conntrack.Options{
 		UDPIdle:    cfg.Settings.SessionTimeout,
 		MaxEntries: max(2*cfg.Settings.MaxSessions, 1<<16),
-		OnEnd:      s.sessionEnded,
+		OnEnd:      onEnd,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
+	}
+	if cfg.Loops != nil {
+		if s.ev, err = newEvUDP(s, cfg.Loops); err != nil {
+			return nil, err
+		}
+		s.batch = nil // the loops have their own
 	}
 	return s, nil
 }
@@ -179,6 +194,10 @@ func (s *UDPService) Serve() {
 	defer close(s.done)
 	if err := s.table.Start(context.Background()); err != nil {
 		s.log.Error("session table", zap.Error(err))
+		return
+	}
+	if s.ev != nil {
+		s.serveLoops()
 		return
 	}
 	for {
@@ -315,6 +334,13 @@ func (s *UDPService) rateLog(msg string, fields ...zap.Field) {
 
 // Close stops reading, ends every session and waits for their goroutines.
 func (s *UDPService) Close() error {
+	if s.ev != nil {
+		s.closeLoops()
+		if s.serving.Load() {
+			<-s.done
+		}
+		return nil
+	}
 	err := s.conn.Close()
 	if s.serving.Load() {
 		<-s.done

@@ -149,12 +149,13 @@ func (p *tcpPlane) fillStatus(s *VIPStatus) {
 type udpPlane struct{ svc *proxy.UDPService }
 
 func newUDPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*udpPlane, error) {
-	conn, err := proxy.ListenUDP(key.Addr, proxy.ListenOptions{Freebind: vc.Freebind})
+	group := d.loops != nil && d.loops.Len() > 1 // a socket per loop
+	conn, err := proxy.ListenUDP(key.Addr, proxy.ListenOptions{Freebind: vc.Freebind, ReusePort: group})
 	if err != nil {
 		return nil, err
 	}
 	svc, err := proxy.NewUDPService(proxy.UDPConfig{
-		Conn: conn, Snapshots: d.store, Settings: udpSettings(vc), Log: d.log, Observer: d.obs, Self: d.self,
+		Conn: conn, Snapshots: d.store, Settings: udpSettings(vc), Log: d.log, Observer: d.obs, Self: d.self, Loops: d.loops,
 	})
 	if err != nil {
 		conn.Close()

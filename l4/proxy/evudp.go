@@ -1,0 +1,561 @@
+// UDP on event loops: each loop reads its own socket of the VIP (a
+// SO_REUSEPORT group, so the kernel keeps every flow on one loop) in
+// recvmmsg batches, owns the sessions it created, reads their backends'
+// replies and sends them back in sendmmsg batches gathered over the
+// sessions it served in one round.
+package proxy
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/conntrack"
+	"github.com/l4lb/l4lb/l4"
+)
+
+// Batches on the loops: a VIP socket reads up to vipBatch datagrams per
+// recvmmsg and takes up to vipRounds batches per turn; up to replyOut
+// replies wait for one sendmmsg; a session reads up to replyBatch replies
+// per recvmmsg.
+const (
+	vipRounds = 4
+	replyOut  = 32
+)
+
+// udpEvents is what the VIP and session sockets are registered for:
+// readable, edge-triggered (a loop never waits to write a datagram: a full
+// socket buffer drops it, as a router would).
+const udpEvents = unix.EPOLLIN | unix.EPOLLET
+
+// evUDP is the event-loop side of a UDPService.
+type evUDP struct {
+	loops *Loops
+	socks []*udpSock // by loop id
+	stop  chan struct{}
+	once  sync.Once
+}
+
+// udpSock is the VIP socket a loop reads, and the replies it will send.
+type udpSock struct {
+	s        *UDPService
+	fd       int
+	reg      reg
+	in       *msgBatch // client datagrams
+	out      *msgBatch // replies gathered this round
+	nout     int
+	readable bool
+	queued   bool // on the loop's again list
+	flushing bool // on the loop's flush list
+	closed   bool
+}
+
+// loopSession is a UDP session owned by one loop: its connected socket to
+// the backend is in that loop's epoll set.
+type loopSession struct {
+	s        *UDPService
+	owner    *loop
+	key      conntrack.Key
+	client   netip.AddrPort
+	replySrc netip.Addr // source address for replies when the VIP is a wildcard
+	backend  *l4.Backend
+	reg      reg
+	gen      uint32
+	sent     int
+	replied  bool // the backend answered once: Observer.ConnectOK was told
+	readable bool
+	queued   bool
+	open     bool
+}
+
+// newEvUDP takes the VIP's socket over for the loops (a dup; the
+// original closes, so Go's netpoller stops watching it) and opens one
+// more socket of its SO_REUSEPORT group per further loop.
+func newEvUDP(s *UDPService, loops *Loops) (*evUDP, error) {
+	first, err := s.takeFD()
+	if err != nil {
+		return nil, err
+	}
+	e := &evUDP{loops: loops, stop: make(chan struct{})}
+	fds := []int{first}
+	for i := 1; i < loops.Len(); i++ {
+		fd, err := joinGroup(first, s.key.Addr)
+		if err != nil {
+			for _, f := range fds {
+				unix.Close(f)
+			}
+			return nil, fmt.Errorf("udp socket %d of %d for %s: %w", i+1, loops.Len(), s.key.Addr, err)
+		}
+		fds = append(fds, fd)
+	}
+	for _, fd := range fds {
+		e.socks = append(e.socks, &udpSock{s: s, fd: fd, reg: reg{fd: fd, slot: -1},
+			in: newMsgBatch(vipBatch, bufSize), out: newMsgBatch(replyOut, bufSize)})
+	}
+	return e, nil
+}
+
+// takeFD dups the VIP socket's descriptor and closes the original.
+func (s *UDPService) takeFD() (int, error) {
+	var fd int
+	var derr error
+	if err := s.raw.Control(func(f uintptr) { fd, derr = unix.Dup(int(f)) }); err != nil {
+		return -1, err
+	}
+	if derr != nil {
+		return -1, fmt.Errorf("dup udp socket: %w", derr)
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	_ = s.conn.Close()
+	return fd, nil
+}
+
+// joinGroup opens another socket bound like first (a member of its
+// SO_REUSEPORT group), with the same family and options.
+func joinGroup(first int, addr netip.AddrPort) (int, error) {
+	family := unix.AF_INET
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().Unmap().As4()}
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, err
+	}
+	copyOpt := func(level, opt int) error {
+		v, err := unix.GetsockoptInt(first, level, opt)
+		if err == nil {
+			err = unix.SetsockoptInt(fd, level, opt, v)
+		}
+		return err
+	}
+	opts := [][2]int{{unix.SOL_SOCKET, unix.SO_REUSEPORT}, {unix.SOL_SOCKET, unix.SO_RCVBUF}, {unix.SOL_SOCKET, unix.SO_SNDBUF}}
+	if family == unix.AF_INET {
+		opts = append(opts, [2]int{unix.IPPROTO_IP, unix.IP_FREEBIND}, [2]int{unix.IPPROTO_IP, unix.IP_PKTINFO})
+	} else {
+		opts = append(opts, [2]int{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY}, [2]int{unix.IPPROTO_IPV6, unix.IPV6_FREEBIND},
+			[2]int{unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO})
+	}
+	for _, o := range opts {
+		if err := copyOpt(o[0], o[1]); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("socket option %d/%d: %w", o[0], o[1], err)
+		}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("bind: %w", err)
+	}
+	return fd, nil
+}
+
+// serveLoops puts the VIP's sockets on the loops; it returns once the
+// service is closed, as Serve does.
+func (s *UDPService) serveLoops() {
+	e := s.ev
+	e.loops.each(func(l *loop) {
+		vs := e.socks[l.id]
+		r, err := l.add(vs.fd, udpEvents, vs)
+		if err != nil {
+			s.log.Error("cannot watch the udp socket", zap.Stringer("listen", s.key), zap.Error(err))
+			return
+		}
+		vs.reg = r
+	})
+	<-e.stop
+}
+
+// closeLoops stops reading on every loop, ends every session (each loop
+// closes its own) and waits until they are closed.
+func (s *UDPService) closeLoops() {
+	e := s.ev
+	e.once.Do(func() {
+		e.loops.each(func(l *loop) {
+			vs := e.socks[l.id]
+			vs.closed = true
+			l.forget(&vs.reg)
+			unix.Close(vs.fd)
+		})
+		_ = s.table.Close() // its end hook hands each session to its loop to close
+		e.loops.each(func(*loop) {})
+		close(e.stop)
+	})
+}
+
+// onEvent: the VIP socket is readable.
+func (vs *udpSock) onEvent(l *loop, _ uint32) {
+	vs.readable = true
+	vs.read(l)
+}
+
+func (vs *udpSock) again(l *loop, _ uint32) {
+	vs.queued = false
+	vs.read(l)
+}
+
+// read takes batches of client datagrams until the socket is drained or
+// the turn is used up.
+func (vs *udpSock) read(l *loop) {
+	s := vs.s
+	for range vipRounds {
+		if !vs.readable || vs.closed {
+			return
+		}
+		vs.in.prepRecv(vipBatch, true, s.wildcard)
+		n, err := recvmmsg(vs.fd, vs.in.hdrs)
+		switch {
+		case err == unix.EAGAIN:
+			vs.readable = false
+			return
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			s.Stats.ReadErrors.Add(1)
+			s.rateLog("udp read failed", zap.Error(err))
+			continue
+		}
+		for i := range n {
+			s.handleOn(l, vs, i)
+		}
+		if n < vipBatch {
+			vs.readable = false // drained: a new datagram brings a new edge
+			return
+		}
+	}
+	if !vs.queued {
+		vs.queued = true
+		l.again = append(l.again, againEntry{t: vs})
+	}
+}
+
+// handleOn forwards datagram i of vs's batch.
+func (s *UDPService) handleOn(l *loop, vs *udpSock, i int) {
+	b := vs.in
+	if b.truncated(i) {
+		s.Stats.Truncated.Add(1)
+		return
+	}
+	dst := s.key.Addr.Addr()
+	if s.wildcard {
+		if d, ok := b.destination(i); ok {
+			dst = d
+		}
+	}
+	flow := l4.Flow{Src: b.source(i), Dst: netip.AddrPortFrom(dst, s.key.Addr.Port()), Proto: l4.UDP}
+	key := conntrack.KeyOf(&flow)
+	sess := s.loopSession(key)
+	if sess == nil {
+		// flow goes by value: its address escapes only on this path, so
+		// a datagram of an existing session allocates nothing.
+		if sess = s.newLoopSession(l, key, flow); sess == nil {
+			return
+		}
+	}
+	p := b.payload(i)
+	if sess.owner != l {
+		// The kernel keeps a flow on one socket of the group while the
+		// group stands, and the group lives as long as the VIP; a
+		// datagram of another loop's session would race with its close.
+		s.Stats.Dropped.Add(1)
+		return
+	}
+	if _, err := writeRetry(sess.reg.fd, p); err != nil {
+		s.Stats.Dropped.Add(1)
+		return
+	}
+	s.Stats.Datagrams.Add(1)
+	sess.backend.Stats.BytesIn.Add(uint64(len(p)))
+}
+
+// loopSession returns the live session of key, ending it first if its
+// backend is no longer eligible (the datagram then starts a new one).
+func (s *UDPService) loopSession(key conntrack.Key) *loopSession {
+	e, ok := s.table.Lookup(key)
+	if !ok {
+		return nil
+	}
+	sess := e.Owner.(*loopSession)
+	if !e.Backend.Eligible() {
+		s.Stats.Moved.Add(1)
+		s.table.Delete(key)
+		return nil
+	}
+	return sess
+}
+
+// newLoopSession opens a session for a new client on loop l.
+func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow) *loopSession {
+	flow := &f
+	st := s.settings.Load()
+	if st.MaxSessions > 0 && s.sessions.Load() >= int64(st.MaxSessions) {
+		s.Stats.SessionsRefused.Add(1)
+		s.rateLog("max_sessions reached: datagram from a new client dropped", zap.Int("max_sessions", st.MaxSessions))
+		return nil
+	}
+	b := s.snaps.Load().Pick(flow, nil)
+	if b == nil {
+		s.Stats.NoBackend.Add(1)
+		s.rateLog("no usable backend for VIP: datagram dropped")
+		return nil
+	}
+	fd, err := s.dialBackendFD(b)
+	if err == nil {
+		var r reg
+		sess := l.newSession()
+		*sess = loopSession{s: s, owner: l, key: key, client: flow.Src, backend: b, gen: sess.gen}
+		if s.wildcard {
+			sess.replySrc = flow.Dst.Addr()
+		}
+		if r, err = l.add(fd, udpEvents, sess); err == nil {
+			sess.reg, sess.open = r, true
+			return s.recordSession(l, sess)
+		}
+		l.freeSession(sess)
+		unix.Close(fd)
+	}
+	if !b.Release() {
+		s.log.Error("live-flow count underflow: a flow was released twice", zap.String("backend", string(b.ID)))
+	}
+	if s.obs != nil && !localFailure(err) {
+		s.obs.ConnectFailed(b, err)
+	}
+	s.rateLog("backend socket failed", zap.String("backend", string(b.ID)), zap.Error(err))
+	return nil
+}
+
+// recordSession puts a new session in the table.
+func (s *UDPService) recordSession(l *loop, sess *loopSession) *loopSession {
+	s.sessions.Add(1)
+	if _, inserted, err := s.table.Insert(sess.key, sess.backend, sess); !inserted {
+		// Only a closed table refuses; Insert released the count.
+		s.closeSession(l, sess)
+		s.rateLog("session not recorded", zap.Error(err))
+		return nil
+	}
+	s.Stats.SessionsCreated.Add(1)
+	sess.backend.Stats.Flows.Add(1)
+	return sess
+}
+
+// dialBackendFD opens a connected, non-blocking UDP socket to b.
+func (s *UDPService) dialBackendFD(b *l4.Backend) (int, error) {
+	if s.self.wouldLoop(l4.UDP, b.Addr) {
+		return -1, fmt.Errorf("%s: %w", b.Addr, errSelfConnect)
+	}
+	family := unix.AF_INET
+	if b.Addr.Addr().Is6() && !b.Addr.Addr().Is4In6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, err
+	}
+	if err := connectNB(fd, b.Addr); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if s.self.covers(l4.UDP, b.Addr) && s.self.loops(l4.UDP, localAddrOf(fd, 0), b.Addr) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: %w", b.Addr, errSelfConnect)
+	}
+	return fd, nil
+}
+
+// onEvent: the session's backend socket is readable.
+func (sess *loopSession) onEvent(l *loop, _ uint32) {
+	sess.readable = true
+	sess.relay(l)
+}
+
+func (sess *loopSession) again(l *loop, gen uint32) {
+	if gen != sess.gen || !sess.open {
+		return
+	}
+	sess.queued = false
+	sess.relay(l)
+}
+
+// relay reads the backend's replies into the loop's outgoing batch of the
+// VIP socket, until the socket is drained or the turn is used up.
+func (sess *loopSession) relay(l *loop) {
+	s := sess.s
+	vs := s.ev.socks[l.id]
+	for range vipRounds {
+		if !sess.readable || !sess.open || vs.closed {
+			return
+		}
+		if vs.nout == replyOut {
+			vs.flush(l)
+		}
+		from := vs.nout
+		want := min(replyBatch, replyOut-from)
+		vs.out.prepRecvAt(from, want)
+		n, err := recvmmsg(sess.reg.fd, vs.out.hdrs[from:from+want])
+		switch {
+		case err == unix.EAGAIN:
+			sess.readable = false
+			return
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			// ICMP port unreachable surfaces as ECONNREFUSED on a
+			// connected UDP socket: a passive health mark.
+			s.Stats.ReadErrors.Add(1)
+			if err == unix.ECONNREFUSED && s.obs != nil {
+				s.obs.ConnectFailed(sess.backend, err)
+			}
+			continue
+		}
+		sess.queue(l, vs, from, n)
+		if !sess.open {
+			return // the reply limit ended it
+		}
+		if n < want {
+			sess.readable = false
+			return
+		}
+	}
+	if !sess.queued {
+		sess.queued = true
+		l.again = append(l.again, againEntry{t: sess, gen: sess.gen})
+	}
+}
+
+// queue addresses the n replies just read at vs.out[from:] to the client
+// and counts them; the loop sends them at the end of its round.
+func (sess *loopSession) queue(l *loop, vs *udpSock, from, n int) {
+	s := sess.s
+	b := vs.out
+	out := from
+	for i := from; i < from+n; i++ {
+		if b.truncated(i) {
+			s.Stats.Truncated.Add(1)
+			continue
+		}
+		size := int(b.hdrs[i].Len)
+		if out != i {
+			copy(b.buf(out), b.payload(i))
+		}
+		b.prepSend(out, size, sess.client, sess.replySrc)
+		sess.backend.Stats.BytesOut.Add(uint64(size))
+		out++
+	}
+	got := out - from
+	if got == 0 {
+		return
+	}
+	vs.nout = out
+	if !vs.flushing {
+		vs.flushing = true
+		l.flushes = append(l.flushes, vs)
+	}
+	sess.sent += got
+	if !sess.replied && s.obs != nil {
+		sess.replied = true
+		s.obs.ConnectOK(sess.backend, 0) // a passive success: the backend lives
+	}
+	if limit := s.settings.Load().Responses; limit > 0 && sess.sent >= limit {
+		s.table.Delete(sess.key)
+		return
+	}
+	s.table.Lookup(sess.key) // replies keep the session alive too
+}
+
+// flush sends the gathered replies; what the socket buffer does not take
+// is dropped and counted.
+func (vs *udpSock) flush(l *loop) {
+	s := vs.s
+	sent := 0
+	for sent < vs.nout && !vs.closed {
+		n, err := sendmmsg(vs.fd, vs.out.hdrs[sent:vs.nout])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			break
+		}
+		sent += n
+	}
+	s.Stats.Replies.Add(uint64(sent))
+	if left := vs.nout - sent; left > 0 {
+		s.Stats.Dropped.Add(uint64(left))
+	}
+	vs.nout = 0
+}
+
+// flushAll sends every VIP socket's gathered replies (end of a round).
+func (l *loop) flushAll() {
+	for i, vs := range l.flushes {
+		vs.flushing = false
+		if vs.nout > 0 {
+			vs.flush(l)
+		}
+		l.flushes[i] = nil
+	}
+	l.flushes = l.flushes[:0]
+}
+
+// sessionEndedLoop is the table's end hook on the loops: the owning loop
+// closes the session's socket (another goroutine, the sweeper or another
+// loop's insert, may have ended it).
+func (s *UDPService) sessionEndedLoop(_ conntrack.Key, e conntrack.Entry, _ conntrack.Reason) {
+	if sess, ok := e.Owner.(*loopSession); ok {
+		sess.owner.endSession(sess)
+	}
+}
+
+// closeSession closes a session's socket on its loop.
+func (s *UDPService) closeSession(l *loop, sess *loopSession) {
+	if !sess.open {
+		return
+	}
+	sess.open = false
+	l.forget(&sess.reg)
+	unix.Close(sess.reg.fd)
+	s.sessions.Add(-1)
+	l.freeSession(sess)
+}
+
+// endSession hands a session to its loop to close.
+func (l *loop) endSession(sess *loopSession) {
+	l.mu.Lock()
+	l.ended = append(l.ended, sess)
+	l.mu.Unlock()
+	l.wake()
+}
+
+// newSession hands out a session struct from the loop's free list.
+func (l *loop) newSession() *loopSession {
+	var sess *loopSession
+	if n := len(l.freeSessions); n > 0 {
+		sess = l.freeSessions[n-1]
+		l.freeSessions = l.freeSessions[:n-1]
+	} else {
+		sess = new(loopSession)
+	}
+	sess.gen = l.nextGen()
+	return sess
+}
+
+func (l *loop) freeSession(sess *loopSession) {
+	if len(l.freeSessions) < maxFreeConns {
+		*sess = loopSession{gen: sess.gen}
+		l.freeSessions = append(l.freeSessions, sess)
+	}
+}
+
+// closeEnded closes the sessions other goroutines ended.
+func (l *loop) closeEnded(ended []*loopSession) {
+	for i, sess := range ended {
+		sess.s.closeSession(l, sess)
+		ended[i] = nil
+	}
+}
