@@ -92,7 +92,7 @@ func (s *TCPService) acceptOn(l *loop) {
 			s.pauseAccept(l, 20*time.Millisecond)
 			return
 		}
-		fd, sa, err := unix.Accept4(e.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		fd, err := accept4(e.fd, &l.peer)
 		if err != nil {
 			s.releaseSlots()
 			if err == unix.EAGAIN || err == unix.EINTR {
@@ -111,7 +111,7 @@ func (s *TCPService) acceptOn(l *loop) {
 		e.back[l.id] = 0
 		s.Stats.Accepted.Add(1)
 		s.wg.Add(1)
-		src := sockaddrAddrPort(sa)
+		src := getSockaddr(&l.peer)
 		if to := e.loops.lighter(l); to != nil {
 			to.handOff(handoff{s: s, fd: fd, src: src})
 			continue

@@ -761,26 +761,6 @@ func newBackendSocket(addr netip.AddrPort, keepAlive time.Duration) (int, error)
 	return fd, nil
 }
 
-// connectNB starts a connect; EINPROGRESS is the expected answer.
-func connectNB(fd int, addr netip.AddrPort) error {
-	var sa unix.Sockaddr
-	if a := addr.Addr(); a.Is4() || a.Is4In6() {
-		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: a.Unmap().As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: a.As16()}
-	}
-	for {
-		err := unix.Connect(fd, sa)
-		switch err {
-		case nil, unix.EINPROGRESS:
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		return err
-	}
-}
-
 // setKeepAliveFD sets TCP keepalive on a socket (idle 0 = off; wasOn:
 // the socket may have it on, else off needs no call).
 func setKeepAliveFD(fd int, idle time.Duration, wasOn bool) {

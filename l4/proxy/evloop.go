@@ -101,8 +101,9 @@ type loop struct {
 	free         []int32   // free slots
 	timers       timerHeap
 	events       [128]unix.EpollEvent
-	buf          []byte  // copy-mode bounce buffer, shared by the loop's connections
-	pipes        []*pipe // a small local free list before the shared pool
+	peer         unix.RawSockaddrInet6 // accept4 writes the client's address here
+	buf          []byte                // copy-mode bounce buffer, shared by the loop's connections
+	pipes        []*pipe               // a small local free list before the shared pool
 	pool         *PipePool
 	shard        int
 	conns        map[*evConn]struct{}

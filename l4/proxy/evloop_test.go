@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"net"
+	"net/netip"
 	"runtime"
 	"syscall"
 	"testing"
@@ -202,5 +203,91 @@ func stalledClient(t *testing.T, size int64) {
 	}
 	if got, want := h.Sum(nil), <-sent; !bytes.Equal(got, want[:]) {
 		t.Fatal("the bytes differ")
+	}
+}
+
+// rawEchoServer is a loopback echo backend that allocates nothing per
+// connection (raw syscalls, one buffer), so that a test can count the
+// allocations of the process around it.
+func rawEchoServer(t *testing.T) netip.AddrPort {
+	t.Helper()
+	lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(lfd, 128); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(lfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64)
+		for {
+			fd, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
+			if errno == unix.EINTR {
+				continue
+			}
+			if errno != 0 {
+				return // shut down
+			}
+			if n, err := unix.Read(int(fd), buf); err == nil && n > 0 {
+				unix.Write(int(fd), buf[:n])
+			}
+			unix.Close(int(fd))
+		}
+	}()
+	t.Cleanup(func() {
+		unix.Shutdown(lfd, unix.SHUT_RDWR) // wakes the blocked accept
+		<-done
+		unix.Close(lfd)
+	})
+	return sockaddrAddrPort(sa)
+}
+
+// TestLoopConnectionAllocatesNothing counts the whole process's heap
+// allocations while connections go through a loop (accept, pick, connect,
+// a request and its answer both ways, close): the client and the backend
+// use raw syscalls, so what is counted is the loop's.
+func TestLoopConnectionAllocatesNothing(t *testing.T) {
+	pipes := NewPipePool(0)
+	ts := newServiceOn(t, pipes, newLoopsForTest(t, 1, pipes), Settings{}, rawEchoServer(t))
+	vip := &unix.SockaddrInet4{Port: int(ts.addr.Port()), Addr: ts.addr.Addr().As4()}
+	msg, got := []byte("hello"), make([]byte, 5)
+	conn := func() {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Connect(fd, vip); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.Write(fd, msg); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := unix.Read(fd, got); err != nil || n != len(msg) {
+			t.Fatalf("read %d bytes, %v", n, err)
+		}
+	}
+	for range 300 { // free lists, tables and heaps reach their size
+		conn()
+	}
+	const n = 1000
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		conn()
+	}
+	runtime.ReadMemStats(&after)
+	// A few may come from the runtime; one per connection would be 1000.
+	if a := after.Mallocs - before.Mallocs; a > n/50 {
+		t.Fatalf("%d allocations for %d connections", a, n)
 	}
 }
