@@ -1,12 +1,16 @@
-// Package proxy is l4lb's user-space data plane: TCP VIPs proxied with
-// splice(2) through kernel pipes, UDP VIPs forwarded by session, and the
+// Package proxy is l4lb's user-space data plane: TCP VIPs proxied through
+// kernel pipes with splice(2), UDP VIPs forwarded by session, and the
 // listeners both use.
 //
-// Bytes never pass through a user-space buffer: each direction of a proxied
-// TCP connection waits for readability on Go's netpoller (syscall.RawConn),
-// borrows a pipe from a pool, splices what the socket holds into it, splices
-// the pipe out to the other socket and returns the pipe. An idle connection
-// therefore holds its two sockets and two parked goroutines, no pipe.
+// Everything runs on event loops (evloop.go), one per core by default,
+// each a locked OS thread with its own epoll set that owns its
+// connections end to end. A TCP connection is a small struct in its loop,
+// both sockets registered once, edge-triggered; small chunks move by read
+// and write through the loop's buffer, bulk by splice through a pooled
+// pipe. An idle connection holds its two sockets and a few hundred bytes,
+// no pipe and no goroutine. A UDP VIP has one socket per loop (a
+// SO_REUSEPORT group, so a flow stays on one loop), read and answered in
+// recvmmsg/sendmmsg batches.
 //
 // The package knows nothing of TOML or health checks: a service is given
 // immutable Settings and a snapshot.Store to pick from, and reports connect

@@ -167,18 +167,33 @@ type handoff struct {
 
 // takeSlots takes a max_conns slot and a process budget slot without
 // waiting; at a limit it stops accepting on every loop (clients wait in
-// the listen backlog) until a connection ends.
+// the listen backlog) until a connection ends (of this VIP for max_conns,
+// of any VIP for the budget) or a reload raises max_conns.
 func (s *TCPService) takeSlots() bool {
 	if !s.limit.tryAcquire() {
 		s.stopAccepting(s.vipFull)
+		s.tryResume() // the last connection may have ended meanwhile
 		return false
 	}
 	if s.budget != nil && !s.budget.tryAcquire() {
 		s.limit.release()
 		s.stopAccepting(s.processFull)
+		s.budget.wait(s)
 		return false
 	}
 	return true
+}
+
+// tryResume starts accepting again on every loop when no limit holds the
+// VIP back any more.
+func (s *TCPService) tryResume() {
+	e := s.ev
+	if e.closed.Load() || e.accepting.Load() || !s.limit.room() || s.budget != nil && !s.budget.room() {
+		return
+	}
+	if !e.accepting.Swap(true) {
+		s.resumeAll()
+	}
 }
 
 // stopAccepting pauses every loop's accepting at a limit.
@@ -214,11 +229,7 @@ func (a acceptResume) onTimer(l *loop, _ uint32) { a.s.syncAccept(l) }
 func (s *TCPService) evConnDone() {
 	s.Stats.Active.Add(-1)
 	s.releaseSlots()
-	if !s.ev.closed.Load() && !s.ev.accepting.Load() && s.limit.room() && (s.budget == nil || s.budget.room()) {
-		if !s.ev.accepting.Swap(true) {
-			s.resumeAll()
-		}
-	}
+	s.tryResume()
 	s.wg.Done()
 }
 
@@ -245,6 +256,9 @@ func (s *TCPService) closeLoops() {
 	e := s.ev
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
+		if s.budget != nil {
+			s.budget.forget(s)
+		}
 		e.loops.each(func(l *loop) { s.syncAccept(l) })
 		unix.Close(e.fd)
 	})

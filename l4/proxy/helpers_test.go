@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -45,7 +44,7 @@ func newService(t testing.TB, st Settings, addrs ...netip.AddrPort) *testService
 	return newServiceOn(t, pipes, testLoops(t, pipes), st, addrs...)
 }
 
-// newServiceOn is newService on the given loops (nil: goroutines).
+// newServiceOn is newService on the given loops.
 func newServiceOn(t testing.TB, pipes *PipePool, loops *Loops, st Settings, addrs ...netip.AddrPort) *testService {
 	t.Helper()
 	return newServiceListen(t, pipes, loops, ListenOptions{KeepAlive: keepAliveConfig(st.KeepAlive)}, st, addrs...)
@@ -60,7 +59,9 @@ func newServiceListen(t testing.TB, pipes *PipePool, loops *Loops, lo ListenOpti
 	}
 	ts := &testService{store: &snapshot.Store{}, pipes: pipes}
 	ts.setBackends(t, addrs...)
-	ts.TCPService = NewTCPService(TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: ts.pipes, Settings: st, Loops: loops})
+	if ts.TCPService, err = NewTCPService(TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: ts.pipes, Settings: st, Loops: loops}); err != nil {
+		t.Fatal(err)
+	}
 	ts.addr = ln.Addr().(*net.TCPAddr).AddrPort()
 	go ts.Serve()
 	t.Cleanup(func() {
@@ -77,13 +78,9 @@ func newServiceListen(t testing.TB, pipes *PipePool, loops *Loops, lo ListenOpti
 }
 
 // testLoops starts two event loops for a test's services, closed when the
-// test ends, or returns nil when L4LB_PROXY_ENGINE=goroutines asks for the
-// goroutine data plane (make test runs this package both ways).
+// test ends (after the services: cleanups run last registered first).
 func testLoops(t testing.TB, pipes *PipePool) *Loops {
 	t.Helper()
-	if os.Getenv("L4LB_PROXY_ENGINE") == "goroutines" {
-		return nil
-	}
 	ls, err := NewLoops(2, pipes)
 	if err != nil {
 		t.Fatal(err)

@@ -1,86 +1,41 @@
-// max_conns: the accept loop stops accepting while a VIP is at its limit.
+// max_conns: a VIP stops accepting while it is at its limit.
 package proxy
 
-import "sync"
+import "sync/atomic"
 
 // limiter counts a VIP's connections against max_conns. At the limit the
-// accept loop waits, so new clients queue in the kernel's listen backlog
-// (as with HAProxy's maxconn) instead of being refused; they are accepted
-// as connections end.
+// VIP stops accepting, so new clients queue in the kernel's listen
+// backlog (as with HAProxy's maxconn) instead of being refused; they are
+// accepted as connections end. Lock-free: every loop takes and gives
+// slots.
 type limiter struct {
-	mu      sync.Mutex
-	max     int // 0 = unlimited
-	n       int
-	stopped bool
-	wake    chan struct{}
+	max     atomic.Int64 // 0 = unlimited
+	n       atomic.Int64
+	stopped atomic.Bool
 }
 
-func (l *limiter) init() { l.wake = make(chan struct{}, 1) }
-
-// acquire takes a slot, waiting while the VIP is full (after calling
-// full, once). It returns false once stop was called.
-func (l *limiter) acquire(full func()) bool {
-	for waited := false; ; waited = true {
-		l.mu.Lock()
-		if l.stopped {
-			l.mu.Unlock()
+// tryAcquire takes a slot if one is free.
+func (l *limiter) tryAcquire() bool {
+	for {
+		if l.stopped.Load() {
 			return false
 		}
-		if l.max == 0 || l.n < l.max {
-			l.n++
-			l.mu.Unlock()
+		n, m := l.n.Load(), l.max.Load()
+		if m != 0 && n >= m {
+			return false
+		}
+		if l.n.CompareAndSwap(n, n+1) {
 			return true
 		}
-		l.mu.Unlock()
-		if !waited && full != nil {
-			full()
-		}
-		<-l.wake
 	}
-}
-
-// tryAcquire takes a slot if one is free, without waiting.
-func (l *limiter) tryAcquire() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopped || l.max != 0 && l.n >= l.max {
-		return false
-	}
-	l.n++
-	return true
 }
 
 // room reports whether a slot is free.
 func (l *limiter) room() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !l.stopped && (l.max == 0 || l.n < l.max)
+	m := l.max.Load()
+	return !l.stopped.Load() && (m == 0 || l.n.Load() < m)
 }
 
-func (l *limiter) release() {
-	l.mu.Lock()
-	l.n--
-	l.mu.Unlock()
-	l.signal()
-}
-
-func (l *limiter) setMax(n int) {
-	l.mu.Lock()
-	l.max = max(n, 0)
-	l.mu.Unlock()
-	l.signal()
-}
-
-func (l *limiter) stop() {
-	l.mu.Lock()
-	l.stopped = true
-	l.mu.Unlock()
-	l.signal()
-}
-
-func (l *limiter) signal() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
+func (l *limiter) release()     { l.n.Add(-1) }
+func (l *limiter) setMax(n int) { l.max.Store(int64(max(n, 0))) }
+func (l *limiter) stop()        { l.stopped.Store(true) }

@@ -32,7 +32,10 @@ func selfService(t *testing.T, listen string, others ...netip.AddrPort) (*TCPSer
 	}
 	bs := equalBackends(t, store, append([]netip.AddrPort{target}, others...))
 	pipes := NewPipePool(0)
-	s := NewTCPService(TCPConfig{Listener: ln, Snapshots: store, Pipes: pipes, Settings: Settings{Retries: 2}, Self: self, Loops: testLoops(t, pipes)})
+	s, err := NewTCPService(TCPConfig{Listener: ln, Snapshots: store, Pipes: pipes, Settings: Settings{Retries: 2}, Self: self, Loops: testLoops(t, pipes)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	go s.Serve()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -277,6 +278,66 @@ func TestMaxConnsQueues(t *testing.T) {
 	}
 }
 
+// TestMaxConnsRaisedResumes: a reload that raises max_conns serves the
+// client waiting in the backlog at once, though no connection ended.
+func TestMaxConnsRaisedResumes(t *testing.T) {
+	addr := startServer(t, echoHandler)
+	ts := newService(t, Settings{MaxConns: 1}, addr)
+	c1 := ts.dial(t)
+	c1.Write([]byte("a"))
+	io.ReadFull(c1, make([]byte, 1))
+	c2 := ts.dial(t)
+	c2.Write([]byte("b"))
+	c2.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c2.Read(make([]byte, 1)); !os.IsTimeout(err) {
+		t.Fatalf("second connection served over the limit: %v", err)
+	}
+	ts.Update(Settings{MaxConns: 2})
+	c2.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.ReadFull(c2, make([]byte, 1)); err != nil {
+		t.Fatalf("queued connection not served after max_conns was raised: %v", err)
+	}
+}
+
+// TestBudgetFreedByAnotherVIPResumes: with the process-wide budget used up
+// by one VIP, another VIP's client waits in its backlog; the first VIP's
+// connection ending serves it.
+func TestBudgetFreedByAnotherVIPResumes(t *testing.T) {
+	addr := startServer(t, echoHandler)
+	budget := NewConnBudget(1)
+	pipes := NewPipePool(0)
+	loops := testLoops(t, pipes)
+	var svcs [2]*testService
+	for i := range svcs {
+		ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), ListenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := &testService{store: &snapshot.Store{}, pipes: pipes, addr: ln.Addr().(*net.TCPAddr).AddrPort()}
+		ts.setBackends(t, addr)
+		if ts.TCPService, err = NewTCPService(TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: pipes, Budget: budget, Loops: loops}); err != nil {
+			t.Fatal(err)
+		}
+		go ts.Serve()
+		t.Cleanup(func() { ts.Drain(context.Background()) })
+		svcs[i] = ts
+	}
+	a := svcs[0].dial(t)
+	a.Write([]byte("a"))
+	io.ReadFull(a, make([]byte, 1))
+	b := svcs[1].dial(t)
+	b.Write([]byte("b"))
+	b.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := b.Read(make([]byte, 1)); !os.IsTimeout(err) {
+		t.Fatalf("served over the process budget: %v", err)
+	}
+	a.Close()
+	b.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.ReadFull(b, make([]byte, 1)); err != nil {
+		t.Fatalf("waiting client not served after another VIP freed the budget: %v", err)
+	}
+}
+
 // TestIdleConnectionsHoldNoPipe: while connections sit idle no pipe is
 // lent, so an idle connection costs its two sockets only.
 func TestIdleConnectionsHoldNoPipe(t *testing.T) {
@@ -453,7 +514,10 @@ func TestIPv6VIP(t *testing.T) {
 	snap, _ := snapshot.Build(balance.Options{}, []balance.Member{{Backend: b, Weight: 1}})
 	store.Store(snap)
 	pipes := NewPipePool(0)
-	svc := NewTCPService(TCPConfig{Listener: vipLn, Snapshots: store, Pipes: pipes, Loops: testLoops(t, pipes)})
+	svc, err := NewTCPService(TCPConfig{Listener: vipLn, Snapshots: store, Pipes: pipes, Loops: testLoops(t, pipes)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	go svc.Serve()
 	defer svc.Close()
 	c, err := net.Dial("tcp6", vipLn.Addr().String())

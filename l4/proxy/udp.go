@@ -1,5 +1,6 @@
 // UDP VIP service: datagrams become sessions in a conntrack table, each
-// with its own connected socket to the backend.
+// with its own connected socket to the backend; the sessions run on the
+// event loops (evudp.go).
 package proxy
 
 import (
@@ -8,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,8 +21,8 @@ import (
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
-// Batch sizes: the VIP socket reads up to vipBatch datagrams per syscall; a
-// session relays up to replyBatch replies per syscall.
+// Batch sizes: a VIP socket reads up to vipBatch datagrams per syscall; a
+// session reads up to replyBatch replies per syscall.
 const (
 	vipBatch   = 32
 	replyBatch = 8
@@ -61,22 +61,15 @@ type UDPService struct {
 	log      *zap.Logger
 	obs      Observer
 	self     *Listeners
-	replies  sync.Pool // *msgBatch for sessions' replies
-	ev       *evUDP    // set when the VIP runs on event loops
+	ev       *evUDP // the VIP's sockets and sessions on the event loops
 
 	settings atomic.Pointer[UDPSettings]
 	Stats    UDPStats
 	sessions atomic.Int64
 
-	// Owned by the Serve goroutine.
-	batch    *msgBatch
-	readFn   func(fd uintptr) bool
-	nread    int
-	readErr  error
 	warnings rateLog
 
-	wg      sync.WaitGroup // session goroutines
-	serving atomic.Bool    // Serve ran: Close waits for its loop
+	serving atomic.Bool // Serve ran: Close waits for it
 	done    chan struct{}
 }
 
@@ -88,14 +81,16 @@ type UDPConfig struct {
 	Log       *zap.Logger
 	Observer  Observer
 	Self      *Listeners // every address l4lb listens on; nil = not checked
-	// Loops, when set, run the VIP on event loops: Conn must then have
-	// been opened with ListenOptions.ReusePort when there is more than
-	// one loop.
+	// Loops run the VIP (required). With more than one loop, Conn must
+	// have been opened with ListenOptions.ReusePort.
 	Loops *Loops
 }
 
 // NewUDPService makes a service over conn; Serve starts it.
 func NewUDPService(cfg UDPConfig) (*UDPService, error) {
+	if cfg.Loops == nil {
+		return nil, errors.New("udp service: no event loops")
+	}
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -112,7 +107,6 @@ func NewUDPService(cfg UDPConfig) (*UDPService, error) {
 		log:   log,
 		obs:   cfg.Observer,
 		self:  cfg.Self,
-		batch: newMsgBatch(vipBatch, bufSize),
 		done:  make(chan struct{}),
 	}
 	s.key.Addr = netip.AddrPortFrom(s.key.Addr.Addr().Unmap(), s.key.Addr.Port())
@@ -120,26 +114,17 @@ func NewUDPService(cfg UDPConfig) (*UDPService, error) {
 	if err := s.enablePktinfo(); err != nil {
 		return nil, err
 	}
-	s.replies.New = func() any { return newMsgBatch(replyBatch, bufSize) }
-	s.readFn = s.readOnce
 	s.settings.Store(&cfg.Settings)
-	onEnd := s.sessionEnded
-	if cfg.Loops != nil {
-		onEnd = s.sessionEndedLoop
-	}
 	s.table, err = conntrack.New(conntrack.Options{
 		UDPIdle:    cfg.Settings.SessionTimeout,
 		MaxEntries: max(2*cfg.Settings.MaxSessions, 1<<16),
-		OnEnd:      onEnd,
+		OnEnd:      s.sessionEndedLoop,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
-	if cfg.Loops != nil {
-		if s.ev, err = newEvUDP(s, cfg.Loops); err != nil {
-			return nil, err
-		}
-		s.batch = nil // the loops have their own
+	if s.ev, err = newEvUDP(s, cfg.Loops); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -188,7 +173,8 @@ func (s *UDPService) Sessions() int64 { return s.sessions.Load() }
 // Table exposes the session table's counters.
 func (s *UDPService) Table() *conntrack.Table { return s.table }
 
-// Serve reads client datagrams until Close.
+// Serve puts the VIP's sockets on the loops and returns once the service
+// is closed.
 func (s *UDPService) Serve() {
 	s.serving.Store(true)
 	defer close(s.done)
@@ -196,135 +182,7 @@ func (s *UDPService) Serve() {
 		s.log.Error("session table", zap.Error(err))
 		return
 	}
-	if s.ev != nil {
-		s.serveLoops()
-		return
-	}
-	for {
-		n, err := s.readBatch()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			s.Stats.ReadErrors.Add(1)
-			s.rateLog("udp read failed", zap.Error(err))
-			continue
-		}
-		for i := 0; i < n; i++ {
-			s.handle(i)
-		}
-	}
-}
-
-func (s *UDPService) readBatch() (int, error) {
-	s.nread, s.readErr = 0, nil
-	if err := s.raw.Read(s.readFn); err != nil {
-		return 0, err
-	}
-	return s.nread, s.readErr
-}
-
-// readOnce is the RawConn read callback: false parks until readable.
-func (s *UDPService) readOnce(fd uintptr) bool {
-	s.batch.prepRecv(vipBatch, true, s.wildcard)
-	n, err := recvmmsg(int(fd), s.batch.hdrs)
-	if err == unix.EAGAIN || err == unix.EINTR {
-		return false
-	}
-	s.nread, s.readErr = n, err
-	return true
-}
-
-// handle forwards datagram i of the read batch.
-func (s *UDPService) handle(i int) {
-	b := s.batch
-	if b.truncated(i) {
-		s.Stats.Truncated.Add(1)
-		return
-	}
-	dst := s.key.Addr.Addr()
-	if s.wildcard {
-		if d, ok := b.destination(i); ok {
-			dst = d
-		}
-	}
-	flow := l4.Flow{Src: b.source(i), Dst: netip.AddrPortFrom(dst, s.key.Addr.Port()), Proto: l4.UDP}
-	key := conntrack.KeyOf(&flow)
-	sess := s.session(key)
-	if sess == nil {
-		// flow goes by value: its address escapes only on this path, so
-		// a datagram of an existing session allocates nothing.
-		if sess = s.newSession(key, flow); sess == nil {
-			return
-		}
-	}
-	sess.forward(b.payload(i))
-}
-
-// session returns the live session of key, ending it first if its backend
-// is no longer eligible (the datagram then starts a new one).
-func (s *UDPService) session(key conntrack.Key) *udpSession {
-	e, ok := s.table.Lookup(key)
-	if !ok {
-		return nil
-	}
-	sess := e.Owner.(*udpSession)
-	if !e.Backend.Eligible() {
-		s.Stats.Moved.Add(1)
-		s.table.Delete(key)
-		return nil
-	}
-	return sess
-}
-
-func (s *UDPService) newSession(key conntrack.Key, f l4.Flow) *udpSession {
-	flow := &f
-	st := s.settings.Load()
-	if st.MaxSessions > 0 && s.sessions.Load() >= int64(st.MaxSessions) {
-		s.Stats.SessionsRefused.Add(1)
-		s.rateLog("max_sessions reached: datagram from a new client dropped", zap.Int("max_sessions", st.MaxSessions))
-		return nil
-	}
-	b := s.snaps.Load().Pick(flow, nil)
-	if b == nil {
-		s.Stats.NoBackend.Add(1)
-		s.rateLog("no usable backend for VIP: datagram dropped")
-		return nil
-	}
-	sess, err := s.dialSession(key, flow, b)
-	if err != nil {
-		if !b.Release() {
-			s.log.Error("live-flow count underflow: a flow was released twice", zap.String("backend", string(b.ID)))
-		}
-		if s.obs != nil && !localFailure(err) {
-			s.obs.ConnectFailed(b, err)
-		}
-		s.rateLog("backend socket failed", zap.String("backend", string(b.ID)), zap.Error(err))
-		return nil
-	}
-	s.sessions.Add(1)
-	s.wg.Add(1)
-	if _, inserted, err := s.table.Insert(key, b, sess); !inserted {
-		// Only a closed table refuses (this goroutine is the only inserter);
-		// Insert released the count.
-		sess.conn.Close()
-		s.sessions.Add(-1)
-		s.wg.Done()
-		s.rateLog("session not recorded", zap.Error(err))
-		return nil
-	}
-	s.Stats.SessionsCreated.Add(1)
-	b.Stats.Flows.Add(1)
-	go sess.relayReplies()
-	return sess
-}
-
-// sessionEnded is the table's end hook: the session's socket closes and its
-// reply goroutine exits.
-func (s *UDPService) sessionEnded(_ conntrack.Key, e conntrack.Entry, _ conntrack.Reason) {
-	if sess, ok := e.Owner.(*udpSession); ok {
-		sess.conn.Close()
-	}
+	s.serveLoops()
 }
 
 // rateLog logs at most one line per second from the datagram path.
@@ -332,20 +190,11 @@ func (s *UDPService) rateLog(msg string, fields ...zap.Field) {
 	s.warnings.warn(s.log, msg, append(fields, zap.Stringer("listen", s.key))...)
 }
 
-// Close stops reading, ends every session and waits for their goroutines.
+// Close stops reading and ends every session.
 func (s *UDPService) Close() error {
-	if s.ev != nil {
-		s.closeLoops()
-		if s.serving.Load() {
-			<-s.done
-		}
-		return nil
-	}
-	err := s.conn.Close()
+	s.closeLoops()
 	if s.serving.Load() {
 		<-s.done
 	}
-	_ = s.table.Close()
-	s.wg.Wait()
-	return err
+	return nil
 }

@@ -245,28 +245,17 @@ func TestUDPForwardAllocatesNothing(t *testing.T) {
 	ts, c := serviceToSink(t)
 	c.Write([]byte("open a session"))
 	// Datagrams is counted after the forward that sent it: waiting for it
-	// orders the Serve goroutine's session writes before this test's.
+	// orders the loop's session writes before this test's.
 	testutil.Eventually(t, 2*time.Second, "session", func() bool { return ts.Stats.Datagrams.Load() == 1 })
 	flow := l4.Flow{Src: c.LocalAddr().(*net.UDPAddr).AddrPort(), Dst: ts.addr, Proto: l4.UDP}
 	key := conntrack.KeyOf(&flow)
 	payload := []byte("datagram")
-	if ts.ev != nil {
-		// On the loops: the session lookup and the send (the loop thread
-		// leaves an idle session alone).
-		if ts.loopSession(key) == nil {
-			t.Fatal("no session")
-		}
-		if n := testing.AllocsPerRun(1000, func() { writeRetry(ts.loopSession(key).reg.fd, payload) }); n != 0 {
-			t.Fatalf("%v allocations per forwarded datagram", n)
-		}
-		return
-	}
-	if ts.session(key) == nil {
+	// On the loops: the session lookup and the send (the loop thread
+	// leaves an idle session alone).
+	if ts.loopSession(key) == nil {
 		t.Fatal("no session")
 	}
-	// The per-datagram path: the session lookup (key, table, eligibility)
-	// and the send.
-	if n := testing.AllocsPerRun(1000, func() { ts.session(key).forward(payload) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { writeRetry(ts.loopSession(key).reg.fd, payload) }); n != 0 {
 		t.Fatalf("%v allocations per forwarded datagram", n)
 	}
 }

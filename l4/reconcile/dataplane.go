@@ -56,7 +56,7 @@ type dataPlane interface {
 // planeDeps are what the data planes share across VIPs.
 type planeDeps struct {
 	pipes  *proxy.PipePool
-	loops  *proxy.Loops      // nil = connections on goroutines
+	loops  *proxy.Loops      // nil: they could not start (NewTCPService and NewUDPService then fail)
 	budget *proxy.ConnBudget // nil = no process-wide cap
 	self   *proxy.Listeners
 	log    *zap.Logger
@@ -107,11 +107,15 @@ func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) 
 	if err != nil {
 		return nil, err
 	}
-	d.self.Add(key)
-	svc := proxy.NewTCPService(proxy.TCPConfig{
+	svc, err := proxy.NewTCPService(proxy.TCPConfig{
 		Listener: ln, Snapshots: d.store, Pipes: d.pipes, Settings: st,
 		Log: d.log, Observer: d.obs, Budget: d.budget, Self: d.self, Loops: d.loops,
 	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	d.self.Add(key)
 	return &tcpPlane{svc: svc}, nil
 }
 

@@ -53,7 +53,7 @@ func (r *Runtime) syncHealth(v *vip, removed []l4.BackendID) {
 }
 
 // onHealth receives every probe result and passive mark. It runs on probe
-// goroutines and connection goroutines and must not block: it takes only
+// goroutines and the event loops and must not block: it takes only
 // the VIP's own lock, never the runtime's.
 func (r *Runtime) onHealth(ev health.Event) {
 	v := r.lookupVIP(ev.Key.VIP)

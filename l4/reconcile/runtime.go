@@ -21,7 +21,7 @@ import (
 type Runtime struct {
 	log     *zap.Logger
 	pipes   *proxy.PipePool
-	loops   *proxy.Loops      // the event loops proxied TCP connections run on; nil = goroutines
+	loops   *proxy.Loops      // the event loops proxy-mode VIPs run on; nil if they could not start
 	budget  *proxy.ConnBudget // nil = no process-wide cap
 	self    proxy.Listeners   // every address the VIPs listen on
 	indexes *indexPool        // backend indexes across all VIPs
@@ -81,7 +81,7 @@ func New(log *zap.Logger, opts Options) *Runtime {
 	}
 	loops, err := proxy.NewLoops(opts.Workers, r.pipes)
 	if err != nil {
-		log.Error("event loops unavailable: TCP connections run on goroutines", zap.Error(err))
+		log.Error("event loops unavailable: proxy-mode VIPs cannot start", zap.Error(err))
 	}
 	r.loops = loops
 	r.health = health.NewManager(r.onHealth)

@@ -199,12 +199,6 @@ func (x *xdpRuntime) prepareHost() error {
 	return nil
 }
 
-// compatible reports whether a reload's [xdp] can run on x; the keys that
-// need a restart are reported by the caller.
-func (x *xdpRuntime) compatible(cfg *config.XDP) bool {
-	return cfg != nil && cfg.Interface == x.cfg.Interface
-}
-
 // loop reads the flow table and checks neighbours until stop. It is the
 // only goroutine that uses the neighbours, so shutdown can close them.
 func (x *xdpRuntime) loop() {
