@@ -320,7 +320,7 @@ func (c *evConn) connected(l *loop, events uint32) {
 		}
 		s.obs.ConnectOK(b, rtt)
 	}
-	if err := c.sendProxyHeader(); err != nil {
+	if err := c.sendProxyHeader(l); err != nil {
 		c.connectFailed(l, err)
 		return
 	}
@@ -705,11 +705,11 @@ func (c *evConn) closeSock(l *loop, sk *sock, reset bool) {
 
 // sendProxyHeader writes the PROXY header before any client byte. The
 // socket was just connected, so its send buffer takes the whole header.
-func (c *evConn) sendProxyHeader() error {
+func (c *evConn) sendProxyHeader(l *loop) error {
 	if c.st.ProxyProtocol == 0 {
 		return nil
 	}
-	h := proxyHeader(c.st.ProxyProtocol, &c.flow)
+	h := appendProxyHeader(l.hdr[:0], c.st.ProxyProtocol, &c.flow)
 	n, err := writeRetry(c.backend.fd, h)
 	if err == nil && n < len(h) {
 		err = errors.New("proxy header: short write")

@@ -102,6 +102,7 @@ type loop struct {
 	timers       timerHeap
 	events       [128]unix.EpollEvent
 	peer         unix.RawSockaddrInet6 // accept4 writes the client's address here
+	hdr          [maxProxyHeader]byte  // a PROXY header being sent
 	buf          []byte                // copy-mode bounce buffer, shared by the loop's connections
 	pipes        []*pipe               // a small local free list before the shared pool
 	pool         *PipePool
@@ -382,7 +383,7 @@ func (l *loop) putPipe(p *pipe) {
 
 // yieldEvery is how often a loop yields to the Go scheduler (under the
 // runtime's 10ms preemption threshold).
-const yieldEvery = 5 * time.Millisecond
+const yieldEvery = 8 * time.Millisecond
 
 // loopPipes is how many empty pipes a loop keeps for itself.
 const loopPipes = 8
