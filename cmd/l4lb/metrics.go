@@ -61,6 +61,7 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"pipes_lent":  d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
 		"pipes_max":   d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
 		"worker_conn": d("worker_connections", "TCP connections an event loop proxies now.", []string{"worker"}),
+		"worker_udp":  d("worker_udp_sessions", "UDP sessions an event loop owns now.", []string{"worker"}),
 		"b_live":      d("backend_live_flows", "Live flows on the backend.", backendLabels),
 		"b_flows":     d("backend_flows_total", "Flows established to the backend.", backendLabels),
 		"b_fails":     d("backend_connect_failures_total", "Connects to the backend that failed.", backendLabels),
@@ -102,6 +103,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
 	for i, wk := range st.Workers {
 		ch <- prometheus.MustNewConstMetric(c.descs["worker_conn"], gauge, float64(wk.Conns), strconv.Itoa(i))
+		ch <- prometheus.MustNewConstMetric(c.descs["worker_udp"], gauge, float64(wk.UDPSessions), strconv.Itoa(i))
 	}
 	seen := map[[2]string]bool{}
 	for _, v := range st.VIPs {

@@ -117,11 +117,17 @@ func printStatus(w io.Writer, st reconcile.Status) {
 	}
 	fmt.Fprintf(w, "splice pipes: %d open, %d in use, max %s\n", st.Pipes.Open, st.Pipes.Lent, pipeCap)
 	if len(st.Workers) > 0 {
-		conns := make([]string, len(st.Workers))
+		conns, sessions := make([]string, len(st.Workers)), make([]string, len(st.Workers))
+		var udp int64
 		for i, wk := range st.Workers {
-			conns[i] = fmt.Sprint(wk.Conns)
+			conns[i], sessions[i] = fmt.Sprint(wk.Conns), fmt.Sprint(wk.UDPSessions)
+			udp += wk.UDPSessions
 		}
-		fmt.Fprintf(w, "workers: %d event loops, TCP connections on each: %s\n", len(st.Workers), strings.Join(conns, " "))
+		fmt.Fprintf(w, "workers: %d event loops, TCP connections on each: %s", len(st.Workers), strings.Join(conns, " "))
+		if udp > 0 {
+			fmt.Fprintf(w, "; UDP sessions: %s", strings.Join(sessions, " "))
+		}
+		fmt.Fprintln(w)
 	}
 	if x := st.XDP; x != nil {
 		fmt.Fprintf(w, "xdp: on %s (%s mode)%s, %d live flows\n", x.Interface, x.Attach, pinned(x.PinPath), x.LiveFlows)

@@ -46,6 +46,15 @@ func NewLoops(n int, pipes *PipePool) (*Loops, error) {
 // Len returns the number of loops.
 func (ls *Loops) Len() int { return len(ls.loops) }
 
+// Sessions returns the UDP sessions each loop owns now (all services).
+func (ls *Loops) Sessions() []int64 {
+	out := make([]int64, len(ls.loops))
+	for i, l := range ls.loops {
+		out[i] = l.sessions.Load()
+	}
+	return out
+}
+
 // Conns returns the connections each loop owns now (all services).
 func (ls *Loops) Conns() []int64 {
 	out := make([]int64, len(ls.loops))
@@ -127,6 +136,7 @@ type loop struct {
 	// while it waits there (see saturated).
 	awakeSince atomic.Int64
 	live       atomic.Int64 // connections owned: connecting or proxying
+	sessions   atomic.Int64 // UDP sessions owned
 }
 
 func newLoop(id int, pipes *PipePool, base time.Time) (*loop, error) {

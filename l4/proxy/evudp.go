@@ -121,10 +121,12 @@ func (s *UDPService) takeFD() (int, error) {
 // SO_REUSEPORT group), with the same family and options.
 func joinGroup(first int, addr netip.AddrPort) (int, error) {
 	family := unix.AF_INET
-	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().Unmap().As4()}
-	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+	var sa unix.Sockaddr
+	if a := addr.Addr(); a.Is4() || a.Is4In6() {
+		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: a.Unmap().As4()}
+	} else {
 		family = unix.AF_INET6
-		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
+		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: a.As16()}
 	}
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
@@ -316,6 +318,7 @@ func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow) *loop
 		}
 		if r, err = l.add(fd, udpEvents, sess); err == nil {
 			sess.reg, sess.open = r, true
+			l.sessions.Add(1)
 			return s.recordSession(l, sess)
 		}
 		l.freeSession(sess)
@@ -518,6 +521,7 @@ func (s *UDPService) closeSession(l *loop, sess *loopSession) {
 		return
 	}
 	sess.open = false
+	l.sessions.Add(-1)
 	l.forget(&sess.reg)
 	unix.Close(sess.reg.fd)
 	s.sessions.Add(-1)

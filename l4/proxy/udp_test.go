@@ -337,3 +337,41 @@ func TestUDPSessionTimeoutChangeApplies(t *testing.T) {
 	}
 	testutil.Eventually(t, 5*time.Second, "the established session to end at the new 1s timeout", func() bool { return ts.Sessions() == 0 })
 }
+
+// TestUDPOnEveryLoop: a VIP's flows spread over its loops' sockets (the
+// kernel hashes each to one socket of the SO_REUSEPORT group), every one
+// answered; also on an IPv6 VIP, whose group members must copy
+// IPV6_V6ONLY to bind beside the first.
+func TestUDPOnEveryLoop(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1:0", "[::1]:0"} {
+		t.Run(listen, func(t *testing.T) {
+			ts := newUDPService(t, listen, UDPSettings{SessionTimeout: time.Minute}, udpEcho(t, "a"))
+			if len(ts.ev.socks) < 2 {
+				t.Fatalf("%d sockets for %d loops", len(ts.ev.socks), ts.ev.loops.Len())
+			}
+			network := "udp4"
+			if ts.addr.Addr().Is6() {
+				network = "udp6"
+			}
+			for i := range 32 {
+				c, err := net.DialUDP(network, nil, net.UDPAddrFromAddrPort(ts.addr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if _, err := exchange(t, c, []byte{byte(i)}); err != nil {
+					t.Fatalf("flow %d: %v", i, err)
+				}
+			}
+			busy := 0
+			for _, n := range ts.ev.loops.Sessions() {
+				if n > 0 {
+					busy++
+				}
+			}
+			if busy < 2 {
+				t.Fatalf("32 flows' sessions on %v loops: the group does not spread them", ts.ev.loops.Sessions())
+			}
+		})
+	}
+}

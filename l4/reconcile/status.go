@@ -13,7 +13,8 @@ type Status struct {
 	Process ProcessStatus `json:"process"` // filled by the process that serves the status
 	Config  string        `json:"config"`
 	Pipes   PipeStatus    `json:"pipes"`
-	// Workers holds, per event loop, the TCP connections it proxies.
+	// Workers holds, per event loop, the TCP connections and UDP sessions
+	// it owns.
 	Workers []WorkerStatus `json:"workers"`
 	XDP     *XDPStatus     `json:"xdp,omitempty"` // when the XDP program runs
 	VIPs    []VIPStatus    `json:"vips"`
@@ -60,7 +61,8 @@ type ReloadStatus struct {
 
 // WorkerStatus describes one event loop.
 type WorkerStatus struct {
-	Conns int64 `json:"conns"`
+	Conns       int64 `json:"conns"`        // TCP connections
+	UDPSessions int64 `json:"udp_sessions"` // UDP sessions
 }
 
 // PipeStatus describes the shared splice pipe pool.
@@ -150,8 +152,9 @@ func (r *Runtime) Status() Status {
 	}
 	st.Pipes = PipeStatus{Open: r.pipes.Open(), Lent: r.pipes.Lent(), Max: r.pipes.Max()}
 	if r.loops != nil {
-		for _, n := range r.loops.Conns() {
-			st.Workers = append(st.Workers, WorkerStatus{Conns: n})
+		sessions := r.loops.Sessions()
+		for i, n := range r.loops.Conns() {
+			st.Workers = append(st.Workers, WorkerStatus{Conns: n, UDPSessions: sessions[i]})
 		}
 	}
 	if r.xdp != nil {
