@@ -9,12 +9,20 @@
 # medians, each with its ratio to direct and to the best peer, and writes it
 # to docs/bench-proxy.md.
 #
-#   make bench                      # 3 rounds, about 20 minutes with both peers
+# Workloads: T1 iperf3, T2 new connections, T3/T3b keep-alive echo, T4 UDP
+# echo, T5 idle connections (loadgen's own clients), and two real databases
+# behind a one-backend VIP: T6 `pgbench -S` against PostgreSQL, T7
+# `redis-benchmark` SET and GET against Redis (each only when its client
+# and server are installed).
+#
+#   make bench                      # 3 rounds, about 25 minutes with both peers
 #   QUICK=1 scripts/bench.sh        # smoke run: 1 round, short steps (2-3 minutes)
 #   REPS=5 WORKLOADS="T2 T3" PATHS="direct l4lb" scripts/bench.sh
 #
 # Knobs (environment): REPS (3), T1_SECS (10), DUR (8: T2, T3, T4), T3B_DUR (DUR),
-# T5_CONNS (5000), T5_HOLD (10), WORKLOADS ("T1 T2 T3 T4 T5"), PATHS
+# T5_CONNS (5000), T5_HOLD (10), T6_DUR (DUR: seconds of pgbench -S), PG_SCALE
+# (10: pgbench -i scale, about 150 MB), T7_REQS (200000 requests per redis-benchmark
+# command: it has no duration flag), WORKLOADS ("T1 T2 T3 T4 T5 T6 T7"), PATHS
 # ("direct l4lb iocopy haproxy nginx"; a peer that is not installed is left
 # out with one line saying so), SETTLE (1 s between steps), LB_CPU (1), CLIENT_CPU (0),
 # OUT (docs/bench-proxy.md; QUICK=1 writes it only when OUT is set), KEEP=1 (keep
@@ -35,13 +43,14 @@ source scripts/bench/peers.sh
 # INVOKED: the command as the user typed it, for the report.
 INVOKED="scripts/bench.sh"
 [ -n "${MAKELEVEL:-}" ] && INVOKED="make bench"
-for v in OUT KEEP SETTLE PATHS WORKLOADS T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
+for v in OUT KEEP SETTLE PATHS WORKLOADS T7_REQS PG_SCALE T6_DUR T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
   if [ -n "${!v+x}" ]; then
     case ${!v} in *" "* | "") INVOKED="$v=\"${!v}\" $INVOKED" ;; *) INVOKED="$v=${!v} $INVOKED" ;; esac
   fi
 done
 if [ "${QUICK:-0}" = 1 ]; then
   : "${REPS:=1}" "${T1_SECS:=3}" "${DUR:=3}" "${T5_CONNS:=1000}" "${T5_HOLD:=3}" "${SETTLE:=0.5}" "${OUT:=}"
+  : "${T6_DUR:=2}" "${PG_SCALE:=1}" "${T7_REQS:=10000}"
 fi
 REPS=${REPS:-3}
 T1_SECS=${T1_SECS:-10}
@@ -49,7 +58,10 @@ DUR=${DUR:-8}
 T3B_DUR=${T3B_DUR:-$DUR}
 T5_CONNS=${T5_CONNS:-5000}
 T5_HOLD=${T5_HOLD:-10}
-WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5}
+T6_DUR=${T6_DUR:-$DUR}
+PG_SCALE=${PG_SCALE:-10}
+T7_REQS=${T7_REQS:-200000}
+WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5 T6 T7}
 PATHS=${PATHS:-direct l4lb iocopy haproxy nginx}
 SETTLE=${SETTLE:-1}
 OUT=${OUT-docs/bench-proxy.md}
@@ -65,6 +77,11 @@ BACKEND_NS=($S-b1 $S-b2 $S-b3)
 BACKEND_IPS=(198.18.1.11 198.18.1.12 198.18.1.13)
 VIP=198.18.2.10
 BULK_PORT=5201 HTTP_PORT=8080 ECHO_PORT=7000 UDP_PORT=9000
+PG_PORT=5432 REDIS_PORT=6379
+# DB_SERVICES: "name:port" of the one-backend database services of this
+# run (T6: pg, T7: redis), on backend 1; every path gets a VIP for each.
+# The name is also loadgen probe's -kind for it.
+DB_SERVICES=()
 
 RUN=$(mktemp -d /tmp/l4lb-bench.XXXXXX)
 RAW=$RUN/raw.jsonl               # one JSON record per workload run
@@ -73,6 +90,9 @@ mkdir -p "$LBDIR"
 : >"$RAW"
 PIDS=()                          # every long-running process started here
 LBPID=0                          # the balancer of the current path, 0 for direct
+PG_PID=0                         # the PostgreSQL postmaster (T6), 0 when none
+PG_BIN=""                        # PostgreSQL's server programs (initdb, postgres, psql)
+PG_DIR=$RUN/pg                   # its cluster: data/, run/ (socket), owned by postgres
 UDP=0                            # 1 when this build serves UDP VIPs
 STATUS=1                         # exit status cleanup reports; 0 once the run completed
 
@@ -134,6 +154,8 @@ cleanup() {
   local rc=$? p ns
   set +e
   trap - EXIT INT TERM
+  # PostgreSQL: SIGINT is the fast shutdown (SIGTERM waits for its clients).
+  [ "$PG_PID" = 0 ] || kill -INT "$PG_PID" 2>/dev/null
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for _ in $(seq 30); do
     local any=0
@@ -248,6 +270,132 @@ backends_start() {
 client() { inns $CLI taskset -c "$CLIENT_CPU" "$@"; }
 
 # ---------------------------------------------------------------------------
+# T6 and T7: a real database in backend 1, behind a one-backend VIP on every
+# path (a single-primary database is served by one server).
+
+# db_gate: T6 and T7 stay in WORKLOADS only when their client and server
+# are installed; otherwise one line names the Debian package, like a peer.
+db_gate() {
+  local keep=() w
+  for w in $WORKLOADS; do
+    case $w in
+    T6) pg_gate || continue ;;
+    T7) redis_gate || continue ;;
+    esac
+    keep+=("$w")
+  done
+  WORKLOADS=${keep[*]}
+  [ -n "$WORKLOADS" ] || { echo "WORKLOADS: nothing left to run" >&2; exit 1; }
+}
+
+pg_gate() {
+  PG_BIN=$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  if ! command -v pgbench >/dev/null || ! command -v psql >/dev/null; then
+    echo "T6: pgbench is not installed (Debian package postgresql-client); skipped" >&2
+  elif [ -z "$PG_BIN" ] || [ ! -x "$PG_BIN/initdb" ] || [ ! -x "$PG_BIN/postgres" ]; then
+    echo "T6: the PostgreSQL server is not installed (Debian package postgresql); skipped" >&2
+  elif ! id postgres >/dev/null 2>&1 || ! command -v setpriv >/dev/null; then
+    echo "T6: no postgres user or no setpriv (Debian packages postgresql, util-linux); skipped" >&2
+  else
+    DB_SERVICES+=("pg:$PG_PORT")
+    return 0
+  fi
+  return 1
+}
+
+redis_gate() {
+  if ! command -v redis-benchmark >/dev/null; then
+    echo "T7: redis-benchmark is not installed (Debian package redis-tools); skipped" >&2
+  elif ! command -v redis-server >/dev/null; then
+    echo "T7: redis-server is not installed (Debian package redis-server); skipped" >&2
+  else
+    DB_SERVICES+=("redis:$REDIS_PORT")
+    return 0
+  fi
+  return 1
+}
+
+# pg_start: a private cluster in the run's temp dir, run by the postgres
+# user (initdb and the server refuse root), listening on backend 1's
+# address; trust logins from the client's subnet (direct path) and from
+# the balancer's address on the backend bridge (every proxy path). Tuned
+# for a benchmark of the proxy, not of the database: fsync, synchronous
+# commit and full-page writes off (nothing here must survive a crash), and
+# shared_buffers large enough to hold the pgbench tables (scale 10: about
+# 150 MB), so a select reads no file. The tables are made once per run.
+pg_start() {
+  local be1=${BACKEND_IPS[0]} ns=${BACKEND_NS[0]}
+  say "PostgreSQL ($("$PG_BIN/postgres" --version | awk '{print $3}')) on $be1:$PG_PORT, pgbench -i -s $PG_SCALE"
+  chmod 0711 "$RUN" # the postgres user reaches its own directory, nothing else
+  mkdir -p "$PG_DIR/run"
+  chown -R postgres: "$PG_DIR"
+  as_postgres "$PG_BIN/initdb" -D "$PG_DIR/data" --auth=trust --username=postgres --no-sync \
+    --no-instructions --encoding=UTF8 --locale=C >"$RUN/initdb.log" 2>&1 ||
+    { cat "$RUN/initdb.log" >&2; exit 1; }
+  printf 'local all all trust\nhost all all 198.18.0.0/24 trust\nhost all all 198.18.1.1/32 trust\n' >"$PG_DIR/data/pg_hba.conf"
+  (cd "$PG_DIR" && exec ip netns exec "$ns" taskset -c "$CLIENT_CPU" setpriv --reuid=postgres --regid=postgres \
+    --init-groups "$PG_BIN/postgres" -D "$PG_DIR/data" -c listen_addresses="$be1" -c port=$PG_PORT \
+    -c unix_socket_directories="$PG_DIR/run" -c fsync=off -c synchronous_commit=off \
+    -c full_page_writes=off -c shared_buffers=256MB -c max_connections=100 -c ssl=off) \
+    </dev/null >"$RUN/postgres.log" 2>&1 &
+  PG_PID=$!
+  track $PG_PID postgres
+  pg_wait
+  pg_init
+}
+
+# as_postgres CMD...: run CMD as the postgres user from a directory it can read.
+as_postgres() { (cd "$PG_DIR" && runuser -u postgres -- "$@"); }
+
+# pg_wait: until the server accepts logins (pg_isready: 0), at most 30 s.
+pg_wait() {
+  local i
+  for ((i = 0; i < 300; i++)); do
+    as_postgres "$PG_BIN/pg_isready" -q -h "$PG_DIR/run" -p $PG_PORT && return 0
+    alive $PG_PID || break
+    sleep 0.1
+  done
+  echo "PostgreSQL did not start; its log:" >&2
+  cat "$RUN/postgres.log" >&2
+  exit 1
+}
+
+# pg_init: the pgbench tables, once per run (over the Unix socket), then
+# read into shared_buffers (pg_prewarm, shipped with the server), so the
+# first path measured does not pay for a cold cache.
+pg_init() {
+  local sock=(-h "$PG_DIR/run" -p "$PG_PORT" -U postgres)
+  as_postgres pgbench -i -q -s "$PG_SCALE" "${sock[@]}" postgres >"$RUN/pgbench-init.log" 2>&1 ||
+    { cat "$RUN/pgbench-init.log" >&2; exit 1; }
+  as_postgres psql -q "${sock[@]}" -d postgres -c 'CREATE EXTENSION IF NOT EXISTS pg_prewarm' \
+    -c "SELECT pg_prewarm('pgbench_accounts'), pg_prewarm('pgbench_accounts_pkey')" >/dev/null ||
+    echo "pg_prewarm failed: the first path of round 1 starts with a cold cache" >&2
+}
+
+# redis_start: redis-server on backend 1's address, no persistence.
+redis_start() {
+  local be1=${BACKEND_IPS[0]} ns=${BACKEND_NS[0]}
+  say "Redis ($(redis-server --version | grep -o 'v=[^ ]*')) on $be1:$REDIS_PORT, no persistence"
+  mkdir -p "$RUN/redis"
+  ip netns exec "$ns" taskset -c "$CLIENT_CPU" redis-server --bind "$be1" --port $REDIS_PORT \
+    --save '' --appendonly no --protected-mode no --dir "$RUN/redis" --daemonize no \
+    </dev/null >"$RUN/redis.log" 2>&1 &
+  track $! redis-server
+  client bin/loadgen probe -kind redis -addr "$be1:$REDIS_PORT" -timeout 10s
+}
+
+# dbs_start: the servers of DB_SERVICES.
+dbs_start() {
+  local svc
+  for svc in "${DB_SERVICES[@]}"; do
+    case ${svc%%:*} in
+    pg) pg_start ;;
+    redis) redis_start ;;
+    esac
+  done
+}
+
+# ---------------------------------------------------------------------------
 # l4lb configuration.
 backend_list() {
   local port=$1 ip
@@ -263,6 +411,21 @@ listen = "$VIP:$UDP_PORT"
 protocol = "udp"
 algorithm = "round_robin"
 $(backend_list $UDP_PORT)
+TOML
+}
+
+# db_vip NAME PORT: T6, T7: a VIP with backend 1 only.
+db_vip() {
+  cat <<TOML
+
+# T6/T7: a database with one server
+[[vip]]
+name = "$1"
+listen = "$VIP:$2"
+protocol = "tcp"
+algorithm = "round_robin"
+  [[vip.backend]]
+  address = "${BACKEND_IPS[0]}:$2"
 TOML
 }
 
@@ -303,6 +466,8 @@ algorithm = "round_robin"
 $(backend_list $ECHO_PORT)
 TOML
   if [ $UDP = 1 ]; then udp_vip >>"$RUN/l4lb.toml"; fi
+  local svc
+  for svc in "${DB_SERVICES[@]}"; do db_vip "${svc%%:*}" "${svc##*:}" >>"$RUN/l4lb.toml"; done
   inns $LB bin/l4lb check --config "$RUN/l4lb.toml" >&2 # there, it sees the VIP
 }
 
@@ -333,7 +498,7 @@ udp_gate() {
 # Balancers. lb_start PATH ROUND starts it in the lb namespace on LB_CPU and
 # waits until the VIP answers; lb_stop saves its counters and exit status.
 lb_start() {
-  local path=$1 round=$2 log=$LBDIR/$1-r$2.log
+  local path=$1 round=$2 log=$LBDIR/$1-r$2.log svc dbmaps=()
   case $path in
   direct)
     LBPID=0
@@ -344,8 +509,9 @@ lb_start() {
     ip netns exec $LB taskset -c "$LB_CPU" bin/l4lb run --config "$RUN/l4lb.toml" >>"$log" 2>&1 &
     ;;
   iocopy)
+    for svc in "${DB_SERVICES[@]}"; do dbmaps+=(-map "$VIP:${svc##*:}=${BACKEND_IPS[0]}:${svc##*:}"); done
     ip netns exec $LB taskset -c "$LB_CPU" bin/iocopy -map $VIP:$BULK_PORT=${BACKEND_IPS[0]}:$BULK_PORT \
-      -map "$VIP:$HTTP_PORT=$(addrs $HTTP_PORT)" -map "$VIP:$ECHO_PORT=$(addrs $ECHO_PORT)" >>"$log" 2>&1 &
+      -map "$VIP:$HTTP_PORT=$(addrs $HTTP_PORT)" -map "$VIP:$ECHO_PORT=$(addrs $ECHO_PORT)" "${dbmaps[@]}" >>"$log" 2>&1 &
     ;;
   haproxy | nginx)
     peer_start "$path" "$log"
@@ -360,6 +526,10 @@ lb_start() {
     cat "$log" >&2
     exit 1
   fi
+  for svc in "${DB_SERVICES[@]}"; do
+    client bin/loadgen probe -kind "${svc%%:*}" -addr "$VIP:${svc##*:}" -timeout 10s ||
+      echo "!! $path: the ${svc%%:*} VIP does not answer yet" >&2
+  done
   if [ "$path" != direct ] && serves_udp "$path"; then
     client bin/loadgen probe -kind udp -addr $VIP:$UDP_PORT -timeout 5s || true
   fi
@@ -459,6 +629,17 @@ run_path() {
     measure T5 "$path" "$round" $((T5_HOLD + T5_CONNS / 50 + 60)) hold -addr $VIP:$ECHO_PORT \
       -n "$T5_CONNS" -hold "${T5_HOLD}s" -pidfile "$RUN/lb.pid"
   fi
+  if wants T6; then
+    measure T6 "$path" "$round" $((T6_DUR + 70)) pgbench -addr "$host:$PG_PORT" -c 16 -j 2 -T "$T6_DUR"
+  fi
+  if wants T7; then
+    # SET first, so that GET finds most of its keys (-r 100000).
+    local t lim=$((T7_REQS / 2000 + 30))
+    for t in set get; do
+      measure "T7-$t" "$path" "$round" $((lim + 15)) redis -addr "$host:$REDIS_PORT" -t $t -n "$T7_REQS" \
+        -c 50 -P 1 -r 100000 -timeout "${lim}s"
+    done
+  fi
   lb_ensure "$path" "$round" "the end of the round"
   lb_stop "$path" "$round"
 }
@@ -493,12 +674,19 @@ backends_ensure() {
   done
 }
 
+# dbs_stop: the database servers, at the end of a run that completed
+# (PostgreSQL by its fast shutdown).
+dbs_stop() {
+  [ "$PG_PID" = 0 ] || stop_pid $PG_PID 10 INT >/dev/null
+  PG_PID=0
+}
+
 report() {
   local out=$RUN/bench-proxy.md
   [ -n "$OUT" ] && out=$OUT
   say "results (written to $out)"
   bin/bench-report -in "$RAW" -lbdir "$LBDIR" -out "$out" -paths "$PATHS" -peers "$PEERS" -peerinfo "$PEER_INFO" -cmd "$INVOKED" \
-    -knobs "REPS=$REPS T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
+    -knobs "REPS=$REPS T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD T6_DUR=$T6_DUR PG_SCALE=$PG_SCALE T7_REQS=$T7_REQS WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
     -pinning "balancer on CPU $LB_CPU (GOMAXPROCS follows the mask; HAProxy nbthread 1, nginx 1 worker); client tools and backends on CPU $CLIENT_CPU"
 }
 
@@ -506,8 +694,10 @@ main() {
   need_tools
   build
   topo_up
+  db_gate
   paths_gate
   backends_start
+  dbs_start
   udp_gate
   write_l4lb_config
   local round path
@@ -517,6 +707,7 @@ main() {
       run_path "$path" "$round"
     done
   done
+  dbs_stop
   report
   STATUS=0
 }

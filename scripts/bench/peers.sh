@@ -7,9 +7,9 @@
 # tracks is the balancer's own (nginx's worker is its child, and loadgen
 # sums the CPU, memory and descriptors of the whole process tree).
 #
-# Uses from bench.sh: RUN, VIP, BACKEND_IPS, the *_PORT variables, LB and
-# LB_CPU. Every peer balances round-robin, like l4lb's VIPs here, and
-# runs no health checks: the backends never fail during a run.
+# Uses from bench.sh: RUN, VIP, BACKEND_IPS, the *_PORT variables,
+# DB_SERVICES, LB and LB_CPU. Every peer balances round-robin, like l4lb's
+# VIPs here, and runs no health checks: the backends never fail during a run.
 
 PEERS="haproxy nginx" # the paths that are peers; the report's "best peer" is the best of these
 PEER_INFO=""          # "name version (settings); ..." for the report's header
@@ -63,6 +63,16 @@ server_lines() {
   done
 }
 
+# haproxy_db_listens: T6, T7: one listen section per database service, to
+# backend 1 only.
+haproxy_db_listens() {
+  local svc
+  for svc in "${DB_SERVICES[@]}"; do
+    printf '\n# T6/T7: a database with one server\nlisten %s\n    bind %s:%s\n    server b1 %s:%s\n' \
+      "${svc%%:*}" "$VIP" "${svc##*:}" "${BACKEND_IPS[0]}" "${svc##*:}"
+  done
+}
+
 haproxy_check() {
   command -v haproxy >/dev/null || {
     echo "haproxy: not installed (Debian package haproxy); skipped"
@@ -104,6 +114,7 @@ listen echo
     bind $VIP:$ECHO_PORT
     balance roundrobin
 $(server_lines e "$ECHO_PORT")
+$(haproxy_db_listens)
 CFG
   local out
   if ! out=$(ip netns exec "$LB" haproxy -c -q -f "$RUN/haproxy.cfg" 2>&1); then
@@ -136,6 +147,16 @@ nginx_upstream() {
   echo "    upstream $1 {"
   for ip in "${BACKEND_IPS[@]}"; do echo "        server $ip:$2;"; done
   echo "    }"
+}
+
+# nginx_db_servers: T6, T7: one server block per database service, to
+# backend 1 only.
+nginx_db_servers() {
+  local svc
+  for svc in "${DB_SERVICES[@]}"; do
+    printf '    server { listen %s:%s backlog=65535; proxy_pass %s:%s; proxy_timeout 10m; }\n' \
+      "$VIP" "${svc##*:}" "${BACKEND_IPS[0]}" "${svc##*:}"
+  done
 }
 
 nginx_check() {
@@ -173,6 +194,7 @@ $(nginx_upstream udp "$UDP_PORT")
     server { listen $VIP:$HTTP_PORT backlog=65535; proxy_pass http; proxy_timeout 10m; }
     server { listen $VIP:$ECHO_PORT backlog=65535; proxy_pass echo; proxy_timeout 10m; }
     server { listen $VIP:$UDP_PORT udp; proxy_pass udp; proxy_timeout 10s; }
+$(nginx_db_servers)
 }
 CFG
   # nginx -t binds the listeners it tests: in the balancer's namespace,

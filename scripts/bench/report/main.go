@@ -58,10 +58,19 @@ var rows = []row{
 	{test: "T5", key: "rss_mib", label: "T5 LB RSS holding the conns", unit: "MiB", prec: 1, lbOnly: true, lower: true},
 	{test: "T5", key: "rss_per_conn_kib", label: "T5 LB RSS growth per conn", unit: "KiB", prec: 1, lbOnly: true, lower: true},
 	{test: "T5", key: "lb_fds_per_conn", label: "T5 LB descriptors per conn", unit: "fds", prec: 2, lbOnly: true, lower: true},
+	{test: "T6", key: "tps", label: "T6 pgbench -S TPS (16 clients, 1 server)", unit: "tx/s"},
+	{test: "T6", key: "lat_avg_ms", label: "T6 pgbench -S latency average", unit: "ms", prec: 3, lower: true},
+	{test: "T7-set", key: "req_per_s", label: "T7 redis-benchmark SET (c=50)", unit: "req/s"},
+	{test: "T7-set", key: "p50_ms", label: "T7 redis-benchmark SET p50", unit: "ms", prec: 3, lower: true},
+	{test: "T7-get", key: "req_per_s", label: "T7 redis-benchmark GET (c=50)", unit: "req/s"},
+	{test: "T7-get", key: "p50_ms", label: "T7 redis-benchmark GET p50", unit: "ms", prec: 3, lower: true},
 	{test: "T1-8", key: "gbit_per_lb_core", label: "LB cost: bulk Gbit/s per LB core (T1, 8 streams)", unit: "Gbit/s/core", prec: 1, lbOnly: true},
 	{test: "T2", key: "lb_cpu_us_per_conn", label: "LB cost: CPU per new connection (T2)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 	{test: "T3b", key: "lb_cpu_us_per_req", label: "LB cost: CPU per keep-alive request (T3b)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 	{test: "T4", key: "lb_cpu_us_per_req", label: "LB cost: CPU per UDP request+reply (T4)", unit: "µs", prec: 1, lbOnly: true, lower: true},
+	{test: "T6", key: "lb_cpu_us_per_tx", label: "LB cost: CPU per pgbench transaction (T6)", unit: "µs", prec: 1, lbOnly: true, lower: true},
+	{test: "T7-set", key: "lb_cpu_us_per_req", label: "LB cost: CPU per Redis SET (T7)", unit: "µs", prec: 1, lbOnly: true, lower: true},
+	{test: "T7-get", key: "lb_cpu_us_per_req", label: "LB cost: CPU per Redis GET (T7)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 }
 
 func main() {
@@ -181,19 +190,28 @@ baseline); and the peers, each when it is installed: **haproxy** = HAProxy
 in mode tcp with splice forced in both directions (TCP only: it has no UDP
 proxying), **nginx** = nginx's stream module, one worker (TCP and UDP).
 Every balancer runs alone on the balancer core and balances round-robin;
-only l4lb probes its backends. The bulk VIP forwards to backend 1 only, the
+only l4lb probes its backends. The bulk, PostgreSQL and Redis VIPs forward
+to backend 1 only (one server, as for a single-primary database), the
 others spread over the three. Workloads: T1 iperf3 (1 and 8 streams), T2
 new connections (HTTP/1.0 GET with Connection: close, 64 workers), T3
 keep-alive echo at 2000 req/s on 4 connections, T3b closed loop on 64
-connections, T4 UDP echo, T5 idle connections held open. Rounds are
-interleaved (each round runs every path once) and the median is reported.
+connections, T4 UDP echo, T5 idle connections held open, T6 ` + "`pgbench -S`" + `
+(select-only, 16 clients, 2 threads, simple protocol; TPS without the
+connection set-up, as pgbench prints it) against PostgreSQL with fsync off
+and the tables in shared_buffers, T7 ` + "`redis-benchmark`" + ` SET then GET (50
+clients, no pipelining, random keys) against Redis without persistence.
+The database servers, like every backend, share the client's core. Rounds
+are interleaved (each round runs every path once) and the median is
+reported.
 
-Run it as root: ` + "`make bench`" + ` (3 rounds, about 20 minutes with both peers), or
+Run it as root: ` + "`make bench`" + ` (3 rounds, about 25 minutes with both peers), or
 ` + "`QUICK=1 make bench`" + ` for a smoke run. Knobs: REPS, T1_SECS, DUR, T3B_DUR,
-T5_CONNS, T5_HOLD, WORKLOADS, PATHS, SETTLE, OUT, KEEP (see scripts/bench.sh).
-The balancer's CPU time comes from /proc/PID/stat over each measured
-window, summed over its process tree (nginx's master and worker), so the
-"LB cost" rows do not depend on which side saturated first.`
+T5_CONNS, T5_HOLD, T6_DUR, PG_SCALE, T7_REQS, WORKLOADS, PATHS, SETTLE, OUT,
+KEEP (see scripts/bench.sh). The balancer's CPU time comes from
+/proc/PID/stat over each measured window (T6, T7: the whole run of the
+tool, connection set-up included), summed over its process tree (nginx's
+master and worker), so the "LB cost" rows do not depend on which side
+saturated first.`
 
 // table writes the medians.
 func (d *document) table() {
