@@ -349,9 +349,9 @@ func (l *loop) freeConn(c *evConn) {
 // maxFreeConns bounds a loop's free list of connection structs.
 const maxFreeConns = 1024
 
-// nextGen is a fresh generation for a connection's timers (31 bits: a
-// timer carries it shifted left by one, with its kind).
+// nextGen is a fresh generation for a connection's timers (30 bits: a
+// timer carries it shifted left by two, with its kind).
 func (l *loop) nextGen() uint32 {
-	l.gen = (l.gen + 1) & (1<<31 - 1)
+	l.gen = (l.gen + 1) & (1<<30 - 1)
 	return l.gen
 }

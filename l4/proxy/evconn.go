@@ -100,11 +100,19 @@ type evDir struct {
 	bytes    *atomic.Uint64
 }
 
-// timer kinds in the low bit of the generation a timer carries.
+// timer kinds in the low two bits of the generation a timer carries.
 const (
-	timerIdle    = 0
-	timerConnect = 1
+	timerIdle      = 0
+	timerConnect   = 1
+	timerKeepAlive = 2
 )
+
+// keepAliveAfter is how long a connection runs before its backend socket
+// gets its keepalive options. Four setsockopt calls are a fifth of the
+// syscalls of a short connection, and keepalive only matters to one that
+// sits idle for longer than its idle time (60s by default); the client
+// side inherits them from the listener for free.
+const keepAliveAfter = time.Second
 
 // startConn begins proxying a freshly accepted client socket.
 func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
@@ -168,7 +176,7 @@ func (c *evConn) connectTo(l *loop, b *l4.Backend) {
 		c.connectFailed(l, s.selfConnect(b))
 		return
 	}
-	fd, err := newBackendSocket(b.Addr, c.st.KeepAlive)
+	fd, err := newBackendSocket(b.Addr)
 	if err == nil {
 		err = connectNB(fd, b.Addr)
 		if err != nil {
@@ -191,7 +199,7 @@ func (c *evConn) connectTo(l *loop, b *l4.Backend) {
 	}
 	c.backend = sock{reg: r}
 	c.dialAt = l.now()
-	l.after(c.st.ConnectTimeout, c, c.gen<<1|timerConnect)
+	l.after(c.st.ConnectTimeout, c, c.gen<<2|timerConnect)
 }
 
 // localFailure retries the same backend while this host is short of
@@ -215,30 +223,40 @@ func (c *evConn) localFailure(l *loop, err error) {
 		return
 	}
 	c.state = evConnecting
-	l.after(c.localPause, c, c.gen<<1|timerConnect)
+	l.after(c.localPause, c, c.gen<<2|timerConnect)
 	c.localPause = min(2*c.localPause, 200*time.Millisecond)
 }
 
-// onTimer: a connect that took too long, a local-failure retry, or the
-// idle check.
+// onTimer: a connect that took too long, a local-failure retry, the
+// backend's keepalive, or the idle check.
 func (c *evConn) onTimer(l *loop, gen uint32) {
-	if gen>>1 != c.gen || c.state == evClosed {
+	if gen>>2 != c.gen || c.state == evClosed {
 		return
 	}
-	if gen&1 == timerConnect {
-		if c.state != evConnecting {
-			return
+	switch gen & 3 {
+	case timerKeepAlive:
+		if c.state == evOpen && c.backend.fd >= 0 {
+			setKeepAliveFD(c.backend.fd, c.st.KeepAlive, false)
 		}
-		if c.backend.fd < 0 { // a local-failure retry
-			c.connectTo(l, c.target)
-			return
-		}
-		if l.now()-c.dialAt >= int64(c.st.ConnectTimeout) {
-			c.connectFailed(l, errConnectTimeout)
-		}
+	case timerIdle:
+		c.idleCheck(l)
+	case timerConnect:
+		c.connectTimer(l)
+	}
+}
+
+// connectTimer: a connect that took too long, or a local-failure retry.
+func (c *evConn) connectTimer(l *loop) {
+	if c.state != evConnecting {
 		return
 	}
-	c.idleCheck(l)
+	if c.backend.fd < 0 { // a local-failure retry
+		c.connectTo(l, c.target)
+		return
+	}
+	if l.now()-c.dialAt >= int64(c.st.ConnectTimeout) {
+		c.connectFailed(l, errConnectTimeout)
+	}
 }
 
 var errConnectTimeout = errors.New("connect timeout")
@@ -340,7 +358,10 @@ func (c *evConn) open(l *loop) {
 	c.lastActive = l.now()
 	if c.st.IdleTimeout > 0 {
 		c.idle = int64(c.st.IdleTimeout)
-		l.after(c.st.IdleTimeout, c, c.gen<<1|timerIdle)
+		l.after(c.st.IdleTimeout, c, c.gen<<2|timerIdle)
+	}
+	if c.st.KeepAlive > 0 {
+		l.after(keepAliveAfter, c, c.gen<<2|timerKeepAlive)
 	}
 	c.pump(l) // the client may have sent already, a server-speaks-first backend too
 }
@@ -624,7 +645,7 @@ func (c *evConn) passEOF(l *loop, d *evDir) {
 		c.finish(l, false, false)
 		return
 	}
-	if err := unix.Shutdown(d.dst.fd, unix.SHUT_WR); err != nil {
+	if err := shutdownWrite(d.dst.fd); err != nil {
 		c.dstFailed(l, d, err)
 	}
 }
@@ -651,7 +672,7 @@ func (c *evConn) idleCheck(l *loop) {
 	}
 	quiet := l.now() - c.lastActive
 	if quiet < c.idle {
-		l.after(time.Duration(c.idle-quiet), c, c.gen<<1|timerIdle)
+		l.after(time.Duration(c.idle-quiet), c, c.gen<<2|timerIdle)
 		return
 	}
 	c.svc.Stats.IdleClosed.Add(1)
@@ -699,7 +720,7 @@ func (c *evConn) closeSock(l *loop, sk *sock, reset bool) {
 		_ = unix.SetsockoptLinger(sk.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
 	}
 	l.forget(&sk.reg)
-	unix.Close(sk.fd)
+	closeFD(sk.fd)
 	sk.fd = -1
 }
 
@@ -717,47 +738,18 @@ func (c *evConn) sendProxyHeader(l *loop) error {
 	return err
 }
 
-// readRetry reads, retrying EINTR.
-func readRetry(fd int, p []byte) (int, error) {
-	for {
-		n, err := unix.Read(fd, p)
-		if err == unix.EINTR {
-			continue
-		}
-		if n < 0 {
-			n = 0
-		}
-		return n, err
-	}
-}
-
-// writeRetry writes, retrying EINTR.
-func writeRetry(fd int, p []byte) (int, error) {
-	for {
-		n, err := unix.Write(fd, p)
-		if err == unix.EINTR {
-			continue
-		}
-		if n < 0 {
-			n = 0
-		}
-		return n, err
-	}
-}
-
-// newBackendSocket opens a non-blocking TCP socket for addr with the
-// options every proxied backend connection has.
-func newBackendSocket(addr netip.AddrPort, keepAlive time.Duration) (int, error) {
+// newBackendSocket opens a non-blocking TCP socket for addr, without
+// Nagle's delay (keepalive comes later, see keepAliveAfter).
+func newBackendSocket(addr netip.AddrPort) (int, error) {
 	family := unix.AF_INET
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
 		family = unix.AF_INET6
 	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	fd, err := socketNB(family, unix.SOCK_STREAM, unix.IPPROTO_TCP)
 	if err != nil {
 		return -1, err
 	}
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	setKeepAliveFD(fd, keepAlive, false)
+	_ = setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	return fd, nil
 }
 
@@ -771,10 +763,10 @@ func setKeepAliveFD(fd int, idle time.Duration, wasOn bool) {
 		return
 	}
 	ka := keepAliveConfig(idle)
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(ka.Idle/time.Second))
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, int(ka.Interval/time.Second))
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, ka.Count)
+	_ = setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	_ = setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(ka.Idle/time.Second))
+	_ = setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, int(ka.Interval/time.Second))
+	_ = setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, ka.Count)
 }
 
 // tcpInfoRTT is the kernel's RTT estimate right after connect (SYN to

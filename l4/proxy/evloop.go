@@ -264,7 +264,7 @@ func (l *loop) dispatch(ev *unix.EpollEvent) {
 	slot := ev.Fd
 	if slot < 0 {
 		var b [8]byte
-		_, _ = unix.Read(l.wakefd, b[:])
+		_, _ = readRetry(l.wakefd, b[:])
 		return
 	}
 	if int(slot) >= len(l.handlers) || l.gens[slot] != uint32(ev.Pad) || l.handlers[slot] == nil {
@@ -284,7 +284,7 @@ func (l *loop) handOff(h handoff) {
 func (l *loop) wake() {
 	if !l.woken.Swap(true) {
 		one := [8]byte{1}
-		_, _ = unix.Write(l.wakefd, one[:])
+		_, _ = writeRetry(l.wakefd, one[:])
 	}
 }
 
@@ -328,7 +328,7 @@ func (l *loop) add(fd int, events uint32, h handler) (reg, error) {
 		l.gens = append(l.gens, 0)
 	}
 	ev := unix.EpollEvent{Events: events, Fd: slot, Pad: int32(l.gens[slot])}
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := epollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		l.free = append(l.free, slot)
 		return reg{}, err
 	}

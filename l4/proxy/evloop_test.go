@@ -291,3 +291,41 @@ func TestLoopConnectionAllocatesNothing(t *testing.T) {
 		t.Fatalf("%d allocations for %d connections", a, n)
 	}
 }
+
+// TestProxiedSocketOptions: both sockets of a proxied connection have
+// Nagle's delay off (the client's inherited from the listener), and both
+// get keepalive: the client's from the listener, the backend's once the
+// connection has lived keepAliveAfter.
+func TestProxiedSocketOptions(t *testing.T) {
+	pipes := NewPipePool(0)
+	loops := newLoopsForTest(t, 1, pipes)
+	ts := newServiceOn(t, pipes, loops, Settings{KeepAlive: 45 * time.Second}, startServer(t, echoHandler))
+	echoOnce(t, ts.dial(t), "hi")
+	type opts struct{ noDelay, keepAlive, idle int }
+	read := func(fd int) opts {
+		var o opts
+		o.noDelay, _ = unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+		o.keepAlive, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+		o.idle, _ = unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE)
+		return o
+	}
+	sockets := func() (client, backend opts) {
+		done := make(chan struct{})
+		loops.loops[0].post(func() {
+			defer close(done)
+			for c := range loops.loops[0].conns {
+				client, backend = read(c.client.fd), read(c.backend.fd)
+			}
+		})
+		<-done
+		return client, backend
+	}
+	want := opts{noDelay: 1, keepAlive: 1, idle: 45}
+	if client, _ := sockets(); client != want {
+		t.Fatalf("client socket: %+v, want %+v", client, want)
+	}
+	testutil.Eventually(t, 3*keepAliveAfter, "the backend socket's keepalive", func() bool {
+		_, backend := sockets()
+		return backend == want
+	})
+}

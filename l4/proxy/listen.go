@@ -45,6 +45,9 @@ func ListenTCP(addr netip.AddrPort, opts ListenOptions) (*net.TCPListener, error
 					return err
 				}
 			}
+			if err := setNoDelayRaw(c); err != nil {
+				return err
+			}
 			return setKeepAliveRaw(c, opts.KeepAlive)
 		},
 		KeepAlive: -1, // inherited from the listener, see above
@@ -97,6 +100,21 @@ func ListenUDP(addr netip.AddrPort, opts ListenOptions) (*net.UDPConn, error) {
 		return nil, fmt.Errorf("listen udp %s: %w", addr, err)
 	}
 	return pc.(*net.UDPConn), nil
+}
+
+// setNoDelayRaw turns Nagle's delay off on a listener: accepted sockets
+// inherit it (as they do keepalive), instead of one setsockopt per
+// connection. A response that goes out in several writes must not wait
+// for the client's delayed ACK.
+func setNoDelayRaw(c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("TCP_NODELAY: %w", serr)
+	}
+	return nil
 }
 
 func setReusePort(c syscall.RawConn) error {

@@ -122,7 +122,7 @@ func (b *msgBatch) destination(i int) (netip.Addr, bool) {
 }
 
 func recvmmsg(fd int, hdrs []unix.Mmsghdr) (int, error) {
-	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
+	n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
 	if errno != 0 {
 		return 0, errno
 	}
@@ -130,7 +130,7 @@ func recvmmsg(fd int, hdrs []unix.Mmsghdr) (int, error) {
 }
 
 func sendmmsg(fd int, hdrs []unix.Mmsghdr) (int, error) {
-	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
+	n, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
 	if errno != 0 {
 		return 0, errno
 	}
