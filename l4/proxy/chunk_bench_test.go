@@ -54,7 +54,7 @@ func socketPair(b *testing.B) (int, int) {
 //
 //	go test -run '^$' -bench Chunk -benchtime 20000x -count 5 ./l4/proxy/
 func BenchmarkChunk(b *testing.B) {
-	for _, size := range []int{64, 512, 4 << 10, 16 << 10, 64 << 10, 256 << 10} {
+	for _, size := range []int{64, 512, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 256 << 10} {
 		for _, method := range []string{"copy", "splice"} {
 			b.Run(fmt.Sprintf("%s/%d", method, size), func(b *testing.B) {
 				sender, src := socketPair(b)
