@@ -161,3 +161,61 @@ func CheckTypeNames() []string { return checkNames[:] }
 
 // Database reports whether the check speaks a database protocol over TCP.
 func (c CheckType) Database() bool { return c == CheckPostgres || c == CheckMySQL || c == CheckRedis }
+
+// EndReason says why a proxied connection or UDP session ended: the end
+// field of the per-connection log (log_connections). The zero value is
+// "none": not ended.
+type EndReason uint8
+
+// End reasons.
+const (
+	EndNone           EndReason = iota
+	EndClientFIN                // the client closed first (FIN), then the backend: a normal end
+	EndBackendFIN               // the backend closed first (FIN), then the client: a normal end
+	EndClientReset              // the client's side failed: a reset, or another socket error (keepalive timeout)
+	EndBackendReset             // the backend's side failed: a reset, or another socket error
+	EndIdleTimeout              // TCP: no byte either way for idle_timeout; UDP: no datagram for session_timeout
+	EndConnectFailed            // no backend answered: every connect (1 + retries) was refused or failed
+	EndConnectTimeout           // as connect_failed, and the last connect timed out (connect_timeout)
+	EndNoBackend                // no eligible backend to try: the client was reset
+	EndLocalError               // l4lb ran out of descriptors, memory or ports: the client was reset
+	EndDrain                    // reset when drain_timeout expired (a reload removed the VIP, or shutdown)
+	EndOnDown                   // reset because its backend went down (health on_down = "reset")
+	EndDisabled                 // reset because an operator disabled its backend
+	EndRebalance                // closed by a rebalance
+	EndMoved                    // UDP: its backend stopped taking flows; the next datagram starts a new session
+	EndResponses                // UDP: udp_responses replies were relayed
+	EndEvicted                  // UDP: pushed out of a full session table
+	EndVIPClosed                // UDP: the VIP closed (a reload removed it, or shutdown)
+)
+
+var endNames = [...]string{
+	EndNone:           "none",
+	EndClientFIN:      "client_fin",
+	EndBackendFIN:     "backend_fin",
+	EndClientReset:    "client_reset",
+	EndBackendReset:   "backend_reset",
+	EndIdleTimeout:    "idle_timeout",
+	EndConnectFailed:  "connect_failed",
+	EndConnectTimeout: "connect_timeout",
+	EndNoBackend:      "no_backend",
+	EndLocalError:     "local_error",
+	EndDrain:          "drain",
+	EndOnDown:         "on_down",
+	EndDisabled:       "disabled",
+	EndRebalance:      "rebalance",
+	EndMoved:          "moved",
+	EndResponses:      "responses",
+	EndEvicted:        "evicted",
+	EndVIPClosed:      "vip_closed",
+}
+
+func (r EndReason) String() string { return enumName(r, "end", endNames[:]) }
+
+// ParseEndReason maps a logged end name back to an EndReason.
+func ParseEndReason(s string) (EndReason, error) {
+	return parseEnum[EndReason](s, "connection end reason", endNames[:])
+}
+
+// EndReasonNames lists the end reasons as the log names them.
+func EndReasonNames() []string { return endNames[:] }

@@ -73,3 +73,24 @@ func TestEligibleDefaultsTrue(t *testing.T) {
 		t.Fatal("SetEligible(false) ignored")
 	}
 }
+
+func TestEndReasonNames(t *testing.T) {
+	names := EndReasonNames()
+	seen := map[string]bool{}
+	for i, n := range names {
+		if n == "" || seen[n] {
+			t.Fatalf("end reason %d: name %q missing or repeated", i, n)
+		}
+		seen[n] = true
+		r, err := ParseEndReason(n)
+		if err != nil || int(r) != i || r.String() != n {
+			t.Fatalf("%q: parsed %v (%v), String %q", n, r, err, r.String())
+		}
+	}
+	if _, err := ParseEndReason("fin"); err == nil {
+		t.Fatal("parsed an unknown name")
+	}
+	if s := EndReason(200).String(); s != "end(200)" {
+		t.Fatalf("unnamed: %q", s)
+	}
+}
