@@ -126,6 +126,16 @@ type VIP struct {
 	// XDP.
 	Forward l4.Forward // ipip | l2 (xdp mode only); default ipip
 
+	// LogConnections writes one info line when a connection or UDP
+	// session ends (client, backend, times, bytes, why it ended); default
+	// false; proxy mode only (the kernel forwards an xdp VIP's flows). A
+	// reload applies it to new connections.
+	LogConnections bool
+	// LogConnectionsRate caps those lines per second for the VIP; lines
+	// over it are counted and summed up in one warning a second; default
+	// 1000; 0 = no cap; up to 1000000.
+	LogConnectionsRate int
+
 	Health   Health
 	Backends []Backend
 

@@ -91,6 +91,8 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"max_sessions", func() { w.int("max_sessions", v.MaxSessions) }},
 		{"udp_responses", func() { w.int("udp_responses", v.UDPResponses) }},
 		{"forward", func() { w.str("forward", fmt.Sprint(v.Forward)) }},
+		{"log_connections", func() { w.bool("log_connections", v.LogConnections) }},
+		{"log_connections_rate", func() { w.int("log_connections_rate", v.LogConnectionsRate) }},
 	}
 	for _, k := range keys {
 		if vipKeyApplies(k.key, v) {

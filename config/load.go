@@ -55,7 +55,7 @@ func build(p *problems, raw *rawFile) *Config {
 	checkUnique(p, c.VIPs)
 	checkBindConflicts(p, c)
 	checkLoops(p, c.VIPs)
-	warnSurprises(p, c.VIPs)
+	warnSurprises(p, c.VIPs, c.Global.LogLevel)
 	return c
 }
 

@@ -38,11 +38,14 @@ var vipScopes = []vipScope{
 	{"udp_responses", func(v *VIP) bool { return v.Protocol == l4.UDP && v.Mode == l4.ModeProxy }, "applies only to udp VIPs in proxy mode (in xdp mode replies bypass l4lb)"},
 	{"forward", func(v *VIP) bool { return v.Mode == l4.ModeXDP }, "applies only to mode xdp"},
 	{"freebind", func(v *VIP) bool { return v.Mode == l4.ModeProxy }, "applies only to mode proxy (an xdp VIP binds no socket)"},
+	{"log_connections", isProxy, "is not supported in mode xdp: the kernel forwards an xdp VIP's flows, so l4lb never sees them end"},
+	{"log_connections_rate", isProxy, "is not supported in mode xdp: the kernel forwards an xdp VIP's flows, so l4lb never sees them end"},
 }
 
 func isHashing(v *VIP) bool   { return v.Algorithm.Hashing() }
 func isLeastTime(v *VIP) bool { return v.Algorithm == l4.LeastTime }
 func isTCPProxy(v *VIP) bool  { return v.Protocol == l4.TCP && v.Mode == l4.ModeProxy }
+func isProxy(v *VIP) bool     { return v.Mode == l4.ModeProxy }
 
 // checkScopes reports keys the VIP sets where they do not apply, and gives
 // every key that does not apply its built-in value, so that a Config holds
@@ -118,6 +121,10 @@ func resetKey(key string, v, def *VIP) {
 		v.Forward = def.Forward
 	case "freebind":
 		v.Freebind = def.Freebind
+	case "log_connections":
+		v.LogConnections = def.LogConnections
+	case "log_connections_rate":
+		v.LogConnectionsRate = def.LogConnectionsRate
 	default:
 		panic("config: resetKey: no field for " + key) // a vipScopes entry without a case here
 	}

@@ -104,6 +104,8 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
 	v.UDPResponses = l.integer("udp_responses", o.UDPResponses, d.UDPResponses, 0, span[int64](0, 65535))
 	v.Forward = enum(l, "forward", o.Forward, d.Forward, l4.ForwardIPIP, l4.ParseForward, l4.ForwardNames())
+	v.LogConnections = l.boolean("log_connections", o.LogConnections, d.LogConnections, false)
+	v.LogConnectionsRate = l.integer("log_connections_rate", o.LogConnectionsRate, d.LogConnectionsRate, 1000, span[int64](0, 1_000_000))
 }
 
 // buildBackends resolves and checks the backends of the VIP of l.
