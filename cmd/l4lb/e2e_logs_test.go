@@ -60,6 +60,7 @@ log_level = "debug"
 name = "web"
 listen = "198.18.2.10:80"
 retries = 0
+log_connections = true
   [vip.health]
   interval = "200ms"
   timeout = "100ms"
@@ -72,14 +73,16 @@ retries = 0
 name = "dns"
 listen = "198.18.2.10:53"
 protocol = "udp"
+log_connections = true
   [[vip.backend]]
   address = "198.18.1.12:5300"
 `
 
 // TestJSONLogsOneKeyPerField drives l4lb through events that log (start,
 // backends going down, clients with no backend, UDP datagrams with no
-// backend, a refused and an applied reload, shutdown) and checks every
-// line for a key written twice.
+// backend, connection and session lines of log_connections, a refused and
+// an applied reload, shutdown) and checks every line for a key written
+// twice.
 func TestJSONLogsOneKeyPerField(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
 	namedEcho(t, tp, 0, 7000) // backend 1 is dead on both protocols
@@ -125,6 +128,43 @@ func TestJSONLogsOneKeyPerField(t *testing.T) {
 		}
 		if len(dups) > 0 {
 			t.Errorf("keys %v written twice: %s", dups, line)
+		}
+	}
+	checkConnLines(t, lines)
+}
+
+// checkConnLines finds log_connections' lines of both kinds among the
+// daemon's, each with its keys.
+func checkConnLines(t *testing.T, lines []string) {
+	t.Helper()
+	keys := map[string][]string{
+		"connection":  {"client", "vip", "end", "duration", "bytes_in", "bytes_out", "retries"},
+		"udp session": {"client", "vip", "backend", "end", "duration", "bytes_in", "bytes_out", "datagrams_in", "datagrams_out"},
+	}
+	found := map[string]int{}
+	for _, line := range lines {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		msg, _ := m["msg"].(string)
+		want, ok := keys[msg]
+		if !ok {
+			continue
+		}
+		found[msg]++
+		for _, k := range want {
+			if _, ok := m[k]; !ok {
+				t.Errorf("%s line without %s: %s", msg, k, line)
+			}
+		}
+		if m["level"] != "info" {
+			t.Errorf("%s line at level %v: %s", msg, m["level"], line)
+		}
+	}
+	for msg := range keys {
+		if found[msg] == 0 {
+			t.Errorf("no %q line from log_connections", msg)
 		}
 	}
 }

@@ -57,6 +57,7 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"idle":        d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
 		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
 		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
+		"log_drop":    d("vip_conn_log_dropped_total", "log_connections lines dropped over log_connections_rate.", vipLabels),
 		"pipes_open":  d("pipes_open", "Splice pipes with open descriptors.", nil),
 		"pipes_lent":  d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
 		"pipes_max":   d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
@@ -124,6 +125,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			draining = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.descs["draining"], gauge, draining, vl...)
+		if v.XDP == nil {
+			ch <- prometheus.MustNewConstMetric(c.descs["log_drop"], counter, float64(v.ConnLogDropped), vl...)
+		}
 		if t := v.TCP; t != nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["accept_err"], counter, float64(t.AcceptErrors), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["idle"], counter, float64(t.IdleClosed), vl...)

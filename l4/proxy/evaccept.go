@@ -265,12 +265,12 @@ func (s *TCPService) closeLoops() {
 }
 
 // resetWhereLoops resets the matching connections on every loop.
-func (s *TCPService) resetWhereLoops(match func(*l4.Backend) bool) int {
+func (s *TCPService) resetWhereLoops(match func(*l4.Backend) bool, why l4.EndReason) int {
 	var n atomic.Int64
 	s.ev.loops.each(func(l *loop) {
 		for c := range l.conns {
 			if c.svc == s && match(c.target) {
-				c.abort(l, true, true)
+				c.finish(l, true, true, why)
 				n.Add(1)
 			}
 		}
@@ -289,7 +289,7 @@ func (s *TCPService) drainLoops(ctx context.Context) int {
 	case <-ctx.Done():
 	}
 	s.ev.refuse.Store(true)
-	n := s.resetWhereLoops(func(*l4.Backend) bool { return true })
+	n := s.resetWhereLoops(func(*l4.Backend) bool { return true }, l4.EndDrain)
 	<-done
 	return n
 }

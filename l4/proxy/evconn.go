@@ -81,6 +81,13 @@ type evConn struct {
 	lastActive      int64
 	idle            int64
 	tracked         bool
+
+	// For the connection's log line (connlog.go).
+	acceptAt  int64        // loop clock at accept
+	connectAt int64        // loop clock when the backend answered; 0 = never
+	picked    *l4.Backend  // the backend tried last (target is nil once a connect failed)
+	fin       l4.EndReason // whose FIN came first: the end of a connection closed both ways
+	lastFail  l4.EndReason // how the last connect failed: connect_failed or connect_timeout
 }
 
 // evEnd is the handler of one of a connection's two sockets.
@@ -101,6 +108,7 @@ type evDir struct {
 	done     bool   // the FIN was passed on
 	splice   bool   // bulk: move chunks with splice
 	bytes    *atomic.Uint64
+	n        uint64 // bytes moved this way (the log line's bytes_in or bytes_out)
 }
 
 // timer kinds in the low two bits of the generation a timer carries.
@@ -124,6 +132,7 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 	c.backend.reg = reg{fd: -1, slot: -1}
 	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
 	c.flow = l4.Flow{Src: src, Dst: s.key.Addr, Proto: l4.TCP}
+	c.acceptAt = l.now()
 	if s.wildcard {
 		c.flow.Dst = localAddrOf(fd, s.key.Addr.Port())
 	}
@@ -147,11 +156,15 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 func (c *evConn) dial(l *loop) {
 	b := c.pickBackend()
 	if b == nil {
-		c.noBackend(l, balance.ErrNoBackend)
+		why := l4.EndNoBackend
+		if c.attempts > 0 {
+			why = c.lastFail
+		}
+		c.noBackend(l, balance.ErrNoBackend, why)
 		return
 	}
 	c.tried.Add(b)
-	c.target = b
+	c.target, c.picked = b, b
 	c.attempts++
 	c.connectTo(l, b)
 }
@@ -222,7 +235,7 @@ func (c *evConn) localFailure(l *loop, err error) {
 			s.release(c.target)
 			c.target = nil
 		}
-		c.noBackend(l, err) // every other backend would fail the same way
+		c.noBackend(l, err, l4.EndLocalError) // every other backend would fail the same way
 		return
 	}
 	c.state = evConnecting
@@ -284,13 +297,17 @@ func (c *evConn) connectFailed(l *loop, err error) {
 	}
 	s.release(b)
 	c.target = nil
+	c.lastFail = l4.EndConnectFailed
+	if err == errConnectTimeout {
+		c.lastFail = l4.EndConnectTimeout
+	}
 	c.localUntil = 0
 	c.gen = l.nextGen() // the old attempt's timer must not fire on the next
 	c.dial(l)
 }
 
-// noBackend resets the client: nothing could be reached.
-func (c *evConn) noBackend(l *loop, err error) {
+// noBackend resets the client: nothing could be reached (why says how).
+func (c *evConn) noBackend(l *loop, err error, why l4.EndReason) {
 	s := c.svc
 	s.Stats.NoBackend.Add(1)
 	s.rateLog("no usable backend for VIP: client reset", zap.Stringer("client", c.flow.Src), zap.Error(err))
@@ -300,6 +317,7 @@ func (c *evConn) noBackend(l *loop, err error) {
 		unix.Close(c.client.fd)
 	}
 	c.state = evClosed
+	s.logConn(l, c, why)
 	l.live.Add(-1)
 	s.evConnDone()
 	l.freeConn(c)
@@ -331,6 +349,7 @@ func (c *evConn) connected(l *loop, events uint32) {
 		return
 	}
 	b.Stats.Flows.Add(1)
+	c.connectAt = l.now()
 	if c.aff != nil {
 		_ = c.aff.Set(s.key, c.flow.Src.Addr(), b)
 	}
@@ -355,7 +374,7 @@ func (c *evConn) open(l *loop) {
 	c.up = evDir{src: &c.client, dst: &c.backend, bytes: &c.target.Stats.BytesIn}
 	c.down = evDir{src: &c.backend, dst: &c.client, bytes: &c.target.Stats.BytesOut}
 	if !s.trackEv(l, c) {
-		c.abort(l, true, true) // the service is shutting down
+		c.finish(l, true, true, l4.EndDrain) // the service is shutting down
 		return
 	}
 	c.lastActive = l.now()
@@ -392,7 +411,7 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 				c.connected(l, events)
 			}
 		} else if events&unix.EPOLLERR != 0 {
-			c.abort(l, false, true) // the client reset before its backend answered
+			c.finish(l, false, true, l4.EndClientReset) // the client reset before its backend answered
 		}
 	case evOpen:
 		if events&unix.EPOLLERR != 0 {
@@ -473,6 +492,7 @@ func (c *evConn) move(l *loop, d *evDir) bool {
 				if d.pending == 0 {
 					c.eof(l, d)
 				} else {
+					c.sawFIN(d)
 					d.eof = true // passed on once the pending bytes are
 				}
 				return false
@@ -626,12 +646,14 @@ func (c *evConn) flush(l *loop, d *evDir) bool {
 func (c *evConn) moved(l *loop, d *evDir, n int) {
 	if n > 0 {
 		d.bytes.Add(uint64(n))
+		d.n += uint64(n)
 		c.lastActive = l.now()
 	}
 }
 
 // eof: d's source sent FIN.
 func (c *evConn) eof(l *loop, d *evDir) {
+	c.sawFIN(d)
 	d.eof = true
 	if d.pending == 0 {
 		c.passEOF(l, d)
@@ -647,7 +669,7 @@ func (c *evConn) passEOF(l *loop, d *evDir) {
 		other = &c.down
 	}
 	if other.done {
-		c.finish(l, false, false)
+		c.finish(l, false, false, c.fin)
 		return
 	}
 	if err := shutdownWrite(d.dst.fd); err != nil {
@@ -655,19 +677,39 @@ func (c *evConn) passEOF(l *loop, d *evDir) {
 	}
 }
 
+// sawFIN notes d's FIN: the first of the two names the end of a
+// connection that closes both ways.
+func (c *evConn) sawFIN(d *evDir) {
+	if c.fin != l4.EndNone {
+		return
+	}
+	c.fin = l4.EndBackendFIN
+	if d == &c.up {
+		c.fin = l4.EndClientFIN
+	}
+}
+
 // srcFailed: d's source failed (reset); its peer learns by a reset.
 func (c *evConn) srcFailed(l *loop, d *evDir, err error) {
-	c.abort(l, d.src == &c.backend, d.src == &c.client)
+	c.finish(l, d.src == &c.backend, d.src == &c.client, c.resetOf(d.src == &c.client))
 }
 
 // dstFailed: d's destination failed; whoever sent to it learns by a reset.
 func (c *evConn) dstFailed(l *loop, d *evDir, err error) {
-	c.abort(l, d.src == &c.client, d.src == &c.backend)
+	c.finish(l, d.src == &c.client, d.src == &c.backend, c.resetOf(d.dst == &c.client))
 }
 
 // failed: a socket reported an error outside any read or write.
 func (c *evConn) failed(l *loop, r *reg) {
-	c.abort(l, r == &c.backend.reg, r == &c.client.reg)
+	c.finish(l, r == &c.backend.reg, r == &c.client.reg, c.resetOf(r == &c.client.reg))
+}
+
+// resetOf is the end of a connection whose client's (or backend's) side failed.
+func (c *evConn) resetOf(client bool) l4.EndReason {
+	if client {
+		return l4.EndClientReset
+	}
+	return l4.EndBackendReset
 }
 
 // idleCheck ends a connection that moved no byte for the idle timeout.
@@ -681,17 +723,12 @@ func (c *evConn) idleCheck(l *loop) {
 		return
 	}
 	c.svc.Stats.IdleClosed.Add(1)
-	c.finish(l, false, false)
+	c.finish(l, false, false, l4.EndIdleTimeout)
 }
 
-// abort closes both sockets, with a reset on those asked.
-func (c *evConn) abort(l *loop, resetClient, resetBackend bool) {
-	c.finish(l, resetClient, resetBackend)
-}
-
-// finish closes both sockets (a reset where asked, else a FIN) and does
-// the connection's accounting.
-func (c *evConn) finish(l *loop, resetClient, resetBackend bool) {
+// finish closes both sockets (a reset where asked, else a FIN), does the
+// connection's accounting and logs its end, why.
+func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReason) {
 	if c.state == evClosed {
 		return
 	}
@@ -711,6 +748,7 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool) {
 	if c.tracked {
 		s.untrackEv(l, c)
 	}
+	s.logConn(l, c, why)
 	l.live.Add(-1)
 	s.evConnDone()
 	l.freeConn(c)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
@@ -124,12 +125,14 @@ type loop struct {
 	again2       []againEntry // the list being worked through (reused)
 	flushes      []*udpSock   // UDP sockets with replies to send at the end of the round
 	freeSessions []*loopSession
+	logFields    [maxLogFields]zap.Field // a connection's log line being written
+	logText      [64]byte                // its client address
 
 	mu     sync.Mutex // guards tasks and inbox
 	tasks  []func()
 	inbox  []handoff      // connections other loops accepted for this one
-	ended  []*loopSession // UDP sessions other goroutines ended, for this loop to close
-	ended2 []*loopSession
+	ended  []endedSession // UDP sessions other goroutines ended, for this loop to close
+	ended2 []endedSession
 	inbox2 []handoff   // the inbox being worked through (reused, so that a handoff allocates nothing)
 	woken  atomic.Bool // a wake is pending: posters need not write the eventfd again
 	// awakeSince is the loop clock when the loop last left epoll_wait; 0

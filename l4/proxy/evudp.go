@@ -69,6 +69,20 @@ type loopSession struct {
 	readable bool
 	queued   bool
 	open     bool
+
+	// For the session's log line (connlog.go).
+	log         bool         // log_connections was on when the session began
+	why         l4.EndReason // udp_responses: set by its loop before it deletes the session
+	startAt     int64        // loop clock
+	datagramsIn uint64
+	bytesIn     uint64
+	bytesOut    uint64
+}
+
+// endedSession is a session another goroutine ended, and why.
+type endedSession struct {
+	sess *loopSession
+	why  conntrack.Reason
 }
 
 // newEvUDP takes the VIP's socket over for the loops (a dup; the
@@ -275,6 +289,8 @@ func (s *UDPService) handleOn(l *loop, vs *udpSock, i int) {
 	}
 	s.Stats.Datagrams.Add(1)
 	sess.backend.Stats.BytesIn.Add(uint64(len(p)))
+	sess.datagramsIn++
+	sess.bytesIn += uint64(len(p))
 }
 
 // loopSession returns the live session of key, ending it first if its
@@ -312,7 +328,8 @@ func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow) *loop
 	if err == nil {
 		var r reg
 		sess := l.newSession()
-		*sess = loopSession{s: s, owner: l, key: key, client: flow.Src, backend: b, gen: sess.gen}
+		*sess = loopSession{s: s, owner: l, key: key, client: flow.Src, backend: b, gen: sess.gen,
+			log: st.LogConnections, startAt: l.now()}
 		if s.wildcard {
 			sess.replySrc = flow.Dst.Addr()
 		}
@@ -339,7 +356,7 @@ func (s *UDPService) recordSession(l *loop, sess *loopSession) *loopSession {
 	s.sessions.Add(1)
 	if _, inserted, err := s.table.Insert(sess.key, sess.backend, sess); !inserted {
 		// Only a closed table refuses; Insert released the count.
-		s.closeSession(l, sess)
+		s.closeSession(l, sess, l4.EndVIPClosed)
 		s.rateLog("session not recorded", zap.Error(err))
 		return nil
 	}
@@ -449,6 +466,7 @@ func (sess *loopSession) queue(l *loop, vs *udpSock, from, n int) {
 		}
 		b.prepSend(out, size, sess.client, sess.replySrc)
 		sess.backend.Stats.BytesOut.Add(uint64(size))
+		sess.bytesOut += uint64(size)
 		out++
 	}
 	got := out - from
@@ -466,6 +484,7 @@ func (sess *loopSession) queue(l *loop, vs *udpSock, from, n int) {
 		s.obs.ConnectOK(sess.backend, 0) // a passive success: the backend lives
 	}
 	if limit := s.settings.Load().Responses; limit > 0 && sess.sent >= limit {
+		sess.why = l4.EndResponses
 		s.table.Delete(sess.key)
 		return
 	}
@@ -509,17 +528,34 @@ func (l *loop) flushAll() {
 // sessionEndedLoop is the table's end hook on the loops: the owning loop
 // closes the session's socket (another goroutine, the sweeper or another
 // loop's insert, may have ended it).
-func (s *UDPService) sessionEndedLoop(_ conntrack.Key, e conntrack.Entry, _ conntrack.Reason) {
+func (s *UDPService) sessionEndedLoop(_ conntrack.Key, e conntrack.Entry, r conntrack.Reason) {
 	if sess, ok := e.Owner.(*loopSession); ok {
-		sess.owner.endSession(sess)
+		sess.owner.endSession(sess, r)
 	}
 }
 
-// closeSession closes a session's socket on its loop.
-func (s *UDPService) closeSession(l *loop, sess *loopSession) {
+// sessionEnd names why the table ended sess (on its loop).
+func sessionEnd(sess *loopSession, r conntrack.Reason) l4.EndReason {
+	switch r {
+	case conntrack.ReasonExpired:
+		return l4.EndIdleTimeout
+	case conntrack.ReasonEvicted:
+		return l4.EndEvicted
+	case conntrack.ReasonClosed:
+		return l4.EndVIPClosed
+	}
+	if sess.why != l4.EndNone {
+		return sess.why // udp_responses
+	}
+	return l4.EndMoved // the only other Delete: its backend stopped taking flows
+}
+
+// closeSession closes a session's socket on its loop and logs its end.
+func (s *UDPService) closeSession(l *loop, sess *loopSession, why l4.EndReason) {
 	if !sess.open {
 		return
 	}
+	s.logSession(l, sess, why)
 	sess.open = false
 	l.sessions.Add(-1)
 	l.forget(&sess.reg)
@@ -529,9 +565,9 @@ func (s *UDPService) closeSession(l *loop, sess *loopSession) {
 }
 
 // endSession hands a session to its loop to close.
-func (l *loop) endSession(sess *loopSession) {
+func (l *loop) endSession(sess *loopSession, why conntrack.Reason) {
 	l.mu.Lock()
-	l.ended = append(l.ended, sess)
+	l.ended = append(l.ended, endedSession{sess, why})
 	l.mu.Unlock()
 	l.wake()
 }
@@ -557,9 +593,9 @@ func (l *loop) freeSession(sess *loopSession) {
 }
 
 // closeEnded closes the sessions other goroutines ended.
-func (l *loop) closeEnded(ended []*loopSession) {
-	for i, sess := range ended {
-		sess.s.closeSession(l, sess)
-		ended[i] = nil
+func (l *loop) closeEnded(ended []endedSession) {
+	for i, e := range ended {
+		e.sess.s.closeSession(l, e.sess, sessionEnd(e.sess, e.why))
+		ended[i] = endedSession{}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
@@ -53,13 +55,19 @@ func newServiceOn(t testing.TB, pipes *PipePool, loops *Loops, st Settings, addr
 // newServiceListen is newServiceOn with a listener opened with lo.
 func newServiceListen(t testing.TB, pipes *PipePool, loops *Loops, lo ListenOptions, st Settings, addrs ...netip.AddrPort) *testService {
 	t.Helper()
+	return newServiceLog(t, pipes, loops, lo, nil, st, addrs...)
+}
+
+// newServiceLog is newServiceListen with a logger (nil = none).
+func newServiceLog(t testing.TB, pipes *PipePool, loops *Loops, lo ListenOptions, log *zap.Logger, st Settings, addrs ...netip.AddrPort) *testService {
+	t.Helper()
 	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), lo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := &testService{store: &snapshot.Store{}, pipes: pipes}
 	ts.setBackends(t, addrs...)
-	if ts.TCPService, err = NewTCPService(TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: ts.pipes, Settings: st, Loops: loops}); err != nil {
+	if ts.TCPService, err = NewTCPService(TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: ts.pipes, Settings: st, Loops: loops, Log: log}); err != nil {
 		t.Fatal(err)
 	}
 	ts.addr = ln.Addr().(*net.TCPAddr).AddrPort()

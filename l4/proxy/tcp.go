@@ -38,6 +38,10 @@ type Settings struct {
 	// MeasureConnect reads each backend connect's handshake RTT from the
 	// kernel (one getsockopt) for Observer.ConnectOK; off, ConnectOK gets 0.
 	MeasureConnect bool
+	// LogConnections writes one info line when a connection ends (see
+	// connlog.go), at most LogRate a second for the service (0 = no limit).
+	LogConnections bool
+	LogRate        int
 }
 
 // Observer learns the outcome of every connect to a backend: the runtime
@@ -59,6 +63,7 @@ type ServiceStats struct {
 	LocalErrors    atomic.Uint64 // backend sockets or pipes refused for lack of local resources
 	PipelessCopies atomic.Uint64 // chunks copied through user space: no pipe to be had
 	LimitWaits     atomic.Uint64 // times accepting paused at max_conns or the process budget
+	ConnLogDropped atomic.Uint64 // connection log lines dropped over the rate limit
 }
 
 // TCPService proxies one TCP VIP.
@@ -87,6 +92,7 @@ type TCPService struct {
 	warnings  rateLog // per-connection failures
 	acceptLog rateLog // accept failures (every 5s)
 	limitLog  rateLog // waits at a connection limit (every 5s)
+	connLog   lineLimit
 
 	wg         sync.WaitGroup // connections
 	serving    atomic.Bool    // Serve ran: Close waits for it
@@ -128,6 +134,7 @@ func NewTCPService(cfg TCPConfig) (*TCPService, error) {
 		obs:        cfg.Observer,
 		acceptDone: make(chan struct{}),
 	}
+	s.connLog.lost = &s.Stats.ConnLogDropped
 	s.acceptLog.every = 5 * time.Second
 	s.limitLog.every = 5 * time.Second
 	s.budget, s.self = cfg.Budget, cfg.Self
@@ -300,10 +307,11 @@ func (s *TCPService) stopAffinity() {
 	}
 }
 
-// ResetWhere resets the connections whose backend matches (on_down = reset,
-// forced shutdown) and returns how many it reset.
-func (s *TCPService) ResetWhere(match func(*l4.Backend) bool) int {
-	return s.resetWhereLoops(match)
+// ResetWhere resets the connections whose backend matches and returns how
+// many it reset; why is the end their log lines give (l4.EndOnDown for
+// on_down = reset, l4.EndDisabled for a disabled backend...).
+func (s *TCPService) ResetWhere(match func(*l4.Backend) bool, why l4.EndReason) int {
+	return s.resetWhereLoops(match, why)
 }
 
 // Conns returns the number of proxied connections in progress.

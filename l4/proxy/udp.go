@@ -35,6 +35,11 @@ type UDPSettings struct {
 	SessionTimeout time.Duration // idle time after which a session ends; a change applies to every session from the next sweep
 	MaxSessions    int           // 0 = unlimited; past it new clients' datagrams are dropped and counted
 	Responses      int           // end a session after this many replies; 0 = never
+	// LogConnections writes one info line when a session ends (see
+	// connlog.go), at most LogRate a second for the service (0 = no limit).
+	// A session follows the value in force when it began.
+	LogConnections bool
+	LogRate        int
 }
 
 // UDPStats are a UDP VIP's cumulative counters.
@@ -48,6 +53,7 @@ type UDPStats struct {
 	NoBackend       atomic.Uint64 // datagrams dropped: no eligible backend
 	Moved           atomic.Uint64 // sessions moved off a backend that went down
 	ReadErrors      atomic.Uint64
+	ConnLogDropped  atomic.Uint64 // session log lines dropped over the rate limit
 }
 
 // UDPService forwards one UDP VIP.
@@ -68,6 +74,7 @@ type UDPService struct {
 	sessions atomic.Int64
 
 	warnings rateLog
+	connLog  lineLimit
 
 	serving atomic.Bool // Serve ran: Close waits for it
 	done    chan struct{}
@@ -110,6 +117,7 @@ func NewUDPService(cfg UDPConfig) (*UDPService, error) {
 		done:  make(chan struct{}),
 	}
 	s.key.Addr = netip.AddrPortFrom(s.key.Addr.Addr().Unmap(), s.key.Addr.Port())
+	s.connLog.lost = &s.Stats.ConnLogDropped
 	s.wildcard = s.key.Addr.Addr().IsUnspecified()
 	if err := s.enablePktinfo(); err != nil {
 		return nil, err

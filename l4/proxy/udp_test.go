@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/l4lb/l4lb/conntrack"
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
@@ -46,6 +48,12 @@ type udpTestService struct {
 
 func newUDPService(t testing.TB, listen string, st UDPSettings, addrs ...netip.AddrPort) *udpTestService {
 	t.Helper()
+	return newUDPServiceLog(t, listen, nil, st, addrs...)
+}
+
+// newUDPServiceLog is newUDPService with a logger (nil = none).
+func newUDPServiceLog(t testing.TB, listen string, log *zap.Logger, st UDPSettings, addrs ...netip.AddrPort) *udpTestService {
+	t.Helper()
 	loops := testLoops(t, NewPipePool(0))
 	conn, err := ListenUDP(netip.MustParseAddrPort(listen), ListenOptions{ReusePort: loops != nil})
 	if err != nil {
@@ -53,7 +61,7 @@ func newUDPService(t testing.TB, listen string, st UDPSettings, addrs ...netip.A
 	}
 	store := &snapshot.Store{}
 	ts := &udpTestService{backends: equalBackends(t, store, addrs)}
-	if ts.UDPService, err = NewUDPService(UDPConfig{Conn: conn, Snapshots: store, Settings: st, Loops: loops}); err != nil {
+	if ts.UDPService, err = NewUDPService(UDPConfig{Conn: conn, Snapshots: store, Settings: st, Loops: loops, Log: log}); err != nil {
 		t.Fatal(err)
 	}
 	ts.addr = conn.LocalAddr().(*net.UDPAddr).AddrPort()

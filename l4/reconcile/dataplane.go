@@ -35,9 +35,10 @@ type dataPlane interface {
 	drain(ctx context.Context) int
 	// closeNow stops at once (a VIP whose start was rolled back).
 	closeNow()
-	// resetWhere ends the established flows whose backend matches
-	// (on_down = reset) and returns how many.
-	resetWhere(match func(*l4.Backend) bool) int
+	// resetWhere ends the established flows whose backend matches and
+	// returns how many; why is the end their log lines give (l4.EndOnDown
+	// for on_down = reset).
+	resetWhere(match func(*l4.Backend) bool, why l4.EndReason) int
 	// backendsRemoved tells the plane a reload took these backends out;
 	// it calls release for each once no flow can reach it any more (the
 	// backend's index may then be reused).
@@ -119,12 +120,14 @@ func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) 
 	return &tcpPlane{svc: svc}, nil
 }
 
-func (p *tcpPlane) serve()                                  { go p.svc.Serve() }
-func (p *tcpPlane) publish(*snapshot.Snapshot) error        { return nil } // the service reads the store
-func (p *tcpPlane) stopAccepting()                          { _ = p.svc.Close() }
-func (p *tcpPlane) drain(ctx context.Context) int           { return p.svc.Drain(ctx) }
-func (p *tcpPlane) closeNow()                               { _ = p.svc.Close() }
-func (p *tcpPlane) resetWhere(m func(*l4.Backend) bool) int { return p.svc.ResetWhere(m) }
+func (p *tcpPlane) serve()                           { go p.svc.Serve() }
+func (p *tcpPlane) publish(*snapshot.Snapshot) error { return nil } // the service reads the store
+func (p *tcpPlane) stopAccepting()                   { _ = p.svc.Close() }
+func (p *tcpPlane) drain(ctx context.Context) int    { return p.svc.Drain(ctx) }
+func (p *tcpPlane) closeNow()                        { _ = p.svc.Close() }
+func (p *tcpPlane) resetWhere(m func(*l4.Backend) bool, why l4.EndReason) int {
+	return p.svc.ResetWhere(m, why)
+}
 func (p *tcpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	releaseAll(bs, release)
 }
@@ -143,6 +146,7 @@ func (p *tcpPlane) fillStatus(s *VIPStatus) {
 	st := &p.svc.Stats
 	s.Active, s.Accepted = st.Active.Load(), st.Accepted.Load()
 	s.NoBackend, s.ConnectFails = st.NoBackend.Load(), st.ConnectFails.Load()
+	s.ConnLogDropped = st.ConnLogDropped.Load()
 	s.TCP = &TCPStatus{
 		AcceptErrors: st.AcceptErrors.Load(), IdleClosed: st.IdleClosed.Load(),
 		LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(), LimitWaits: st.LimitWaits.Load(),
@@ -169,13 +173,13 @@ func newUDPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*udpPlane, error) 
 	return &udpPlane{svc: svc}, nil
 }
 
-func (p *udpPlane) serve()                                { go p.svc.Serve() }
-func (p *udpPlane) publish(*snapshot.Snapshot) error      { return nil } // the service reads the store
-func (p *udpPlane) update(vc *config.VIP) error           { return p.svc.Update(udpSettings(vc)) }
-func (p *udpPlane) stopAccepting()                        {} // datagrams have no backlog to refuse: drain closes
-func (p *udpPlane) drain(context.Context) int             { _ = p.svc.Close(); return 0 }
-func (p *udpPlane) closeNow()                             { _ = p.svc.Close() }
-func (p *udpPlane) resetWhere(func(*l4.Backend) bool) int { return 0 } // sessions move on their next datagram
+func (p *udpPlane) serve()                                              { go p.svc.Serve() }
+func (p *udpPlane) publish(*snapshot.Snapshot) error                    { return nil } // the service reads the store
+func (p *udpPlane) update(vc *config.VIP) error                         { return p.svc.Update(udpSettings(vc)) }
+func (p *udpPlane) stopAccepting()                                      {} // datagrams have no backlog to refuse: drain closes
+func (p *udpPlane) drain(context.Context) int                           { _ = p.svc.Close(); return 0 }
+func (p *udpPlane) closeNow()                                           { _ = p.svc.Close() }
+func (p *udpPlane) resetWhere(func(*l4.Backend) bool, l4.EndReason) int { return 0 } // sessions move on their next datagram
 func (p *udpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	releaseAll(bs, release)
 }
@@ -192,6 +196,7 @@ func releaseAll(bs []*l4.Backend, release func(*l4.Backend)) {
 func (p *udpPlane) fillStatus(s *VIPStatus) {
 	st := &p.svc.Stats
 	s.Active, s.Accepted, s.NoBackend = p.svc.Sessions(), st.SessionsCreated.Load(), st.NoBackend.Load()
+	s.ConnLogDropped = st.ConnLogDropped.Load()
 	s.UDP = &UDPStatus{
 		Datagrams: st.Datagrams.Load(), Replies: st.Replies.Load(),
 		Truncated: st.Truncated.Load(), Dropped: st.Dropped.Load(),

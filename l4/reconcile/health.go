@@ -100,7 +100,7 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 	}
 	if h == l4.HealthDown && vc.Health.OnDown == "reset" {
 		go func() {
-			n := v.dp.resetWhere(func(x *l4.Backend) bool { return x == b.b })
+			n := v.dp.resetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndOnDown)
 			v.log.Info("on_down reset: sessions closed", zap.String("backend", string(id)), zap.Int("reset", n))
 		}()
 	}

@@ -31,6 +31,8 @@ func settings(vc *config.VIP) proxy.Settings {
 		// Only least_time with the connect metric uses the proxy's own
 		// handshake times; others save the syscall.
 		MeasureConnect: vc.Algorithm == l4.LeastTime && vc.LeastTimeMetric != "first_byte",
+		LogConnections: vc.LogConnections,
+		LogRate:        vc.LogConnectionsRate,
 	}
 }
 
@@ -40,6 +42,8 @@ func udpSettings(vc *config.VIP) proxy.UDPSettings {
 		SessionTimeout: vc.SessionTimeout,
 		MaxSessions:    vc.MaxSessions,
 		Responses:      vc.UDPResponses,
+		LogConnections: vc.LogConnections,
+		LogRate:        vc.LogConnectionsRate,
 	}
 }
 

@@ -99,6 +99,9 @@ type VIPStatus struct {
 	TCP          *TCPStatus      `json:"tcp,omitempty"`
 	UDP          *UDPStatus      `json:"udp,omitempty"`
 	XDP          *XDPVIPStatus   `json:"xdp,omitempty"`
+
+	// ConnLogDropped counts log_connections lines dropped over log_connections_rate.
+	ConnLogDropped uint64 `json:"conn_log_dropped,omitempty"`
 }
 
 // UDPStatus holds a UDP VIP's datagram counters.

@@ -308,7 +308,8 @@ func (p *xdpPlane) indexes() []uint32 {
 
 // resetWhere deletes the conntrack entries of matching backends: their
 // flows rehash onto a live backend, which resets them (on_down = reset).
-func (p *xdpPlane) resetWhere(match func(*l4.Backend) bool) int {
+// The kernel forwards them, so there is no line to log: why is unused.
+func (p *xdpPlane) resetWhere(match func(*l4.Backend) bool, _ l4.EndReason) int {
 	total := 0
 	for _, b := range p.matching(match) {
 		var n int

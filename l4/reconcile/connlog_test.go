@@ -1,0 +1,91 @@
+// The per-connection log through the runtime: on_down = reset names its
+// end, and a reload turns the log on for new connections.
+package reconcile
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+)
+
+// observedRuntime is startRuntime with a logger whose lines the test reads.
+func observedRuntime(t *testing.T, toml string) (*Runtime, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	rt := New(zap.New(core), Options{})
+	apply(t, rt, toml)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rt.Shutdown(ctx)
+	})
+	return rt, logs
+}
+
+const connLogVIP = `
+[global]
+admin_socket = "off"
+[[vip]]
+name = "web"
+listen = "%s"
+log_connections = %v
+  [vip.health]
+  interval = "200ms"
+  timeout = "100ms"
+  fall = 1
+  on_down = "reset"
+  [[vip.backend]]
+  name = "a"
+  address = "%s"
+`
+
+// TestOnDownLogsConnection: a connection reset by on_down = "reset" logs
+// end on_down, with its backend and bytes; one opened before a reload
+// turned log_connections on logs nothing.
+func TestOnDownLogsConnection(t *testing.T) {
+	srv := startNamed(t, "a")
+	vip := testutil.FreeTCPAddr(t)
+	rt, logs := observedRuntime(t, fmt.Sprintf(connLogVIP, vip, false, srv.addr))
+	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.DialTimeout("tcp4", vip.String(), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		r := bufio.NewReader(c)
+		c.Write([]byte("ping\n"))
+		for range 2 { // the server's name, then the echo
+			if _, err := r.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c, r
+	}
+	dial() // before the reload: not logged
+	apply(t, rt, fmt.Sprintf(connLogVIP, vip, true, srv.addr))
+	c, _ := dial()
+	srv.kill()
+	testutil.Eventually(t, 5*time.Second, "the connection's line", func() bool { return logs.FilterMessage("connection").Len() > 0 })
+	time.Sleep(100 * time.Millisecond)
+	lines := logs.FilterMessage("connection").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d connection lines, want 1: %v", len(lines), lines)
+	}
+	m := lines[0].ContextMap()
+	want := map[string]any{"end": "on_down", "vip": "web", "backend": "a", "client": c.LocalAddr().String(),
+		"bytes_in": uint64(5), "bytes_out": uint64(7), "retries": int64(0)}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %v, want %v: %v", k, m[k], v, m)
+		}
+	}
+}
