@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # make bench: l4lb's own benchmark of its proxy. A throwaway network (client,
 # balancer host with the VIP, three backends, each in its own namespace) and
-# up to five paths measured in interleaved rounds: direct (kernel forwarding,
-# no balancer), l4lb, iocopy (a plain io.Copy Go proxy, the naive baseline),
-# and the peers haproxy (forced splice) and nginx (stream module), each only
-# when installed (Debian: haproxy; nginx-light + libnginx-mod-stream, or
-# nginx-full). Every balancer runs alone on one core. Prints a table of
+# up to six paths measured in interleaved rounds: direct (kernel forwarding,
+# no balancer), l4lb, l4lb-log (the same l4lb with log_connections = true on
+# every VIP and log_level = "info", its stderr to a file; it runs T2 only: the
+# cost of the per-connection log), iocopy (a plain io.Copy Go proxy, the naive
+# baseline), and the peers haproxy (forced splice) and nginx (stream module),
+# each only when installed (Debian: haproxy; nginx-light + libnginx-mod-stream,
+# or nginx-full). Every balancer runs alone on one core. Prints a table of
 # medians, each with its ratio to direct and to the best peer, and writes it
 # to docs/bench-proxy.md.
 #
@@ -18,13 +20,16 @@
 #   make bench                      # 3 rounds, about 25 minutes with both peers
 #   QUICK=1 scripts/bench.sh        # smoke run: 1 round, short steps (2-3 minutes)
 #   REPS=5 WORKLOADS="T2 T3" PATHS="direct l4lb" scripts/bench.sh
+#   REPS=3 WORKLOADS=T2 PATHS="l4lb l4lb-log" scripts/bench.sh   # the log's cost
 #
 # Knobs (environment): REPS (3), T1_SECS (10), DUR (8: T2, T3, T4), T3B_DUR (DUR),
 # T5_CONNS (5000), T5_HOLD (10), T6_DUR (DUR: seconds of pgbench -S), PG_SCALE
 # (10: pgbench -i scale, about 150 MB), T7_REQS (200000 requests per redis-benchmark
 # command: it has no duration flag), WORKLOADS ("T1 T2 T3 T4 T5 T6 T7"), PATHS
-# ("direct l4lb iocopy haproxy nginx"; a peer that is not installed is left
-# out with one line saying so), SETTLE (1 s between steps), LB_CPU (1), CLIENT_CPU (0),
+# ("direct l4lb l4lb-log iocopy haproxy nginx"; a peer that is not installed is
+# left out with one line saying so), CONNLOG_RATE (l4lb-log's log_connections_rate;
+# unset: the built-in 1000 a second per VIP; 0 = no cap), SETTLE (1 s between steps),
+# LB_CPU (1), CLIENT_CPU (0),
 # OUT (docs/bench-proxy.md; QUICK=1 writes it only when OUT is set), KEEP=1 (keep
 # the raw records and logs).
 #
@@ -43,7 +48,7 @@ source scripts/bench/peers.sh
 # INVOKED: the command as the user typed it, for the report.
 INVOKED="scripts/bench.sh"
 [ -n "${MAKELEVEL:-}" ] && INVOKED="make bench"
-for v in OUT KEEP SETTLE PATHS WORKLOADS T7_REQS PG_SCALE T6_DUR T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
+for v in OUT KEEP SETTLE CONNLOG_RATE PATHS WORKLOADS T7_REQS PG_SCALE T6_DUR T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
   if [ -n "${!v+x}" ]; then
     case ${!v} in *" "* | "") INVOKED="$v=\"${!v}\" $INVOKED" ;; *) INVOKED="$v=${!v} $INVOKED" ;; esac
   fi
@@ -62,7 +67,8 @@ T6_DUR=${T6_DUR:-$DUR}
 PG_SCALE=${PG_SCALE:-10}
 T7_REQS=${T7_REQS:-200000}
 WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5 T6 T7}
-PATHS=${PATHS:-direct l4lb iocopy haproxy nginx}
+PATHS=${PATHS:-direct l4lb l4lb-log iocopy haproxy nginx}
+CONNLOG_RATE=${CONNLOG_RATE:-}
 SETTLE=${SETTLE:-1}
 OUT=${OUT-docs/bench-proxy.md}
 # One core for the balancer, the other for everything else: the comparison
@@ -469,6 +475,17 @@ TOML
   local svc
   for svc in "${DB_SERVICES[@]}"; do db_vip "${svc%%:*}" "${svc##*:}" >>"$RUN/l4lb.toml"; done
   inns $LB bin/l4lb check --config "$RUN/l4lb.toml" >&2 # there, it sees the VIP
+  write_log_config
+}
+
+# write_log_config: l4lb-log's config, l4lb's with one line per connection
+# on every VIP ([defaults] log_connections = true) at log_level info.
+write_log_config() {
+  local defaults
+  defaults=$(printf '[defaults]\nlog_connections = true\n%s' "${CONNLOG_RATE:+log_connections_rate = $CONNLOG_RATE}")
+  awk -v d="$defaults" '/^log_level = / { print "log_level = \"info\""; next }
+    /^# T1:/ && !done { print d; print ""; done = 1 } { print }' "$RUN/l4lb.toml" >"$RUN/l4lb-log.toml"
+  inns $LB bin/l4lb check --config "$RUN/l4lb-log.toml" >&2
 }
 
 # udp_gate: T4 runs only when this build serves UDP VIPs. `l4lb check` must
@@ -504,9 +521,9 @@ lb_start() {
     LBPID=0
     return
     ;;
-  l4lb)
+  l4lb | l4lb-log)
     rm -f "$RUN/admin.sock"
-    ip netns exec $LB taskset -c "$LB_CPU" bin/l4lb run --config "$RUN/l4lb.toml" >>"$log" 2>&1 &
+    ip netns exec $LB taskset -c "$LB_CPU" bin/l4lb run --config "$RUN/$path.toml" >>"$log" 2>&1 &
     ;;
   iocopy)
     for svc in "${DB_SERVICES[@]}"; do dbmaps+=(-map "$VIP:${svc##*:}=${BACKEND_IPS[0]}:${svc##*:}"); done
@@ -518,7 +535,7 @@ lb_start() {
     ;;
   esac
   LBPID=$!
-  track $LBPID "$path"
+  track $LBPID "${path%-log}"
   echo $LBPID >"$RUN/lb.pid"
   if ! client bin/loadgen probe -kind http -addr $VIP:$HTTP_PORT -timeout 10s ||
     ! client bin/loadgen probe -kind echo -addr $VIP:$ECHO_PORT -timeout 5s; then
@@ -554,7 +571,7 @@ addrs() {
 lb_stop() {
   local path=$1 round=$2
   [ "$LBPID" != 0 ] || return 0
-  if [ "$path" = l4lb ] && alive "$LBPID"; then
+  if [[ $path == l4lb* ]] && alive "$LBPID"; then
     bin/l4lb status --socket "$RUN/admin.sock" --json >"$LBDIR/$path-r$round.status.json" 2>>"$LBDIR/$path-r$round.events" || true
   fi
   # HAProxy dies by SIGTERM (status 143); SIGUSR1 is its clean stop, and
@@ -601,38 +618,42 @@ skip() { printf '{"test":"%s","path":"%s","round":%d,"skipped":"%s"}\n' "$1" "$2
 
 wants() { [[ " $WORKLOADS " == *" $1 "* ]]; }
 
+# runs TEST: whether run_path runs TEST on its path: every selected
+# workload, except on l4lb-log, which measures T2 only.
+runs() { wants "$1" && { [ "$path" != l4lb-log ] || [ "$1" = T2 ]; }; }
+
 # run_path PATH ROUND: every selected workload against one path.
 run_path() {
   local path=$1 round=$2 host=$VIP be1=${BACKEND_IPS[0]}
   [ "$path" = direct ] && host=$be1
   say "round $round/$REPS: $path"
   lb_start "$path" "$round"
-  if wants T1; then
+  if runs T1; then
     measure T1-1 "$path" "$round" $((T1_SECS + 40)) bulk -addr $host:$BULK_PORT -P 1 -t "$T1_SECS" -O 1
     measure T1-8 "$path" "$round" $((T1_SECS + 40)) bulk -addr $host:$BULK_PORT -P 8 -t "$T1_SECS" -O 1
   fi
-  if wants T2; then
+  if runs T2; then
     measure T2 "$path" "$round" $((DUR + 40)) connrate -addr $host:$HTTP_PORT -c 64 -d "${DUR}s" -warmup 1s
   fi
-  if wants T3; then
+  if runs T3; then
     measure T3 "$path" "$round" $((DUR + 40)) rr -addr $host:$ECHO_PORT -c 4 -rate 2000 -d "${DUR}s"
     measure T3b "$path" "$round" $((T3B_DUR + 40)) rr -addr $host:$ECHO_PORT -c 64 -rate 0 -d "${T3B_DUR}s"
   fi
-  if wants T4; then
+  if runs T4; then
     if serves_udp "$path"; then
       measure T4 "$path" "$round" $((DUR + 40)) udp -addr $host:$UDP_PORT -flows 4 -inflight 8 -size 64 -d "${DUR}s"
     else
       skip T4 "$path" "$round" "no UDP"
     fi
   fi
-  if wants T5 && [ "$path" != direct ]; then
+  if runs T5 && [ "$path" != direct ]; then
     measure T5 "$path" "$round" $((T5_HOLD + T5_CONNS / 50 + 60)) hold -addr $VIP:$ECHO_PORT \
       -n "$T5_CONNS" -hold "${T5_HOLD}s" -pidfile "$RUN/lb.pid"
   fi
-  if wants T6; then
+  if runs T6; then
     measure T6 "$path" "$round" $((T6_DUR + 70)) pgbench -addr "$host:$PG_PORT" -c 16 -j 2 -T "$T6_DUR"
   fi
-  if wants T7; then
+  if runs T7; then
     # SET first, so that GET finds most of its keys (-r 100000).
     local t lim=$((T7_REQS / 2000 + 30))
     for t in set get; do
@@ -652,9 +673,15 @@ paths_gate() {
   for path in $PATHS; do
     case $path in
     direct | l4lb | iocopy) ;;
+    l4lb-log)
+      if ! wants T2; then
+        echo "PATHS: l4lb-log measures T2 only, which WORKLOADS leaves out; left out" >&2
+        continue
+      fi
+      ;;
     haproxy | nginx) peer_check "$path" >&2 || continue ;;
     *)
-      echo "PATHS: unknown path $path (known: direct l4lb iocopy $PEERS)" >&2
+      echo "PATHS: unknown path $path (known: direct l4lb l4lb-log iocopy $PEERS)" >&2
       exit 1
       ;;
     esac
@@ -686,7 +713,7 @@ report() {
   [ -n "$OUT" ] && out=$OUT
   say "results (written to $out)"
   bin/bench-report -in "$RAW" -lbdir "$LBDIR" -out "$out" -paths "$PATHS" -peers "$PEERS" -peerinfo "$PEER_INFO" -cmd "$INVOKED" \
-    -knobs "REPS=$REPS T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD T6_DUR=$T6_DUR PG_SCALE=$PG_SCALE T7_REQS=$T7_REQS WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
+    -knobs "REPS=$REPS${CONNLOG_RATE:+ CONNLOG_RATE=$CONNLOG_RATE} T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD T6_DUR=$T6_DUR PG_SCALE=$PG_SCALE T7_REQS=$T7_REQS WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
     -pinning "balancer on CPU $LB_CPU (GOMAXPROCS follows the mask; HAProxy nbthread 1, nginx 1 worker); client tools and backends on CPU $CLIENT_CPU"
 }
 

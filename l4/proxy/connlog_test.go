@@ -480,12 +480,18 @@ func TestSessionEndOfTableReasons(t *testing.T) {
 	}
 }
 
-// daemonLogger is a JSON logger configured as cmd/l4lb's, writing to w.
-func daemonLogger(w zapcore.WriteSyncer) *zap.Logger {
+// daemonLogger is a logger configured as cmd/l4lb's (JSON, or with
+// console its default format), writing to w.
+func daemonLogger(w zapcore.WriteSyncer, console bool) *zap.Logger {
 	cfg := zap.NewProductionEncoderConfig()
 	cfg.EncodeTime = zapcore.ISO8601TimeEncoder
 	cfg.EncodeDuration = zapcore.StringDurationEncoder
-	return zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(cfg), zapcore.Lock(w), zap.InfoLevel))
+	enc := zapcore.NewJSONEncoder(cfg)
+	if console {
+		cfg.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(cfg)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(w), zap.InfoLevel)).With(zap.String("vip", "web"))
 }
 
 // TestConnLogAllocations counts the process's allocations per logged
@@ -493,7 +499,7 @@ func daemonLogger(w zapcore.WriteSyncer) *zap.Logger {
 // TestLoopConnectionAllocatesNothing).
 func TestConnLogAllocations(t *testing.T) {
 	pipes := NewPipePool(0)
-	ts := newServiceLog(t, pipes, newLoopsForTest(t, 1, pipes), ListenOptions{}, daemonLogger(zapcore.AddSync(io.Discard)),
+	ts := newServiceLog(t, pipes, newLoopsForTest(t, 1, pipes), ListenOptions{}, daemonLogger(zapcore.AddSync(io.Discard), false),
 		Settings{Name: "web", LogConnections: true}, rawEchoServer(t))
 	vip := &unix.SockaddrInet4{Port: int(ts.addr.Port()), Addr: ts.addr.Addr().As4()}
 	msg, got := []byte("hello"), make([]byte, 5)
@@ -530,8 +536,8 @@ func TestConnLogAllocations(t *testing.T) {
 }
 
 // BenchmarkConnLogLine is the cost of one connection's line, through a
-// JSON logger like the daemon's, to io.Discard and to /dev/null (a write
-// syscall per line, as on stderr).
+// logger like the daemon's (JSON or console), to io.Discard and to
+// /dev/null (a write syscall per line, as on stderr).
 func BenchmarkConnLogLine(b *testing.B) {
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
@@ -539,11 +545,12 @@ func BenchmarkConnLogLine(b *testing.B) {
 	}
 	defer null.Close()
 	for _, sink := range []struct {
-		name string
-		w    zapcore.WriteSyncer
-	}{{"discard", zapcore.AddSync(io.Discard)}, {"devnull", null}} {
+		name    string
+		w       zapcore.WriteSyncer
+		console bool
+	}{{"json-discard", zapcore.AddSync(io.Discard), false}, {"json-devnull", null, false}, {"console-devnull", null, true}} {
 		b.Run(sink.name, func(b *testing.B) {
-			s := &TCPService{log: daemonLogger(sink.w)}
+			s := &TCPService{log: daemonLogger(sink.w, sink.console)}
 			s.connLog.lost = &s.Stats.ConnLogDropped
 			l := &loop{}
 			st := &Settings{Name: "web", LogConnections: true}

@@ -98,6 +98,7 @@ func main() {
 	}
 	d.header(*cmdline, *knobs, *pinning, *peerInfo)
 	d.table()
+	d.connLog()
 	d.balancers(*lbDir)
 	d.rounds()
 	os.Stdout.Write(doc.Bytes())
@@ -185,6 +186,8 @@ namespace, a balancer namespace holding the VIP 198.18.2.10 on lo with
 ip_forward=1, and three backend namespaces on a bridge behind it. Paths:
 **direct** = no balancer, the client reaches backend 1 through the balancer
 namespace's kernel forwarding; **l4lb** = bin/l4lb with one VIP per service;
+**l4lb-log** = the same with ` + "`log_connections = true`" + ` on every VIP at log_level
+info, its stderr to a file (T2 only: what the per-connection log costs);
 **iocopy** = scripts/bench/iocopy, a plain io.Copy proxy (the naive Go
 baseline); and the peers, each when it is installed: **haproxy** = HAProxy
 in mode tcp with splice forced in both directions (TCP only: it has no UDP
@@ -481,6 +484,46 @@ func (d *document) examples() {
 	d.printf("\nClient-side errors seen:\n\n%s\n", strings.Join(lines, "\n"))
 }
 
+// connLog writes what the per-connection log costs: l4lb-log's CPU per new
+// connection over l4lb's (T2), the ratio of the medians and, since the
+// rounds interleave, the median of each round's ratio.
+func (d *document) connLog() {
+	if !slices.Contains(d.paths, "l4lb") || !slices.Contains(d.paths, "l4lb-log") {
+		return
+	}
+	const key = "lb_cpu_us_per_conn"
+	on, off := d.roundValues("T2", "l4lb-log", key), d.roundValues("T2", "l4lb", key)
+	if len(on) == 0 || len(off) == 0 {
+		return
+	}
+	var perRound []float64
+	var shown []string
+	for _, r := range slices.Sorted(maps.Keys(on)) {
+		if v, w := on[r], off[r]; w > 0 {
+			perRound = append(perRound, v/w)
+			shown = append(shown, fmt.Sprintf("%.3f", v/w))
+		}
+	}
+	mOn, mOff := median(slices.Collect(maps.Values(on))), median(slices.Collect(maps.Values(off)))
+	d.printf("\n**CPU per new connection, log_connections on / off (T2): %.3f×** (medians %.1f / %.1f µs)", mOn/mOff, mOn, mOff)
+	if len(perRound) > 0 {
+		d.printf("; round by round: %s, median %.3f×", strings.Join(shown, ", "), median(perRound))
+	}
+	d.printf(".\n")
+}
+
+// roundValues returns key's figure of test on path by round.
+func (d *document) roundValues(test, path, key string) map[float64]float64 {
+	out := map[float64]float64{}
+	for _, r := range d.pick(test, path) {
+		round, _ := r.num("round")
+		if v, ok := r.num(key); ok {
+			out[round] = v
+		}
+	}
+	return out
+}
+
 // balancers reports what each balancer process did: exit status, restarts,
 // log lines and (l4lb) its own counters.
 func (d *document) balancers(dir string) {
@@ -497,9 +540,13 @@ func (d *document) balancers(dir string) {
 	for _, f := range files {
 		base := strings.TrimSuffix(f, ".exit")
 		name := filepath.Base(base)
-		logLines := readLines(base + ".log")
+		logLines, connLines := warnLines(readLines(base + ".log"))
+		events := readLines(base + ".events")
+		if connLines > 0 {
+			events = append(events, fmt.Sprintf("%d info lines (log_connections)", connLines))
+		}
 		d.printf("| %s | %s | %s | %d | %s |\n", name, strings.TrimSpace(readString(f)),
-			strings.Join(readLines(base+".events"), "; "), len(logLines), counters(base+".status.json"))
+			strings.Join(events, "; "), len(logLines), counters(base+".status.json"))
 		for i, l := range logLines {
 			if i == 5 {
 				samples = append(samples, fmt.Sprintf("- %s: ... %d more", name, len(logLines)-5))
@@ -552,6 +599,20 @@ func healthText(h map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%d %s", h[k], k))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// warnLines keeps the lines at level warn and above (l4lb-log runs at
+// info, the other balancers at warn) and counts the others.
+func warnLines(lines []string) (warn []string, info int) {
+	for _, l := range lines {
+		// l4lb's console format: time, level, logger, message, fields.
+		if f := strings.SplitN(l, "\t", 3); len(f) >= 2 && (f[1] == "INFO" || f[1] == "DEBUG") {
+			info++
+			continue
+		}
+		warn = append(warn, l)
+	}
+	return warn, info
 }
 
 func readString(path string) string {
