@@ -52,10 +52,10 @@ func (r *lineLimit) take(now int64, rate int) (ok bool, dropped uint64) {
 
 // check returns the entry of a line about to be written on loop l, or nil
 // when the log level hides it or it is over the rate (then it is counted,
-// and reported in the first line of a later second).
+// and reported in the first line of a later second). The entry is taken
+// last: one taken and not written would be lost to zap's pool.
 func (r *lineLimit) check(l *loop, log *zap.Logger, msg string, rate int) *zapcore.CheckedEntry {
-	ce := log.Check(zap.InfoLevel, msg)
-	if ce == nil {
+	if !log.Core().Enabled(zap.InfoLevel) {
 		return nil
 	}
 	ok, n := r.take(l.now(), rate)
@@ -65,7 +65,7 @@ func (r *lineLimit) check(l *loop, log *zap.Logger, msg string, rate int) *zapco
 	if !ok {
 		return nil
 	}
-	return ce
+	return log.Check(zap.InfoLevel, msg)
 }
 
 // logConn writes c's line, if its settings ask for one: who, where to,

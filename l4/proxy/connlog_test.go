@@ -566,3 +566,19 @@ func BenchmarkConnLogLine(b *testing.B) {
 		})
 	}
 }
+
+// TestConnLogDroppedLinesAllocateNothing: a line over the rate costs no
+// allocation (zap's entry is taken only for a line that is written).
+func TestConnLogDroppedLinesAllocateNothing(t *testing.T) {
+	s := &TCPService{log: daemonLogger(zapcore.AddSync(io.Discard), false)}
+	s.connLog.lost = &s.Stats.ConnLogDropped
+	l := &loop{clock: int64(time.Hour)}
+	c := &evConn{st: &Settings{LogConnections: true, LogRate: 1}, flow: l4.Flow{Src: netip.MustParseAddrPort("198.18.0.2:40000")}}
+	s.logConn(l, c, l4.EndClientFIN) // the second's one line
+	if n := testing.AllocsPerRun(100, func() { s.logConn(l, c, l4.EndClientFIN) }); n != 0 {
+		t.Fatalf("%v allocations per dropped line", n)
+	}
+	if s.Stats.ConnLogDropped.Load() != 101 {
+		t.Fatalf("%d dropped", s.Stats.ConnLogDropped.Load())
+	}
+}
