@@ -161,3 +161,23 @@ func CheckTypeNames() []string { return checkNames[:] }
 
 // Database reports whether the check speaks a database protocol over TCP.
 func (c CheckType) Database() bool { return c == CheckPostgres || c == CheckMySQL || c == CheckRedis }
+
+// Override is an operator's run-time state for a backend, set through the
+// admin API (`l4lb drain|disable|enable`) rather than the config file.
+type Override uint8
+
+// Overrides.
+const (
+	OverrideNone    Override = iota // the file and health decide
+	OverrideDrain                   // no new flows; established flows, UDP sessions and affinity pins continue
+	OverrideDisable                 // no new flows, and established ones are reset
+)
+
+var overrideNames = [...]string{OverrideNone: "none", OverrideDrain: "drain", OverrideDisable: "disable"}
+
+func (o Override) String() string { return enumName(o, "override", overrideNames[:]) }
+
+// ParseOverride accepts none, drain and disable.
+func ParseOverride(s string) (Override, error) {
+	return parseEnum[Override](s, "backend override", overrideNames[:])
+}

@@ -29,6 +29,10 @@ func commands() []command {
 		{"run", "serve the VIPs of a config file", "[--config] FILE [--log-format console|json]", runHelp, cmdRun},
 		{"check", "validate a config file (exit 0 ok, 1 problems)", "[--config] FILE", checkHelp, cmdCheck},
 		{"status", "show what a running l4lb serves", "[--socket PATH | --config FILE] [--json | --show-config]", statusHelp, cmdStatus},
+		{"drain", "stop new flows to a backend; established flows continue", "[--socket PATH | --config FILE] [--reason TEXT] VIP BACKEND", drainHelp, cmdOverride("drain")},
+		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] VIP BACKEND", disableHelp, cmdOverride("disable")},
+		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] VIP BACKEND", enableHelp, cmdOverride("enable")},
+		{"reload", "make a running l4lb reload its config file and print the result", "[--socket PATH | --config FILE] [--json]", reloadHelp, cmdReload},
 		{"xdp", "take off the XDP program a stopped l4lb left pinned", "detach [--config] FILE", xdpHelp, cmdXDP},
 		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", "", cmdVersion},
@@ -131,4 +135,36 @@ const statusHelp = `Asks the admin socket of a running l4lb (default /run/l4lb/a
 the admin_socket of --config FILE). --json prints the raw answer;
 --show-config (or --config with no FILE) prints the configuration in force,
 resolved, as TOML.
+`
+
+const overrideCommon = `BACKEND is the backend's name, its address:port, or its IP when only one
+backend of the VIP has it. The override is kept across reloads while the file
+leaves the backend as it was (same name, address and weight); a reload that
+changes or removes the backend clears it (logged). It does not survive a
+restart. ` + "`l4lb status`" + ` shows it in the HEALTH column (up/DRAIN,
+up/DISABLE) with who set it, when, and the --reason.
+`
+
+const drainHelp = `Drain: the backend gets no new flows; its established TCP connections,
+UDP sessions and affinity pins continue until they end (like HAProxy's
+drain state; in xdp mode the conntrack keeps forwarding them). Watch LIVE in
+` + "`l4lb status`" + ` fall to 0 before maintenance. Unlike weight = 0 in the
+file, which moves UDP sessions and affinity pins on their next packet.
+` + overrideCommon
+
+const disableHelp = `Disable: the backend gets no new flows and its established TCP connections
+are reset at once (an RST to both sides, like on_down = reset); in xdp mode
+its conntrack entries are deleted, so their next packets hash to another
+backend, which resets them; UDP sessions move on their next datagram.
+` + overrideCommon
+
+const enableHelp = `Enable clears a drain or disable: the backend takes new flows again when
+its health and its weight in the file allow.
+` + overrideCommon
+
+const reloadHelp = `Asks the running l4lb to read its config file again, like SIGHUP, and prints
+the result: the number of VIPs, warnings, and settings that need a restart.
+A refused file prints its problems (file:line, as l4lb check does) and exits
+1; the running config stays. Reloads from SIGHUP and from this command run
+one at a time.
 `
