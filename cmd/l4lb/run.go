@@ -205,7 +205,7 @@ func (d *daemon) reload(running *config.Config) (*config.Config, admin.ReloadRes
 	if err := setLevel(d.level, cfg.Global.LogLevel); err != nil {
 		d.log.Warn("log level unchanged", zap.Error(err))
 	}
-	res := admin.ReloadResult{OK: true, VIPs: len(cfg.VIPs), RestartOnly: restartOnly(running, cfg)}
+	res := admin.ReloadResult{OK: true, VIPs: len(cfg.VIPs), RestartOnly: config.RestartOnly(running, cfg)}
 	for _, w := range res.RestartOnly {
 		d.log.Warn("setting changed but takes effect only after a restart", zap.String("key", w))
 	}
@@ -223,7 +223,6 @@ func (d *daemon) logWarnings(warnings []config.Problem) {
 	}
 }
 
-// restartOnly lists the keys whose change a reload does not apply.
 // applyFile loads the file and applies it, logging why when it cannot.
 func (d *daemon) applyFile(running *config.Config) (*config.Config, []config.Problem, error) {
 	cfg, warnings, err := loadChecked(d.path)
@@ -283,42 +282,6 @@ func eventLoops(workers int) int {
 		runtime.GOMAXPROCS(workers + 1)
 	}
 	return workers
-}
-
-func restartOnly(oldCfg, curCfg *config.Config) []string {
-	old, cur := oldCfg.Global, curCfg.Global
-	var keys []string
-	if old.AdminSocket != cur.AdminSocket {
-		keys = append(keys, "global.admin_socket")
-	}
-	if old.PipeSize != cur.PipeSize {
-		keys = append(keys, "global.pipe_size")
-	}
-	if old.Workers != cur.Workers {
-		keys = append(keys, "global.workers")
-	}
-	if old.MetricsListen != cur.MetricsListen {
-		keys = append(keys, "global.metrics_listen")
-	}
-	if old.LogFormat != cur.LogFormat {
-		keys = append(keys, "global.log_format")
-	}
-	if ox, cx := oldCfg.XDP, curCfg.XDP; ox != nil && cx != nil {
-		for _, k := range []struct {
-			key     string
-			changed bool
-		}{
-			{"xdp.interface", ox.Interface != cx.Interface},
-			{"xdp.attach", ox.Attach != cx.Attach},
-			{"xdp.pin_path", ox.PinPath != cx.PinPath},
-			{"xdp.conntrack_size", ox.ConntrackSize != cx.ConntrackSize},
-		} {
-			if k.changed {
-				keys = append(keys, k.key)
-			}
-		}
-	}
-	return keys
 }
 
 // shutdown drains for up to drain; another SIGTERM/SIGINT cuts it short.
