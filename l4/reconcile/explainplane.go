@@ -97,7 +97,7 @@ func (q *explainQuery) sessionPin(f l4.Flow, pk conntrack.Peeked, exact bool) Pi
 		pin.Decides = q.decide == ""
 		q.decided(ref(b), "a UDP session of this address and port")
 	default:
-		pin.Why = "a session of this client from another port"
+		pin.Why = "a session of this client: its datagrams go to this backend until it is idle for session_timeout"
 	}
 	return pin
 }

@@ -82,11 +82,14 @@ func (p *xdpPlane) explainEntry(q *explainQuery, path bpf.Path) {
 	pin.Decides = true
 	q.decided(pin.Backend.ptr(), "the XDP conntrack entry of this flow")
 	if q.f.Proto == l4.TCP {
-		syn := p.ref(path.Backend(true))
-		if !path.SlotUsable {
-			syn = nil
+		switch syn := path.Backend(true); {
+		case syn == fe.Backend:
+			q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot: the same backend")
+		case syn == 0:
+			q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot, which has no usable backend: dropped")
+		default:
+			q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot instead: "+refText(p.ref(syn)))
 		}
-		q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot instead: "+refText(syn))
 	}
 	q.e.Pinned = append(q.e.Pinned, pin)
 }
@@ -105,21 +108,25 @@ func refText(r *BackendRef) string {
 }
 
 // clientFlows lists the conntrack entries of the client's address on
-// this VIP (any port), walking the flow table.
+// this VIP (any port), walking the flow table. Backends are named after
+// the walk: it holds the table's lock, which write takes under p.mu.
 func (p *xdpPlane) clientFlows(q *explainQuery) {
 	client := q.f.Src.Addr()
-	var pins []Pin
+	type found struct {
+		f  l4.Flow
+		fe bpf.FlowEntry
+	}
+	var flows []found
 	more := false
 	walk := func(f l4.Flow, fe bpf.FlowEntry) bool {
 		if f.Src.Addr() != client || f.Dst != q.f.Dst || f.Proto != q.f.Proto {
 			return true
 		}
-		if len(pins) == maxListed {
+		if len(flows) == maxListed {
 			more = true
 			return false
 		}
-		pins = append(pins, Pin{Kind: "conntrack", Flow: flowString(f), Backend: *p.ref(fe.Backend), Closing: fe.Closing,
-			IdleSeconds: secs(max(bpf.MonotonicNow()-fe.LastSeen, 0)), Why: "an entry of this client from another port"})
+		flows = append(flows, found{f, fe})
 		return true
 	}
 	var err error
@@ -127,10 +134,14 @@ func (p *xdpPlane) clientFlows(q *explainQuery) {
 	if err != nil {
 		q.e.Notes = append(q.e.Notes, "walking the XDP flow table: "+err.Error())
 	}
+	now := bpf.MonotonicNow()
+	for _, x := range flows {
+		q.e.Pinned = append(q.e.Pinned, Pin{Kind: "conntrack", Flow: flowString(x.f), Backend: *p.ref(x.fe.Backend), Closing: x.fe.Closing,
+			IdleSeconds: secs(max(now-x.fe.LastSeen, 0)), Why: "a flow of this client: its packets keep this backend while the entry lives and the backend is active"})
+	}
 	if more {
 		q.e.Notes = append(q.e.Notes, fmt.Sprintf("more than %d XDP conntrack entries from %s: the first %d are listed", maxListed, client, maxListed))
 	}
-	q.e.Pinned = append(q.e.Pinned, pins...)
 	q.e.Unpinned = append(q.e.Unpinned, "XDP conntrack entries are per client port: give CLIENT_IP:PORT for the entry a packet would use")
 }
 
