@@ -72,7 +72,7 @@ func TestExplainProxyVIP(t *testing.T) {
 	out := explainCmd(t, sock, "a", client)
 	for _, want := range []string{
 		"vip a (tcp/198.18.2.10:80, proxy, maglev, hash on the source address)",
-		"client 198.18.0.2 (flow tcp 198.18.0.2:0->198.18.2.10:80)",
+		"client 198.18.0.2 (flow tcp 198.18.0.2:*->198.18.2.10:80)",
 		"pinned: none (no established connection from 198.18.0.2)",
 		"of 65537 (table generation 1) -> be",
 		"candidates:\n  be0 (198.18.1.11:7000) unknown weight 100, live 0",

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/l4lb/l4lb/config"
@@ -216,9 +217,8 @@ type explainQuery struct {
 	vc     *config.VIP
 	snap   *snapshot.Snapshot
 	e      *Explanation
-	byIdx  map[uint32]*Candidate // candidates by backend index
-	byPtr  map[*l4.Backend]*Candidate
-	decide string // what decided e.Backend, once something did
+	byPtr  map[*l4.Backend]*Candidate // the candidates by backend
+	decide string                     // what decided e.Backend, once something did
 }
 
 // explain composes the answer: the VIP, its candidates, then what its
@@ -232,6 +232,8 @@ func (v *vip) explain(client netip.AddrPort) Explanation {
 	}
 	if client.Port() != 0 {
 		e.Client = client.String()
+	} else {
+		e.Flow = f.Proto.String() + " " + strings.TrimSuffix(f.Src.String(), ":0") + ":*->" + f.Dst.String() // any port
 	}
 	if vc.Algorithm.Hashing() && vc.Mode == l4.ModeProxy {
 		e.HashKey = vc.HashKey.String()
@@ -239,7 +241,7 @@ func (v *vip) explain(client netip.AddrPort) Explanation {
 	q := &explainQuery{f: f, port: client.Port() != 0, vc: vc, snap: v.store.Load(), e: &e}
 	v.candidates(q)
 	if v.key.Addr.Addr().IsUnspecified() {
-		e.Notes = append(e.Notes, fmt.Sprintf("the VIP listens on the wildcard %s: a flow's key holds the address the client sent to, taken here as %s", v.key.Addr.Addr(), v.key.Addr.Addr()))
+		e.Notes = append(e.Notes, fmt.Sprintf("the VIP listens on the wildcard address %s: UDP session keys and a 5tuple hash hold the address the client sent to, which is not known here; %s stands in for it", v.key.Addr.Addr(), v.key.Addr.Addr()))
 	}
 	v.dp.explain(q)
 	if e.Because == "" {
@@ -270,7 +272,11 @@ func (v *vip) candidates(q *explainQuery) {
 		all = append(all, b)
 	}
 	retired := len(all)
-	all = append(all, v.retired...)
+	for _, b := range v.retired {
+		if b.b.LiveFlows() > 0 { // as status lists them
+			all = append(all, b)
+		}
+	}
 	for i, b := range all {
 		w, in := effective[b.b]
 		c := Candidate{ID: string(b.b.ID), Address: b.b.Addr.String(), Index: b.b.Index, Weight: b.weight, EffectiveWeight: w,
@@ -290,10 +296,9 @@ func (v *vip) candidates(q *explainQuery) {
 	}
 	v.mu.Unlock()
 	slices.SortFunc(q.e.Candidates, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
-	q.byIdx, q.byPtr = map[uint32]*Candidate{}, map[*l4.Backend]*Candidate{}
+	q.byPtr = map[*l4.Backend]*Candidate{}
 	for i := range q.e.Candidates {
-		c := &q.e.Candidates[i]
-		q.byIdx[c.Index], q.byPtr[c.b] = c, c
+		q.byPtr[q.e.Candidates[i].b] = &q.e.Candidates[i]
 	}
 }
 
