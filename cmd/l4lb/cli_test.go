@@ -66,6 +66,8 @@ func TestCLIArguments(t *testing.T) {
 		{"help nonsense", []string{"help", "nonsense"}, 2, "", "unknown command"},
 		{"help", []string{"help"}, 0, "commands:", ""},
 		{"version", []string{"version"}, 0, "go:      go1", ""},
+		{"explain without a client", []string{"explain", "a"}, 2, "", "want a VIP name and a client address"},
+		{"help explain", []string{"help", "explain"}, 0, "usage: l4lb explain", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runCLI(tc.args...)

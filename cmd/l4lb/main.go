@@ -33,6 +33,7 @@ func commands() []command {
 		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", disableHelp, cmdOverride("disable")},
 		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", enableHelp, cmdOverride("enable")},
 		{"reload", "make a running l4lb reload its config file and print the result", "[--socket PATH | --config FILE] [--json]", reloadHelp, cmdReload},
+		{"explain", "say which backend a client's flow has or would get, and why", "[--socket PATH | --config FILE] [--json] VIP CLIENT_IP[:PORT]", explainHelp, cmdExplain},
 		{"xdp", "take off the XDP program a stopped l4lb left pinned", "detach [--config] FILE", xdpHelp, cmdXDP},
 		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", versionHelp, cmdVersion},

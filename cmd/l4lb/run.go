@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -177,6 +178,11 @@ func (d *daemon) ConfigTOML() []byte { return config.Format(d.rt.Config(), confi
 // SetOverride is the admin API's drain, disable and enable.
 func (d *daemon) SetOverride(vip, backend string, o l4.Override, by string) (reconcile.OverrideResult, error) {
 	return d.rt.SetOverride(vip, backend, o, by)
+}
+
+// Explain is the admin API's GET /vips/{vip}/explain.
+func (d *daemon) Explain(vip string, client netip.AddrPort) (reconcile.Explanation, error) {
+	return d.rt.Explain(vip, client)
 }
 
 // tellManager logs a failed service-manager notification: l4lb keeps

@@ -98,3 +98,8 @@ func (c Client) Do(ctx context.Context, method, path string, in, out any) ([]byt
 func BackendPath(vip, backend, action string) string {
 	return "/vips/" + url.PathEscape(vip) + "/backends/" + url.PathEscape(backend) + "/" + action
 }
+
+// ExplainPath is the path that explains client (IP or IP:PORT) on vip.
+func ExplainPath(vip, client string) string {
+	return "/vips/" + url.PathEscape(vip) + "/explain?client=" + url.QueryEscape(client)
+}

@@ -80,6 +80,38 @@ func (h *handlers) override(o l4.Override) http.HandlerFunc {
 	}
 }
 
+// explain answers which backend ?client=IP[:PORT] has or would get on
+// the VIP the path names.
+func (h *handlers) explain(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "client" {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("unknown parameter %q (explain takes client=IP[:PORT])", k))
+			return
+		}
+	}
+	if len(q["client"]) != 1 {
+		writeError(w, http.StatusBadRequest, errors.New("want one client=IP[:PORT] parameter"))
+		return
+	}
+	client, err := reconcile.ParseClient(q.Get("client"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	res, err := h.d.Explain(r.PathValue("vip"), client)
+	switch {
+	case errors.Is(err, reconcile.ErrNoVIP):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, reconcile.ErrBadClient):
+		writeError(w, http.StatusBadRequest, err)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
 // whoIs names the user behind uid, and the operator the client named.
 func whoIs(uid int, operator string) string {
 	name := "uid " + strconv.Itoa(uid)

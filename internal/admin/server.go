@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -35,6 +36,9 @@ type Daemon interface {
 	Reload(ctx context.Context) (ReloadResult, error)
 	// SetOverride sets an operator's state for one backend of one VIP.
 	SetOverride(vip, backend string, o l4.Override, by string) (reconcile.OverrideResult, error)
+	// Explain says which backend client's flow on vip has or would get,
+	// and why; client's port is 0 when none was given. It changes nothing.
+	Explain(vip string, client netip.AddrPort) (reconcile.Explanation, error)
 }
 
 // Server serves the admin API on a Unix socket.
@@ -189,6 +193,7 @@ func routes(d Daemon, log *zap.Logger) http.Handler {
 		{"POST", "/vips/{vip}/backends/{backend}/drain", "no new flows to the backend; established ones continue", h.override(l4.OverrideDrain)},
 		{"POST", "/vips/{vip}/backends/{backend}/disable", "no new flows, and established ones are reset", h.override(l4.OverrideDisable)},
 		{"POST", "/vips/{vip}/backends/{backend}/enable", "clear a drain or disable", h.override(l4.OverrideNone)},
+		{"GET", "/vips/{vip}/explain", "which backend a client's flow has or would get, and why (?client=IP[:PORT]); changes nothing", h.explain},
 		{"GET", "/debug/pprof/", "Go profiles of the running process", pprof.Index},
 	}
 	mux := http.NewServeMux()

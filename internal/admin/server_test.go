@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -50,6 +51,16 @@ func (d *testDaemon) SetOverride(vip, backend string, o l4.Override, by string) 
 	d.by, d.override = by, o
 	d.mu.Unlock()
 	return reconcile.OverrideResult{VIP: vip, Backend: backend, Override: o.String(), By: by}, nil
+}
+
+func (d *testDaemon) Explain(vip string, client netip.AddrPort) (reconcile.Explanation, error) {
+	if vip != "pg" {
+		return reconcile.Explanation{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
+	}
+	if !client.Addr().Is4() {
+		return reconcile.Explanation{}, fmt.Errorf("%w: %s cannot reach VIP pg", reconcile.ErrBadClient, client.Addr())
+	}
+	return reconcile.Explanation{VIP: vip, Client: client.String(), Backend: &reconcile.BackendRef{ID: "db1"}}, nil
 }
 
 func serveTest(t *testing.T, d Daemon) string {
@@ -95,6 +106,16 @@ func TestEndpointsAndErrors(t *testing.T) {
 		{"too long", "POST", BackendPath("pg", "db1", "drain"), OverrideRequest{Reason: strings.Repeat("x", 201)}, "", 400, "longer than"},
 		{"too big", "POST", BackendPath("pg", "db1", "drain"), nil, `{"reason": "` + strings.Repeat("x", maxBody) + `"}`, 413, "over"},
 		{"reload with a body", "POST", "/reload", nil, `{"force": true}`, 400, "unknown field"},
+		{"explain", "GET", ExplainPath("pg", "198.18.0.50:40000"), nil, "", 200, `"client": "198.18.0.50:40000"`},
+		{"explain without a port", "GET", ExplainPath("pg", "198.18.0.50"), nil, "", 200, `"id": "db1"`},
+		{"explain ipv6", "GET", ExplainPath("pg", "[2001:db8::5]:1"), nil, "", 400, "cannot reach"},
+		{"explain a bad client", "GET", ExplainPath("pg", "198.18.0.500"), nil, "", 400, "bad client address"},
+		{"explain port 0", "GET", ExplainPath("pg", "198.18.0.50:0"), nil, "", 400, "port 0"},
+		{"explain without a client", "GET", "/vips/pg/explain", nil, "", 400, "want one client"},
+		{"explain two clients", "GET", "/vips/pg/explain?client=198.18.0.1&client=198.18.0.2", nil, "", 400, "want one client"},
+		{"explain an unknown parameter", "GET", "/vips/pg/explain?client=198.18.0.1&proto=tcp", nil, "", 400, "unknown parameter"},
+		{"explain an unknown VIP", "GET", ExplainPath("mysql", "198.18.0.50"), nil, "", 404, "no such VIP"},
+		{"explain by POST", "POST", ExplainPath("pg", "198.18.0.50"), nil, "", 405, "use GET"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
