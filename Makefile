@@ -8,7 +8,17 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate
 # Keep the whole suite well under CI's budget.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: all build test generate generate-check demo bench bench-xdp lint clean
+# `make install`: the usual places for a daemon installed from source.
+# DESTDIR stages the tree (packaging, tests); the paths inside the unit
+# are those without DESTDIR.
+PREFIX     ?= /usr/local
+SBINDIR    ?= $(PREFIX)/sbin
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+DOCDIR     ?= $(PREFIX)/share/doc/l4lb
+SYSCONFDIR ?= /etc
+INSTALL    ?= install
+
+.PHONY: all build test generate generate-check demo bench bench-xdp lint clean install uninstall
 
 all: build
 
@@ -41,6 +51,31 @@ bench: build
 
 bench-xdp: build
 	scripts/bench-xdp.sh
+
+# install puts the binary, the systemd unit (its paths rewritten for
+# SBINDIR and SYSCONFDIR), the README and the example config in place. The
+# config is installed only where none is: an operator's file is never
+# overwritten. Then: systemctl daemon-reload && systemctl enable --now l4lb
+install: build
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	$(INSTALL) -m 0755 $(BIN)/l4lb $(DESTDIR)$(SBINDIR)/l4lb
+	sed -e 's|/usr/local/sbin/l4lb|$(SBINDIR)/l4lb|g' -e 's|/etc/l4lb/|$(SYSCONFDIR)/l4lb/|g' \
+	    -e 's|/usr/local/share/doc/l4lb/|$(DOCDIR)/|g' scripts/l4lb.service > $(BIN)/l4lb.service
+	$(INSTALL) -m 0644 $(BIN)/l4lb.service $(DESTDIR)$(UNITDIR)/l4lb.service
+	$(INSTALL) -m 0644 README.md examples/l4lb.toml $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/l4lb
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/l4lb/l4lb.toml ]; then \
+	  echo "$(DESTDIR)$(SYSCONFDIR)/l4lb/l4lb.toml exists: kept (the example is in $(DESTDIR)$(DOCDIR)/l4lb.toml)"; \
+	else \
+	  echo "$(INSTALL) -m 0640 examples/l4lb.toml $(DESTDIR)$(SYSCONFDIR)/l4lb/l4lb.toml"; \
+	  $(INSTALL) -m 0640 examples/l4lb.toml $(DESTDIR)$(SYSCONFDIR)/l4lb/l4lb.toml; \
+	fi
+
+# uninstall removes what install put, except the config in $(SYSCONFDIR)/l4lb.
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/l4lb $(DESTDIR)$(UNITDIR)/l4lb.service
+	rm -f $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/l4lb.toml
+	rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:
 	rm -rf $(BIN)

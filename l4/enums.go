@@ -219,3 +219,23 @@ func ParseEndReason(s string) (EndReason, error) {
 
 // EndReasonNames lists the end reasons as the log names them.
 func EndReasonNames() []string { return endNames[:] }
+
+// Override is an operator's run-time state for a backend, set through the
+// admin API (`l4lb drain|disable|enable`) rather than the config file.
+type Override uint8
+
+// Overrides.
+const (
+	OverrideNone    Override = iota // the file and health decide
+	OverrideDrain                   // no new flows; established flows, UDP sessions and affinity pins continue
+	OverrideDisable                 // no new flows, and established ones are reset
+)
+
+var overrideNames = [...]string{OverrideNone: "none", OverrideDrain: "drain", OverrideDisable: "disable"}
+
+func (o Override) String() string { return enumName(o, "override", overrideNames[:]) }
+
+// ParseOverride accepts none, drain and disable.
+func ParseOverride(s string) (Override, error) {
+	return parseEnum[Override](s, "backend override", overrideNames[:])
+}

@@ -1,16 +1,22 @@
-// `l4lb check`: validate a config file like `nginx -t` / `haproxy -c`.
+// `l4lb check`: validate a config file like `nginx -t` / `haproxy -c`, and
+// with --diff show what a reload with it would change in the running l4lb.
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("check", stdout, stderr)
 	configFlag := f.String("config", "", "config file (default "+defaultConfigPath+"; or give it as the argument)")
+	diff := f.Bool("diff", false, "also show what a reload with the file would change in the running l4lb (exit 1 if none answers)")
+	sock := f.String("socket", "", "admin socket of the running l4lb to compare with (default: the file's admin_socket)")
+	asJSON := f.Bool("json", false, "with --diff: print the changes as JSON")
 	if code, ok := f.parse(args); !ok {
 		return code
 	}
@@ -18,16 +24,25 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
+	if *asJSON && !*diff {
+		f.usageError("--json goes with --diff")
+		return 2
+	}
 	cfg, warnings, err := loadChecked(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	problems, restart := runningDiff(cfg)
-	warnings = append(warnings, restart...)
-	for _, w := range warnings {
-		fmt.Fprintln(stderr, "warning:", w)
+	socket := *sock
+	if socket == "" {
+		socket = cfg.Global.AdminSocket
 	}
+	if *diff {
+		return checkDiff(cfg, warnings, socket, *asJSON, stdout, stderr)
+	}
+	problems, restart := runningDiff(cfg, socket)
+	warnings = append(warnings, restart...)
+	printWarnings(stderr, warnings)
 	if len(problems) > 0 {
 		fmt.Fprintln(stderr, &config.Error{Problems: problems})
 		return 1
@@ -36,25 +51,105 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// runningDiff compares cfg with the config of an l4lb running on cfg's
-// admin socket: problems would make a reload to cfg fail, warnings are
-// settings a reload cannot change. No running l4lb (or no socket) means
-// nothing to compare.
-func runningDiff(cfg *config.Config) (problems, warnings []config.Problem) {
-	if cfg.Global.AdminSocket == "" {
+func printWarnings(w io.Writer, warnings []config.Problem) {
+	for _, p := range warnings {
+		fmt.Fprintln(w, "warning:", p)
+	}
+}
+
+// runningDiff compares cfg with the config of an l4lb running on sock:
+// problems would make a reload to cfg fail, warnings are settings a
+// reload cannot change. No running l4lb (or no socket) means nothing to
+// compare.
+func runningDiff(cfg *config.Config, sock string) (problems, warnings []config.Problem) {
+	if sock == "" {
 		return nil, nil
 	}
-	body, err := adminGet(cfg.Global.AdminSocket, "/config")
-	if err != nil {
+	running, reached, err := runningConfig(sock)
+	switch {
+	case !reached:
 		return nil, nil
-	}
-	running, err := config.Parse("running config", body)
-	if err != nil {
+	case err != nil:
 		return nil, []config.Problem{{File: cfg.Path, Msg: fmt.Sprintf("cannot read the running l4lb's config to compare: %v", err)}}
 	}
-	for _, key := range restartOnly(running, cfg) {
+	for _, key := range config.RestartOnly(running, cfg) {
 		warnings = append(warnings, config.Problem{File: cfg.Path, Key: key,
 			Msg: "differs from the running l4lb's; a reload keeps the running value, a restart applies it"})
 	}
 	return config.CheckReload(running, cfg), warnings
+}
+
+// runningConfig asks the l4lb on sock for the config it runs; reached is
+// false when none answers.
+func runningConfig(sock string) (running *config.Config, reached bool, err error) {
+	body, err := adminGet(sock, "/config")
+	if err != nil {
+		return nil, false, err
+	}
+	running, err = config.Parse("running config", body)
+	return running, true, err
+}
+
+// diffReport is what `check --diff --json` prints.
+type diffReport struct {
+	File    string `json:"file"`
+	Socket  string `json:"socket"`
+	PID     int    `json:"pid,omitempty"`
+	Changed bool   `json:"changed"`
+	config.Changes
+}
+
+// checkDiff prints what a reload of the l4lb on sock with cfg would
+// change. It fails (exit 1) when no l4lb answers, or when the reload
+// would be refused.
+func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSON bool, stdout, stderr io.Writer) int {
+	if sock == "" {
+		fmt.Fprintf(stderr, "l4lb check --diff: %s has admin_socket = \"off\": give the running l4lb's --socket PATH\n", cfg.Path)
+		return 1
+	}
+	running, reached, err := runningConfig(sock)
+	switch {
+	case !reached:
+		fmt.Fprintf(stderr, "l4lb check --diff: no l4lb answers on %s: %v\n", sock, err)
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "l4lb check --diff: cannot read the config of the l4lb on %s: %v\n", sock, err)
+		return 1
+	}
+	printWarnings(stderr, warnings)
+	if problems := config.CheckReload(running, cfg); len(problems) > 0 {
+		fmt.Fprintln(stderr, &config.Error{Problems: problems})
+		return 1
+	}
+	var st reconcile.Status // best effort: the pid, and whether XDP is loaded
+	if body, err := adminGet(sock, "/status"); err == nil {
+		_ = json.Unmarshal(body, &st)
+	}
+	changes := config.Diff(running, cfg, config.DiffOptions{XDPLoaded: st.XDP != nil})
+	if asJSON {
+		return printDiffJSON(stdout, stderr, diffReport{File: cfg.Path, Socket: sock, PID: st.Process.PID, Changed: !changes.Empty(), Changes: changes})
+	}
+	fmt.Fprintf(stdout, "%s: ok, %d VIPs, %d warnings\n", cfg.Path, len(cfg.VIPs), len(warnings))
+	pid := ""
+	if st.Process.PID != 0 {
+		pid = fmt.Sprintf(" (pid %d)", st.Process.PID)
+	}
+	fmt.Fprintf(stdout, "a reload of the l4lb on %s%s with this file:\n%s", sock, pid, changes.Text())
+	return 0
+}
+
+func printDiffJSON(stdout, stderr io.Writer, r diffReport) int {
+	if r.Global == nil {
+		r.Global = []config.Change{}
+	}
+	if r.VIPs == nil {
+		r.VIPs = []config.VIPChange{}
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		fmt.Fprintln(stderr, "l4lb check --diff:", err)
+		return 1
+	}
+	return 0
 }

@@ -66,6 +66,8 @@ func TestCLIArguments(t *testing.T) {
 		{"help nonsense", []string{"help", "nonsense"}, 2, "", "unknown command"},
 		{"help", []string{"help"}, 0, "commands:", ""},
 		{"version", []string{"version"}, 0, "go:      go1", ""},
+		{"explain without a client", []string{"explain", "a"}, 2, "", "want a VIP name and a client address"},
+		{"help explain", []string{"help", "explain"}, 0, "usage: l4lb explain", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runCLI(tc.args...)
@@ -174,5 +176,66 @@ mode = "xdp"
 	}
 	if code, _, errs := runCLI("run", path); code != 1 || !strings.Contains(errs, `interface \"nope-xdp0\": no such interface`) {
 		t.Errorf("run: exit %d, %q", code, errs)
+	}
+}
+
+// Each command's help names every flag it takes, in its prose or usage
+// line (`l4lb help NAME`), and `NAME --help` lists them with defaults.
+func TestHelpNamesEveryFlag(t *testing.T) {
+	flagsOf := map[string][]string{
+		"run":     {"--config", "--log-format"},
+		"check":   {"--config", "--diff", "--socket", "--json"},
+		"status":  {"--socket", "--config", "--json", "--show-config"},
+		"xdp":     {"--config"},
+		"decap":   {"--iface", "--mode"},
+		"version": nil,
+		"drain":   {"--socket", "--config", "--reason", "--json"},
+		"disable": {"--socket", "--config", "--reason", "--json"},
+		"enable":  {"--socket", "--config", "--reason", "--json"},
+		"reload":  {"--socket", "--config", "--json"},
+	}
+	for _, c := range commands() {
+		if c.name == "help" {
+			continue
+		}
+		want, ok := flagsOf[c.name]
+		if !ok {
+			t.Errorf("command %q: list its flags in this test", c.name)
+			continue
+		}
+		code, prose, _ := runCLI("help", c.name)
+		if code != 0 || !strings.Contains(prose, "usage: l4lb "+c.name) {
+			t.Errorf("help %s: exit %d\n%s", c.name, code, prose)
+		}
+		for _, fl := range want {
+			if !strings.Contains(prose, fl) {
+				t.Errorf("help %s does not mention %s:\n%s", c.name, fl, prose)
+			}
+		}
+		if c.name == "decap" || c.name == "xdp" {
+			continue // verbs first: their --help is the prose
+		}
+		code, out, _ := runCLI(c.name, "--help")
+		for _, fl := range want {
+			if code != 0 || !strings.Contains(out, "\n  "+strings.TrimPrefix(fl, "-")) {
+				t.Errorf("%s --help: exit %d, flag list lacks %s:\n%s", c.name, code, fl, out)
+			}
+		}
+	}
+}
+
+// check --json without --diff is a usage error; --diff with the admin
+// socket off and no --socket says so.
+func TestCheckDiffArguments(t *testing.T) {
+	good := writeFile(t, "good.toml", goodConfig)
+	if code, _, errs := runCLI("check", good, "--json"); code != 2 || !strings.Contains(errs, "--json goes with --diff") {
+		t.Errorf("--json alone: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCLI("check", good, "--diff"); code != 1 || !strings.Contains(errs, `admin_socket = "off": give the running l4lb's --socket PATH`) {
+		t.Errorf("--diff, socket off: exit %d, %q", code, errs)
+	}
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	if code, _, errs := runCLI("check", good, "--diff", "--socket", sock); code != 1 || !strings.Contains(errs, "no l4lb answers on "+sock) {
+		t.Errorf("--diff, no daemon: exit %d, %q", code, errs)
 	}
 }

@@ -21,10 +21,22 @@ rp_filter=0), and the backend answers the client directly.
   l4lb decap detach --iface IF
   l4lb decap status --iface IF
 
+On each backend:
+
+  l4lb decap attach --iface eth0
+  ip addr add 198.18.0.20/32 dev lo     # the VIP on loopback
+  sysctl -w net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.all.rp_filter=0
+
 The program stays attached after the command exits. attach is idempotent
 (an attached decap program of this version is kept, an older one replaced);
 detach with nothing attached says so and exits 0. Another XDP program on
-the interface is never replaced or removed (exit 1).
+the interface is never replaced or removed (exit 1). status prints its
+counters. --mode generic works on any interface, much slower.
+
+With forward = "l2" backends need no decap, only the VIP on lo and the same
+sysctls. MTU: IPIP adds 20 bytes (IPv6: 40); the path from the balancer to
+the backends must carry a full-size client packet plus that, or the
+clients' MSS must be clamped.
 `
 
 func cmdDecap(args []string, stdout, stderr io.Writer) int {

@@ -3,9 +3,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -17,6 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/admin"
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
@@ -29,9 +33,14 @@ type daemon struct {
 	started time.Time
 	build   buildInfo
 	rt      *reconcile.Runtime
-	admin   *adminServer
+	admin   *admin.Server
 	metrics *http.Server
 	notify  notifier
+	// reloads carries the admin API's reload requests to the signal loop,
+	// so that they are serialized with SIGHUP; stopping is closed when the
+	// loop stops taking them.
+	reloads  chan chan admin.ReloadResult
+	stopping chan struct{}
 
 	mu         sync.Mutex
 	lastReload *reconcile.ReloadStatus // nil until the first SIGHUP
@@ -69,7 +78,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer log.Sync()
-	d := &daemon{path: path, log: log, level: level, notify: newNotifier(), started: time.Now(), build: readBuildInfo()}
+	d := &daemon{path: path, log: log, level: level, notify: newNotifier(), started: time.Now(), build: readBuildInfo(),
+		reloads: make(chan chan admin.ReloadResult), stopping: make(chan struct{})}
 	d.logWarnings(warnings)
 	if err := d.start(cfg); err != nil {
 		log.Error("start failed", zap.Error(err))
@@ -93,7 +103,7 @@ func (d *daemon) start(cfg *config.Config) error {
 		return err
 	}
 	if cfg.Global.AdminSocket != "" {
-		a, err := startAdmin(cfg.Global.AdminSocket, d, d.log.Named("admin"))
+		a, err := admin.Serve(cfg.Global.AdminSocket, d, d.log.Named("admin"))
 		if err != nil {
 			d.rt.Shutdown(context.Background())
 			return err
@@ -113,21 +123,66 @@ func (d *daemon) start(cfg *config.Config) error {
 	return nil
 }
 
-// loop handles signals until a shutdown completes; it returns the exit code.
+// loop handles signals and the admin API's reloads until a shutdown
+// completes; it returns the exit code.
 func (d *daemon) loop(cfg *config.Config, sigs chan os.Signal) int {
-	for sig := range sigs {
-		if sig == syscall.SIGHUP {
-			d.tellManager(d.notify.reloading())
-			cfg = d.reload(cfg)
-			d.tellManager(d.notify.ready())
+	for {
+		var sig os.Signal
+		select {
+		case sig = <-sigs:
+		case reply := <-d.reloads:
+			var res admin.ReloadResult
+			cfg, res = d.reloadNotifying(cfg)
+			reply <- res
 			continue
 		}
+		if sig == syscall.SIGHUP {
+			cfg, _ = d.reloadNotifying(cfg)
+			continue
+		}
+		close(d.stopping)
 		d.tellManager(d.notify.stopping())
 		d.log.Info("shutting down", zap.Stringer("signal", sig), zap.Duration("drain_timeout", cfg.Global.DrainTimeout))
 		d.shutdown(cfg.Global.DrainTimeout, sigs)
 		return 0
 	}
-	return 0
+}
+
+// reloadNotifying reloads, telling the service manager.
+func (d *daemon) reloadNotifying(running *config.Config) (*config.Config, admin.ReloadResult) {
+	d.tellManager(d.notify.reloading())
+	defer func() { d.tellManager(d.notify.ready()) }()
+	return d.reload(running)
+}
+
+// Reload asks the signal loop for a reload (the admin API's POST /reload)
+// and waits for its result.
+func (d *daemon) Reload(ctx context.Context) (admin.ReloadResult, error) {
+	reply := make(chan admin.ReloadResult, 1)
+	select {
+	case d.reloads <- reply:
+	case <-d.stopping:
+		return admin.ReloadResult{}, errors.New("l4lb is shutting down: no reload")
+	case <-ctx.Done():
+		return admin.ReloadResult{}, ctx.Err()
+	}
+	return <-reply, nil
+}
+
+// Status is the admin API's GET /status.
+func (d *daemon) Status() reconcile.Status { return d.status() }
+
+// ConfigTOML is the admin API's GET /config.
+func (d *daemon) ConfigTOML() []byte { return config.Format(d.rt.Config(), config.FormatOptions{}) }
+
+// SetOverride is the admin API's drain, disable and enable.
+func (d *daemon) SetOverride(vip, backend string, o l4.Override, by string) (reconcile.OverrideResult, error) {
+	return d.rt.SetOverride(vip, backend, o, by)
+}
+
+// Explain is the admin API's GET /vips/{vip}/explain.
+func (d *daemon) Explain(vip string, client netip.AddrPort) (reconcile.Explanation, error) {
+	return d.rt.Explain(vip, client)
 }
 
 // tellManager logs a failed service-manager notification: l4lb keeps
@@ -139,20 +194,32 @@ func (d *daemon) tellManager(err error) {
 }
 
 // reload applies the file again; a bad file leaves the running config.
-func (d *daemon) reload(running *config.Config) *config.Config {
-	cfg, err := d.applyFile(running)
+func (d *daemon) reload(running *config.Config) (*config.Config, admin.ReloadResult) {
+	cfg, warnings, err := d.applyFile(running)
 	d.noteReload(err)
 	if err != nil {
-		return running
+		res := admin.ReloadResult{Error: err.Error()}
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			res.Error = "config invalid, running config kept"
+			for _, p := range ce.Problems {
+				res.Problems = append(res.Problems, p.String())
+			}
+		}
+		return running, res
 	}
 	if err := setLevel(d.level, cfg.Global.LogLevel); err != nil {
 		d.log.Warn("log level unchanged", zap.Error(err))
 	}
-	for _, w := range restartOnly(running, cfg) {
+	res := admin.ReloadResult{OK: true, VIPs: len(cfg.VIPs), RestartOnly: config.RestartOnly(running, cfg)}
+	for _, w := range res.RestartOnly {
 		d.log.Warn("setting changed but takes effect only after a restart", zap.String("key", w))
 	}
+	for _, w := range warnings {
+		res.Warnings = append(res.Warnings, w.String())
+	}
 	d.log.Info("reload applied", zap.Int("vips", len(cfg.VIPs)))
-	return cfg
+	return cfg, res
 }
 
 // logWarnings logs what the config allows but is probably wrong.
@@ -162,9 +229,8 @@ func (d *daemon) logWarnings(warnings []config.Problem) {
 	}
 }
 
-// restartOnly lists the keys whose change a reload does not apply.
 // applyFile loads the file and applies it, logging why when it cannot.
-func (d *daemon) applyFile(running *config.Config) (*config.Config, error) {
+func (d *daemon) applyFile(running *config.Config) (*config.Config, []config.Problem, error) {
 	cfg, warnings, err := loadChecked(d.path)
 	if err == nil {
 		if problems := config.CheckReload(running, cfg); len(problems) > 0 {
@@ -173,14 +239,14 @@ func (d *daemon) applyFile(running *config.Config) (*config.Config, error) {
 	}
 	if err != nil {
 		d.log.Error("reload refused: config invalid, running config kept", zap.Error(err))
-		return nil, err
+		return nil, nil, err
 	}
 	d.logWarnings(warnings)
 	if err := d.rt.Apply(cfg); err != nil {
 		d.log.Error("reload failed, running config kept", zap.Error(err))
-		return nil, err
+		return nil, nil, err
 	}
-	return cfg, nil
+	return cfg, warnings, nil
 }
 
 // noteReload records a reload's time and result for status and metrics.
@@ -224,42 +290,6 @@ func eventLoops(workers int) int {
 	return workers
 }
 
-func restartOnly(oldCfg, curCfg *config.Config) []string {
-	old, cur := oldCfg.Global, curCfg.Global
-	var keys []string
-	if old.AdminSocket != cur.AdminSocket {
-		keys = append(keys, "global.admin_socket")
-	}
-	if old.PipeSize != cur.PipeSize {
-		keys = append(keys, "global.pipe_size")
-	}
-	if old.Workers != cur.Workers {
-		keys = append(keys, "global.workers")
-	}
-	if old.MetricsListen != cur.MetricsListen {
-		keys = append(keys, "global.metrics_listen")
-	}
-	if old.LogFormat != cur.LogFormat {
-		keys = append(keys, "global.log_format")
-	}
-	if ox, cx := oldCfg.XDP, curCfg.XDP; ox != nil && cx != nil {
-		for _, k := range []struct {
-			key     string
-			changed bool
-		}{
-			{"xdp.interface", ox.Interface != cx.Interface},
-			{"xdp.attach", ox.Attach != cx.Attach},
-			{"xdp.pin_path", ox.PinPath != cx.PinPath},
-			{"xdp.conntrack_size", ox.ConntrackSize != cx.ConntrackSize},
-		} {
-			if k.changed {
-				keys = append(keys, k.key)
-			}
-		}
-	}
-	return keys
-}
-
 // shutdown drains for up to drain; another SIGTERM/SIGINT cuts it short.
 func (d *daemon) shutdown(drain time.Duration, sigs <-chan os.Signal) {
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
@@ -282,7 +312,7 @@ func (d *daemon) shutdown(drain time.Duration, sigs <-chan os.Signal) {
 
 func (d *daemon) stopServers() {
 	if d.admin != nil {
-		d.admin.close()
+		d.admin.Close()
 	}
 	if d.metrics != nil {
 		_ = d.metrics.Close()

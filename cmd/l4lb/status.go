@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -91,22 +90,7 @@ func bareConfigFlag(args []string) []string {
 
 // adminGet asks the admin API at sock for endpoint.
 func adminGet(sock, endpoint string) ([]byte, error) {
-	client := http.Client{
-		Timeout: 5 * time.Second,
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}},
-	}
-	resp, err := client.Get("http://l4lb" + endpoint)
-	if err != nil {
-		return nil, fmt.Errorf("is l4lb running? %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("admin API: %s", resp.Status)
-	}
-	return io.ReadAll(resp.Body)
+	return admin.Client{Socket: sock, Timeout: 5 * time.Second}.Do(context.Background(), "GET", endpoint, nil, nil)
 }
 
 func printStatus(w io.Writer, st reconcile.Status) {
@@ -168,6 +152,10 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			health := b.Health
 			if b.Trial {
 				health += "/trial"
+			}
+			if b.Override != "" {
+				health += "/" + strings.ToUpper(b.Override)
+				last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n",
 				b.ID, b.Address, b.Weight, health, b.LiveFlows, b.Flows, b.ConnectFails,

@@ -21,6 +21,7 @@ var rules = map[string][]string{
 	"internal/netif": {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", "go.uber.org/zap"},
 	"bpf":            {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal", "go.uber.org/zap"},
 	"l4/reconcile":   {mod + "cmd"},
+	"internal/admin": {mod + "cmd"},
 }
 
 // allowedProject lists the project packages each may import at all.
@@ -69,6 +70,31 @@ func TestProjectImportsAllowed(t *testing.T) {
 		for _, d := range deps(t, pkg) {
 			if strings.HasPrefix(d, mod) && !ok[d] {
 				t.Errorf("%s imports project package %s; allowed: %v", pkg, d, allowed)
+			}
+		}
+	}
+}
+
+// directProject lists the project packages each may import directly (it
+// may reach others through them): the admin API talks to the runtime, not
+// to the data planes.
+var directProject = map[string][]string{
+	"internal/admin": {"l4", "l4/reconcile"},
+}
+
+func TestDirectImportsAllowed(t *testing.T) {
+	for pkg, allowed := range directProject {
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		ok := map[string]bool{}
+		for _, a := range allowed {
+			ok[mod+a] = true
+		}
+		for _, d := range strings.Fields(string(out)) {
+			if strings.HasPrefix(d, mod) && !ok[d] {
+				t.Errorf("%s imports project package %s directly; allowed: %v", pkg, d, allowed)
 			}
 		}
 	}

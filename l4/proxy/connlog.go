@@ -76,7 +76,7 @@ func (s *TCPService) logConn(l *loop, c *evConn, why l4.EndReason) {
 	if !c.st.LogConnections {
 		return
 	}
-	ce := s.connLog.check(l, s.log, connLogMsg, c.st.LogRate)
+	ce := s.connLog.check(l, s.log, connLogMsg, s.settings.Load().LogRate) // the rate in force now
 	if ce == nil {
 		return
 	}

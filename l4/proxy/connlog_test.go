@@ -554,6 +554,7 @@ func BenchmarkConnLogLine(b *testing.B) {
 			s.connLog.lost = &s.Stats.ConnLogDropped
 			l := &loop{}
 			st := &Settings{Name: "web", LogConnections: true}
+			s.settings.Store(st)
 			backend := l4.NewBackend("pg-a", netip.MustParseAddrPort("198.18.1.11:5432"), nil)
 			c := &evConn{st: st, picked: backend, flow: l4.Flow{Src: netip.MustParseAddrPort("198.18.0.2:40000")},
 				acceptAt: 1, connectAt: 2000, attempts: 1}
@@ -573,7 +574,9 @@ func TestConnLogDroppedLinesAllocateNothing(t *testing.T) {
 	s := &TCPService{log: daemonLogger(zapcore.AddSync(io.Discard), false)}
 	s.connLog.lost = &s.Stats.ConnLogDropped
 	l := &loop{clock: int64(time.Hour)}
-	c := &evConn{st: &Settings{LogConnections: true, LogRate: 1}, flow: l4.Flow{Src: netip.MustParseAddrPort("198.18.0.2:40000")}}
+	st := &Settings{LogConnections: true, LogRate: 1}
+	s.settings.Store(st)
+	c := &evConn{st: st, flow: l4.Flow{Src: netip.MustParseAddrPort("198.18.0.2:40000")}}
 	s.logConn(l, c, l4.EndClientFIN) // the second's one line
 	if n := testing.AllocsPerRun(100, func() { s.logConn(l, c, l4.EndClientFIN) }); n != 0 {
 		t.Fatalf("%v allocations per dropped line", n)

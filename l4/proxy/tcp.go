@@ -39,7 +39,9 @@ type Settings struct {
 	// kernel (one getsockopt) for Observer.ConnectOK; off, ConnectOK gets 0.
 	MeasureConnect bool
 	// LogConnections writes one info line when a connection ends (see
-	// connlog.go), at most LogRate a second for the service (0 = no limit).
+	// connlog.go), at most LogRate a second for the service (0 = no limit;
+	// the service's current value, while LogConnections is the one the
+	// connection started with).
 	LogConnections bool
 	LogRate        int
 }

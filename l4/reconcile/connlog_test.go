@@ -1,5 +1,6 @@
-// The per-connection log through the runtime: on_down = reset names its
-// end, and a reload turns the log on for new connections.
+// The per-connection log through the runtime: on_down = reset and an
+// operator's disable name their ends, and a reload turns the log on for
+// new connections.
 package reconcile
 
 import (
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // observedRuntime is startRuntime with a logger whose lines the test reads.
@@ -55,25 +57,50 @@ func TestOnDownLogsConnection(t *testing.T) {
 	vip := testutil.FreeTCPAddr(t)
 	rt, logs := observedRuntime(t, fmt.Sprintf(connLogVIP, vip, false, srv.addr))
 	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.DialTimeout("tcp4", vip.String(), 2*time.Second)
-		if err != nil {
+	pinged(t, vip) // before the reload: not logged
+	apply(t, rt, fmt.Sprintf(connLogVIP, vip, true, srv.addr))
+	c := pinged(t, vip)
+	srv.kill()
+	checkConnLine(t, logs, "on_down", c)
+}
+
+// TestDisableLogsConnection: a connection reset because an operator
+// disabled its backend logs end disabled.
+func TestDisableLogsConnection(t *testing.T) {
+	srv := startNamed(t, "a")
+	vip := testutil.FreeTCPAddr(t)
+	rt, logs := observedRuntime(t, fmt.Sprintf(connLogVIP, vip, true, srv.addr))
+	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+	c := pinged(t, vip)
+	if res, err := rt.SetOverride("web", "a", l4.OverrideDisable, "test"); err != nil || res.Reset != 1 {
+		t.Fatalf("disable: %+v, %v", res, err)
+	}
+	checkConnLine(t, logs, "disabled", c)
+}
+
+// pinged is a connection to vip that has sent "ping\n" and read the
+// server's name and the echo.
+func pinged(t *testing.T, vip fmt.Stringer) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp4", vip.String(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r := bufio.NewReader(c)
+	c.Write([]byte("ping\n"))
+	for range 2 { // the server's name, then the echo
+		if _, err := r.ReadString('\n'); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Close() })
-		r := bufio.NewReader(c)
-		c.Write([]byte("ping\n"))
-		for range 2 { // the server's name, then the echo
-			if _, err := r.ReadString('\n'); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return c, r
 	}
-	dial() // before the reload: not logged
-	apply(t, rt, fmt.Sprintf(connLogVIP, vip, true, srv.addr))
-	c, _ := dial()
-	srv.kill()
+	return c
+}
+
+// checkConnLine waits for the one connection line and checks that it is
+// c's, ended by end, with the bytes of pinged.
+func checkConnLine(t *testing.T, logs *observer.ObservedLogs, end string, c net.Conn) {
+	t.Helper()
 	testutil.Eventually(t, 5*time.Second, "the connection's line", func() bool { return logs.FilterMessage("connection").Len() > 0 })
 	time.Sleep(100 * time.Millisecond)
 	lines := logs.FilterMessage("connection").All()
@@ -81,7 +108,7 @@ func TestOnDownLogsConnection(t *testing.T) {
 		t.Fatalf("%d connection lines, want 1: %v", len(lines), lines)
 	}
 	m := lines[0].ContextMap()
-	want := map[string]any{"end": "on_down", "vip": "web", "backend": "a", "client": c.LocalAddr().String(),
+	want := map[string]any{"end": end, "vip": "web", "backend": "a", "client": c.LocalAddr().String(),
 		"bytes_in": uint64(5), "bytes_out": uint64(7), "retries": int64(0)}
 	for k, v := range want {
 		if m[k] != v {

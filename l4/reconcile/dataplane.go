@@ -52,6 +52,10 @@ type dataPlane interface {
 	outlivesProcess() bool
 	// fillStatus adds the data plane's counters to s.
 	fillStatus(s *VIPStatus)
+	// explain answers l4lb explain for q's flow: the state the plane
+	// holds for it (connections, pins, sessions, conntrack) and what it
+	// would choose for a new one. It changes nothing.
+	explain(q *explainQuery)
 }
 
 // planeDeps are what the data planes share across VIPs.

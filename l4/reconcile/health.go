@@ -85,7 +85,7 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 		b.upSince = time.Now()
 	}
 	v.setTrial(b, old == l4.HealthDown && h == l4.HealthUnknown)
-	b.b.SetEligible(b.eligible())
+	b.b.SetEligible(b.keepsPinned())
 	_ = v.rebuildLocked() // logged there
 	vc := v.cfg()
 	v.mu.Unlock()

@@ -140,9 +140,14 @@ type BackendStatus struct {
 	RTT          time.Duration `json:"rtt_ns"`
 	// Underflows counts releases without a matching acquire: always 0
 	// unless there is a bug (logged when it happens).
-	Underflows uint64    `json:"underflows,omitempty"`
-	LastCheck  string    `json:"last_check,omitempty"`
-	Since      time.Time `json:"since,omitzero"`
+	Underflows uint64 `json:"underflows,omitempty"`
+	// Override is an operator's drain or disable (absent: none), with who
+	// set it and when.
+	Override      string    `json:"override,omitempty"`
+	OverrideBy    string    `json:"override_by,omitempty"`
+	OverrideSince time.Time `json:"override_since,omitzero"`
+	LastCheck     string    `json:"last_check,omitempty"`
+	Since         time.Time `json:"since,omitzero"`
 }
 
 // Status reports every VIP and backend, sorted by name and identity.
@@ -240,11 +245,15 @@ func (v *vip) retiredStatusLocked() []BackendStatus {
 
 func (b *backend) status() BackendStatus {
 	rtt, _ := b.b.RTT().Value()
-	return BackendStatus{
+	bs := BackendStatus{
 		ID: string(b.b.ID), Address: b.b.Addr.String(), Index: b.b.Index, Weight: b.weight,
 		Health: b.health.String(), LiveFlows: b.b.LiveFlows(),
 		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(),
 		BytesIn: b.b.Stats.BytesIn.Load(), BytesOut: b.b.Stats.BytesOut.Load(), RTT: rtt,
 		Underflows: b.b.Underflows(),
 	}
+	if b.override.state != l4.OverrideNone {
+		bs.Override, bs.OverrideBy, bs.OverrideSince = b.override.state.String(), b.override.by, b.override.since
+	}
+	return bs
 }

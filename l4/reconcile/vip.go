@@ -53,10 +53,38 @@ type backend struct {
 	// trial: a passive mark expired (health type none); the next connect
 	// or reply the proxy sees decides, and ConnectOK reports it.
 	trial bool
+	// conf is the backend as the file has it: an override lasts while a
+	// reload leaves it unchanged.
+	conf     config.Backend
+	override overrideState
+}
+
+// overrideState is an operator's run-time state for a backend: what, who
+// and when.
+type overrideState struct {
+	state l4.Override
+	by    string
+	since time.Time
 }
 
 // eligible reports whether new flows may go to b.
-func (b *backend) eligible() bool { return b.weight > 0 && b.health != l4.HealthDown }
+func (b *backend) eligible() bool {
+	return b.weight > 0 && b.health != l4.HealthDown && b.override.state == l4.OverrideNone
+}
+
+// keepsPinned reports whether flows already pinned to b (UDP sessions,
+// affinity entries) may stay: an operator's drain keeps them, like
+// HAProxy's drain state keeps persistent clients; weight 0 in the file,
+// a health failure, a disable or a removal moves them on their next packet.
+func (b *backend) keepsPinned() bool {
+	return b.eligible() || (b.override.state == l4.OverrideDrain && b.weight > 0 && b.health != l4.HealthDown)
+}
+
+// sameInFile reports whether a reload leaves the backend as the file had
+// it (the line it is written on does not matter).
+func sameInFile(a, b config.Backend) bool {
+	return a.Name == b.Name && a.Address == b.Address && a.Weight == b.Weight
+}
 
 // plan is a VIP's next backend set and snapshot, built before anything
 // running changes.
@@ -146,9 +174,12 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 	for _, bc := range vc.Backends {
 		id := l4.BackendID(bc.ID())
 		old, ok := v.backends[id]
-		nb := &backend{weight: uint32(bc.Weight)}
+		nb := &backend{weight: uint32(bc.Weight), conf: bc}
 		if ok && old.b.Addr == bc.Address {
 			nb.b, nb.health, nb.upSince, nb.trial, nb.scale = old.b, old.health, old.upSince, old.trial, old.scale
+			if sameInFile(old.conf, bc) {
+				nb.override = old.override
+			}
 		} else {
 			nb.b = l4.NewBackend(id, bc.Address, &v.flows)
 			if err := v.assignIndex(nb.b, vc.Mode); err != nil {
@@ -223,6 +254,16 @@ func (v *vip) commit(p *plan) error {
 		if nb.health != old.health || nb.trial != old.trial {
 			nb.health, nb.upSince, nb.trial, stale = old.health, old.upSince, old.trial, true
 		}
+		// An override set or cleared since the plan was made wins too;
+		// one the reload ends (the file changed the backend) is logged.
+		if sameInFile(old.conf, nb.conf) {
+			if nb.override != old.override {
+				nb.override, stale = old.override, true
+			}
+		} else if old.override.state != l4.OverrideNone {
+			v.log.Info("backend override cleared: the reload changed the backend", zap.String("backend", string(id)),
+				zap.Stringer("override", old.override.state), zap.String("by", old.override.by))
+		}
 	}
 	trials := int32(0)
 	for _, b := range p.backends {
@@ -232,7 +273,7 @@ func (v *vip) commit(p *plan) error {
 	}
 	v.trials.Store(trials)
 	for _, b := range p.backends {
-		b.b.SetEligible(b.eligible())
+		b.b.SetEligible(b.keepsPinned())
 	}
 	v.backends = p.backends
 	v.conf.Store(p.conf)

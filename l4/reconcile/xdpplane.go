@@ -27,6 +27,9 @@ type xdpPlane struct {
 	index uint32 // the VIP's slot in the Maglev and stats maps
 	log   *zap.Logger
 	vc    atomic.Pointer[config.VIP]
+	// written is the generation of the snapshot whose table the maps
+	// hold (explain compares it with the VIP's current one).
+	written atomic.Uint64
 
 	mu       sync.Mutex
 	stopped  bool                   // no new flows: the table is empty
@@ -102,6 +105,7 @@ func (p *xdpPlane) write(snap *snapshot.Snapshot) error {
 	if err := p.x.lb.SetVIP(p.key, bpf.VIPEntry{Index: p.index, HashKey: vc.HashKey, Forward: vc.Forward}); err != nil {
 		return err
 	}
+	p.written.Store(snap.Generation())
 	p.x.neighborsChanged()
 	return nil
 }

@@ -22,6 +22,7 @@ type Snapshot struct {
 	Members []balance.Member
 	Options balance.Options
 	picker  balance.Picker
+	gen     uint64 // set by the Store that first publishes it
 }
 
 // Build makes a snapshot over members (copied and sorted by backend ID, so
@@ -64,6 +65,39 @@ func (s *Snapshot) MaglevTable() []uint32 {
 	return nil
 }
 
+// Explain says what Pick would do for f now, and why, without doing it
+// (see balance.Explainer): no flow is acquired, no rotation advances.
+// Indexes in the answer are into Members.
+func (s *Snapshot) Explain(f *l4.Flow) balance.Explanation {
+	var e balance.Explanation
+	if x, ok := s.pickerOrNil().(balance.Explainer); ok {
+		e = x.Explain(f)
+	} else {
+		e = balance.Explanation{Chosen: -1, Next: -1}
+	}
+	if s != nil {
+		e.Algorithm = s.Options.Algorithm
+	}
+	return e
+}
+
+func (s *Snapshot) pickerOrNil() balance.Picker {
+	if s == nil {
+		return nil
+	}
+	return s.picker
+}
+
+// Generation numbers the snapshots one Store published: 1 for the first,
+// then one more for each (every health change, weight change, override
+// or reload of a VIP makes one). 0: never published.
+func (s *Snapshot) Generation() uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.gen
+}
+
 // Len returns the number of eligible backends.
 func (s *Snapshot) Len() int {
 	if s == nil {
@@ -74,11 +108,19 @@ func (s *Snapshot) Len() int {
 
 // Store publishes snapshots to readers. The zero value holds nil (no backend).
 type Store struct {
-	p atomic.Pointer[Snapshot]
+	p   atomic.Pointer[Snapshot]
+	gen uint64 // snapshots published; written by the one writer only
 }
 
 // Load returns the current snapshot (nil before the first Store).
 func (s *Store) Load() *Snapshot { return s.p.Load() }
 
-// Store publishes snap.
-func (s *Store) Store(snap *Snapshot) { s.p.Store(snap) }
+// Store publishes snap and numbers it (Generation), unless a Store
+// published it before. Stores are made by one writer at a time.
+func (s *Store) Store(snap *Snapshot) {
+	if snap != nil && snap.gen == 0 {
+		s.gen++
+		snap.gen = s.gen // before the atomic store: readers never see it change
+	}
+	s.p.Store(snap)
+}

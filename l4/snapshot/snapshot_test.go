@@ -39,3 +39,39 @@ func TestMaglevTableIsThePickersTable(t *testing.T) {
 		t.Fatalf("round robin has a Maglev table: %v", err)
 	}
 }
+
+// Generations count a store's publications; Explain names the member
+// Pick returns for a hashing algorithm and takes no flow.
+func TestGenerationAndExplain(t *testing.T) {
+	var ms []balance.Member
+	for i, id := range []string{"a", "b", "c"} {
+		b := l4.NewBackend(l4.BackendID(id), netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 1, byte(i + 1)}), 80), nil)
+		ms = append(ms, balance.Member{Backend: b, Weight: 1})
+	}
+	var st Store
+	var nilSnap *Snapshot
+	if st.Load().Generation() != 0 || nilSnap.Explain(nil).Chosen != -1 {
+		t.Fatal("an empty store")
+	}
+	opts := balance.Options{Algorithm: l4.Maglev, MaglevSize: 1009}
+	for want := uint64(1); want <= 3; want++ {
+		s, err := Build(opts, ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Store(s)
+		st.Store(s) // the same snapshot again: the same generation
+		if got := st.Load().Generation(); got != want {
+			t.Fatalf("generation %d, want %d", got, want)
+		}
+	}
+	s := st.Load()
+	f := l4.Flow{Src: netip.MustParseAddrPort("198.18.0.2:1234"), Dst: netip.MustParseAddrPort("198.18.2.10:80"), Proto: l4.TCP}
+	e := s.Explain(&f)
+	if e.Algorithm != l4.Maglev || e.Chosen < 0 || s.Members[e.Chosen].Backend.LiveFlows() != 0 {
+		t.Fatalf("%+v", e)
+	}
+	if b := s.Pick(&f, nil); b != s.Members[e.Chosen].Backend {
+		t.Fatalf("explained %s, picked %s", s.Members[e.Chosen].Backend.ID, b.ID)
+	}
+}

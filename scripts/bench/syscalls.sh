@@ -59,13 +59,20 @@ protocol = "udp"
 address = "127.0.0.1:17200"
 CFG
 
+# Versions before the event loops have no `workers` (one CPU either way).
+"$LB_BIN" check "$RUN/l4lb.toml" >/dev/null 2>&1 || sed -i '/^workers = /d' "$RUN/l4lb.toml"
 inns taskset -c 0 bin/testserver -http 127.0.0.1:18080 -echo 127.0.0.1:17100 -udp 127.0.0.1:17200 >"$RUN/testserver.log" 2>&1 &
 PIDS+=($!)
+inns bin/loadgen probe -addr 127.0.0.1:18080 -kind http >/dev/null # the backends first: l4lb resets what it cannot forward
 inns taskset -c 1 "$LB_BIN" run --config "$RUN/l4lb.toml" >"$RUN/l4lb.log" 2>&1 &
-LB=$!
-PIDS+=("$LB")
+PIDS+=($!)
 inns bin/loadgen probe -addr 127.0.0.1:17000 -kind http >/dev/null
 inns bin/loadgen probe -addr 127.0.0.1:17002 -kind udp >/dev/null
+# $! is the shell that runs `ip netns exec`, not l4lb: strace needs
+# l4lb's own PID, which it logs.
+LB=$(sed -n 's/.*l4lb running.*"pid": \([0-9]*\).*/\1/p' "$RUN/l4lb.log" | head -1)
+[ -n "$LB" ] || { echo "l4lb did not start:" >&2; cat "$RUN/l4lb.log" >&2; exit 1; }
+PIDS+=("$LB")
 
 for w in conn rr udp; do
   strace -c -f -p "$LB" -o "$RUN/$w.strace" 2>/dev/null &

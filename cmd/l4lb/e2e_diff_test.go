@@ -1,0 +1,155 @@
+// `l4lb check --diff` against a running l4lb: VIPs and backends added,
+// removed and changed, as text and as JSON.
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/testutil"
+)
+
+const diffRunning = `
+[global]
+admin_socket = "@ADMIN@"
+drain_timeout = "3s"
+
+[[vip]]
+name = "a"
+listen = "198.18.2.10:80"
+  [[vip.backend]]
+  name = "be0"
+  address = "198.18.1.11:7000"
+  [[vip.backend]]
+  name = "be1"
+  address = "198.18.1.12:7000"
+  [[vip.backend]]
+  name = "be2"
+  address = "198.18.1.13:7000"
+
+[[vip]]
+name = "b"
+listen = "198.18.2.10:81"
+  [[vip.backend]]
+  address = "198.18.1.11:7000"
+`
+
+// diffNext: VIP b removed, VIP c added; in VIP a the algorithm changes,
+// be0 goes, be1 is reweighted, be2 moves, be3 comes.
+const diffNext = `
+[global]
+admin_socket = "@ADMIN@"
+drain_timeout = "3s"
+
+[[vip]]
+name = "a"
+listen = "198.18.2.10:80"
+algorithm = "least_conn"
+  [[vip.backend]]
+  name = "be1"
+  address = "198.18.1.12:7000"
+  weight = 50
+  [[vip.backend]]
+  name = "be2"
+  address = "198.18.1.23:7000"
+  [[vip.backend]]
+  name = "be3"
+  address = "198.18.1.14:7000"
+
+[[vip]]
+name = "c"
+listen = "198.18.2.10:82"
+  [[vip.backend]]
+  address = "198.18.1.14:7000"
+`
+
+func TestCheckDiffAgainstRunningDaemon(t *testing.T) {
+	tp := testutil.NewTopology(t, 0)
+	lb := startLB(t, tp, diffRunning)
+	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	next := filepath.Join(t.TempDir(), "next.toml")
+	if err := os.WriteFile(next, []byte(strings.ReplaceAll(diffNext, "@ADMIN@", sock)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// check runs l4lb check in the balancer's namespace and returns its
+	// stdout and stderr.
+	check := func(want int, args ...string) (string, string) {
+		t.Helper()
+		cmd := tp.LB.Command(append([]string{mustBin(t), "check"}, args...)...)
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		if code := exitCode(err); code != want {
+			t.Fatalf("check %v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, want, out, errb.String())
+		}
+		return string(out), errb.String()
+	}
+
+	// The socket from the file's admin_socket, and from --socket.
+	for _, args := range [][]string{{"--config", next, "--diff"}, {next, "--diff", "--socket", sock}} {
+		out, _ := check(0, args...)
+		for _, want := range []string{
+			"next.toml: ok, 2 VIPs",
+			"a reload of the l4lb on " + sock + " (pid ",
+			`~ vip "a" tcp/198.18.2.10:80`,
+			"    ~ algorithm: round_robin -> least_conn (new connections only)",
+			`    ~ backend "be1" 198.18.1.12:7000: weight 100 -> 50 (new connections only)`,
+			`    ~ backend "be2" 198.18.1.23:7000: address 198.18.1.13:7000 -> 198.18.1.23:7000 (new connections only; a new backend to l4lb`,
+			`    + backend "be3" 198.18.1.14:7000 weight 100 (new connections only)`,
+			`    - backend "be0" 198.18.1.11:7000 (no new connections; its established connections continue until they end)`,
+			`+ vip "c" tcp/198.18.2.10:82: proxy, round_robin, 1 backend; starts`,
+			`- vip "b" tcp/198.18.2.10:81: stops accepting; its connections have 3s (drain_timeout) to finish, then are reset`,
+			"reload: 1 VIP to add, 1 to remove, 1 to change\n",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("check %v lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+
+	var rep struct {
+		Changed bool `json:"changed"`
+		PID     int  `json:"pid"`
+		config.Changes
+	}
+	js, _ := check(0, next, "--diff", "--json")
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Changed || rep.PID != lb.cmd.Process.Pid || len(rep.VIPs) != 3 || rep.VIPs[0].Name != "a" || len(rep.VIPs[0].Members) != 4 ||
+		rep.VIPs[1].Op != config.OpAdd || rep.VIPs[2].Op != config.OpRemove || rep.VIPs[0].Members[3].Op != config.OpRemove {
+		t.Errorf("--json: %+v", rep)
+	}
+
+	// The running file itself: nothing to change.
+	if out, _ := check(0, lb.cfg, "--diff"); !strings.Contains(out, "with this file:\nno changes\n") {
+		t.Errorf("the running file:\n%s", out)
+	}
+	// No l4lb on the socket, and a file that does not validate.
+	if _, out := check(1, next, "--diff", "--socket", sock+".none"); !strings.Contains(out, "no l4lb answers on "+sock+".none") {
+		t.Errorf("no daemon:\n%s", out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(bad, []byte("[[vip]]\nname = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, out := check(1, bad, "--diff", "--socket", sock); !strings.Contains(out, "bad.toml:2") {
+		t.Errorf("invalid file:\n%s", out)
+	}
+}
+
+// exitCode is a command's exit status (0 when err is nil).
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}

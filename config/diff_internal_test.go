@@ -1,0 +1,89 @@
+// Diff knows every setting: a field added to the config without a line
+// in diffkeys.go fails here.
+package config
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+// bump changes the value of field f, whatever its kind; false when it
+// cannot.
+func bump(f reflect.Value) bool {
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(f.String() + "x")
+	case reflect.Bool:
+		f.SetBool(!f.Bool())
+	case reflect.Int, reflect.Int64:
+		f.SetInt(f.Int() + int64(time.Second))
+	case reflect.Uint8:
+		f.SetUint(f.Uint() + 1)
+	case reflect.Float64:
+		f.SetFloat(f.Float() + 0.25)
+	case reflect.Slice:
+		f.Set(reflect.ValueOf([]byte("x")))
+	default:
+		return false
+	}
+	return true
+}
+
+// everyField changes each field of a zero T in turn (but those in skip)
+// and checks that diff reports it.
+func everyField[T any](t *testing.T, skip map[string]bool, diff func(o, v *T) []Change) {
+	t.Helper()
+	typ := reflect.TypeFor[T]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if skip[name] {
+			continue
+		}
+		var o, v T
+		if !bump(reflect.ValueOf(&v).Elem().Field(i)) {
+			t.Errorf("%s.%s: a field of kind %s: teach bump or skip it", typ.Name(), name, typ.Field(i).Type.Kind())
+			continue
+		}
+		if len(diff(&o, &v)) == 0 {
+			t.Errorf("%s.%s changed, and Diff does not see it: add it to diffkeys.go", typ.Name(), name)
+		}
+	}
+}
+
+func all(string) bool { return true }
+
+func TestDiffKnowsEveryField(t *testing.T) {
+	everyField(t, nil, func(o, v *Global) []Change { return diffGlobal(o, v) })
+	everyField(t, nil, func(o, v *XDP) []Change { return compare(xdpSettings, "", o, v, all) })
+	everyField(t, nil, func(o, v *Health) []Change { return compare(healthSettingList, "", o, v, all) })
+	// Compared elsewhere: the key (listen, protocol), name and mode in
+	// changedVIP, health and backends on their own.
+	skip := map[string]bool{"Listen": true, "Protocol": true, "Name": true, "Mode": true, "Health": true, "Backends": true, "Line": true}
+	everyField(t, skip, func(o, v *VIP) []Change { return compare(vipSettingList, "", o, v, all) })
+	// Name, Address and Weight make a backend; Line is where it is.
+	var b Backend
+	if n := reflect.TypeOf(b).NumField(); n != 4 {
+		t.Errorf("Backend has %d fields; backendChange compares name, address and weight: teach it the new one", n)
+	}
+}
+
+// The restart-only keys are exactly those that l4lb reads once at start.
+func TestRestartOnlyKeys(t *testing.T) {
+	var got []string
+	for _, s := range globalSettings {
+		if s.effect == EffectRestart {
+			got = append(got, "global."+s.key)
+		}
+	}
+	for _, s := range xdpSettings {
+		if s.effect == EffectRestart {
+			got = append(got, "xdp."+s.key)
+		}
+	}
+	want := []string{"global.log_format", "global.admin_socket", "global.metrics_listen", "global.pipe_size", "global.workers",
+		"xdp.interface", "xdp.attach", "xdp.pin_path", "xdp.conntrack_size"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("restart-only keys %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,229 @@
+// The settings Diff compares, and when a reload applies each: the one
+// place that says which keys need a restart.
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// setting is one key Diff compares: how to read it and when a changed
+// value reaches the running l4lb.
+type setting[T any] struct {
+	key    string
+	get    func(*T) string
+	effect Effect
+	note   string
+}
+
+// globalSettings are the [global] keys. Those with EffectRestart are read
+// once at start (reconcile.Options, the admin and metrics servers, the
+// logger's encoder).
+var globalSettings = []setting[Global]{
+	{"log_level", func(g *Global) string { return g.LogLevel }, EffectNow, ""},
+	{"log_format", func(g *Global) string { return g.LogFormat }, EffectRestart, ""},
+	{"admin_socket", func(g *Global) string { return offIfEmpty(g.AdminSocket) }, EffectRestart, ""},
+	{"metrics_listen", func(g *Global) string { return offIfEmpty(g.MetricsListen) }, EffectRestart, ""},
+	{"drain_timeout", func(g *Global) string { return fmtDuration(g.DrainTimeout) }, EffectNow, "it bounds the drain of the VIPs this reload removes, and of the next shutdown"},
+	{"pipe_size", func(g *Global) string { return strconv.Itoa(g.PipeSize) }, EffectRestart, ""},
+	{"max_pipes", func(g *Global) string { return strconv.Itoa(g.MaxPipes) }, EffectNow, ""},
+	{"workers", func(g *Global) string { return strconv.Itoa(g.Workers) }, EffectRestart, ""},
+}
+
+// xdpSettings are the [xdp] keys. Those with EffectRestart are read when
+// the XDP program loads; before that, they simply take the new value.
+var xdpSettings = []setting[XDP]{
+	{"interface", func(x *XDP) string { return x.Interface }, EffectRestart, ""},
+	{"attach", func(x *XDP) string { return x.Attach }, EffectRestart, ""},
+	{"pin_path", func(x *XDP) string { return orNone(x.PinPath) }, EffectRestart, ""},
+	{"conntrack_size", func(x *XDP) string { return strconv.Itoa(x.ConntrackSize) }, EffectRestart, ""},
+	{"weight_refresh", func(x *XDP) string { return fmtDuration(x.WeightRefresh) }, EffectNow, ""},
+}
+
+// vipSettingList are a VIP's own keys (name and mode are compared apart).
+// Their effects follow the data planes: a proxied connection copies the
+// VIP's settings when it starts, a UDP session reads some on every
+// datagram, the XDP program reads the VIP entry on every packet.
+var vipSettingList = []setting[VIP]{
+	{"algorithm", func(v *VIP) string { return v.Algorithm.String() }, EffectNewFlows, ""},
+	{"hash_key", func(v *VIP) string { return v.HashKey.String() }, EffectNewFlows, ""},
+	{"hash_balance_factor", func(v *VIP) string { return strconv.Itoa(v.HashBalanceFactor) }, EffectNewFlows, ""},
+	{"maglev_table_size", func(v *VIP) string { return strconv.Itoa(v.MaglevTableSize) }, EffectNewFlows, ""},
+	{"least_time_default", func(v *VIP) string { return fmtDuration(v.LeastTimeDefault) }, EffectNewFlows, ""},
+	{"least_time_bias", func(v *VIP) string { return fmtDuration(v.LeastTimeBias) }, EffectNewFlows, ""},
+	{"least_time_alpha", func(v *VIP) string { return strconv.FormatFloat(v.LeastTimeAlpha, 'g', -1, 64) }, EffectNewFlows, "RTT estimates take new samples with it"},
+	{"least_time_metric", func(v *VIP) string { return v.LeastTimeMetric }, EffectNewFlows, "probes restart to measure it; health states are kept"},
+	{"connect_timeout", func(v *VIP) string { return fmtDuration(v.ConnectTimeout) }, EffectNewFlows, ""},
+	{"retries", func(v *VIP) string { return strconv.Itoa(v.Retries) }, EffectNewFlows, ""},
+	{"idle_timeout", func(v *VIP) string { return fmtDuration(v.IdleTimeout) }, EffectNewFlows, ""},
+	{"keepalive", func(v *VIP) string { return fmtDuration(v.KeepAlive) }, EffectNewFlows, ""},
+	{"max_conns", func(v *VIP) string { return strconv.Itoa(v.MaxConns) }, EffectNow, "no connection is cut: below the new limit the VIP stops accepting until enough end"},
+	{"proxy_protocol", func(v *VIP) string { return v.ProxyProtocol }, EffectNewFlows, ""},
+	{"freebind", func(v *VIP) string { return strconv.FormatBool(v.Freebind) }, EffectNextBind, "the running socket is bound already"},
+	{"defer_accept", func(v *VIP) string { return strconv.FormatBool(v.DeferAccept) }, EffectNewFlows, "set on the running listener"},
+	{"affinity_timeout", func(v *VIP) string { return fmtDuration(v.AffinityTimeout) }, EffectNewFlows, "the affinity table starts empty: clients' pins are forgotten"},
+	{"session_timeout", func(v *VIP) string { return fmtDuration(v.SessionTimeout) }, EffectNow, "every session, established ones too"},
+	{"max_sessions", func(v *VIP) string { return strconv.Itoa(v.MaxSessions) }, EffectNewFlows, "no session is ended"},
+	{"udp_responses", func(v *VIP) string { return strconv.Itoa(v.UDPResponses) }, EffectNow, "counted on established sessions too"},
+	{"forward", func(v *VIP) string { return v.Forward.String() }, EffectNow, "every packet from then on, established flows too"},
+	{"log_connections", func(v *VIP) string { return strconv.FormatBool(v.LogConnections) }, EffectNewFlows, "established connections and sessions keep the value they started with"},
+	{"log_connections_rate", func(v *VIP) string { return strconv.Itoa(v.LogConnectionsRate) }, EffectNow, "every line from then on"},
+}
+
+// healthSettingList are the [vip.health] keys. A changed check restarts
+// every backend's probes (at a random point of the interval); the health
+// states carry over unless the type changes.
+var healthSettingList = []setting[Health]{
+	{"type", func(h *Health) string { return h.Type.String() }, EffectNow, "every backend's health starts again at unknown (eligible) until its first probe"},
+	{"interval", func(h *Health) string { return fmtDuration(h.Interval) }, EffectNow, probesRestart},
+	{"timeout", func(h *Health) string { return fmtDuration(h.Timeout) }, EffectNow, probesRestart},
+	{"rise", func(h *Health) string { return strconv.Itoa(h.Rise) }, EffectNow, probesRestart},
+	{"fall", func(h *Health) string { return strconv.Itoa(h.Fall) }, EffectNow, probesRestart},
+	{"port", func(h *Health) string { return strconv.Itoa(h.Port) }, EffectNow, probesRestart},
+	{"max_fails", func(h *Health) string { return strconv.Itoa(h.MaxFails) }, EffectNow, probesRestart},
+	{"fail_timeout", func(h *Health) string { return fmtDuration(h.FailTimeout) }, EffectNow, probesRestart},
+	{"slow_start", func(h *Health) string { return fmtDuration(h.SlowStart) }, EffectNow, "ramps in progress too"},
+	{"on_down", func(h *Health) string { return h.OnDown }, EffectNow, "for backends that go down from now on"},
+	{"send", func(h *Health) string { return quoteBytes(h.Send) }, EffectNow, probesRestart},
+	{"expect", func(h *Health) string { return quoteBytes(h.Expect) }, EffectNow, probesRestart},
+	{"expect_regex", func(h *Health) string { return strconv.Quote(h.ExpectRegex) }, EffectNow, probesRestart},
+	{"path", func(h *Health) string { return strconv.Quote(h.Path) }, EffectNow, probesRestart},
+	{"host", func(h *Health) string { return strconv.Quote(h.Host) }, EffectNow, probesRestart},
+	{"status", func(h *Health) string { return strconv.Itoa(h.Status) }, EffectNow, probesRestart},
+	{"websocket", func(h *Health) string { return strconv.FormatBool(h.WebSocket) }, EffectNow, probesRestart},
+	{"user", func(h *Health) string { return strconv.Quote(h.User) }, EffectNow, probesRestart},
+	{"password", func(h *Health) string { return h.Password }, EffectNow, probesRestart}, // shown by secret
+	{"database", func(h *Health) string { return strconv.Quote(h.Database) }, EffectNow, probesRestart},
+	{"role", func(h *Health) string { return h.Role }, EffectNow, probesRestart},
+}
+
+const probesRestart = "probes restart with it; health states are kept"
+
+// compare lists the settings whose values differ between o and v, among
+// those applies accepts.
+func compare[T any](list []setting[T], prefix string, o, v *T, applies func(key string) bool) []Change {
+	var out []Change
+	for _, s := range list {
+		if old, cur := s.get(o), s.get(v); old != cur && applies(s.key) {
+			out = append(out, Change{Key: prefix + s.key, Old: old, New: cur, Effect: s.effect, Note: s.note})
+		}
+	}
+	return out
+}
+
+func diffGlobal(o, v *Global) []Change {
+	return compare(globalSettings, "global.", o, v, func(string) bool { return true })
+}
+
+// diffXDP compares the [xdp] tables. loaded: the running l4lb's XDP
+// program is loaded; starts: next has an xdp VIP (a reload then loads the
+// program if it is not).
+func diffXDP(o, v *XDP, loaded, starts bool) []Change {
+	switch {
+	case o == nil && v == nil:
+		return nil
+	case o != nil && v != nil:
+		ch := compare(xdpSettings, "xdp.", o, v, func(string) bool { return true })
+		for i := range ch {
+			if !loaded && ch[i].Effect == EffectRestart {
+				ch[i].Effect = EffectNow
+			}
+		}
+		return ch
+	}
+	c := Change{Key: "xdp", Old: xdpTable(o), New: xdpTable(v), Effect: EffectNow}
+	switch {
+	case loaded && v == nil:
+		c.Effect, c.Note = EffectRestart, "the XDP program stays loaded until l4lb restarts"
+	case loaded:
+		c.Effect, c.Note = EffectRestart, "the XDP program loaded at start keeps its settings until l4lb restarts"
+	case starts:
+		c.Note = "the XDP program loads with the first xdp VIP"
+	}
+	return []Change{c}
+}
+
+// xdpTable sums up an [xdp] table for a Change.
+func xdpTable(x *XDP) string {
+	if x == nil {
+		return "(none)"
+	}
+	return fmt.Sprintf("interface %s, attach %s", x.Interface, x.Attach)
+}
+
+// vipSettings compares the VIP keys that apply to v (a key that only
+// applied to o went with the setting that made it apply: an algorithm,
+// a mode).
+func vipSettings(o, v *VIP) []Change {
+	return compare(vipSettingList, "", o, v, func(key string) bool { return vipKeyApplies(key, v) })
+}
+
+// healthSettings compares health checks. The keys of one check type are
+// compared only while the type stays (a new type restarts everything). A
+// running config printed by the admin API has its passwords redacted:
+// those are not compared.
+func healthSettings(o, v *Health) []Change {
+	applies := func(key string) bool {
+		switch {
+		case key == "password" && o.Password == Redacted && v.Password != "":
+			return false
+		case o.Type != v.Type:
+			return !typeScoped(key)
+		}
+		return healthKeyApplies(key, v)
+	}
+	out := compare(healthSettingList, "health.", o, v, applies)
+	for i := range out {
+		if out[i].Key == "health.password" {
+			out[i].Old, out[i].New = secret(o.Password), secret(v.Password)
+		}
+	}
+	return out
+}
+
+// healthKeyApplies reports whether key applies to h's check type (see
+// healthScopes; send and expect stand for their _hex forms).
+func healthKeyApplies(key string, h *Health) bool {
+	for _, s := range healthScopes {
+		if s.key == key {
+			return slices.Contains(s.types, h.Type)
+		}
+	}
+	return true
+}
+
+// typeScoped reports whether key belongs to some check types only.
+func typeScoped(key string) bool {
+	for _, s := range healthScopes {
+		if s.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func offIfEmpty(s string) string {
+	if s == "" {
+		return "off"
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// quoteBytes prints check bytes as a quoted string (escapes for the rest).
+func quoteBytes(b []byte) string { return strconv.Quote(string(b)) }
+
+// secret hides a password: only whether there is one shows.
+func secret(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return Redacted
+}

@@ -1,0 +1,34 @@
+package admin
+
+// The wire types of the API, shared by the daemon and the command line.
+
+// ErrorBody is every error's answer.
+type ErrorBody struct {
+	Error string `json:"error"`
+	// Problems lists a refused config's problems, one per line as
+	// `l4lb check` prints them (POST /reload answered 422).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// ReloadResult is POST /reload's answer.
+type ReloadResult struct {
+	OK   bool `json:"ok"`
+	VIPs int  `json:"vips,omitempty"`
+	// Error and Problems say why a reload was refused; the running config
+	// stays.
+	Error    string   `json:"error,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// RestartOnly lists the changed keys a reload does not apply.
+	RestartOnly []string `json:"restart_only,omitempty"`
+}
+
+// OverrideRequest is the optional body of a drain, disable or enable.
+type OverrideRequest struct {
+	// Reason is the operator's note, shown in status ("kernel upgrade").
+	Reason string `json:"reason,omitempty"`
+	// Operator is who ran the command when the client knows better than
+	// the socket's peer (SUDO_USER); informational, the peer's uid is
+	// always recorded too.
+	Operator string `json:"operator,omitempty"`
+}

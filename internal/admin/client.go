@@ -1,0 +1,105 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Client calls the admin API of the l4lb serving the socket at Socket.
+type Client struct {
+	Socket string
+	// Timeout bounds a whole call; 0 means 10 s.
+	Timeout time.Duration
+}
+
+// StatusError is an answer other than 2xx, with the API's message.
+type StatusError struct {
+	Status int
+	ErrorBody
+}
+
+func (e *StatusError) Error() string {
+	if e.ErrorBody.Error == "" {
+		return fmt.Sprintf("admin API: %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return e.ErrorBody.Error
+}
+
+// Do sends a request to path (a body is sent as JSON when in is not nil)
+// and returns the answer's body. An answer other than 2xx is a
+// *StatusError; when it carries a JSON body, out is decoded too (a
+// refused reload's problems).
+func (c Client) Do(ctx context.Context, method, path string, in, out any) ([]byte, error) {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://l4lb"+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", c.Socket)
+	}}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, fmt.Errorf("is l4lb running? %w", err)
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("admin API: reading the answer: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		se := &StatusError{Status: resp.StatusCode}
+		if json.Unmarshal(data, &se.ErrorBody) != nil {
+			se.ErrorBody.Error = fmt.Sprintf("admin API: %s", resp.Status)
+		}
+		if out != nil {
+			_ = json.Unmarshal(data, out)
+		}
+		return data, se
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return data, fmt.Errorf("admin API: bad answer: %w", err)
+		}
+	}
+	return data, nil
+}
+
+// BackendPath is the path of an action on one backend of a VIP.
+func BackendPath(vip, backend, action string) string {
+	return "/vips/" + url.PathEscape(vip) + "/backends/" + url.PathEscape(backend) + "/" + action
+}
+
+// ExplainPath is the path that explains client (IP or IP:PORT) on vip.
+func ExplainPath(vip, client string) string {
+	return "/vips/" + url.PathEscape(vip) + "/explain?client=" + url.QueryEscape(client)
+}

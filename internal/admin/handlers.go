@@ -1,0 +1,171 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/user"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"go.uber.org/zap"
+
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/reconcile"
+)
+
+type handlers struct {
+	d   Daemon
+	log *zap.Logger
+}
+
+func (h *handlers) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.d.Status())
+}
+
+func (h *handlers) config(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/toml")
+	_, _ = w.Write(h.d.ConfigTOML())
+}
+
+func (h *handlers) reload(w http.ResponseWriter, r *http.Request) {
+	if !emptyBody(w, r) {
+		return
+	}
+	res, err := h.d.Reload(r.Context())
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err)
+	case !res.OK:
+		writeJSON(w, http.StatusUnprocessableEntity, res)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+// override sets o on the backend the path names.
+func (h *handlers) override(o l4.Override) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req OverrideRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		if err := printable("reason", req.Reason, 200); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		if err := printable("operator", req.Operator, 64); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		p, _ := r.Context().Value(peerKey{}).(peer)
+		by := whoIs(p.uid, req.Operator)
+		if req.Reason != "" {
+			by += ": " + req.Reason
+		}
+		res, err := h.d.SetOverride(r.PathValue("vip"), r.PathValue("backend"), o, by)
+		switch {
+		case errors.Is(err, reconcile.ErrNoVIP), errors.Is(err, reconcile.ErrNoBackend):
+			writeError(w, http.StatusNotFound, err)
+		case errors.Is(err, reconcile.ErrAmbiguous):
+			writeError(w, http.StatusBadRequest, err)
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, err)
+		default:
+			writeJSON(w, http.StatusOK, res)
+		}
+	}
+}
+
+// explain answers which backend ?client=IP[:PORT] has or would get on
+// the VIP the path names.
+func (h *handlers) explain(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "client" {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("unknown parameter %q (explain takes client=IP[:PORT])", k))
+			return
+		}
+	}
+	if len(q["client"]) != 1 {
+		writeError(w, http.StatusBadRequest, errors.New("want one client=IP[:PORT] parameter"))
+		return
+	}
+	client, err := reconcile.ParseClient(q.Get("client"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	res, err := h.d.Explain(r.PathValue("vip"), client)
+	switch {
+	case errors.Is(err, reconcile.ErrNoVIP):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, reconcile.ErrBadClient):
+		writeError(w, http.StatusBadRequest, err)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+// whoIs names the user behind uid, and the operator the client named.
+func whoIs(uid int, operator string) string {
+	name := "uid " + strconv.Itoa(uid)
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		name = u.Username
+	}
+	if operator != "" && operator != name {
+		name += " (operator " + operator + ")"
+	}
+	return name
+}
+
+// printable refuses control characters and overlong text: what an
+// operator writes ends up in status and logs.
+func printable(field, s string, limit int) error {
+	if len(s) > limit {
+		return fmt.Errorf("%s: longer than %d bytes", field, limit)
+	}
+	if i := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }); i >= 0 {
+		return fmt.Errorf("%s: control character at byte %d", field, i)
+	}
+	return nil
+}
+
+// readJSON decodes an optional JSON body into v; it answers 400 or 413
+// and returns false when it cannot.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", maxBody))
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, fmt.Errorf("reading the request: %w", err))
+		return false
+	case len(strings.TrimSpace(string(body))) == 0:
+		return true
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("request body: %w", err))
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, errors.New("request body: more than one JSON value"))
+		return false
+	}
+	return true
+}
+
+// emptyBody refuses a body where the endpoint takes none.
+func emptyBody(w http.ResponseWriter, r *http.Request) bool {
+	var v struct{}
+	return readJSON(w, r, &v)
+}

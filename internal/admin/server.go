@@ -1,0 +1,222 @@
+// Package admin is l4lb's admin API: JSON over HTTP on a Unix socket that
+// only root (or the daemon's own user) may use. The daemon serves it
+// (Serve); the command-line verbs use it (Client). Errors are JSON bodies
+// ({"error": "..."}) with an HTTP status that says what kind of error.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/reconcile"
+)
+
+// Daemon is what the API serves: the running l4lb.
+type Daemon interface {
+	// Status reports every VIP and backend, and the process.
+	Status() reconcile.Status
+	// ConfigTOML is the config in force, resolved, as TOML.
+	ConfigTOML() []byte
+	// Reload applies the config file again, serialized with SIGHUP
+	// reloads. An error means no reload was tried (shutting down).
+	Reload(ctx context.Context) (ReloadResult, error)
+	// SetOverride sets an operator's state for one backend of one VIP.
+	SetOverride(vip, backend string, o l4.Override, by string) (reconcile.OverrideResult, error)
+	// Explain says which backend client's flow on vip has or would get,
+	// and why; client's port is 0 when none was given. It changes nothing.
+	Explain(vip string, client netip.AddrPort) (reconcile.Explanation, error)
+}
+
+// Server serves the admin API on a Unix socket.
+type Server struct {
+	path  string
+	ident os.FileInfo // the socket file as created: only it is removed at exit
+	srv   *http.Server
+}
+
+// maxBody bounds a request body: every request this API takes is small.
+const maxBody = 64 << 10
+
+// Serve serves the admin API on the Unix socket at path (mode 0600). A
+// stale socket there is replaced; a live one means another l4lb runs;
+// anything that is not a socket is refused and left alone.
+func Serve(path string, d Daemon, log *zap.Logger) (*Server, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	if err := clearStaleSocket(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	// Close must not unlink whatever is at path by then: removal is ours.
+	ln.SetUnlinkOnClose(false)
+	ident, err := os.Lstat(path)
+	if err == nil {
+		err = os.Chmod(path, 0o600)
+	}
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	s := &Server{path: path, ident: ident, srv: &http.Server{
+		Handler:           onlyPrivileged(routes(d, log)),
+		ReadHeaderTimeout: 5 * time.Second,
+		ConnContext:       withPeer,
+	}}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin server stopped", zap.Error(err))
+		}
+	}()
+	return s, nil
+}
+
+// Close stops serving and removes the socket file, if it is still the
+// one Serve created.
+func (s *Server) Close() {
+	_ = s.srv.Close()
+	if fi, err := os.Lstat(s.path); err == nil && os.SameFile(fi, s.ident) {
+		_ = os.Remove(s.path)
+	}
+}
+
+// clearStaleSocket removes a socket at path that nobody answers on. It
+// refuses a live socket and anything that is not a socket.
+func clearStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("admin socket: %w", err)
+	case fi.Mode().Type() != fs.ModeSocket:
+		return fmt.Errorf("admin socket %s: exists and is not a socket; l4lb removes only sockets, choose another admin_socket", path)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("admin socket %s: another l4lb is serving it", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("admin socket: removing the stale socket: %w", err)
+	}
+	return nil
+}
+
+type peerKey struct{}
+
+// peer is the client process at the other end of an admin connection, as
+// the kernel reports it (SO_PEERCRED): it cannot be forged.
+type peer struct {
+	uid, pid int
+	known    bool
+}
+
+// withPeer records the connecting process's credentials.
+func withPeer(ctx context.Context, c net.Conn) context.Context {
+	var p peer
+	if uc, ok := c.(*net.UnixConn); ok {
+		if raw, err := uc.SyscallConn(); err == nil {
+			_ = raw.Control(func(fd uintptr) {
+				if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+					p = peer{uid: int(cred.Uid), pid: int(cred.Pid), known: true}
+				}
+			})
+		}
+	}
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// onlyPrivileged refuses clients other than root and the daemon's own
+// user. The socket's mode (0600) already keeps others out; this holds
+// even if someone loosens the mode or the directory.
+func onlyPrivileged(next http.Handler) http.Handler {
+	self := os.Geteuid()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := r.Context().Value(peerKey{}).(peer)
+		if !p.known || (p.uid != 0 && p.uid != self) {
+			writeError(w, http.StatusForbidden, fmt.Errorf("the admin API is for root only (you are uid %d)", p.uid))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// writeError answers with {"error": err} and status.
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, ErrorBody{Error: err.Error()})
+}
+
+// route is one endpoint: what the README and GET / list.
+type route struct {
+	Method  string `json:"method"`
+	Path    string `json:"path"`
+	Summary string `json:"summary"`
+	handler http.HandlerFunc
+}
+
+// routes builds the API. Paths are registered without a method so that a
+// known path with the wrong method gets 405 and an unknown one 404, both
+// as JSON.
+func routes(d Daemon, log *zap.Logger) http.Handler {
+	h := &handlers{d: d, log: log}
+	table := []route{
+		{"GET", "/", "this list of endpoints", nil},
+		{"GET", "/status", "VIPs, backends (health, overrides, flows), event loops, process", h.status},
+		{"GET", "/config", "the config in force, resolved, as TOML", h.config},
+		{"POST", "/reload", "apply the config file again (as SIGHUP); 422 with the problems when refused", h.reload},
+		{"POST", "/vips/{vip}/backends/{backend}/drain", "no new flows to the backend; established ones continue", h.override(l4.OverrideDrain)},
+		{"POST", "/vips/{vip}/backends/{backend}/disable", "no new flows, and established ones are reset", h.override(l4.OverrideDisable)},
+		{"POST", "/vips/{vip}/backends/{backend}/enable", "clear a drain or disable", h.override(l4.OverrideNone)},
+		{"GET", "/vips/{vip}/explain", "which backend a client's flow has or would get, and why (?client=IP[:PORT]); changes nothing", h.explain},
+		{"GET", "/debug/pprof/", "Go profiles of the running process", pprof.Index},
+	}
+	mux := http.NewServeMux()
+	for _, rt := range table[1:] {
+		mux.HandleFunc(rt.Path, method(rt.Method, rt.handler))
+	}
+	mux.HandleFunc("/debug/pprof/profile", method("GET", pprof.Profile))
+	mux.HandleFunc("/debug/pprof/trace", method("GET", pprof.Trace))
+	mux.HandleFunc("/{$}", method("GET", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, table) }))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no endpoint %s (GET / lists them)", r.URL.Path))
+	})
+	return mux
+}
+
+// method answers 405 to a request with another method than m.
+func method(m string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != m && !(m == "GET" && r.Method == "HEAD") {
+			w.Header().Set("Allow", m)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s %s: use %s", r.Method, r.URL.Path, m))
+			return
+		}
+		h(w, r)
+	}
+}

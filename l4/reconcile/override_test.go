@@ -1,0 +1,127 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4"
+)
+
+const overrideVIP = `
+[global]
+admin_socket = "off"
+[[vip]]
+name = "a"
+listen = "%s"
+  [vip.health]
+  type = "none"
+  [[vip.backend]]
+  name = "s1"
+  address = "%s"
+  [[vip.backend]]
+  name = "s2"
+  address = "%s"
+  weight = %d
+`
+
+// names dials n times and counts the backends' names.
+func names(t *testing.T, rt *Runtime, n int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	addr := netip.MustParseAddrPort(rt.Status().VIPs[0].Listen)
+	for range n {
+		name, err := dialName(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[name]++
+	}
+	return seen
+}
+
+func TestOverrideLifecycle(t *testing.T) {
+	s1, s2 := startNamed(t, "s1"), startNamed(t, "s2")
+	vipAddr := testutil.FreeTCPAddr(t)
+	conf := func(w2 int) string { return fmt.Sprintf(overrideVIP, vipAddr, s1.addr, s2.addr, w2) }
+	rt := startRuntime(t, conf(100))
+	v := rt.vipNamed("a")
+	b2 := v.backendByID("s2")
+
+	// Drain: no new flows, pinned flows may stay (Eligible).
+	res, err := rt.SetOverride("a", "s2", l4.OverrideDrain, "alice: maintenance")
+	if err != nil || res.Previous != "none" || res.Override != "drain" || res.Address != s2.addr.String() {
+		t.Fatalf("drain: %+v %v", res, err)
+	}
+	if seen := names(t, rt, 10); seen["s2"] != 0 {
+		t.Fatalf("drained backend got new flows: %v", seen)
+	}
+	if !b2.Eligible() {
+		t.Fatal("a drained backend's pinned flows must stay (Eligible)")
+	}
+	st, _ := backendStatus(rt, "a", "s2")
+	if st.Override != "drain" || st.OverrideBy != "alice: maintenance" || st.OverrideSince.IsZero() || st.EffectiveWeight != 0 {
+		t.Fatalf("status: %+v", st)
+	}
+
+	// A reload that leaves s2 as it was keeps the drain (the line it sits
+	// on may move).
+	apply(t, rt, "# a comment moves every line\n"+conf(100))
+	if seen := names(t, rt, 10); seen["s2"] != 0 {
+		t.Fatalf("drain lost by an unchanged reload: %v", seen)
+	}
+
+	// Disable: pinned flows must move too.
+	if _, err := rt.SetOverride("a", s2.addr.String(), l4.OverrideDisable, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if b2.Eligible() {
+		t.Fatal("a disabled backend still holds its pinned flows")
+	}
+
+	// A reload that changes s2 (its weight) clears the override.
+	apply(t, rt, conf(50))
+	if st, _ := backendStatus(rt, "a", "s2"); st.Override != "" || !b2.Eligible() {
+		t.Fatalf("override after s2 changed: %+v", st)
+	}
+	if seen := names(t, rt, 12); seen["s2"] == 0 {
+		t.Fatalf("s2 gets no flows after its override was cleared: %v", seen)
+	}
+
+	// Enable clears it too.
+	if _, err := rt.SetOverride("a", "s1", l4.OverrideDrain, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rt.SetOverride("a", "s1", l4.OverrideNone, "x"); err != nil || res.Previous != "drain" {
+		t.Fatalf("enable: %+v %v", res, err)
+	}
+	if seen := names(t, rt, 12); seen["s1"] == 0 {
+		t.Fatalf("s1 after enable: %v", seen)
+	}
+}
+
+func TestOverrideNamesABackend(t *testing.T) {
+	s1, s2 := startNamed(t, "s1"), startNamed(t, "s2")
+	rt := startRuntime(t, fmt.Sprintf(overrideVIP, testutil.FreeTCPAddr(t), s1.addr, s2.addr, 100))
+	for _, tc := range []struct {
+		vip, ref string
+		want     error
+		msg      string
+	}{
+		{"a", "s1", nil, ""},
+		{"a", s1.addr.String(), nil, ""},
+		{"nosuch", "s1", ErrNoVIP, `vip "nosuch"`},
+		{"a", "s3", ErrNoBackend, "(backends: s1, s2)"},
+		{"a", "198.18.9.9:1", ErrNoBackend, ""},
+		// Both servers listen on 127.0.0.1: the IP alone is ambiguous.
+		{"a", s1.addr.Addr().String(), ErrAmbiguous, "address of 2 backends"},
+	} {
+		_, err := rt.SetOverride(tc.vip, tc.ref, l4.OverrideDrain, "t")
+		if !errors.Is(err, tc.want) || (err != nil && !strings.Contains(err.Error(), tc.msg)) {
+			t.Errorf("SetOverride(%q, %q): %v, want %v with %q", tc.vip, tc.ref, err, tc.want, tc.msg)
+		}
+	}
+}

@@ -1,0 +1,213 @@
+// What the XDP program does with a client's flow, read from its maps:
+// the conntrack entry, then the Maglev slot of the flow's hash.
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/l4lb/l4lb/bpf"
+	"github.com/l4lb/l4lb/l4"
+)
+
+// explain follows the program's select_backend: a usable conntrack entry
+// keeps a flow (a TCP SYN excepted), anything else takes the backend of
+// its slot in the VIP's table as the map holds it. Lookups from user space
+// neither refresh an entry nor make it recent in the LRU.
+func (p *xdpPlane) explain(q *explainQuery) {
+	p.xdpCandidates(q)
+	var path bpf.Path
+	var err error
+	if !p.x.using(func() { path, err = p.x.lb.Explain(q.f) }) {
+		err = errors.New("the XDP program is shut down")
+	}
+	if err != nil {
+		q.e.Notes = append(q.e.Notes, "reading the XDP maps: "+err.Error())
+		q.decided(nil, "the XDP maps could not be read (see notes)")
+		return
+	}
+	q.e.HashKey = path.VIP.HashKey.String()
+	if q.port {
+		p.explainEntry(q, path)
+	} else {
+		p.clientFlows(q)
+	}
+	p.explainSlot(q, path)
+}
+
+// xdpCandidates gives the candidates the flow table's live counts (read
+// every 2 s) and their share of the table by effective weight.
+func (p *xdpPlane) xdpCandidates(q *explainQuery) {
+	var sum float64
+	for _, c := range q.e.Candidates {
+		if c.Candidate {
+			sum += float64(c.EffectiveWeight)
+		}
+	}
+	for i := range q.e.Candidates {
+		c := &q.e.Candidates[i]
+		c.LiveFlows = int64(p.x.liveFlows(c.Index))
+		if c.Candidate && sum > 0 {
+			c.Share = float64(c.EffectiveWeight) / sum
+		}
+	}
+	q.e.Notes = append(q.e.Notes, "live flows are the XDP flow table's count, read every 2 s")
+}
+
+// ref names backend index i as this VIP knows it.
+func (p *xdpPlane) ref(i uint32) *BackendRef {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if xb, ok := p.backends[i]; ok {
+		return ref(xb.b)
+	}
+	return &BackendRef{Index: i}
+}
+
+// explainEntry reads the flow's conntrack entry.
+func (p *xdpPlane) explainEntry(q *explainQuery, path bpf.Path) {
+	fe := path.Flow
+	if fe == nil {
+		q.e.Unpinned = append(q.e.Unpinned, "no XDP conntrack entry for "+q.e.Flow)
+		return
+	}
+	pin := Pin{Kind: "conntrack", Flow: q.e.Flow, Backend: *p.ref(fe.Backend), Closing: fe.Closing,
+		IdleSeconds: secs(max(bpf.MonotonicNow()-fe.LastSeen, 0))}
+	if !path.FlowUsable {
+		pin.Why = fmt.Sprintf("its backend (index %d) is gone or inactive: the next packet takes the Maglev slot and rewrites the entry", fe.Backend)
+		q.e.Pinned = append(q.e.Pinned, pin)
+		return
+	}
+	pin.Why = "packets of this flow go to it while the entry lives (an LRU: evicted when the table is full; refreshed at most once a second)"
+	pin.Decides = true
+	q.decided(pin.Backend.ptr(), "the XDP conntrack entry of this flow")
+	if q.f.Proto == l4.TCP {
+		switch syn := path.Backend(true); {
+		case syn == fe.Backend:
+			q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot: the same backend")
+		case syn == 0:
+			q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot, which has no usable backend: dropped")
+		default:
+			q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot instead: "+refText(p.ref(syn)))
+		}
+	}
+	q.e.Pinned = append(q.e.Pinned, pin)
+}
+
+func (r BackendRef) ptr() *BackendRef { return &r }
+
+// refText names a backend for a sentence ("none: dropped" for nil).
+func refText(r *BackendRef) string {
+	switch {
+	case r == nil:
+		return "none (dropped)"
+	case r.ID == "":
+		return fmt.Sprintf("backend index %d", r.Index)
+	}
+	return fmt.Sprintf("%s (%s)", r.ID, r.Address)
+}
+
+// clientFlows lists the conntrack entries of the client's address on
+// this VIP (any port), walking the flow table. Backends are named after
+// the walk: it holds the table's lock, which write takes under p.mu.
+func (p *xdpPlane) clientFlows(q *explainQuery) {
+	client := q.f.Src.Addr()
+	type found struct {
+		f  l4.Flow
+		fe bpf.FlowEntry
+	}
+	var flows []found
+	more := false
+	walk := func(f l4.Flow, fe bpf.FlowEntry) bool {
+		if f.Src.Addr() != client || f.Dst != q.f.Dst || f.Proto != q.f.Proto {
+			return true
+		}
+		if len(flows) == maxListed {
+			more = true
+			return false
+		}
+		flows = append(flows, found{f, fe})
+		return true
+	}
+	var err error
+	p.x.using(func() { err = p.x.lb.Flows(walk) })
+	if err != nil {
+		q.e.Notes = append(q.e.Notes, "walking the XDP flow table: "+err.Error())
+	}
+	now := bpf.MonotonicNow()
+	for _, x := range flows {
+		q.e.Pinned = append(q.e.Pinned, Pin{Kind: "conntrack", Flow: flowString(x.f), Backend: *p.ref(x.fe.Backend), Closing: x.fe.Closing,
+			IdleSeconds: secs(max(now-x.fe.LastSeen, 0)), Why: "a flow of this client: its packets keep this backend while the entry lives and the backend is active"})
+	}
+	if more {
+		q.e.Notes = append(q.e.Notes, fmt.Sprintf("more than %d XDP conntrack entries from %s: the first %d are listed", maxListed, client, maxListed))
+	}
+	q.e.Unpinned = append(q.e.Unpinned, "XDP conntrack entries are per client port: give CLIENT_IP:PORT for the entry a packet would use")
+}
+
+// explainSlot is the Maglev step: the flow's slot in the map's table.
+func (p *xdpPlane) explainSlot(q *explainQuery, path bpf.Path) {
+	key := path.VIP.HashKey
+	pk := &Pick{Rule: xdpRule(q.vc.Algorithm), Generation: p.written.Load()}
+	q.e.Pick = pk
+	p.checkGeneration(q)
+	if portMatters(key) && !q.port {
+		pk.Hash = &HashPath{Key: key.String()}
+		q.decided(nil, fmt.Sprintf("hash_key %s covers the client port, which was not given: each port hashes on its own (give CLIENT_IP:PORT)", key))
+		return
+	}
+	if path.TableSize == 0 {
+		q.decided(nil, "the VIP has no Maglev table in the map: its new flows are dropped")
+		return
+	}
+	hp := &HashPath{Key: key.String(), Hash: hex(path.Hash), Maglev: &MaglevPath{Slot: int(path.Slot), TableSize: int(path.TableSize), Source: "xdp map"}}
+	pk.Hash = hp
+	line := fmt.Sprintf("maglev (xdp map): hash %s -> slot %d of %d (generation %d)", hp.Hash, path.Slot, path.TableSize, pk.Generation)
+	switch {
+	case path.SlotBackend == 0:
+		q.decided(nil, line+": an empty slot, new flows are dropped (no eligible backend)")
+	case !path.SlotUsable:
+		hp.Owner = p.ref(path.SlotBackend)
+		q.decided(nil, line+fmt.Sprintf(": its backend (index %d) is gone or inactive, new flows are dropped", path.SlotBackend))
+	default:
+		hp.Owner = p.ref(path.SlotBackend)
+		pk.Backend = hp.Owner
+		q.decided(pk.Backend, line)
+	}
+	p.checkSlot(q, path)
+}
+
+// checkGeneration notes when the maps hold an older table than the
+// control plane's current snapshot.
+func (p *xdpPlane) checkGeneration(q *explainQuery) {
+	if w, cur := p.written.Load(), q.snap.Generation(); w != cur {
+		q.e.Notes = append(q.e.Notes, fmt.Sprintf("the maps hold the table of generation %d, the control plane is at %d: a write failed or is under way", w, cur))
+	}
+}
+
+// checkSlot compares the map's slot with the control plane's table.
+func (p *xdpPlane) checkSlot(q *explainQuery, path bpf.Path) {
+	t, err := p.table(q.snap, q.vc)
+	switch {
+	case err != nil:
+		q.e.Notes = append(q.e.Notes, "the control plane's table: "+err.Error())
+	case len(t) != int(path.TableSize):
+		q.e.Notes = append(q.e.Notes, fmt.Sprintf("the map's table has %d slots, the control plane's %d", path.TableSize, len(t)))
+	case t[path.Slot] != path.SlotBackend:
+		q.e.Notes = append(q.e.Notes, fmt.Sprintf("slot %d: the map holds index %d, the control plane's table index %d", path.Slot, path.SlotBackend, t[path.Slot]))
+	}
+}
+
+// xdpRule says how an xdp VIP of algorithm a places a new flow.
+func xdpRule(a l4.Algorithm) string {
+	const table = "the XDP program hashes the flow (hash_key) to a slot of the VIP's Maglev table in the map, and the slot's backend takes it; a flow in the conntrack keeps its backend"
+	switch a {
+	case l4.SourceHash:
+		return table + " (xdp mode runs source_hash as a Maglev table)"
+	case l4.LeastConn:
+		return table + "; the table's weights are rescaled every weight_refresh toward weight / (live flows + 1), a bounded step at a time"
+	case l4.LeastTime:
+		return table + "; the table's weights are rescaled every weight_refresh toward weight / ((live flows + 1) x (RTT + bias)), a bounded step at a time"
+	}
+	return table
+}
