@@ -193,6 +193,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		"disable": {"--socket", "--config", "--reason", "--json"},
 		"enable":  {"--socket", "--config", "--reason", "--json"},
 		"reload":  {"--socket", "--config", "--json"},
+		"explain": {"--socket", "--config", "--json"},
 	}
 	for _, c := range commands() {
 		if c.name == "help" {
