@@ -33,6 +33,7 @@ func commands() []command {
 		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] VIP BACKEND", disableHelp, cmdOverride("disable")},
 		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] VIP BACKEND", enableHelp, cmdOverride("enable")},
 		{"reload", "make a running l4lb reload its config file and print the result", "[--socket PATH | --config FILE] [--json]", reloadHelp, cmdReload},
+		{"rebalance", "close connections on overloaded backends, gradually, until each holds its share", "[--socket PATH | --config FILE] [--rate N] [--reset] [--wait | --dry-run | --stop] [--json] VIP", rebalanceHelp, cmdRebalance},
 		{"xdp", "take off the XDP program a stopped l4lb left pinned", "detach [--config] FILE", xdpHelp, cmdXDP},
 		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", "", cmdVersion},
@@ -76,7 +77,7 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: l4lb <command> [flags]\n\ncommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.synopsis)
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.synopsis)
 	}
 	b.WriteString("\n`l4lb help COMMAND` or `l4lb COMMAND --help` describes one command.\n")
 	return b.String()
