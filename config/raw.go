@@ -67,6 +67,7 @@ type rawTuning struct {
 	DeferAccept       opt[bool]    `toml:"defer_accept"`
 	ProxyProtocol     opt[string]  `toml:"proxy_protocol"`
 	AffinityTimeout   opt[string]  `toml:"affinity_timeout"`
+	RebalanceRate     opt[int64]   `toml:"rebalance_rate"`
 	SessionTimeout    opt[string]  `toml:"session_timeout"`
 	MaxSessions       opt[int64]   `toml:"max_sessions"`
 	UDPResponses      opt[int64]   `toml:"udp_responses"`
