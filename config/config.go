@@ -117,6 +117,10 @@ type VIP struct {
 	// AffinityTimeout > 0 keeps a client address on its last backend for
 	// this long; default 0; up to 24h.
 	AffinityTimeout time.Duration
+	// RebalanceRate is how many connections per second `l4lb rebalance`
+	// closes on this VIP (the command's --rate overrides it); default 10;
+	// 0 = rebalancing refused for this VIP; up to 10000.
+	RebalanceRate int
 
 	// UDP.
 	SessionTimeout time.Duration // default 30s; 1s..1h

@@ -87,6 +87,7 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"defer_accept", func() { w.bool("defer_accept", v.DeferAccept) }},
 		{"proxy_protocol", func() { w.str("proxy_protocol", fmt.Sprint(v.ProxyProtocol)) }},
 		{"affinity_timeout", func() { w.dur("affinity_timeout", v.AffinityTimeout) }},
+		{"rebalance_rate", func() { w.int("rebalance_rate", v.RebalanceRate) }},
 		{"session_timeout", func() { w.dur("session_timeout", v.SessionTimeout) }},
 		{"max_sessions", func() { w.int("max_sessions", v.MaxSessions) }},
 		{"udp_responses", func() { w.int("udp_responses", v.UDPResponses) }},

@@ -49,31 +49,34 @@ type rawGlobal struct {
 
 // rawTuning is every VIP key that [defaults] may also set.
 type rawTuning struct {
-	Mode               opt[string]  `toml:"mode"`
-	Algorithm          opt[string]  `toml:"algorithm"`
-	HashKey            opt[string]  `toml:"hash_key"`
-	HashBalanceFactor  opt[int64]   `toml:"hash_balance_factor"`
-	MaglevTableSize    opt[int64]   `toml:"maglev_table_size"`
-	LeastTimeDefault   opt[string]  `toml:"least_time_default"`
-	LeastTimeBias      opt[string]  `toml:"least_time_bias"`
-	LeastTimeAlpha     opt[float64] `toml:"least_time_alpha"`
-	LeastTimeMetric    opt[string]  `toml:"least_time_metric"`
-	ConnectTimeout     opt[string]  `toml:"connect_timeout"`
-	Retries            opt[int64]   `toml:"retries"`
-	IdleTimeout        opt[string]  `toml:"idle_timeout"`
-	KeepAlive          opt[string]  `toml:"keepalive"`
-	MaxConns           opt[int64]   `toml:"max_conns"`
-	Freebind           opt[bool]    `toml:"freebind"`
-	DeferAccept        opt[bool]    `toml:"defer_accept"`
-	ProxyProtocol      opt[string]  `toml:"proxy_protocol"`
-	AffinityTimeout    opt[string]  `toml:"affinity_timeout"`
-	SessionTimeout     opt[string]  `toml:"session_timeout"`
-	MaxSessions        opt[int64]   `toml:"max_sessions"`
-	UDPResponses       opt[int64]   `toml:"udp_responses"`
-	Forward            opt[string]  `toml:"forward"`
-	LogConnections     opt[bool]    `toml:"log_connections"`
-	LogConnectionsRate opt[int64]   `toml:"log_connections_rate"`
-	Health             rawHealth    `toml:"health"`
+	Mode              opt[string]  `toml:"mode"`
+	Algorithm         opt[string]  `toml:"algorithm"`
+	HashKey           opt[string]  `toml:"hash_key"`
+	HashBalanceFactor opt[int64]   `toml:"hash_balance_factor"`
+	MaglevTableSize   opt[int64]   `toml:"maglev_table_size"`
+	LeastTimeDefault  opt[string]  `toml:"least_time_default"`
+	LeastTimeBias     opt[string]  `toml:"least_time_bias"`
+	LeastTimeAlpha    opt[float64] `toml:"least_time_alpha"`
+	LeastTimeMetric   opt[string]  `toml:"least_time_metric"`
+	ConnectTimeout    opt[string]  `toml:"connect_timeout"`
+	Retries           opt[int64]   `toml:"retries"`
+	IdleTimeout       opt[string]  `toml:"idle_timeout"`
+	KeepAlive         opt[string]  `toml:"keepalive"`
+	MaxConns          opt[int64]   `toml:"max_conns"`
+	Freebind          opt[bool]    `toml:"freebind"`
+	DeferAccept       opt[bool]    `toml:"defer_accept"`
+	ProxyProtocol     opt[string]  `toml:"proxy_protocol"`
+	AffinityTimeout   opt[string]  `toml:"affinity_timeout"`
+	RebalanceRate     opt[int64]   `toml:"rebalance_rate"`
+	SessionTimeout    opt[string]  `toml:"session_timeout"`
+	MaxSessions       opt[int64]   `toml:"max_sessions"`
+	UDPResponses      opt[int64]   `toml:"udp_responses"`
+	Forward           opt[string]  `toml:"forward"`
+	Health            rawHealth    `toml:"health"`
+
+	// The per-connection log.
+	LogConnections     opt[bool]  `toml:"log_connections"`
+	LogConnectionsRate opt[int64] `toml:"log_connections_rate"`
 }
 
 type rawVIP struct {

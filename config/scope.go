@@ -31,6 +31,7 @@ var vipScopes = []vipScope{
 	{"keepalive", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"defer_accept", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"rebalance_rate", isTCPProxy, "applies only to tcp VIPs in proxy mode (l4lb rebalance closes proxied connections)"},
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
 	{"max_conns", isTCPProxy, "applies only to tcp VIPs in proxy mode (udp VIPs: max_sessions)"},
 	{"session_timeout", func(v *VIP) bool { return v.Protocol == l4.UDP }, "applies only to udp VIPs"},
@@ -107,6 +108,8 @@ func resetKey(key string, v, def *VIP) {
 		v.DeferAccept = def.DeferAccept
 	case "affinity_timeout":
 		v.AffinityTimeout = def.AffinityTimeout
+	case "rebalance_rate":
+		v.RebalanceRate = def.RebalanceRate
 	case "proxy_protocol":
 		v.ProxyProtocol = def.ProxyProtocol
 	case "max_conns":

@@ -138,6 +138,8 @@ func TestVIPProblems(t *testing.T) {
 		{"max_conns", v(`max_conns = -1`), "vip[0].max_conns", "pg", "out of range 0..10000000"},
 		{"proxy_protocol", v(`proxy_protocol = "v3"`), "vip[0].proxy_protocol", "pg", "not one of off, v1, v2"},
 		{"affinity_timeout", v(`affinity_timeout = "48h"`), "vip[0].affinity_timeout", "pg", "out of range 0s..24h"},
+		{"rebalance_rate", v(`rebalance_rate = 10001`), "vip[0].rebalance_rate", "pg", "out of range 0..10000"},
+		{"rebalance_rate on udp", v(`protocol = "udp"` + "\n" + `rebalance_rate = 5`), "vip[0].rebalance_rate", "pg", "applies only to tcp VIPs in proxy mode"},
 		{"session_timeout on tcp", v(`session_timeout = "10s"`), "vip[0].session_timeout", "pg", "applies only to udp VIPs"},
 		{"udp_responses on tcp", v(`udp_responses = 1`), "vip[0].udp_responses", "pg", "applies only to udp VIPs"},
 		{"max_sessions on tcp", v(`max_sessions = 10`), "vip[0].max_sessions", "pg", "applies only to udp VIPs"},

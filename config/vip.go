@@ -100,6 +100,7 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.Freebind = l.boolean("freebind", o.Freebind, d.Freebind, false)
 	v.DeferAccept = l.boolean("defer_accept", o.DeferAccept, d.DeferAccept, false)
 	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))
+	v.RebalanceRate = l.integer("rebalance_rate", o.RebalanceRate, d.RebalanceRate, 10, span[int64](0, 10000))
 	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
 	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
 	v.UDPResponses = l.integer("udp_responses", o.UDPResponses, d.UDPResponses, 0, span[int64](0, 65535))

@@ -59,6 +59,9 @@ func TestCLIArguments(t *testing.T) {
 		{"run a broken positional file", []string{"run", broken}, 1, "", "broken.toml:2"},
 		{"status with a word", []string{"status", "now"}, 2, "", `unexpected argument "now"`},
 		{"version with a word", []string{"version", "x"}, 2, "", "unexpected argument"},
+		{"rebalance without a VIP", []string{"rebalance"}, 2, "", "want one VIP name"},
+		{"rebalance two actions", []string{"rebalance", "--dry-run", "--wait", "a"}, 2, "", "take no other action flag"},
+		{"help rebalance", []string{"help", "rebalance"}, 0, "FIN", ""},
 		{"unknown flag", []string{"check", "--nope"}, 2, "", "usage: l4lb check"},
 		{"help run", []string{"help", "run"}, 0, "usage: l4lb run", ""},
 		{"run --help", []string{"run", "--help"}, 0, "usage: l4lb run", ""},
@@ -183,16 +186,18 @@ mode = "xdp"
 // line (`l4lb help NAME`), and `NAME --help` lists them with defaults.
 func TestHelpNamesEveryFlag(t *testing.T) {
 	flagsOf := map[string][]string{
-		"run":     {"--config", "--log-format"},
-		"check":   {"--config", "--diff", "--socket", "--json"},
-		"status":  {"--socket", "--config", "--json", "--show-config"},
-		"xdp":     {"--config"},
-		"decap":   {"--iface", "--mode"},
-		"version": nil,
-		"drain":   {"--socket", "--config", "--reason", "--json"},
-		"disable": {"--socket", "--config", "--reason", "--json"},
-		"enable":  {"--socket", "--config", "--reason", "--json"},
-		"reload":  {"--socket", "--config", "--json"},
+		"run":       {"--config", "--log-format"},
+		"check":     {"--config", "--diff", "--socket", "--json"},
+		"status":    {"--socket", "--config", "--json", "--show-config"},
+		"xdp":       {"--config"},
+		"decap":     {"--iface", "--mode"},
+		"version":   nil,
+		"drain":     {"--socket", "--config", "--reason", "--json"},
+		"disable":   {"--socket", "--config", "--reason", "--json"},
+		"enable":    {"--socket", "--config", "--reason", "--json"},
+		"reload":    {"--socket", "--config", "--json"},
+		"explain":   {"--socket", "--config", "--json"},
+		"rebalance": {"--socket", "--config", "--rate", "--reset", "--wait", "--dry-run", "--stop", "--json"},
 	}
 	for _, c := range commands() {
 		if c.name == "help" {

@@ -34,6 +34,7 @@ func commands() []command {
 		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", enableHelp, cmdOverride("enable")},
 		{"reload", "make a running l4lb reload its config file and print the result", "[--socket PATH | --config FILE] [--json]", reloadHelp, cmdReload},
 		{"explain", "say which backend a client's flow has or would get, and why", "[--socket PATH | --config FILE] [--json] VIP CLIENT_IP[:PORT]", explainHelp, cmdExplain},
+		{"rebalance", "close connections on overloaded backends, gradually, until each holds its share", "[--socket PATH | --config FILE] [--rate N] [--reset] [--wait | --dry-run | --stop] [--json] VIP", rebalanceHelp, cmdRebalance},
 		{"xdp", "take off the XDP program a stopped l4lb left pinned", "detach [--config] FILE", xdpHelp, cmdXDP},
 		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", versionHelp, cmdVersion},
@@ -77,7 +78,7 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: l4lb <command> [flags]\n\ncommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.synopsis)
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.synopsis)
 	}
 	b.WriteString("\n`l4lb help COMMAND` or `l4lb COMMAND --help` describes one command.\n" +
 		"A config file is the argument or --config FILE (default " + defaultConfigPath + ").\n" +

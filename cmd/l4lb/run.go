@@ -185,6 +185,21 @@ func (d *daemon) Explain(vip string, client netip.AddrPort) (reconcile.Explanati
 	return d.rt.Explain(vip, client)
 }
 
+// Rebalance is the admin API's POST /vips/{vip}/rebalance.
+func (d *daemon) Rebalance(vip string, o reconcile.RebalanceOptions) (reconcile.RebalanceStatus, error) {
+	return d.rt.Rebalance(vip, o)
+}
+
+// RebalanceStatus is the admin API's GET /vips/{vip}/rebalance.
+func (d *daemon) RebalanceStatus(vip string) (reconcile.RebalanceStatus, error) {
+	return d.rt.RebalanceStatus(vip)
+}
+
+// StopRebalance is the admin API's DELETE /vips/{vip}/rebalance.
+func (d *daemon) StopRebalance(vip, by string) (reconcile.RebalanceStatus, error) {
+	return d.rt.StopRebalance(vip, by)
+}
+
 // tellManager logs a failed service-manager notification: l4lb keeps
 // serving either way.
 func (d *daemon) tellManager(err error) {

@@ -142,6 +142,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			fmt.Fprintf(w, "  datagrams %d  replies %d  dropped %d  truncated %d  sessions-refused %d  moved %d\n",
 				u.Datagrams, u.Replies, u.Dropped, u.Truncated, u.SessionsRefused, u.Moved)
 		}
+		if rb := v.Rebalance; rb != nil {
+			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS\tIN\tOUT\tRTT\tLAST CHECK")
 		for _, b := range v.Backends {

@@ -23,6 +23,18 @@ type ReloadResult struct {
 	RestartOnly []string `json:"restart_only,omitempty"`
 }
 
+// RebalanceRequest is the optional body of POST /vips/{vip}/rebalance.
+type RebalanceRequest struct {
+	// Rate is how many connections to close per second, 1..10000; 0 (or
+	// absent) = the VIP's rebalance_rate.
+	Rate int `json:"rate,omitempty"`
+	// Reset ends the connections with an RST to both sides instead of a
+	// FIN (clients learn at once, even those that are not reading).
+	Reset bool `json:"reset,omitempty"`
+	// Operator: as in OverrideRequest.
+	Operator string `json:"operator,omitempty"`
+}
+
 // OverrideRequest is the optional body of a drain, disable or enable.
 type OverrideRequest struct {
 	// Reason is the operator's note, shown in status ("kernel upgrade").

@@ -94,6 +94,11 @@ func (c Client) Do(ctx context.Context, method, path string, in, out any) ([]byt
 	return data, nil
 }
 
+// RebalancePath is the path of a VIP's rebalance.
+func RebalancePath(vip string) string {
+	return "/vips/" + url.PathEscape(vip) + "/rebalance"
+}
+
 // BackendPath is the path of an action on one backend of a VIP.
 func BackendPath(vip, backend, action string) string {
 	return "/vips/" + url.PathEscape(vip) + "/backends/" + url.PathEscape(backend) + "/" + action

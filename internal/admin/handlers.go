@@ -169,3 +169,51 @@ func emptyBody(w http.ResponseWriter, r *http.Request) bool {
 	var v struct{}
 	return readJSON(w, r, &v)
 }
+
+// rebalance starts a rebalance of the VIP the path names.
+func (h *handlers) rebalance(w http.ResponseWriter, r *http.Request) {
+	var req RebalanceRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.Rate < 0 || req.Rate > reconcile.MaxRebalanceRate {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("rate: %d is out of range 1..%d (0 = the VIP's rebalance_rate)", req.Rate, reconcile.MaxRebalanceRate))
+		return
+	}
+	if err := printable("operator", req.Operator, 64); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	p, _ := r.Context().Value(peerKey{}).(peer)
+	st, err := h.d.Rebalance(r.PathValue("vip"), reconcile.RebalanceOptions{Rate: req.Rate, Reset: req.Reset, By: whoIs(p.uid, req.Operator)})
+	writeRebalance(w, st, err)
+}
+
+func (h *handlers) rebalanceStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := h.d.RebalanceStatus(r.PathValue("vip"))
+	writeRebalance(w, st, err)
+}
+
+func (h *handlers) stopRebalance(w http.ResponseWriter, r *http.Request) {
+	if !emptyBody(w, r) {
+		return
+	}
+	p, _ := r.Context().Value(peerKey{}).(peer)
+	st, err := h.d.StopRebalance(r.PathValue("vip"), whoIs(p.uid, ""))
+	writeRebalance(w, st, err)
+}
+
+// writeRebalance answers with a rebalance's status, or its error: 404 no
+// such VIP, 409 the VIP cannot be rebalanced now.
+func writeRebalance(w http.ResponseWriter, st reconcile.RebalanceStatus, err error) {
+	switch {
+	case errors.Is(err, reconcile.ErrNoVIP):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, reconcile.ErrCannotRebalance), errors.Is(err, reconcile.ErrRebalanceRunning):
+		writeError(w, http.StatusConflict, err)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, st)
+	}
+}

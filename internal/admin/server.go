@@ -10,12 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,6 +42,13 @@ type Daemon interface {
 	// Explain says which backend client's flow on vip has or would get,
 	// and why; client's port is 0 when none was given. It changes nothing.
 	Explain(vip string, client netip.AddrPort) (reconcile.Explanation, error)
+	// Rebalance starts a rebalance of one VIP and returns its plan; it
+	// runs in the background.
+	Rebalance(vip string, o reconcile.RebalanceOptions) (reconcile.RebalanceStatus, error)
+	// RebalanceStatus reports a VIP's running or last rebalance.
+	RebalanceStatus(vip string) (reconcile.RebalanceStatus, error)
+	// StopRebalance stops a VIP's running rebalance, if any.
+	StopRebalance(vip, by string) (reconcile.RebalanceStatus, error)
 }
 
 // Server serves the admin API on a Unix socket.
@@ -194,11 +204,23 @@ func routes(d Daemon, log *zap.Logger) http.Handler {
 		{"POST", "/vips/{vip}/backends/{backend}/disable", "no new flows, and established ones are reset", h.override(l4.OverrideDisable)},
 		{"POST", "/vips/{vip}/backends/{backend}/enable", "clear a drain or disable", h.override(l4.OverrideNone)},
 		{"GET", "/vips/{vip}/explain", "which backend a client's flow has or would get, and why (?client=IP[:PORT]); changes nothing", h.explain},
+		{"POST", "/vips/{vip}/rebalance", "close connections of the backends above their share (FIN both ways) at the VIP's rebalance_rate, or {\"rate\": N} a second, until each is within 10%; answers the plan at once", h.rebalance},
+		{"GET", "/vips/{vip}/rebalance", "the running or last rebalance: state, closed, per backend live, target and to close", h.rebalanceStatus},
+		{"DELETE", "/vips/{vip}/rebalance", "stop a running rebalance", h.stopRebalance},
 		{"GET", "/debug/pprof/", "Go profiles of the running process", pprof.Index},
 	}
 	mux := http.NewServeMux()
+	byPath := map[string]map[string]http.HandlerFunc{}
+	var paths []string
 	for _, rt := range table[1:] {
-		mux.HandleFunc(rt.Path, method(rt.Method, rt.handler))
+		if byPath[rt.Path] == nil {
+			byPath[rt.Path] = map[string]http.HandlerFunc{}
+			paths = append(paths, rt.Path)
+		}
+		byPath[rt.Path][rt.Method] = rt.handler
+	}
+	for _, p := range paths {
+		mux.HandleFunc(p, methods(byPath[p]))
 	}
 	mux.HandleFunc("/debug/pprof/profile", method("GET", pprof.Profile))
 	mux.HandleFunc("/debug/pprof/trace", method("GET", pprof.Trace))
@@ -211,10 +233,26 @@ func routes(d Daemon, log *zap.Logger) http.Handler {
 
 // method answers 405 to a request with another method than m.
 func method(m string, h http.HandlerFunc) http.HandlerFunc {
+	return methods(map[string]http.HandlerFunc{m: h})
+}
+
+// methods dispatches a path's requests by method (HEAD as GET); other
+// methods get 405.
+func methods(hs map[string]http.HandlerFunc) http.HandlerFunc {
+	allowed := slices.Sorted(maps.Keys(hs))
+	use := allowed[len(allowed)-1] // "use DELETE, GET or POST"
+	if n := len(allowed); n > 1 {
+		use = strings.Join(allowed[:n-1], ", ") + " or " + use
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != m && !(m == "GET" && r.Method == "HEAD") {
-			w.Header().Set("Allow", m)
-			writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s %s: use %s", r.Method, r.URL.Path, m))
+		m := r.Method
+		if m == "HEAD" && hs["HEAD"] == nil {
+			m = "GET"
+		}
+		h := hs[m]
+		if h == nil {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s %s: use %s", r.Method, r.URL.Path, use))
 			return
 		}
 		h(w, r)

@@ -31,6 +31,7 @@ type testDaemon struct {
 	mu       sync.Mutex
 	by       string
 	override l4.Override
+	rebal    reconcile.RebalanceOptions
 }
 
 func (d *testDaemon) Status() reconcile.Status {
@@ -61,6 +62,34 @@ func (d *testDaemon) Explain(vip string, client netip.AddrPort) (reconcile.Expla
 		return reconcile.Explanation{}, fmt.Errorf("%w: %s cannot reach VIP pg", reconcile.ErrBadClient, client.Addr())
 	}
 	return reconcile.Explanation{VIP: vip, Client: client.String(), Backend: &reconcile.BackendRef{ID: "db1"}}, nil
+}
+
+// Rebalance refuses rate 99 as if one ran already.
+func (d *testDaemon) Rebalance(vip string, o reconcile.RebalanceOptions) (reconcile.RebalanceStatus, error) {
+	if vip != "pg" {
+		return reconcile.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
+	}
+	if o.Rate == 99 {
+		return reconcile.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrRebalanceRunning)
+	}
+	d.mu.Lock()
+	d.rebal = o
+	d.mu.Unlock()
+	return reconcile.RebalanceStatus{VIP: vip, State: reconcile.RebalanceRunning, Rate: o.Rate, By: o.By}, nil
+}
+
+func (d *testDaemon) RebalanceStatus(vip string) (reconcile.RebalanceStatus, error) {
+	if vip != "pg" {
+		return reconcile.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
+	}
+	return reconcile.RebalanceStatus{VIP: vip, State: reconcile.RebalanceNone}, nil
+}
+
+func (d *testDaemon) StopRebalance(vip, by string) (reconcile.RebalanceStatus, error) {
+	if vip != "pg" {
+		return reconcile.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
+	}
+	return reconcile.RebalanceStatus{VIP: vip, State: reconcile.RebalanceStopped, Reason: "stopped by " + by}, nil
 }
 
 func serveTest(t *testing.T, d Daemon) string {
@@ -116,6 +145,15 @@ func TestEndpointsAndErrors(t *testing.T) {
 		{"explain an unknown parameter", "GET", "/vips/pg/explain?client=198.18.0.1&proto=tcp", nil, "", 400, "unknown parameter"},
 		{"explain an unknown VIP", "GET", ExplainPath("mysql", "198.18.0.50"), nil, "", 404, "no such VIP"},
 		{"explain by POST", "POST", ExplainPath("pg", "198.18.0.50"), nil, "", 405, "use GET"},
+		{"rebalance", "POST", RebalancePath("pg"), RebalanceRequest{Rate: 50}, "", 200, `"state": "running"`},
+		{"rebalance no body", "POST", RebalancePath("pg"), nil, "", 200, `"state": "running"`},
+		{"rebalance status", "GET", RebalancePath("pg"), nil, "", 200, `"state": "none"`},
+		{"rebalance stop", "DELETE", RebalancePath("pg"), nil, "", 200, `"reason": "stopped by root"`},
+		{"rebalance running", "POST", RebalancePath("pg"), RebalanceRequest{Rate: 99}, "", 409, "already running"},
+		{"rebalance rate", "POST", RebalancePath("pg"), RebalanceRequest{Rate: 10001}, "", 400, "out of range"},
+		{"rebalance negative rate", "POST", RebalancePath("pg"), nil, `{"rate": -1}`, 400, "out of range"},
+		{"rebalance unknown VIP", "GET", RebalancePath("mysql"), nil, "", 404, "no such VIP"},
+		{"rebalance wrong method", "PUT", RebalancePath("pg"), nil, "", 405, "use DELETE, GET or POST"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +181,9 @@ func TestEndpointsAndErrors(t *testing.T) {
 	}
 	if !strings.HasPrefix(d.by, "root") {
 		t.Fatalf("override set by %q, want the peer's user name (root)", d.by)
+	}
+	if d.rebal.By != "root" || d.rebal.Rate != 0 {
+		t.Fatalf("last rebalance asked with %+v, want rate 0 (the VIP's) by root", d.rebal)
 	}
 }
 

@@ -195,6 +195,16 @@ func TestConnLogEveryEnd(t *testing.T) {
 			readEnd(c)
 		}
 	}
+	rebalance := func(how CloseHow) func(t *testing.T, ts *testService, c *net.TCPConn) {
+		return func(t *testing.T, ts *testService, c *net.TCPConn) {
+			echoOnce(t, c, "hi")
+			if n := ts.CloseSome(ts.backends[0], 1, how); n != 1 {
+				t.Fatalf("closed %d connections, want 1", n)
+			}
+			readEnd(c) // the FIN (or the reset)
+			c.Close()  // the client's FIN ends a graceful close
+		}
+	}
 	for _, tc := range []struct {
 		name     string
 		st       Settings
@@ -303,7 +313,9 @@ func TestConnLogEveryEnd(t *testing.T) {
 			want: connLine{end: "on_down", backend: "b0", connected: true, bytesIn: 2, bytesOut: 2}},
 		{name: "disabled", backends: echo, client: reset(l4.EndDisabled),
 			want: connLine{end: "disabled", backend: "b0", connected: true, bytesIn: 2, bytesOut: 2}},
-		{name: "rebalance", backends: echo, client: reset(l4.EndRebalance),
+		{name: "rebalance_fin", backends: echo, client: rebalance(CloseFIN),
+			want: connLine{end: "rebalance", backend: "b0", connected: true, bytesIn: 2, bytesOut: 2}},
+		{name: "rebalance_reset", backends: echo, client: rebalance(CloseReset),
 			want: connLine{end: "rebalance", backend: "b0", connected: true, bytesIn: 2, bytesOut: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,7 @@ const (
 	evConnecting uint8 = iota
 	evOpen
 	evClosed
+	evClosing // closed on purpose, gracefully (evclose.go)
 )
 
 // sockEvents is what both of a connection's sockets are registered for,
@@ -116,6 +117,7 @@ const (
 	timerIdle      = 0
 	timerConnect   = 1
 	timerKeepAlive = 2
+	timerLinger    = 3 // a closing connection's peers had their time (evclose.go)
 )
 
 // keepAliveAfter is how long a connection runs before its backend socket
@@ -258,6 +260,8 @@ func (c *evConn) onTimer(l *loop, gen uint32) {
 		c.idleCheck(l)
 	case timerConnect:
 		c.connectTimer(l)
+	case timerLinger:
+		c.lingerEnd(l)
 	}
 }
 
@@ -413,7 +417,7 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 		} else if events&unix.EPOLLERR != 0 {
 			c.finish(l, false, true, l4.EndClientReset) // the client reset before its backend answered
 		}
-	case evOpen:
+	case evOpen, evClosing:
 		if events&unix.EPOLLERR != 0 {
 			c.failed(l, &sk.reg) // a reset: the other side learns by one too
 			return
@@ -425,6 +429,10 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 // pump moves what the sockets' readiness allows, both ways. A connection
 // that used its turn with more to move goes on the loop's again list.
 func (c *evConn) pump(l *loop) {
+	if c.state == evClosing {
+		c.pumpClosing(l)
+		return
+	}
 	more := c.move(l, &c.up)
 	if c.state == evOpen && c.move(l, &c.down) {
 		more = true
@@ -436,7 +444,7 @@ func (c *evConn) pump(l *loop) {
 }
 
 func (c *evConn) again(l *loop, gen uint32) {
-	if gen == c.gen && c.state == evOpen {
+	if gen == c.gen && (c.state == evOpen || c.state == evClosing) {
 		c.queued = false
 		c.pump(l)
 	}
@@ -612,6 +620,19 @@ func (c *evConn) putPipe(l *loop, d *evDir) {
 // flush writes d's pending bytes on; it returns true once none are left
 // (and the connection is still open).
 func (c *evConn) flush(l *loop, d *evDir) bool {
+	if !c.writePending(l, d) {
+		return false
+	}
+	if d.eof {
+		c.passEOF(l, d)
+		return false
+	}
+	return true
+}
+
+// writePending writes d's pending bytes on; it returns true once none
+// are left.
+func (c *evConn) writePending(l *loop, d *evDir) bool {
 	var w int
 	var err error
 	if d.pipe != nil {
@@ -635,10 +656,6 @@ func (c *evConn) flush(l *loop, d *evDir) bool {
 	}
 	c.putPipe(l, d)
 	d.held = d.held[:0]
-	if d.eof {
-		c.passEOF(l, d)
-		return false
-	}
 	return true
 }
 
@@ -732,6 +749,10 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 	if c.state == evClosed {
 		return
 	}
+	released := c.state == evClosing // its live flow ended when the close began
+	if released {
+		why = l4.EndRebalance // whatever ends it, a rebalance began to close it
+	}
 	c.state = evClosed
 	c.closeSock(l, &c.client, resetClient)
 	c.closeSock(l, &c.backend, resetBackend)
@@ -742,7 +763,7 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 		}
 	}
 	s := c.svc
-	if c.target != nil {
+	if c.target != nil && !released {
 		s.release(c.target)
 	}
 	if c.tracked {

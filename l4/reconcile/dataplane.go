@@ -39,6 +39,11 @@ type dataPlane interface {
 	// returns how many; why is the end their log lines give (l4.EndOnDown
 	// for on_down = reset).
 	resetWhere(match func(*l4.Backend) bool, why l4.EndReason) int
+	// closeSome ends up to n established flows of b, which it chooses,
+	// and returns how many it began to end (a rebalance). n = 0 only asks
+	// whether the plane can: an error wrapping ErrCannotRebalance says
+	// why not.
+	closeSome(b *l4.Backend, n int, how proxy.CloseHow) (int, error)
 	// backendsRemoved tells the plane a reload took these backends out;
 	// it calls release for each once no flow can reach it any more (the
 	// backend's index may then be reused).
@@ -132,6 +137,9 @@ func (p *tcpPlane) closeNow()                        { _ = p.svc.Close() }
 func (p *tcpPlane) resetWhere(m func(*l4.Backend) bool, why l4.EndReason) int {
 	return p.svc.ResetWhere(m, why)
 }
+func (p *tcpPlane) closeSome(b *l4.Backend, n int, how proxy.CloseHow) (int, error) {
+	return p.svc.CloseSome(b, n, how), nil
+}
 func (p *tcpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	releaseAll(bs, release)
 }
@@ -184,6 +192,11 @@ func (p *udpPlane) stopAccepting()                                      {} // da
 func (p *udpPlane) drain(context.Context) int                           { _ = p.svc.Close(); return 0 }
 func (p *udpPlane) closeNow()                                           { _ = p.svc.Close() }
 func (p *udpPlane) resetWhere(func(*l4.Backend) bool, l4.EndReason) int { return 0 } // sessions move on their next datagram
+
+// closeSome: a UDP VIP rebalances by itself, as sessions end.
+func (p *udpPlane) closeSome(*l4.Backend, int, proxy.CloseHow) (int, error) {
+	return 0, fmt.Errorf("%w: udp VIPs are not rebalanced; a session ends after session_timeout without traffic and the next one is balanced anew", ErrCannotRebalance)
+}
 func (p *udpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	releaseAll(bs, release)
 }

@@ -215,6 +215,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKe
 
 func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 	delete(r.vips, key)
+	v.stopRebalance("a reload removed or restarted the VIP")
 	v.mu.Lock()
 	ids := make([]l4.BackendID, 0, len(v.backends))
 	for id := range v.backends {
@@ -293,6 +294,9 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	r.publishIndex()
 	r.mu.Unlock()
 	r.health.Close()
+	for _, v := range vips {
+		v.stopRebalance("l4lb is shutting down") // before the loops it asks stop
+	}
 	var wg sync.WaitGroup
 	for k, v := range vips {
 		if v.dp.outlivesProcess() {

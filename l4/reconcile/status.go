@@ -99,6 +99,8 @@ type VIPStatus struct {
 	TCP          *TCPStatus      `json:"tcp,omitempty"`
 	UDP          *UDPStatus      `json:"udp,omitempty"`
 	XDP          *XDPVIPStatus   `json:"xdp,omitempty"`
+	// Rebalance is the running or last rebalance (l4lb rebalance), if any.
+	Rebalance *RebalanceStatus `json:"rebalance,omitempty"`
 
 	// ConnLogDropped counts log_connections lines dropped over log_connections_rate.
 	ConnLogDropped uint64 `json:"conn_log_dropped,omitempty"`
@@ -218,7 +220,16 @@ func (v *vip) status() VIPStatus {
 		s.Backends = append(s.Backends, bs)
 	}
 	s.Backends = append(s.Backends, v.retiredStatusLocked()...)
+	rb := v.rebal
+	var rows []balanceRow
+	if rb != nil {
+		rows = v.balanceRowsLocked()
+	}
 	v.mu.Unlock()
+	if rb != nil {
+		st := rb.statusWith(rows)
+		s.Rebalance = &st
+	}
 	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
 	v.dp.fillStatus(&s)
 	return s

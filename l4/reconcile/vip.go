@@ -39,6 +39,8 @@ type vip struct {
 	// retired are backends a reload removed that still hold flows: status
 	// shows them until their last flow ends.
 	retired []*backend
+	// rebal is the running or last rebalance (rebalance.go); nil = none.
+	rebal *rebalance
 }
 
 // backend is a backend as the runtime tracks it.

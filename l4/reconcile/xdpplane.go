@@ -15,6 +15,7 @@ import (
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
@@ -341,6 +342,11 @@ func (p *xdpPlane) matching(match func(*l4.Backend) bool) []*l4.Backend {
 
 // fillStatus reads the VIP's and its backends' counters.
 func (p *xdpPlane) fillStatus(s *VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
+
+// closeSome: not in xdp mode, where the kernel owns the flows.
+func (p *xdpPlane) closeSome(*l4.Backend, int, proxy.CloseHow) (int, error) {
+	return 0, fmt.Errorf("%w: in xdp mode the kernel forwards the flows and l4lb holds no connection to close; established flows stay on their backend (BPF conntrack), new flows follow the Maglev table", ErrCannotRebalance)
+}
 
 func (p *xdpPlane) readStatus(s *VIPStatus) {
 	st, err := p.x.lb.VIPStats(p.index)

@@ -1,0 +1,232 @@
+// `l4lb rebalance VIP`: move long-lived connections off the backends above
+// their share, through the running l4lb's admin API.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/admin"
+	"github.com/l4lb/l4lb/l4/reconcile"
+)
+
+const rebalanceHelp = `After a backend joins (or comes back), long-lived connections stay where
+they were: only new ones go to it. Rebalance closes connections on the
+backends above their share, rebalance_rate a second (per VIP, default 10;
+--rate N overrides it, up to 10000), until every backend is within 10% of
+its share (or one connection), so that clients reconnect to the others
+gradually instead of all at once. It prints the plan (per backend: weight,
+live, target, to close) and returns; --wait follows it to the end (exit 0
+when balanced, 1 when it stopped short); --dry-run prints what it would
+close now and closes nothing; --stop stops it.
+
+Shares: the live connections of the backends that take new flows, split by
+the weights new flows see (slow start included). A drained, disabled, down
+or weight 0 backend is left alone (its connections are not closed) and is
+no destination.
+
+How a connection is closed: what it had in flight is written on, then each
+side gets a FIN: the client reads an orderly end of file, so does the
+backend, and nobody is reset. Bytes that arrive afterwards are dropped, and
+the connection ends when both peers have closed, or at most idle_timeout
+(10s if less) after the close began. --reset sends an RST to both sides
+instead. The backend's LIVE count drops when the close begins. A client's
+affinity pin to the backend is dropped, so its reconnection is balanced
+anew. Idle connections go first (no byte either way for a second), then
+the oldest: a client that reconnects becomes the youngest, so no connection
+is closed twice while an older one of its backend is left.
+
+Algorithms: least_conn (and least_time, between backends equally near)
+sends each reconnecting client to the backend below its share, so a
+rebalance closes what it planned; p2c mostly does; round_robin and random
+spread reconnections by weight, not load, so only the new backend's share
+of them lands there and a rebalance closes about that many times more.
+source_hash and maglev send a client back to the backend its address
+hashes to: only clients whose hash moved (about 1/N after a backend joins)
+can move. A rebalance stops by itself, saying why, when 20 closes (or one
+tick's worth, a tenth of the rate, when more) and 5s pass without a closed
+client landing on a backend below its share; it closes nothing more while
+it waits.
+
+It ends when balanced; on --stop; when a reload removes the VIP or sets its
+rebalance_rate to 0 (which also refuses new ones); at shutdown. A second
+rebalance of a VIP while one runs is refused. A running one keeps its rate
+and re-plans every tick, so backends that join, leave or change weight
+meanwhile are taken into account. l4lb status shows the running or last
+one under its VIP. Not for UDP or xdp VIPs (refused with the reason): a UDP
+session is balanced anew once it ends after session_timeout; in xdp mode
+the kernel forwards the flows and l4lb holds no connection to close.
+`
+
+// cmdRebalance starts, follows or stops a VIP's rebalance.
+func cmdRebalance(args []string, stdout, stderr io.Writer) int {
+	f := newFlags("rebalance", stdout, stderr)
+	socket := socketFlags(f)
+	rate := f.Int("rate", 0, "connections closed per second, 1..10000 (default: the VIP's rebalance_rate)")
+	reset := f.Bool("reset", false, "end connections with an RST to both sides instead of a FIN")
+	wait := f.Bool("wait", false, "follow the progress until the rebalance ends; exit 1 if it stopped short")
+	dryRun := f.Bool("dry-run", false, "print what a rebalance would close now; close nothing")
+	stop := f.Bool("stop", false, "stop the VIP's running rebalance")
+	asJSON := f.Bool("json", false, "print the API's JSON answer (with --wait: the last one)")
+	if code, ok := f.parse(args); !ok {
+		return code
+	}
+	if len(f.args) != 1 {
+		f.usageError("want one VIP name")
+		return 2
+	}
+	if *stop && (*dryRun || *rate != 0 || *reset) || *dryRun && (*rate != 0 || *reset || *wait) {
+		f.usageError("--stop and --dry-run take no other action flag")
+		return 2
+	}
+	path, err := socket()
+	if err != nil {
+		fmt.Fprintln(stderr, "l4lb rebalance:", err)
+		return 1
+	}
+	c := admin.Client{Socket: path}
+	method, req := "POST", any(admin.RebalanceRequest{Rate: *rate, Reset: *reset, Operator: os.Getenv("SUDO_USER")})
+	switch {
+	case *stop:
+		method, req = "DELETE", nil
+	case *dryRun:
+		method, req = "GET", nil
+	}
+	var st reconcile.RebalanceStatus
+	body, err := c.Do(context.Background(), method, admin.RebalancePath(f.args[0]), req, &st)
+	if err != nil {
+		fmt.Fprintln(stderr, "l4lb rebalance:", err)
+		return 1
+	}
+	followed := *wait && st.Running()
+	if followed {
+		if body, st, err = followRebalance(c, st, stdout, !*asJSON); err != nil {
+			fmt.Fprintln(stderr, "l4lb rebalance:", err)
+			return 1
+		}
+	}
+	switch {
+	case *asJSON:
+		stdout.Write(body)
+	case method != "POST":
+		printRebalanceState(stdout, st)
+	case followed:
+		printRebalanceEnd(stdout, st)
+	default:
+		printRebalancePlan(stdout, st)
+	}
+	if *wait && st.State != reconcile.RebalanceDone {
+		return 1
+	}
+	return 0
+}
+
+// followRebalance polls the rebalance until it ends, printing a line as
+// connections are closed, and returns the last answer.
+func followRebalance(c admin.Client, st reconcile.RebalanceStatus, w io.Writer, talk bool) ([]byte, reconcile.RebalanceStatus, error) {
+	if talk {
+		printRebalancePlan(w, st)
+	}
+	shown := 0
+	for {
+		time.Sleep(500 * time.Millisecond)
+		var next reconcile.RebalanceStatus
+		body, err := c.Do(context.Background(), "GET", admin.RebalancePath(st.VIP), nil, &next)
+		if err != nil {
+			return nil, st, err
+		}
+		if !next.Started.Equal(st.Started) {
+			return body, next, fmt.Errorf("vip %s: another rebalance started meanwhile", st.VIP)
+		}
+		if talk && next.Running() && next.Closed != shown {
+			shown = next.Closed
+			fmt.Fprintf(w, "  closed %d of %d: %s\n", next.Closed, next.Planned, liveList(next))
+		}
+		if !next.Running() {
+			return body, next, nil
+		}
+	}
+}
+
+// liveList is "s1 130/100, s2 128/100, s3 42/100": live over target.
+func liveList(st reconcile.RebalanceStatus) string {
+	parts := make([]string, 0, len(st.Backends))
+	for _, b := range st.Backends {
+		if b.Eligible {
+			parts = append(parts, fmt.Sprintf("%s %d/%s", b.ID, b.Live, target(b.Target)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func target(t float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", t), ".0") }
+
+// printRebalancePlan prints what POST answered: the plan of a rebalance
+// that started, or why there is nothing to do.
+func printRebalancePlan(w io.Writer, st reconcile.RebalanceStatus) {
+	if st.Running() {
+		about := time.Duration(st.Planned) * time.Second / time.Duration(max(st.Rate, 1))
+		fmt.Fprintf(w, "vip %s: rebalance started: closing about %d connections at %d/s (%s), about %s, until every backend is within %.0f%% of its share\n",
+			st.VIP, st.Planned, st.Rate, closeHow(st.Close), about.Round(100*time.Millisecond), 100*st.Tolerance)
+	} else {
+		fmt.Fprintf(w, "vip %s: %s\n", st.VIP, st.Reason)
+	}
+	printRebalanceTable(w, st)
+}
+
+// printRebalanceEnd prints how a followed rebalance ended.
+func printRebalanceEnd(w io.Writer, st reconcile.RebalanceStatus) {
+	took := st.Ended.Sub(st.Started).Round(100 * time.Millisecond)
+	fmt.Fprintf(w, "vip %s: rebalance %s after %s: closed %d; %s\n", st.VIP, st.State, took, st.Closed, st.Reason)
+	fmt.Fprintf(w, "  now (live/target): %s\n", liveList(st))
+}
+
+// printRebalanceState prints what GET (--dry-run) or DELETE (--stop)
+// answered.
+func printRebalanceState(w io.Writer, st reconcile.RebalanceStatus) {
+	if st.State == reconcile.RebalanceNone {
+		fmt.Fprintf(w, "vip %s: no rebalance has run; one now would close about %d at %d/s\n", st.VIP, st.ToClose, st.Rate)
+	} else {
+		fmt.Fprintf(w, "vip %s: rebalance %s: %s\n", st.VIP, st.State, rebalanceSummary(st))
+	}
+	printRebalanceTable(w, st)
+}
+
+// rebalanceSummary is one line about a rebalance's progress or end.
+func rebalanceSummary(st reconcile.RebalanceStatus) string {
+	s := fmt.Sprintf("closed %d of %d planned at %d/s (%s), by %s, started %s", st.Closed, st.Planned, st.Rate, st.Close, st.By, st.Started.Format(time.RFC3339))
+	if st.Reason != "" {
+		s += "; " + st.Reason
+	}
+	return s
+}
+
+func closeHow(how string) string {
+	if how == "reset" {
+		return "RST to both sides"
+	}
+	return "FIN to both sides"
+}
+
+// printRebalanceTable prints per backend live, target and to close.
+func printRebalanceTable(w io.Writer, st reconcile.RebalanceStatus) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  BACKEND\tWEIGHT\tLIVE\tTARGET\tTO CLOSE\tCLOSED")
+	aside := false
+	for _, b := range st.Backends {
+		t := target(b.Target)
+		if !b.Eligible {
+			t, aside = "-", true
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%d\t%d\n", b.ID, b.Weight, b.Live, t, b.ToClose, b.Closed)
+	}
+	tw.Flush()
+	if aside {
+		fmt.Fprintln(w, "  target -: the backend takes no new flows (down, drained, disabled or weight 0) and is left alone")
+	}
+}
