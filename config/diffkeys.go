@@ -65,6 +65,7 @@ var vipSettingList = []setting[VIP]{
 	{"affinity_timeout", func(v *VIP) string { return fmtDuration(v.AffinityTimeout) }, EffectNewFlows, "the affinity table starts empty: clients' pins are forgotten"},
 	{"session_timeout", func(v *VIP) string { return fmtDuration(v.SessionTimeout) }, EffectNow, "every session, established ones too"},
 	{"max_sessions", func(v *VIP) string { return strconv.Itoa(v.MaxSessions) }, EffectNewFlows, "no session is ended"},
+	{"rebalance_rate", func(v *VIP) string { return strconv.Itoa(v.RebalanceRate) }, EffectNow, "the next rebalance; 0 refuses rebalances and stops a running one"},
 	{"udp_responses", func(v *VIP) string { return strconv.Itoa(v.UDPResponses) }, EffectNow, "counted on established sessions too"},
 	{"forward", func(v *VIP) string { return v.Forward.String() }, EffectNow, "every packet from then on, established flows too"},
 }
