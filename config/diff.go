@@ -124,6 +124,22 @@ func RestartOnly(running, next *Config) []string {
 	return keys
 }
 
+// InForce is the config a reload from running to next leaves in force:
+// next, with the running values of the settings that need a restart
+// (those RestartOnly lists), so that what the running process reports
+// (status --show-config, and the base of the next check --diff) is what
+// it really uses. next is not modified.
+func InForce(running, next *Config) *Config {
+	out := *next
+	keepRestartOnly(globalSettings, &out.Global, &running.Global)
+	if running.XDP != nil && next.XDP != nil {
+		x := *next.XDP
+		keepRestartOnly(xdpSettings, &x, running.XDP)
+		out.XDP = &x
+	}
+	return &out
+}
+
 func hasXDPVIP(c *Config) bool {
 	for i := range c.VIPs {
 		if c.VIPs[i].Mode == l4.ModeXDP {

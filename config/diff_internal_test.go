@@ -87,3 +87,36 @@ func TestRestartOnlyKeys(t *testing.T) {
 		t.Fatalf("restart-only keys %v, want %v", got, want)
 	}
 }
+
+// InForce keeps exactly the restart-only settings: after it, a running
+// config and the next one differ in nothing that needs a restart, and
+// still in everything else.
+func TestInForceKeepsRestartOnlySettings(t *testing.T) {
+	running := &Config{Global: Global{LogFormat: "console", AdminSocket: "/run/a.sock", PipeSize: 1 << 20, Workers: 2, LogLevel: "info"},
+		XDP: &XDP{Interface: "eth1", Attach: "driver", ConntrackSize: 1000, WeightRefresh: time.Second}}
+	next := &Config{Global: Global{LogFormat: "json", AdminSocket: "/run/b.sock", MetricsListen: ":9", PipeSize: 2 << 20, Workers: 4, LogLevel: "debug"},
+		XDP: &XDP{Interface: "eth2", Attach: "generic", PinPath: "/sys/fs/bpf/x", ConntrackSize: 2000, WeightRefresh: 2 * time.Second}}
+	if keys := RestartOnly(running, next); len(keys) != 9 {
+		t.Fatalf("restart-only changes before: %v, want all 9", keys)
+	}
+	inForce := InForce(running, next)
+	if keys := RestartOnly(running, inForce); len(keys) != 0 {
+		t.Fatalf("restart-only changes left in force: %v", keys)
+	}
+	if inForce.Global.LogLevel != "debug" || inForce.XDP.WeightRefresh != 2*time.Second {
+		t.Fatalf("InForce dropped settings a reload applies: %+v %+v", inForce.Global, inForce.XDP)
+	}
+	if next.Global.PipeSize != 2<<20 || next.XDP.Interface != "eth2" {
+		t.Fatal("InForce modified its argument")
+	}
+	for _, s := range globalSettings {
+		if (s.effect == EffectRestart) != (s.keep != nil) {
+			t.Errorf("global.%s: keep must be set exactly for restart-only keys", s.key)
+		}
+	}
+	for _, s := range xdpSettings {
+		if (s.effect == EffectRestart) != (s.keep != nil) {
+			t.Errorf("xdp.%s: keep must be set exactly for restart-only keys", s.key)
+		}
+	}
+}

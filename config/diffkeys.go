@@ -15,30 +15,34 @@ type setting[T any] struct {
 	get    func(*T) string
 	effect Effect
 	note   string
+	// keep copies the running value into the next config: set for every
+	// EffectRestart key, so that the config a reload leaves in force
+	// says what the process really uses (InForce).
+	keep func(next, running *T)
 }
 
 // globalSettings are the [global] keys. Those with EffectRestart are read
 // once at start (reconcile.Options, the admin and metrics servers, the
 // logger's encoder).
 var globalSettings = []setting[Global]{
-	{"log_level", func(g *Global) string { return g.LogLevel }, EffectNow, ""},
-	{"log_format", func(g *Global) string { return g.LogFormat }, EffectRestart, ""},
-	{"admin_socket", func(g *Global) string { return offIfEmpty(g.AdminSocket) }, EffectRestart, ""},
-	{"metrics_listen", func(g *Global) string { return offIfEmpty(g.MetricsListen) }, EffectRestart, ""},
-	{"drain_timeout", func(g *Global) string { return fmtDuration(g.DrainTimeout) }, EffectNow, "it bounds the drain of the VIPs this reload removes, and of the next shutdown"},
-	{"pipe_size", func(g *Global) string { return strconv.Itoa(g.PipeSize) }, EffectRestart, ""},
-	{"max_pipes", func(g *Global) string { return strconv.Itoa(g.MaxPipes) }, EffectNow, ""},
-	{"workers", func(g *Global) string { return strconv.Itoa(g.Workers) }, EffectRestart, ""},
+	{"log_level", func(g *Global) string { return g.LogLevel }, EffectNow, "", nil},
+	{"log_format", func(g *Global) string { return g.LogFormat }, EffectRestart, "", func(n, r *Global) { n.LogFormat = r.LogFormat }},
+	{"admin_socket", func(g *Global) string { return offIfEmpty(g.AdminSocket) }, EffectRestart, "", func(n, r *Global) { n.AdminSocket = r.AdminSocket }},
+	{"metrics_listen", func(g *Global) string { return offIfEmpty(g.MetricsListen) }, EffectRestart, "", func(n, r *Global) { n.MetricsListen = r.MetricsListen }},
+	{"drain_timeout", func(g *Global) string { return fmtDuration(g.DrainTimeout) }, EffectNow, "it bounds the drain of the VIPs this reload removes, and of the next shutdown", nil},
+	{"pipe_size", func(g *Global) string { return strconv.Itoa(g.PipeSize) }, EffectRestart, "", func(n, r *Global) { n.PipeSize = r.PipeSize }},
+	{"max_pipes", func(g *Global) string { return strconv.Itoa(g.MaxPipes) }, EffectNow, "", nil},
+	{"workers", func(g *Global) string { return strconv.Itoa(g.Workers) }, EffectRestart, "", func(n, r *Global) { n.Workers = r.Workers }},
 }
 
 // xdpSettings are the [xdp] keys. Those with EffectRestart are read when
 // the XDP program loads; before that, they simply take the new value.
 var xdpSettings = []setting[XDP]{
-	{"interface", func(x *XDP) string { return x.Interface }, EffectRestart, ""},
-	{"attach", func(x *XDP) string { return x.Attach }, EffectRestart, ""},
-	{"pin_path", func(x *XDP) string { return orNone(x.PinPath) }, EffectRestart, ""},
-	{"conntrack_size", func(x *XDP) string { return strconv.Itoa(x.ConntrackSize) }, EffectRestart, ""},
-	{"weight_refresh", func(x *XDP) string { return fmtDuration(x.WeightRefresh) }, EffectNow, ""},
+	{"interface", func(x *XDP) string { return x.Interface }, EffectRestart, "", func(n, r *XDP) { n.Interface = r.Interface }},
+	{"attach", func(x *XDP) string { return x.Attach }, EffectRestart, "", func(n, r *XDP) { n.Attach = r.Attach }},
+	{"pin_path", func(x *XDP) string { return orNone(x.PinPath) }, EffectRestart, "", func(n, r *XDP) { n.PinPath = r.PinPath }},
+	{"conntrack_size", func(x *XDP) string { return strconv.Itoa(x.ConntrackSize) }, EffectRestart, "", func(n, r *XDP) { n.ConntrackSize = r.ConntrackSize }},
+	{"weight_refresh", func(x *XDP) string { return fmtDuration(x.WeightRefresh) }, EffectNow, "", nil},
 }
 
 // vipSettingList are a VIP's own keys (name and mode are compared apart).
@@ -46,57 +50,57 @@ var xdpSettings = []setting[XDP]{
 // VIP's settings when it starts, a UDP session reads some on every
 // datagram, the XDP program reads the VIP entry on every packet.
 var vipSettingList = []setting[VIP]{
-	{"algorithm", func(v *VIP) string { return v.Algorithm.String() }, EffectNewFlows, ""},
-	{"hash_key", func(v *VIP) string { return v.HashKey.String() }, EffectNewFlows, ""},
-	{"hash_balance_factor", func(v *VIP) string { return strconv.Itoa(v.HashBalanceFactor) }, EffectNewFlows, ""},
-	{"maglev_table_size", func(v *VIP) string { return strconv.Itoa(v.MaglevTableSize) }, EffectNewFlows, ""},
-	{"least_time_default", func(v *VIP) string { return fmtDuration(v.LeastTimeDefault) }, EffectNewFlows, ""},
-	{"least_time_bias", func(v *VIP) string { return fmtDuration(v.LeastTimeBias) }, EffectNewFlows, ""},
-	{"least_time_alpha", func(v *VIP) string { return strconv.FormatFloat(v.LeastTimeAlpha, 'g', -1, 64) }, EffectNewFlows, "RTT estimates take new samples with it"},
-	{"least_time_metric", func(v *VIP) string { return v.LeastTimeMetric }, EffectNewFlows, "probes restart to measure it; health states are kept"},
-	{"connect_timeout", func(v *VIP) string { return fmtDuration(v.ConnectTimeout) }, EffectNewFlows, ""},
-	{"retries", func(v *VIP) string { return strconv.Itoa(v.Retries) }, EffectNewFlows, ""},
-	{"idle_timeout", func(v *VIP) string { return fmtDuration(v.IdleTimeout) }, EffectNewFlows, ""},
-	{"keepalive", func(v *VIP) string { return fmtDuration(v.KeepAlive) }, EffectNewFlows, ""},
-	{"max_conns", func(v *VIP) string { return strconv.Itoa(v.MaxConns) }, EffectNow, "no connection is cut: below the new limit the VIP stops accepting until enough end"},
-	{"proxy_protocol", func(v *VIP) string { return v.ProxyProtocol }, EffectNewFlows, ""},
-	{"freebind", func(v *VIP) string { return strconv.FormatBool(v.Freebind) }, EffectNextBind, "the running socket is bound already"},
-	{"defer_accept", func(v *VIP) string { return strconv.FormatBool(v.DeferAccept) }, EffectNewFlows, "set on the running listener"},
-	{"affinity_timeout", func(v *VIP) string { return fmtDuration(v.AffinityTimeout) }, EffectNewFlows, "the affinity table starts empty: clients' pins are forgotten"},
-	{"session_timeout", func(v *VIP) string { return fmtDuration(v.SessionTimeout) }, EffectNow, "every session, established ones too"},
-	{"max_sessions", func(v *VIP) string { return strconv.Itoa(v.MaxSessions) }, EffectNewFlows, "no session is ended"},
-	{"rebalance_rate", func(v *VIP) string { return strconv.Itoa(v.RebalanceRate) }, EffectNow, "the next rebalance; 0 refuses rebalances and stops a running one"},
-	{"udp_responses", func(v *VIP) string { return strconv.Itoa(v.UDPResponses) }, EffectNow, "counted on established sessions too"},
-	{"forward", func(v *VIP) string { return v.Forward.String() }, EffectNow, "every packet from then on, established flows too"},
-	{"log_connections", func(v *VIP) string { return strconv.FormatBool(v.LogConnections) }, EffectNewFlows, "established connections and sessions keep the value they started with"},
-	{"log_connections_rate", func(v *VIP) string { return strconv.Itoa(v.LogConnectionsRate) }, EffectNow, "every line from then on"},
+	{"algorithm", func(v *VIP) string { return v.Algorithm.String() }, EffectNewFlows, "", nil},
+	{"hash_key", func(v *VIP) string { return v.HashKey.String() }, EffectNewFlows, "", nil},
+	{"hash_balance_factor", func(v *VIP) string { return strconv.Itoa(v.HashBalanceFactor) }, EffectNewFlows, "", nil},
+	{"maglev_table_size", func(v *VIP) string { return strconv.Itoa(v.MaglevTableSize) }, EffectNewFlows, "", nil},
+	{"least_time_default", func(v *VIP) string { return fmtDuration(v.LeastTimeDefault) }, EffectNewFlows, "", nil},
+	{"least_time_bias", func(v *VIP) string { return fmtDuration(v.LeastTimeBias) }, EffectNewFlows, "", nil},
+	{"least_time_alpha", func(v *VIP) string { return strconv.FormatFloat(v.LeastTimeAlpha, 'g', -1, 64) }, EffectNewFlows, "RTT estimates take new samples with it", nil},
+	{"least_time_metric", func(v *VIP) string { return v.LeastTimeMetric }, EffectNewFlows, "probes restart to measure it; health states are kept", nil},
+	{"connect_timeout", func(v *VIP) string { return fmtDuration(v.ConnectTimeout) }, EffectNewFlows, "", nil},
+	{"retries", func(v *VIP) string { return strconv.Itoa(v.Retries) }, EffectNewFlows, "", nil},
+	{"idle_timeout", func(v *VIP) string { return fmtDuration(v.IdleTimeout) }, EffectNewFlows, "", nil},
+	{"keepalive", func(v *VIP) string { return fmtDuration(v.KeepAlive) }, EffectNewFlows, "", nil},
+	{"max_conns", func(v *VIP) string { return strconv.Itoa(v.MaxConns) }, EffectNow, "no connection is cut: below the new limit the VIP stops accepting until enough end", nil},
+	{"proxy_protocol", func(v *VIP) string { return v.ProxyProtocol }, EffectNewFlows, "", nil},
+	{"freebind", func(v *VIP) string { return strconv.FormatBool(v.Freebind) }, EffectNextBind, "the running socket is bound already", nil},
+	{"defer_accept", func(v *VIP) string { return strconv.FormatBool(v.DeferAccept) }, EffectNewFlows, "set on the running listener", nil},
+	{"affinity_timeout", func(v *VIP) string { return fmtDuration(v.AffinityTimeout) }, EffectNewFlows, "the affinity table starts empty: clients' pins are forgotten", nil},
+	{"session_timeout", func(v *VIP) string { return fmtDuration(v.SessionTimeout) }, EffectNow, "every session, established ones too", nil},
+	{"max_sessions", func(v *VIP) string { return strconv.Itoa(v.MaxSessions) }, EffectNewFlows, "no session is ended", nil},
+	{"rebalance_rate", func(v *VIP) string { return strconv.Itoa(v.RebalanceRate) }, EffectNow, "the next rebalance; 0 refuses rebalances and stops a running one", nil},
+	{"udp_responses", func(v *VIP) string { return strconv.Itoa(v.UDPResponses) }, EffectNow, "counted on established sessions too", nil},
+	{"forward", func(v *VIP) string { return v.Forward.String() }, EffectNow, "every packet from then on, established flows too", nil},
+	{"log_connections", func(v *VIP) string { return strconv.FormatBool(v.LogConnections) }, EffectNewFlows, "established connections and sessions keep the value they started with", nil},
+	{"log_connections_rate", func(v *VIP) string { return strconv.Itoa(v.LogConnectionsRate) }, EffectNow, "every line from then on", nil},
 }
 
 // healthSettingList are the [vip.health] keys. A changed check restarts
 // every backend's probes (at a random point of the interval); the health
 // states carry over unless the type changes.
 var healthSettingList = []setting[Health]{
-	{"type", func(h *Health) string { return h.Type.String() }, EffectNow, "every backend's health starts again at unknown (eligible) until its first probe"},
-	{"interval", func(h *Health) string { return fmtDuration(h.Interval) }, EffectNow, probesRestart},
-	{"timeout", func(h *Health) string { return fmtDuration(h.Timeout) }, EffectNow, probesRestart},
-	{"rise", func(h *Health) string { return strconv.Itoa(h.Rise) }, EffectNow, probesRestart},
-	{"fall", func(h *Health) string { return strconv.Itoa(h.Fall) }, EffectNow, probesRestart},
-	{"port", func(h *Health) string { return strconv.Itoa(h.Port) }, EffectNow, probesRestart},
-	{"max_fails", func(h *Health) string { return strconv.Itoa(h.MaxFails) }, EffectNow, probesRestart},
-	{"fail_timeout", func(h *Health) string { return fmtDuration(h.FailTimeout) }, EffectNow, probesRestart},
-	{"slow_start", func(h *Health) string { return fmtDuration(h.SlowStart) }, EffectNow, "ramps in progress too"},
-	{"on_down", func(h *Health) string { return h.OnDown }, EffectNow, "for backends that go down from now on"},
-	{"send", func(h *Health) string { return quoteBytes(h.Send) }, EffectNow, probesRestart},
-	{"expect", func(h *Health) string { return quoteBytes(h.Expect) }, EffectNow, probesRestart},
-	{"expect_regex", func(h *Health) string { return strconv.Quote(h.ExpectRegex) }, EffectNow, probesRestart},
-	{"path", func(h *Health) string { return strconv.Quote(h.Path) }, EffectNow, probesRestart},
-	{"host", func(h *Health) string { return strconv.Quote(h.Host) }, EffectNow, probesRestart},
-	{"status", func(h *Health) string { return strconv.Itoa(h.Status) }, EffectNow, probesRestart},
-	{"websocket", func(h *Health) string { return strconv.FormatBool(h.WebSocket) }, EffectNow, probesRestart},
-	{"user", func(h *Health) string { return strconv.Quote(h.User) }, EffectNow, probesRestart},
-	{"password", func(h *Health) string { return h.Password }, EffectNow, probesRestart}, // shown by secret
-	{"database", func(h *Health) string { return strconv.Quote(h.Database) }, EffectNow, probesRestart},
-	{"role", func(h *Health) string { return h.Role }, EffectNow, probesRestart},
+	{"type", func(h *Health) string { return h.Type.String() }, EffectNow, "every backend's health starts again at unknown (eligible) until its first probe", nil},
+	{"interval", func(h *Health) string { return fmtDuration(h.Interval) }, EffectNow, probesRestart, nil},
+	{"timeout", func(h *Health) string { return fmtDuration(h.Timeout) }, EffectNow, probesRestart, nil},
+	{"rise", func(h *Health) string { return strconv.Itoa(h.Rise) }, EffectNow, probesRestart, nil},
+	{"fall", func(h *Health) string { return strconv.Itoa(h.Fall) }, EffectNow, probesRestart, nil},
+	{"port", func(h *Health) string { return strconv.Itoa(h.Port) }, EffectNow, probesRestart, nil},
+	{"max_fails", func(h *Health) string { return strconv.Itoa(h.MaxFails) }, EffectNow, probesRestart, nil},
+	{"fail_timeout", func(h *Health) string { return fmtDuration(h.FailTimeout) }, EffectNow, probesRestart, nil},
+	{"slow_start", func(h *Health) string { return fmtDuration(h.SlowStart) }, EffectNow, "ramps in progress too", nil},
+	{"on_down", func(h *Health) string { return h.OnDown }, EffectNow, "for backends that go down from now on", nil},
+	{"send", func(h *Health) string { return quoteBytes(h.Send) }, EffectNow, probesRestart, nil},
+	{"expect", func(h *Health) string { return quoteBytes(h.Expect) }, EffectNow, probesRestart, nil},
+	{"expect_regex", func(h *Health) string { return strconv.Quote(h.ExpectRegex) }, EffectNow, probesRestart, nil},
+	{"path", func(h *Health) string { return strconv.Quote(h.Path) }, EffectNow, probesRestart, nil},
+	{"host", func(h *Health) string { return strconv.Quote(h.Host) }, EffectNow, probesRestart, nil},
+	{"status", func(h *Health) string { return strconv.Itoa(h.Status) }, EffectNow, probesRestart, nil},
+	{"websocket", func(h *Health) string { return strconv.FormatBool(h.WebSocket) }, EffectNow, probesRestart, nil},
+	{"user", func(h *Health) string { return strconv.Quote(h.User) }, EffectNow, probesRestart, nil},
+	{"password", func(h *Health) string { return h.Password }, EffectNow, probesRestart, nil}, // shown by secret
+	{"database", func(h *Health) string { return strconv.Quote(h.Database) }, EffectNow, probesRestart, nil},
+	{"role", func(h *Health) string { return h.Role }, EffectNow, probesRestart, nil},
 }
 
 const probesRestart = "probes restart with it; health states are kept"
@@ -227,4 +231,14 @@ func secret(s string) string {
 		return "(none)"
 	}
 	return Redacted
+}
+
+// keepRestartOnly copies into next the running values of list's
+// restart-only keys.
+func keepRestartOnly[T any](list []setting[T], next, running *T) {
+	for _, s := range list {
+		if s.effect == EffectRestart {
+			s.keep(next, running)
+		}
+	}
 }

@@ -207,3 +207,29 @@ func TestXDPDrainAndDisable(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartOnlySettingStaysPending: a reload that changes a setting
+// only a restart applies says so; the config in force (status
+// --show-config) keeps the running value, and check --diff with the same
+// file still reports the change as waiting for a restart.
+func TestRestartOnlySettingStaysPending(t *testing.T) {
+	tp := testutil.NewTopology(t, 2)
+	for i := range 2 {
+		namedEcho(t, tp, i, 7000)
+	}
+	lb := startLB(t, tp, vipA)
+	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), "drain_timeout = \"3s\"", "drain_timeout = \"3s\"\npipe_size = 65536", 1))
+	out, errOut, code := l4lbCmd(t, "reload", "--socket", sock)
+	if code != 0 || !strings.Contains(out, "global.pipe_size changed: takes effect only after a restart") {
+		t.Fatalf("reload: exit %d\n%s%s", code, out, errOut)
+	}
+	out, _, _ = l4lbCmd(t, "status", "--socket", sock, "--show-config")
+	if !strings.Contains(out, "pipe_size = 1048576") {
+		t.Fatalf("the config in force shows a pipe_size the process does not use:\n%s", out)
+	}
+	out, errOut, code = l4lbCmd(t, "check", "--socket", sock, "--diff", lb.cfg)
+	if code != 0 || !strings.Contains(out, "pipe_size") || !strings.Contains(out, "restart") {
+		t.Fatalf("check --diff after the reload: exit %d\n%s%s", code, out, errOut)
+	}
+}

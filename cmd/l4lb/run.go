@@ -210,7 +210,7 @@ func (d *daemon) tellManager(err error) {
 
 // reload applies the file again; a bad file leaves the running config.
 func (d *daemon) reload(running *config.Config) (*config.Config, admin.ReloadResult) {
-	cfg, warnings, err := d.applyFile(running)
+	cfg, warnings, restart, err := d.applyFile(running)
 	d.noteReload(err)
 	if err != nil {
 		res := admin.ReloadResult{Error: err.Error()}
@@ -226,7 +226,7 @@ func (d *daemon) reload(running *config.Config) (*config.Config, admin.ReloadRes
 	if err := setLevel(d.level, cfg.Global.LogLevel); err != nil {
 		d.log.Warn("log level unchanged", zap.Error(err))
 	}
-	res := admin.ReloadResult{OK: true, VIPs: len(cfg.VIPs), RestartOnly: config.RestartOnly(running, cfg)}
+	res := admin.ReloadResult{OK: true, VIPs: len(cfg.VIPs), RestartOnly: restart}
 	for _, w := range res.RestartOnly {
 		d.log.Warn("setting changed but takes effect only after a restart", zap.String("key", w))
 	}
@@ -244,9 +244,11 @@ func (d *daemon) logWarnings(warnings []config.Problem) {
 	}
 }
 
-// applyFile loads the file and applies it, logging why when it cannot.
-func (d *daemon) applyFile(running *config.Config) (*config.Config, []config.Problem, error) {
-	cfg, warnings, err := loadChecked(d.path)
+// applyFile loads the file and applies it, logging why when it cannot. It
+// returns the config now in force (the file's, with the running values
+// of the settings that need a restart, listed in restart).
+func (d *daemon) applyFile(running *config.Config) (cfg *config.Config, warnings []config.Problem, restart []string, err error) {
+	cfg, warnings, err = loadChecked(d.path)
 	if err == nil {
 		if problems := config.CheckReload(running, cfg); len(problems) > 0 {
 			err = &config.Error{Problems: problems}
@@ -254,14 +256,16 @@ func (d *daemon) applyFile(running *config.Config) (*config.Config, []config.Pro
 	}
 	if err != nil {
 		d.log.Error("reload refused: config invalid, running config kept", zap.Error(err))
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	d.logWarnings(warnings)
+	restart = config.RestartOnly(running, cfg)
+	cfg = config.InForce(running, cfg)
 	if err := d.rt.Apply(cfg); err != nil {
 		d.log.Error("reload failed, running config kept", zap.Error(err))
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return cfg, warnings, nil
+	return cfg, warnings, restart, nil
 }
 
 // noteReload records a reload's time and result for status and metrics.
