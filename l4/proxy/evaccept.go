@@ -224,6 +224,7 @@ func (s *TCPService) pauseAccept(l *loop, d time.Duration) {
 type acceptResume struct{ s *TCPService }
 
 func (a acceptResume) onTimer(l *loop, _ uint32) { a.s.syncAccept(l) }
+func (a acceptResume) pending(uint32) bool       { return true }
 
 // evConnDone is the end of a connection's accounting on the loops.
 func (s *TCPService) evConnDone() {

@@ -248,7 +248,7 @@ func (c *evConn) localFailure(l *loop, err error) {
 // onTimer: a connect that took too long, a local-failure retry, the
 // backend's keepalive, or the idle check.
 func (c *evConn) onTimer(l *loop, gen uint32) {
-	if gen>>2 != c.gen || c.state == evClosed {
+	if !c.pending(gen) {
 		return
 	}
 	switch gen & 3 {
@@ -264,6 +264,10 @@ func (c *evConn) onTimer(l *loop, gen uint32) {
 		c.lingerEnd(l)
 	}
 }
+
+// pending reports whether a timer armed with gen is still c's: the
+// connection has not ended (or been reused) since.
+func (c *evConn) pending(gen uint32) bool { return gen>>2 == c.gen && c.state != evClosed }
 
 // connectTimer: a connect that took too long, or a local-failure retry.
 func (c *evConn) connectTimer(l *loop) {

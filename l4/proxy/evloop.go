@@ -95,6 +95,10 @@ type handler interface {
 // armed the timer; a timed that re-armed since ignores older ones.
 type timed interface {
 	onTimer(l *loop, gen uint32)
+	// pending reports whether a timer armed with gen still matters: one
+	// that does not (its connection ended or re-armed) may be dropped
+	// before it fires.
+	pending(gen uint32) bool
 }
 
 // loop is one event loop.
@@ -110,6 +114,7 @@ type loop struct {
 	gens         []uint32  // by slot: bumped when the slot is freed
 	free         []int32   // free slots
 	timers       timerHeap
+	compactAt    int // compact the timers when there are this many (compactTimers)
 	events       [128]unix.EpollEvent
 	peer         unix.RawSockaddrInet6 // accept4 writes the client's address here
 	hdr          [maxProxyHeader]byte  // a PROXY header being sent
@@ -152,7 +157,7 @@ func newLoop(id int, pipes *PipePool, base time.Time) (*loop, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	l := &loop{id: id, epfd: epfd, wakefd: wakefd, base: base, buf: make([]byte, copyChunk),
+	l := &loop{id: id, epfd: epfd, wakefd: wakefd, base: base, compactAt: minCompactTimers, buf: make([]byte, copyChunk),
 		pool: pipes, shard: pipes.nextShard(), conns: map[*evConn]struct{}{}}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -1}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &ev); err != nil {
@@ -362,8 +367,33 @@ func (l *loop) withdraw(r *reg) {
 
 // after arms a timer for t in d.
 func (l *loop) after(d time.Duration, t timed, gen uint32) {
+	if len(l.timers) >= l.compactAt {
+		l.compactTimers()
+	}
 	l.timers.push(timerEntry{at: l.now() + int64(d), t: t, gen: gen})
 }
+
+// compactTimers drops the timers that no longer matter. An ended
+// connection's idle timer would otherwise stay in the heap until its
+// deadline (an hour by default): at thousands of connections a second,
+// millions of entries. Compacting when the heap has doubled since the
+// last compaction keeps it within about twice the timers that matter, at
+// an amortized constant cost per timer.
+func (l *loop) compactTimers() {
+	live := l.timers[:0]
+	for _, e := range l.timers {
+		if e.t.pending(e.gen) {
+			live = append(live, e)
+		}
+	}
+	clear(l.timers[len(live):])
+	l.timers = live
+	l.timers.init()
+	l.compactAt = max(2*len(live), minCompactTimers)
+}
+
+// minCompactTimers is the heap size below which timers are never compacted.
+const minCompactTimers = 1024
 
 func (l *loop) fireTimers() {
 	now := l.now()
@@ -432,7 +462,21 @@ func (h *timerHeap) pop() timerEntry {
 	t[0] = t[last]
 	t[last] = timerEntry{}
 	t = t[:last]
-	for i := 0; ; {
+	t.down(0)
+	*h = t
+	return e
+}
+
+// init restores the heap order of any slice of timers.
+func (h timerHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// down moves the timer at i down to its place.
+func (t timerHeap) down(i int) {
+	for {
 		small, l, r := i, 2*i+1, 2*i+2
 		if l < len(t) && t[l].at < t[small].at {
 			small = l
@@ -446,8 +490,6 @@ func (h *timerHeap) pop() timerEntry {
 		t[i], t[small] = t[small], t[i]
 		i = small
 	}
-	*h = t
-	return e
 }
 
 // errLoopsClosed: the loops were stopped.

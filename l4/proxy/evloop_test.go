@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
@@ -328,4 +329,72 @@ func TestProxiedSocketOptions(t *testing.T) {
 		_, backend := sockets()
 		return backend == want
 	})
+}
+
+// TestEndedConnectionsLeaveNoTimers: a connection's idle timer does not
+// outlive it in the loop's heap. Without compaction every ended
+// connection would leave an entry for idle_timeout (an hour here): the
+// heap would hold one per connection ever made.
+func TestEndedConnectionsLeaveNoTimers(t *testing.T) {
+	pipes := NewPipePool(0)
+	ls := newLoopsForTest(t, 1, pipes)
+	ts := newServiceOn(t, pipes, ls, Settings{IdleTimeout: time.Hour}, rawEchoServer(t))
+	vip := &unix.SockaddrInet4{Port: int(ts.addr.Port()), Addr: ts.addr.Addr().As4()}
+	msg, got := []byte("hello"), make([]byte, 5)
+	const n = 6000
+	for range n {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Connect(fd, vip); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.Write(fd, msg); err != nil {
+			t.Fatal(err)
+		}
+		if k, err := unix.Read(fd, got); err != nil || k != len(msg) {
+			t.Fatalf("read %d bytes, %v", k, err)
+		}
+		unix.Close(fd)
+	}
+	var heap int
+	ls.each(func(l *loop) { heap = len(l.timers) })
+	if heap > 3*minCompactTimers {
+		t.Fatalf("%d timers in the heap after %d connections ended", heap, n)
+	}
+}
+
+// stubTimer is a timed whose timers matter while live.
+type stubTimer struct{ live bool }
+
+func (s *stubTimer) onTimer(*loop, uint32) {}
+func (s *stubTimer) pending(uint32) bool   { return s.live }
+
+// TestCompactTimersKeepsOrder: after dropping the timers that no longer
+// matter, the rest still pop in deadline order.
+func TestCompactTimersKeepsOrder(t *testing.T) {
+	l := &loop{compactAt: minCompactTimers}
+	keep, drop := &stubTimer{live: true}, &stubTimer{}
+	r := rand.New(rand.NewPCG(1, 2))
+	want := 0
+	for i := range 5000 {
+		owner := drop
+		if i%3 == 0 {
+			owner, want = keep, want+1
+		}
+		l.timers.push(timerEntry{at: r.Int64N(1 << 40), t: owner})
+	}
+	l.compactTimers()
+	if len(l.timers) != want || l.compactAt != max(2*want, minCompactTimers) {
+		t.Fatalf("%d timers kept (want %d), next compaction at %d", len(l.timers), want, l.compactAt)
+	}
+	last := int64(-1)
+	for len(l.timers) > 0 {
+		e := l.timers.pop()
+		if e.t != keep || e.at < last {
+			t.Fatalf("popped %+v after %d", e, last)
+		}
+		last = e.at
+	}
 }
