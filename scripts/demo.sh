@@ -133,6 +133,19 @@ per_backend < "$TMP/replies2"
 sleep 1
 bin/l4lb status --socket "$TMP/admin.sock"
 
+step "an operator drains backend-1 for maintenance: new connections avoid it, established ones would go on"
+bin/l4lb drain --socket "$TMP/admin.sock" --reason "kernel upgrade" web backend-1
+requests 6 > "$TMP/replies3"
+echo "6 more requests, replies per backend:"
+per_backend < "$TMP/replies3"
+bin/l4lb status --socket "$TMP/admin.sock" | grep -E "BACKEND|backend-1"
+
+step "bin/l4lb explain: where would the client's next connection go, and why"
+bin/l4lb explain --socket "$TMP/admin.sock" web 198.18.0.2:40000
+
+step "bin/l4lb enable: backend-1 takes new connections again"
+bin/l4lb enable --socket "$TMP/admin.sock" web backend-1
+
 step "SIGTERM: l4lb drains and exits"
 stop_lb $LBPID "$TMP/l4lb.log"
 
