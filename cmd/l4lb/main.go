@@ -33,6 +33,7 @@ func commands() []command {
 		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] VIP BACKEND", disableHelp, cmdOverride("disable")},
 		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] VIP BACKEND", enableHelp, cmdOverride("enable")},
 		{"reload", "make a running l4lb reload its config file and print the result", "[--socket PATH | --config FILE] [--json]", reloadHelp, cmdReload},
+		{"upgrade", "hand a running l4lb's sockets and connections to a new binary", "[--socket PATH | --config FILE] [--binary PATH] [--json]", upgradeHelp, cmdUpgrade},
 		{"xdp", "take off the XDP program a stopped l4lb left pinned", "detach [--config] FILE", xdpHelp, cmdXDP},
 		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", "", cmdVersion},
@@ -119,9 +120,10 @@ func upperFirst(s string) string {
 }
 
 const runHelp = `Runs in the foreground as root, logging to stderr. SIGHUP reloads the file
-(a bad file is refused and the running config stays); SIGTERM or SIGINT
-stops accepting, drains for drain_timeout and exits 0; a second signal cuts
-the drain short. FILE defaults to /etc/l4lb/l4lb.toml.
+(a bad file is refused and the running config stays); SIGUSR2 upgrades to
+the binary at the path this one was started from (see l4lb help upgrade);
+SIGTERM or SIGINT stops accepting, drains for drain_timeout and exits 0; a
+second signal cuts the drain short. FILE defaults to /etc/l4lb/l4lb.toml.
 `
 
 const checkHelp = `Prints every problem as file:line and exits 1, or prints "ok" and exits 0.
@@ -161,6 +163,16 @@ backend, which resets them; UDP sessions move on their next datagram.
 const enableHelp = `Enable clears a drain or disable: the backend takes new flows again when
 its health and its weight in the file allow.
 ` + overrideCommon
+
+const upgradeHelp = `Asks the running l4lb to start a new binary (--binary, or the path the
+running one was started from, read from disk again) with the same arguments,
+like SIGUSR2. The new process loads its config, takes the old one's listening
+sockets (no connect is refused: both share the kernel's listen queue), says
+ready; the old one stops accepting and hands over its established TCP
+connections and UDP sessions, then exits. If the new binary fails (it exits,
+refuses its config, or is not ready within a minute), the old one keeps
+serving and this command prints why and exits 1.
+`
 
 const reloadHelp = `Asks the running l4lb to read its config file again, like SIGHUP, and prints
 the result: the number of VIPs, warnings, and settings that need a restart.

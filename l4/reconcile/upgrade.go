@@ -1,0 +1,170 @@
+// Upgrade support: the listening sockets a running l4lb hands to the next
+// one, the pause of the old one's accepting while the new one takes over,
+// and the hold on the old one's XDP map writes.
+package reconcile
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/l4"
+)
+
+// ListenSockets are a process's VIP sockets by VIP key (l4.VIPKey.String()):
+// a TCP VIP's listener, a UDP VIP's socket group in loop order. They are
+// duplicates the holder owns and closes.
+type ListenSockets struct {
+	TCP map[string]int
+	UDP map[string][]int
+}
+
+// Len returns the number of descriptors held.
+func (ls *ListenSockets) Len() int {
+	if ls == nil {
+		return 0
+	}
+	n := len(ls.TCP)
+	for _, g := range ls.UDP {
+		n += len(g)
+	}
+	return n
+}
+
+// Close closes every descriptor still held.
+func (ls *ListenSockets) Close() {
+	if ls == nil {
+		return
+	}
+	for k, fd := range ls.TCP {
+		unix.Close(fd)
+		delete(ls.TCP, k)
+	}
+	for k, g := range ls.UDP {
+		for _, fd := range g {
+			unix.Close(fd)
+		}
+		delete(ls.UDP, k)
+	}
+}
+
+// takeTCP hands over key's listener, if held: the caller owns it.
+func (ls *ListenSockets) takeTCP(key l4.VIPKey) (int, bool) {
+	if ls == nil {
+		return -1, false
+	}
+	fd, ok := ls.TCP[key.String()]
+	delete(ls.TCP, key.String())
+	return fd, ok
+}
+
+// takeUDP hands over key's socket group, if held: the caller owns it.
+func (ls *ListenSockets) takeUDP(key l4.VIPKey) ([]int, bool) {
+	if ls == nil {
+		return nil, false
+	}
+	fds, ok := ls.UDP[key.String()]
+	delete(ls.UDP, key.String())
+	return fds, ok && len(fds) > 0
+}
+
+// ExportListeners duplicates the sockets of every proxy VIP that accepts
+// (not those draining after a reload removed them), for the next l4lb.
+func (r *Runtime) ExportListeners() (*ListenSockets, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := &ListenSockets{TCP: map[string]int{}, UDP: map[string][]int{}}
+	for key, v := range r.vips {
+		var err error
+		switch p := v.dp.(type) {
+		case *tcpPlane:
+			var fd int
+			if fd, err = p.svc.ListenerFD(); err == nil {
+				out.TCP[key.String()] = fd
+			}
+		case *udpPlane:
+			var fds []int
+			if fds, err = p.svc.GroupFDs(); err == nil {
+				out.UDP[key.String()] = fds
+			}
+		}
+		if err != nil {
+			out.Close()
+			return nil, fmt.Errorf("vip %q: %w", v.name(), err)
+		}
+	}
+	return out, nil
+}
+
+// Inherit gives the next Apply the sockets an earlier l4lb passed: each VIP
+// listed there takes its socket instead of binding one. Apply closes what
+// no VIP took.
+func (r *Runtime) Inherit(ls *ListenSockets) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inherit = ls
+}
+
+// closeInherited closes the inherited sockets no VIP took (under r.mu).
+func (r *Runtime) closeInherited() {
+	if n := r.inherit.Len(); n > 0 {
+		r.log.Info("inherited sockets of VIPs this config does not have closed", zap.Int("sockets", n))
+	}
+	r.inherit.Close()
+	r.inherit = nil
+}
+
+// PauseAccepting stops (true) or resumes (false) this process taking new
+// flows on its proxy VIPs while their sockets stay open for another
+// process: TCP listeners leave the loops' epoll sets, UDP sockets are not
+// read (their sessions keep relaying replies). Established flows go on.
+func (r *Runtime) PauseAccepting(pause bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range r.vips {
+		switch p := v.dp.(type) {
+		case *tcpPlane:
+			p.svc.PauseAccepting(pause)
+		case *udpPlane:
+			p.svc.PauseReading(pause)
+		}
+	}
+}
+
+// HoldXDP stops (true) this process writing the XDP maps while another
+// l4lb adopts them (pinned maps are shared: the new process's view must
+// win), or resumes (false) and writes every xdp VIP's snapshot again,
+// since the other process may have written its own.
+func (r *Runtime) HoldXDP(hold bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.xdp == nil {
+		return
+	}
+	r.xdp.held.Store(hold)
+	if hold {
+		return
+	}
+	for _, v := range r.vips {
+		if p, ok := v.dp.(*xdpPlane); ok {
+			if err := p.publish(v.store.Load()); err != nil {
+				v.log.Error("xdp: rewriting the maps after an upgrade failed", zap.Error(err))
+			}
+		}
+	}
+	r.xdp.neighborsChanged()
+}
+
+// UpgradeBlocker says why this runtime cannot hand over to another
+// process, or "" when it can: without pin_path the XDP program's link
+// belongs to this process and the next one could not attach beside it.
+func (r *Runtime) UpgradeBlocker() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.xdp != nil && r.xdp.cfg.PinPath == "" && len(r.xdp.planeList()) > 0 {
+		return "xdp VIPs run without [xdp] pin_path: the new process could not take the XDP program over " +
+			"(set pin_path, which needs a restart, or restart instead of upgrading)"
+	}
+	return ""
+}
