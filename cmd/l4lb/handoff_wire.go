@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/l4/proxy"
 )
 
 // upgradeFDEnv names the descriptor of the new process's end of the
@@ -52,8 +54,9 @@ type handoffMsg struct {
 	Metrics string         `json:"metrics,omitempty"` // its address
 	Last    bool           `json:"last,omitempty"`    // the last message of its kind
 
-	Taken []bool `json:"taken,omitempty"`
-	Kept  int    `json:"kept,omitempty"`
+	Conns []proxy.ConnState `json:"conns,omitempty"` // two descriptors each: client, backend
+	Taken []bool            `json:"taken,omitempty"`
+	Kept  int               `json:"kept,omitempty"`
 	// AdminTaken (done, new -> old): the new process serves the admin
 	// socket passed; the old one must leave the file in place.
 	AdminTaken bool `json:"admin_taken,omitempty"`

@@ -17,6 +17,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
+	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -176,6 +177,8 @@ func (d *daemon) takeOver(cfg *config.Config) {
 			return
 		}
 		switch m.Op {
+		case opConns:
+			_ = n.conn.send(&handoffMsg{Op: opTaken, Taken: d.adoptConns(m.Conns, fds)}, nil)
 		case opDone:
 			taken := d.becomeMain(cfg)
 			_ = n.conn.send(&handoffMsg{Op: opDone, AdminTaken: taken}, nil)
@@ -231,4 +234,29 @@ func sameListenAddr(bound, want string) bool {
 	b, err1 := net.ResolveTCPAddr("tcp", bound)
 	w, err2 := net.ResolveTCPAddr("tcp", want)
 	return err1 == nil && err2 == nil && b.Port == w.Port && (b.IP.Equal(w.IP) || (w.IP == nil && b.IP.IsUnspecified()))
+}
+
+// adoptConns adopts a batch of connections (two descriptors each) and
+// says which it took; the refused ones' descriptors are closed here (the
+// old process keeps them).
+func (d *daemon) adoptConns(states []proxy.ConnState, fds []int) []bool {
+	taken := make([]bool, len(states))
+	if len(fds) != 2*len(states) {
+		closeFDs(fds)
+		d.log.Error("upgrade: a batch of connections came with the wrong number of sockets", zap.Int("conns", len(states)), zap.Int("sockets", len(fds)))
+		return taken
+	}
+	refused := map[string]int{}
+	for i, st := range states {
+		if err := d.rt.AdoptConn(st, fds[2*i], fds[2*i+1]); err != nil {
+			closeFDs(fds[2*i : 2*i+2])
+			refused[st.VIP+": "+err.Error()]++
+			continue
+		}
+		taken[i] = true
+	}
+	for why, n := range refused {
+		d.log.Warn("upgrade: connections left to the old process", zap.Int("connections", n), zap.String("why", why))
+	}
+	return taken
 }

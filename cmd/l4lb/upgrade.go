@@ -19,6 +19,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
+	"github.com/l4lb/l4lb/l4/proxy"
 )
 
 // upgradeStartTimeout bounds the new process's start: loading its config,
@@ -151,7 +152,80 @@ func (o *oldSide) run() error {
 	// Clients queue in the kernel's listen queue, which outlives either.
 	o.d.rt.PauseAccepting(true)
 	o.paused = true
+	if err := o.handConns(); err != nil {
+		return err
+	}
 	return o.commit()
+}
+
+// handoverFlush bounds how long a connection may take to write out the
+// bytes this process holds for it before it is handed over; one that
+// cannot (its receiver does not read) stays here and drains.
+const handoverFlush = 2 * time.Second
+
+// handConns hands every established TCP connection over, in batches the
+// new process adopts or refuses (then it stays here).
+func (o *oldSide) handConns() error {
+	start := time.Now()
+	defer func() { o.res.HandoverSeconds = time.Since(start).Seconds() }()
+	st, err := o.d.rt.DetachConns(handoverFlush, o.emitConns)
+	o.res.Kept += st.Kept
+	o.res.Flushed = st.Flushed
+	if st.Kept > 0 {
+		o.d.log.Warn("upgrade: connections not flushed in time (or still connecting) stay in this process and drain",
+			zap.Int("kept", st.Kept), zap.Duration("flush", handoverFlush))
+	}
+	return err
+}
+
+// emitConns sends flushed connections in batches; each is released here
+// once the new process took it, or put back to work here.
+func (o *oldSide) emitConns(conns []*proxy.DetachedConn) error {
+	for len(conns) > 0 {
+		n := min(len(conns), maxFDsPerMsg/2)
+		batch := conns[:n]
+		conns = conns[n:]
+		taken, err := o.sendConns(batch)
+		if err != nil {
+			proxy.RestoreConns(append(batch, conns...))
+			o.res.Kept += len(batch) + len(conns)
+			return err
+		}
+		var gone, left []*proxy.DetachedConn
+		for i, c := range batch {
+			if taken[i] {
+				gone = append(gone, c)
+			} else {
+				left = append(left, c)
+			}
+		}
+		proxy.ReleaseConns(gone)
+		proxy.RestoreConns(left)
+		o.res.Connections += len(gone)
+		o.res.Kept += len(left)
+	}
+	return nil
+}
+
+// sendConns sends one batch and returns which the new process took.
+func (o *oldSide) sendConns(batch []*proxy.DetachedConn) ([]bool, error) {
+	m := &handoffMsg{Op: opConns}
+	fds := make([]int, 0, 2*len(batch))
+	for _, c := range batch {
+		m.Conns = append(m.Conns, c.State)
+		fds = append(fds, c.Client, c.Backend)
+	}
+	if err := o.child.conn.send(m, fds); err != nil {
+		return nil, err
+	}
+	reply, err := o.child.expect(opTaken, time.Now().Add(30*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	if len(reply.Taken) != len(batch) {
+		return nil, fmt.Errorf("upgrade: the new l4lb answered for %d of %d connections", len(reply.Taken), len(batch))
+	}
+	return reply.Taken, nil
 }
 
 // sendListeners passes every VIP socket, the admin socket and the metrics
@@ -419,8 +493,8 @@ func printUpgrade(stdout, stderr io.Writer, res admin.UpgradeResult) {
 		return
 	}
 	fmt.Fprintf(stdout, "upgraded: pid %d -> %d (%s) in %.3fs\n", res.OldPID, res.PID, res.Binary, res.Seconds)
-	fmt.Fprintf(stdout, "handed over: %d listening sockets, %d connections, %d UDP sessions (in %.3fs)\n",
-		res.Listeners, res.Connections, res.Sessions, res.HandoverSeconds)
+	fmt.Fprintf(stdout, "handed over: %d listening sockets, %d connections (%d flushed first), %d UDP sessions (in %.3fs)\n",
+		res.Listeners, res.Connections, res.Flushed, res.Sessions, res.HandoverSeconds)
 	if res.Kept > 0 {
 		fmt.Fprintf(stdout, "%d connections stay in pid %d until they end (drain_timeout at most)\n", res.Kept, res.OldPID)
 	}

@@ -56,8 +56,11 @@ type UpgradeResult struct {
 	// be flushed in time, or the new config has no place for them).
 	Listeners   int `json:"listeners"`
 	Connections int `json:"connections"`
-	Sessions    int `json:"sessions"`
-	Kept        int `json:"kept"`
+	// Flushed: of the connections handed over, those whose bytes held in
+	// this process (pipes, buffers) were written out first.
+	Flushed  int `json:"flushed"`
+	Sessions int `json:"sessions"`
+	Kept     int `json:"kept"`
 	// Seconds is how long the upgrade took, from the start of the new
 	// binary; HandoverSeconds the part that moved established flows.
 	Seconds         float64 `json:"seconds"`

@@ -80,6 +80,7 @@ type evConn struct {
 	up, down        evDir
 	lastActive      int64
 	idle            int64
+	started         int64 // loop clock at accept (an upgrade passes it on)
 	tracked         bool
 }
 
@@ -101,6 +102,7 @@ type evDir struct {
 	done     bool   // the FIN was passed on
 	splice   bool   // bulk: move chunks with splice
 	bytes    *atomic.Uint64
+	n        uint64 // bytes this connection moved this way (an upgrade passes them on)
 }
 
 // timer kinds in the low two bits of the generation a timer carries.
@@ -120,7 +122,7 @@ const keepAliveAfter = time.Second
 // startConn begins proxying a freshly accepted client socket.
 func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 	c := l.newConn()
-	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), gen: c.gen}
+	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), gen: c.gen, started: l.now()}
 	c.backend.reg = reg{fd: -1, slot: -1}
 	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
 	c.flow = l4.Flow{Src: src, Dst: s.key.Addr, Proto: l4.TCP}
@@ -626,6 +628,7 @@ func (c *evConn) flush(l *loop, d *evDir) bool {
 func (c *evConn) moved(l *loop, d *evDir, n int) {
 	if n > 0 {
 		d.bytes.Add(uint64(n))
+		d.n += uint64(n)
 		c.lastActive = l.now()
 	}
 }

@@ -124,6 +124,7 @@ type loop struct {
 	again2       []againEntry // the list being worked through (reused)
 	flushes      []*udpSock   // UDP sockets with replies to send at the end of the round
 	freeSessions []*loopSession
+	handing      []handingConn // connections frozen for an upgrade's handover, still flushing
 
 	mu     sync.Mutex // guards tasks and inbox
 	tasks  []func()

@@ -4,12 +4,15 @@
 package reconcile
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/proxy"
 )
 
 // ListenSockets are a process's VIP sockets by VIP key (l4.VIPKey.String()):
@@ -167,4 +170,51 @@ func (r *Runtime) UpgradeBlocker() string {
 			"(set pin_path, which needs a restart, or restart instead of upgrading)"
 	}
 	return ""
+}
+
+// DetachConns takes the established TCP connections of every proxy VIP off
+// the event loops for the next l4lb, handing them to emit as they are
+// flushed (see proxy.DetachConns): accepting must be paused before. Those
+// that could not flush within flush, or were still connecting, stay here
+// and drain.
+func (r *Runtime) DetachConns(flush time.Duration, emit func([]*proxy.DetachedConn) error) (proxy.HandoverStats, error) {
+	r.mu.Lock()
+	var svcs []*proxy.TCPService
+	for _, v := range r.vips {
+		if p, ok := v.dp.(*tcpPlane); ok {
+			svcs = append(svcs, p.svc)
+		}
+	}
+	r.mu.Unlock()
+	return proxy.DetachConns(svcs, flush, emit)
+}
+
+// Errors an adoption is refused with: the connection stays in the old
+// process, which drains it.
+var (
+	errAdoptNoVIP     = errors.New("no proxy TCP VIP with this address here")
+	errAdoptNoBackend = errors.New("its backend is not in this config (or has another address)")
+)
+
+// AdoptConn takes over a connection the previous l4lb detached: cfd and
+// bfd are its sockets, owned by the runtime on success (the caller closes
+// them on an error). The VIP and the backend (same identity and address)
+// must be in this config.
+func (r *Runtime) AdoptConn(st proxy.ConnState, cfd, bfd int) error {
+	v := r.lookupVIP(st.VIP)
+	if v == nil {
+		return errAdoptNoVIP
+	}
+	p, ok := v.dp.(*tcpPlane)
+	if !ok {
+		return errAdoptNoVIP
+	}
+	v.mu.Lock()
+	be, ok := v.backends[st.Backend]
+	v.mu.Unlock()
+	if !ok || be.b.Addr != st.BackendAddr {
+		return errAdoptNoBackend
+	}
+	p.svc.AdoptConn(st, cfd, bfd, be.b)
+	return nil
 }
