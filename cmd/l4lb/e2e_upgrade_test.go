@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -746,4 +747,119 @@ func TestUpgradeMovesEstablished(t *testing.T) {
 		}
 		return true
 	})
+}
+
+const udpUpgradeVIP = `
+[global]
+admin_socket = "@ADMIN@"
+
+[[vip]]
+name = "dns"
+listen = "198.18.2.10:53"
+protocol = "udp"
+algorithm = "round_robin"
+session_timeout = "30s"
+  [[vip.backend]]
+  address = "198.18.1.11:5300"
+  [[vip.backend]]
+  address = "198.18.1.12:5300"
+  [[vip.backend]]
+  address = "198.18.1.13:5300"
+`
+
+// TestUpgradeMovesUDPSessions: UDP flows that keep sending through an
+// upgrade keep their backends (round robin would give a new session
+// another one two times in three), and no datagram is lost: the VIP
+// sockets' queues wait while the sessions move.
+func TestUpgradeMovesUDPSessions(t *testing.T) {
+	const flows = 48
+	tp := testutil.NewTopology(t, 3)
+	for i := range 3 {
+		udpNamedEcho(t, tp, i, 5300)
+	}
+	lb := startUpgradable(t, tp.LB, udpUpgradeVIP)
+	conns := make([]*net.UDPConn, flows)
+	for i := range conns {
+		tp.Client.MustDo(t, func() (err error) {
+			conns[i], err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(tp.VIP, 53)))
+			return err
+		})
+		t.Cleanup(func() { conns[i].Close() })
+	}
+	ask := func(c *net.UDPConn, msg string) (string, error) {
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return "", err
+		}
+		buf := make([]byte, 512)
+		n, err := c.Read(buf)
+		if err != nil {
+			return "", err
+		}
+		be, rest, ok := strings.Cut(string(buf[:n]), ":")
+		if !ok || rest != msg {
+			return "", fmt.Errorf("reply %q to %q", buf[:n], msg)
+		}
+		return be, nil
+	}
+	pinned := make([]string, flows)
+	spread := map[string]int{}
+	for i, c := range conns {
+		be, err := ask(c, "hello")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pinned[i] = be
+		spread[be]++
+	}
+	if len(spread) < 3 {
+		t.Fatalf("the flows are on %v: the test needs all three backends", spread)
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var asked, moved, lost atomic.Int64
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				asked.Add(1)
+				be, err := ask(c, fmt.Sprintf("flow %d datagram %d", i, k))
+				switch {
+				case err != nil:
+					lost.Add(1)
+				case be != pinned[i]:
+					moved.Add(1)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	_, out := lb.upgradeOK(t)
+	t.Logf("%s", out)
+	if !strings.Contains(out, fmt.Sprintf("%d UDP sessions", flows)) {
+		t.Errorf("not every session was handed over:\n%s", out)
+	}
+	select {
+	case <-lb.exited:
+	case <-time.After(time.Second):
+		t.Fatal("the old process still runs a second after the upgrade")
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d datagrams asked through the upgrade: %d answered by another backend, %d lost", asked.Load(), moved.Load(), lost.Load())
+	if moved.Load() > 0 || lost.Load() > 0 {
+		t.Fatalf("%d of %d datagrams went to another backend, %d were lost", moved.Load(), asked.Load(), lost.Load())
+	}
+	if st := lb.status(t); st.VIPs[0].Active != flows {
+		t.Fatalf("the new process holds %d sessions, want %d", st.VIPs[0].Active, flows)
+	}
 }

@@ -54,9 +54,10 @@ type handoffMsg struct {
 	Metrics string         `json:"metrics,omitempty"` // its address
 	Last    bool           `json:"last,omitempty"`    // the last message of its kind
 
-	Conns []proxy.ConnState `json:"conns,omitempty"` // two descriptors each: client, backend
-	Taken []bool            `json:"taken,omitempty"`
-	Kept  int               `json:"kept,omitempty"`
+	Conns    []proxy.ConnState    `json:"conns,omitempty"`    // two descriptors each: client, backend
+	Sessions []proxy.SessionState `json:"sessions,omitempty"` // one descriptor each: the backend socket
+	Taken    []bool               `json:"taken,omitempty"`
+	Kept     int                  `json:"kept,omitempty"`
 	// AdminTaken (done, new -> old): the new process serves the admin
 	// socket passed; the old one must leave the file in place.
 	AdminTaken bool `json:"admin_taken,omitempty"`

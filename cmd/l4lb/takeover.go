@@ -177,6 +177,11 @@ func (d *daemon) takeOver(cfg *config.Config) {
 			return
 		}
 		switch m.Op {
+		case opSessions:
+			_ = n.conn.send(&handoffMsg{Op: opTaken, Taken: d.adoptSessions(m.Sessions, fds)}, nil)
+			if m.Last {
+				d.rt.ResumeReading() // the sessions are in the table: datagrams find them
+			}
 		case opConns:
 			_ = n.conn.send(&handoffMsg{Op: opTaken, Taken: d.adoptConns(m.Conns, fds)}, nil)
 		case opDone:
@@ -221,6 +226,7 @@ func (d *daemon) becomeMain(cfg *config.Config) bool {
 		}
 	}
 	n.closeExtras()
+	d.rt.ResumeReading() // also when the old process sent no sessions (it died)
 	d.tellManager(d.notify.readyAsMain(os.Getpid()))
 	return taken
 }
@@ -257,6 +263,29 @@ func (d *daemon) adoptConns(states []proxy.ConnState, fds []int) []bool {
 	}
 	for why, n := range refused {
 		d.log.Warn("upgrade: connections left to the old process", zap.Int("connections", n), zap.String("why", why))
+	}
+	return taken
+}
+
+// adoptSessions adopts a batch of UDP sessions (one descriptor each) and
+// says which it took.
+func (d *daemon) adoptSessions(states []proxy.SessionState, fds []int) []bool {
+	taken := make([]bool, len(states))
+	if len(fds) != len(states) {
+		closeFDs(fds)
+		d.log.Error("upgrade: a batch of sessions came with the wrong number of sockets", zap.Int("sessions", len(states)), zap.Int("sockets", len(fds)))
+		return taken
+	}
+	refused := map[string]int{}
+	for i, st := range states {
+		if err := d.rt.AdoptSession(st, fds[i]); err != nil {
+			refused[st.VIP+": "+err.Error()]++
+			continue
+		}
+		taken[i] = true
+	}
+	for why, n := range refused {
+		d.log.Warn("upgrade: UDP sessions not adopted", zap.Int("sessions", n), zap.String("why", why))
 	}
 	return taken
 }

@@ -152,10 +152,68 @@ func (o *oldSide) run() error {
 	// Clients queue in the kernel's listen queue, which outlives either.
 	o.d.rt.PauseAccepting(true)
 	o.paused = true
+	if err := o.handSessions(); err != nil {
+		return err
+	}
 	if err := o.handConns(); err != nil {
 		return err
 	}
 	return o.commit()
+}
+
+// handSessions hands every UDP session over (its backend socket and its
+// backend), so that flows keep their backends; the new process reads the
+// VIP sockets once it has them. Sessions it refuses end here.
+func (o *oldSide) handSessions() error {
+	all := o.d.rt.DetachSessions()
+	dropped := 0
+	for i := 0; ; {
+		n := min(len(all)-i, maxFDsPerMsg)
+		batch := all[i : i+n]
+		i += n
+		m := &handoffMsg{Op: opSessions, Last: i == len(all)}
+		fds := make([]int, 0, n)
+		for _, d := range batch {
+			m.Sessions = append(m.Sessions, d.State)
+			fds = append(fds, d.FD)
+		}
+		taken, err := o.exchange(m, fds, n)
+		if err != nil {
+			proxy.RestoreSessions(all[i-n:])
+			return err
+		}
+		for _, ok := range taken {
+			if ok {
+				o.res.Sessions++
+			} else {
+				dropped++
+			}
+		}
+		proxy.ReleaseSessions(batch)
+		if m.Last {
+			break
+		}
+	}
+	if dropped > 0 {
+		o.d.log.Warn("upgrade: UDP sessions the new config has no place for ended; their next datagram starts a new one", zap.Int("sessions", dropped))
+	}
+	return nil
+}
+
+// exchange sends one batch and returns which of its n items the new
+// process took.
+func (o *oldSide) exchange(m *handoffMsg, fds []int, n int) ([]bool, error) {
+	if err := o.child.conn.send(m, fds); err != nil {
+		return nil, err
+	}
+	reply, err := o.child.expect(opTaken, time.Now().Add(30*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	if len(reply.Taken) != n {
+		return nil, fmt.Errorf("upgrade: the new l4lb answered for %d of %d %s", len(reply.Taken), n, m.Op)
+	}
+	return reply.Taken, nil
 }
 
 // handoverFlush bounds how long a connection may take to write out the
@@ -215,17 +273,7 @@ func (o *oldSide) sendConns(batch []*proxy.DetachedConn) ([]bool, error) {
 		m.Conns = append(m.Conns, c.State)
 		fds = append(fds, c.Client, c.Backend)
 	}
-	if err := o.child.conn.send(m, fds); err != nil {
-		return nil, err
-	}
-	reply, err := o.child.expect(opTaken, time.Now().Add(30*time.Second))
-	if err != nil {
-		return nil, err
-	}
-	if len(reply.Taken) != len(batch) {
-		return nil, fmt.Errorf("upgrade: the new l4lb answered for %d of %d connections", len(reply.Taken), len(batch))
-	}
-	return reply.Taken, nil
+	return o.exchange(m, fds, len(batch))
 }
 
 // sendListeners passes every VIP socket, the admin socket and the metrics

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -37,6 +38,9 @@ type evUDP struct {
 	socks []*udpSock // by loop id
 	stop  chan struct{}
 	once  sync.Once
+	// paused: the loops do not read the VIP sockets (another process does,
+	// or will once this one has its sessions: an upgrade).
+	paused atomic.Bool
 }
 
 // udpSock is the VIP socket a loop reads, and the replies it will send.
@@ -105,6 +109,7 @@ func newEvUDP(s *UDPService, loops *Loops, group []int) (*evUDP, error) {
 		fds = append(fds, fd)
 	}
 	e := &evUDP{loops: loops, stop: make(chan struct{})}
+	e.paused.Store(s.startPaused)
 	for _, fd := range fds {
 		e.socks = append(e.socks, &udpSock{s: s, fd: fd, reg: reg{fd: fd, slot: -1},
 			in: newMsgBatch(vipBatch, bufSize), out: newMsgBatch(replyOut, bufSize)})
@@ -179,6 +184,9 @@ func (s *UDPService) serveLoops() {
 	e := s.ev
 	e.loops.each(func(l *loop) {
 		vs := e.socks[l.id]
+		if e.paused.Load() || vs.reg.slot >= 0 {
+			return // PauseReading(false) registers it
+		}
 		r, err := l.add(vs.fd, udpEvents, vs)
 		if err != nil {
 			s.log.Error("cannot watch the udp socket", zap.Stringer("listen", s.key), zap.Error(err))

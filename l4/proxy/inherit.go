@@ -103,6 +103,7 @@ func (s *UDPService) GroupFDs() ([]int, error) {
 // returns once every loop has applied it.
 func (s *UDPService) PauseReading(pause bool) {
 	e := s.ev
+	e.paused.Store(pause)
 	e.loops.each(func(l *loop) {
 		vs := e.socks[l.id]
 		switch {

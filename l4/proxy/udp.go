@@ -66,6 +66,8 @@ type UDPService struct {
 	settings atomic.Pointer[UDPSettings]
 	Stats    UDPStats
 	sessions atomic.Int64
+	// startPaused: UDPConfig.Paused.
+	startPaused bool
 
 	warnings rateLog
 
@@ -79,7 +81,10 @@ type UDPConfig struct {
 	// Group, instead of Conn, are the sockets of a SO_REUSEPORT group
 	// another process passed (an upgrade), in its loop order; the service
 	// owns them from then on, also when NewUDPService fails.
-	Group     []int
+	Group []int
+	// Paused: Serve does not read the VIP sockets until PauseReading(false)
+	// (an upgrade's new process adopts the old one's sessions first).
+	Paused    bool
 	Snapshots *snapshot.Store
 	Settings  UDPSettings
 	Log       *zap.Logger
@@ -144,6 +149,7 @@ func newUDPBase(cfg UDPConfig, addr netip.AddrPort) *UDPService {
 	}
 	s.key.Addr = netip.AddrPortFrom(s.key.Addr.Addr().Unmap(), s.key.Addr.Port())
 	s.wildcard = s.key.Addr.Addr().IsUnspecified()
+	s.startPaused = cfg.Paused
 	s.settings.Store(&cfg.Settings)
 	return s
 }

@@ -166,7 +166,9 @@ type udpPlane struct{ svc *proxy.UDPService }
 func newUDPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*udpPlane, error) {
 	ucfg := proxy.UDPConfig{Snapshots: d.store, Settings: udpSettings(vc), Log: d.log, Observer: d.obs, Self: d.self, Loops: d.loops}
 	if fds, ok := d.inherit.takeUDP(key); ok {
-		ucfg.Group = fds // the service owns them now, also when it fails
+		// The service owns them now, also when it fails. It reads them once
+		// it has the old process's sessions (Runtime.ResumeReading).
+		ucfg.Group, ucfg.Paused = fds, true
 	} else {
 		group := d.loops != nil && d.loops.Len() > 1 // a socket per loop
 		conn, err := proxy.ListenUDP(key.Addr, proxy.ListenOptions{Freebind: vc.Freebind, ReusePort: group})

@@ -218,3 +218,53 @@ func (r *Runtime) AdoptConn(st proxy.ConnState, cfd, bfd int) error {
 	p.svc.AdoptConn(st, cfd, bfd, be.b)
 	return nil
 }
+
+// DetachSessions takes every UDP session of every proxy VIP off the event
+// loops for the next l4lb (see proxy.DetachSessions): reading must be
+// paused before.
+func (r *Runtime) DetachSessions() []*proxy.DetachedSession {
+	r.mu.Lock()
+	var svcs []*proxy.UDPService
+	for _, v := range r.vips {
+		if p, ok := v.dp.(*udpPlane); ok {
+			svcs = append(svcs, p.svc)
+		}
+	}
+	r.mu.Unlock()
+	return proxy.DetachSessions(svcs)
+}
+
+// AdoptSession takes over a UDP session the previous l4lb detached: fd
+// is its backend socket, owned by the runtime in every case. The VIP and
+// the backend (same identity and address) must be in this config.
+func (r *Runtime) AdoptSession(st proxy.SessionState, fd int) error {
+	v := r.lookupVIP(st.VIP)
+	p, ok := (*udpPlane)(nil), false
+	if v != nil {
+		p, ok = v.dp.(*udpPlane)
+	}
+	if !ok {
+		proxy.CloseSockets(fd)
+		return errAdoptNoVIP
+	}
+	v.mu.Lock()
+	be, ok := v.backends[st.Backend]
+	v.mu.Unlock()
+	if !ok || be.b.Addr != st.BackendAddr {
+		proxy.CloseSockets(fd)
+		return errAdoptNoBackend
+	}
+	return p.svc.AdoptSession(st, fd, be.b)
+}
+
+// ResumeReading starts reading the UDP VIP sockets taken from the previous
+// l4lb, once its sessions are adopted (a no-op for those read already).
+func (r *Runtime) ResumeReading() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range r.vips {
+		if p, ok := v.dp.(*udpPlane); ok {
+			p.svc.PauseReading(false)
+		}
+	}
+}
