@@ -863,3 +863,68 @@ func TestUpgradeMovesUDPSessions(t *testing.T) {
 		t.Fatalf("the new process holds %d sessions, want %d", st.VIPs[0].Active, flows)
 	}
 }
+
+const vipThree = `
+[global]
+admin_socket = "@ADMIN@"
+
+[[vip]]
+name = "a"
+listen = "198.18.2.10:80"
+protocol = "tcp"
+  [vip.health]
+  type = "tcp"
+  interval = "10s"
+  max_fails = 1
+  [[vip.backend]]
+  name = "be0"
+  address = "198.18.1.11:7000"
+  [[vip.backend]]
+  name = "be1"
+  address = "198.18.1.12:7000"
+  [[vip.backend]]
+  name = "be2"
+  address = "198.18.1.13:7000"
+`
+
+// TestUpgradeKeepsBackendState: an operator's disable and a backend that
+// health took down stay so in the new process, before its own probes run.
+func TestUpgradeKeepsBackendState(t *testing.T) {
+	tp := testutil.NewTopology(t, 3)
+	for i := range 2 { // be2 serves nothing: its first connect fails
+		namedEcho(t, tp, i, 7000)
+	}
+	lb := startUpgradable(t, tp.LB, vipThree)
+	backend := func(id string) reconcile.BackendStatus {
+		t.Helper()
+		for _, b := range lb.status(t).VIPs[0].Backends {
+			if b.ID == id {
+				return b
+			}
+		}
+		t.Fatalf("no backend %s", id)
+		return reconcile.BackendStatus{}
+	}
+	testutil.Eventually(t, 10*time.Second, "a connect to be2 to take it down", func() bool {
+		if c, err := dialVIP(tp, 80); err == nil {
+			c.Close()
+		}
+		return backend("be2").Health == "down"
+	})
+	if out, errOut, code := l4lbCmd(t, "disable", "--socket", lb.sock, "--reason", "maintenance", "a", "be0"); code != 0 {
+		t.Fatalf("disable: %s%s", out, errOut)
+	}
+	pid, _ := lb.upgradeOK(t)
+	if st := lb.status(t); st.Process.PID != pid {
+		t.Fatalf("status from pid %d", st.Process.PID)
+	}
+	if b := backend("be0"); b.Override != "disable" || b.OverrideBy != "root: maintenance" {
+		t.Fatalf("be0 after the upgrade: override %q by %q", b.Override, b.OverrideBy)
+	}
+	if b := backend("be2"); b.Health != "down" {
+		t.Fatalf("be2 after the upgrade: health %q, want down (carried over)", b.Health)
+	}
+	if seen := backendsSeen(t, tp, 80, 12); seen["be1"] != 12 {
+		t.Fatalf("new connections after the upgrade went to %v, want be1 only", seen)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
 // upgradeFDEnv names the descriptor of the new process's end of the
@@ -53,6 +54,8 @@ type handoffMsg struct {
 	Admin   string         `json:"admin,omitempty"`   // its path
 	Metrics string         `json:"metrics,omitempty"` // its address
 	Last    bool           `json:"last,omitempty"`    // the last message of its kind
+	// Backends (the last listeners message): health and overrides.
+	Backends []reconcile.BackendState `json:"backends,omitempty"`
 
 	Conns    []proxy.ConnState    `json:"conns,omitempty"`    // two descriptors each: client, backend
 	Sessions []proxy.SessionState `json:"sessions,omitempty"` // one descriptor each: the backend socket

@@ -121,13 +121,13 @@ func (d *daemon) start(cfg *config.Config) error {
 	d.rt = reconcile.New(d.log.Named("runtime"), reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: workers})
 	if d.up != nil {
 		// An upgrade: the VIPs the old process serves take its sockets.
-		ls, err := d.up.listeners()
+		ls, backends, err := d.up.listeners()
 		if err != nil {
 			d.rt.Shutdown(context.Background())
 			return fmt.Errorf("upgrade: receiving the sockets: %w", err)
 		}
-		d.log.Info("upgrade: took the old process's sockets", zap.Int("sockets", ls.Len()))
-		d.rt.Inherit(ls)
+		d.log.Info("upgrade: took the old process's sockets", zap.Int("sockets", ls.Len()), zap.Int("backends", len(backends)))
+		d.rt.Inherit(ls, backends)
 	}
 	if err := d.rt.Apply(cfg); err != nil {
 		if d.up != nil {

@@ -74,10 +74,11 @@ func (n *newSide) fail(err error) {
 	n.closeExtras()
 }
 
-// listeners says hello and receives the old process's sockets.
-func (n *newSide) listeners() (*reconcile.ListenSockets, error) {
+// listeners says hello and receives the old process's sockets and what it
+// knew of its backends.
+func (n *newSide) listeners() (*reconcile.ListenSockets, []reconcile.BackendState, error) {
 	if err := n.conn.send(&handoffMsg{Op: opHello, PID: os.Getpid()}, nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ls := &reconcile.ListenSockets{TCP: map[string]int{}, UDP: map[string][]int{}}
 	deadline := time.Now().Add(takeoverTimeout)
@@ -93,10 +94,10 @@ func (n *newSide) listeners() (*reconcile.ListenSockets, error) {
 		if err != nil {
 			ls.Close()
 			n.closeExtras()
-			return nil, err
+			return nil, nil, err
 		}
 		if m.Last {
-			return ls, nil
+			return ls, m.Backends, nil
 		}
 	}
 }

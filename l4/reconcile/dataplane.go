@@ -69,6 +69,8 @@ type planeDeps struct {
 	// inherit holds the sockets an earlier l4lb passed (an upgrade): a
 	// VIP listed there takes its socket instead of binding. nil = none.
 	inherit *ListenSockets
+	// carry is the previous l4lb's backend state by VIP key (an upgrade).
+	carry map[string]map[l4.BackendID]BackendState
 }
 
 // newDataPlane opens the data plane vc's mode and protocol ask for. It is

@@ -6,11 +6,13 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
@@ -100,13 +102,21 @@ func (r *Runtime) ExportListeners() (*ListenSockets, error) {
 	return out, nil
 }
 
-// Inherit gives the next Apply the sockets an earlier l4lb passed: each VIP
-// listed there takes its socket instead of binding one. Apply closes what
-// no VIP took.
-func (r *Runtime) Inherit(ls *ListenSockets) {
+// Inherit gives the next Apply the sockets an earlier l4lb passed, and what
+// it knew of its backends: each VIP listed there takes its socket instead
+// of binding one, and its backends start as they were there (see
+// BackendState). Apply closes what no VIP took.
+func (r *Runtime) Inherit(ls *ListenSockets, backends []BackendState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.inherit = ls
+	r.carry = map[string]map[l4.BackendID]BackendState{}
+	for _, b := range backends {
+		if r.carry[b.VIP] == nil {
+			r.carry[b.VIP] = map[l4.BackendID]BackendState{}
+		}
+		r.carry[b.VIP][b.Backend] = b
+	}
 }
 
 // closeInherited closes the inherited sockets no VIP took (under r.mu).
@@ -115,7 +125,58 @@ func (r *Runtime) closeInherited() {
 		r.log.Info("inherited sockets of VIPs this config does not have closed", zap.Int("sockets", n))
 	}
 	r.inherit.Close()
-	r.inherit = nil
+	r.inherit, r.carry = nil, nil
+}
+
+// BackendState is what an upgrade carries over of a backend besides its
+// flows: that health took it down (it stays out of new flows until the
+// new process's probes bring it back), and an operator's override.
+type BackendState struct {
+	VIP      string         `json:"vip"` // l4.VIPKey.String()
+	Backend  l4.BackendID   `json:"backend"`
+	Name     string         `json:"name,omitempty"`
+	Address  netip.AddrPort `json:"address"`
+	Weight   int            `json:"weight"`
+	Down     bool           `json:"down,omitempty"`
+	Override string         `json:"override,omitempty"` // l4.Override's name
+	By       string         `json:"by,omitempty"`
+	Since    time.Time      `json:"since,omitempty"`
+}
+
+// apply starts nb as the previous process had it: down only where active
+// probes can bring it back (with health none nothing would), the
+// override only while the file leaves the backend as it was (as a reload
+// keeps it).
+func (c BackendState) apply(nb *backend, vc *config.VIP) {
+	if c.Address != nb.conf.Address {
+		return
+	}
+	if c.Down && vc.Health.Type != l4.CheckNone {
+		nb.health = l4.HealthDown
+	}
+	o, err := l4.ParseOverride(c.Override)
+	if err == nil && o != l4.OverrideNone && c.Name == nb.conf.Name && c.Weight == nb.conf.Weight {
+		nb.override = overrideState{state: o, by: c.By, since: c.Since}
+	}
+}
+
+// ExportBackends lists every backend's health and override for the next
+// l4lb.
+func (r *Runtime) ExportBackends() []BackendState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []BackendState
+	for key, v := range r.vips {
+		v.mu.Lock()
+		for id, b := range v.backends {
+			out = append(out, BackendState{
+				VIP: key.String(), Backend: id, Name: b.conf.Name, Address: b.conf.Address, Weight: b.conf.Weight,
+				Down: b.health == l4.HealthDown, Override: b.override.state.String(), By: b.override.by, Since: b.override.since,
+			})
+		}
+		v.mu.Unlock()
+	}
+	return out
 }
 
 // PauseAccepting stops (true) or resumes (false) this process taking new
