@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
@@ -39,7 +41,7 @@ type upLB struct {
 	pids               []int // every l4lb of this test, for the cleanup
 }
 
-func startUpgradable(t *testing.T, ns *testutil.Netns, config string) *upLB {
+func startUpgradable(t *testing.T, ns *testutil.Netns, config string, env ...string) *upLB {
 	t.Helper()
 	dir := t.TempDir()
 	p := &upLB{cfg: filepath.Join(dir, "l4lb.toml"), sock: filepath.Join(dir, "admin.sock"), logPath: filepath.Join(dir, "l4lb.log"), exited: make(chan struct{})}
@@ -49,6 +51,7 @@ func startUpgradable(t *testing.T, ns *testutil.Netns, config string) *upLB {
 		t.Fatal(err)
 	}
 	p.cmd = ns.Command(mustBin(t), "run", "--config", p.cfg)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	err = p.cmd.Start()
 	logf.Close()
@@ -926,5 +929,87 @@ func TestUpgradeKeepsBackendState(t *testing.T) {
 	}
 	if seen := backendsSeen(t, tp, 80, 12); seen["be1"] != 12 {
 		t.Fatalf("new connections after the upgrade went to %v, want be1 only", seen)
+	}
+}
+
+// notifyListener plays systemd's notify socket, and tells who sent what
+// (SO_PASSCRED), as systemd checks against the main PID.
+type notifyListener struct {
+	c    *net.UnixConn
+	path string
+}
+
+type notifyMsg struct {
+	pid  int
+	text string
+}
+
+func listenNotify(t *testing.T) *notifyListener {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	raw, _ := c.SyscallConn()
+	raw.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 1) })
+	return &notifyListener{c: c, path: path}
+}
+
+// next returns the next message, or ok = false after wait.
+func (n *notifyListener) next(t *testing.T, wait time.Duration) (notifyMsg, bool) {
+	t.Helper()
+	buf, oob := make([]byte, 1024), make([]byte, 256)
+	n.c.SetReadDeadline(time.Now().Add(wait))
+	k, oobn, _, _, err := n.c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return notifyMsg{}, false
+	}
+	m := notifyMsg{text: string(buf[:k])}
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for i := range msgs {
+			if cred, err := unix.ParseUnixCredentials(&msgs[i]); err == nil {
+				m.pid = int(cred.Pid)
+			}
+		}
+	}
+	return m, true
+}
+
+// TestUpgradeNotifiesServiceManager: under Type=notify the old process
+// (still the main one) names the new one MAINPID, the new one then says
+// READY=1 as main, and nobody says STOPPING=1: systemd follows the new
+// process and never thinks the service stops.
+func TestUpgradeNotifiesServiceManager(t *testing.T) {
+	tp := testutil.NewTopology(t, 1)
+	namedEcho(t, tp, 0, 7000)
+	nl := listenNotify(t)
+	lb := startUpgradable(t, tp.LB, vipA, "NOTIFY_SOCKET="+nl.path)
+	oldPID := lb.cmd.Process.Pid
+	if m, ok := nl.next(t, 10*time.Second); !ok || !strings.HasPrefix(m.text, "READY=1") || m.pid != oldPID {
+		t.Fatalf("at start: %+v, want READY=1 from %d", m, oldPID)
+	}
+	newPID, _ := lb.upgradeOK(t)
+	want := []struct {
+		from int
+		text string
+	}{
+		{oldPID, fmt.Sprintf("MAINPID=%d", newPID)},
+		{newPID, fmt.Sprintf("MAINPID=%d\nREADY=1", newPID)},
+	}
+	for _, w := range want {
+		m, ok := nl.next(t, 10*time.Second)
+		if !ok || m.pid != w.from || !strings.HasPrefix(m.text, w.text) {
+			t.Fatalf("got %+v, want %q from pid %d", m, w.text, w.from)
+		}
+	}
+	<-lb.exited
+	if m, ok := nl.next(t, 500*time.Millisecond); ok {
+		t.Fatalf("after the upgrade: %+v, want nothing (above all no STOPPING=1)", m)
+	}
+	syscall.Kill(newPID, syscall.SIGTERM)
+	if m, ok := nl.next(t, 10*time.Second); !ok || m.pid != newPID || m.text != "STOPPING=1" {
+		t.Fatalf("on SIGTERM to the new process: %+v, want STOPPING=1 from %d", m, newPID)
 	}
 }
