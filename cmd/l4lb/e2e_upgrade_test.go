@@ -1013,3 +1013,18 @@ func TestUpgradeNotifiesServiceManager(t *testing.T) {
 		t.Fatalf("on SIGTERM to the new process: %+v, want STOPPING=1 from %d", m, newPID)
 	}
 }
+
+// The shipped unit lets systemd follow an upgrade: the new process may
+// notify, SIGHUP reloads stay, and a stop does not strand an old process.
+func TestSystemdUnitFollowsUpgrades(t *testing.T) {
+	data, err := os.ReadFile("../../scripts/l4lb.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(data)
+	for _, want := range []string{"\nType=notify\n", "\nNotifyAccess=all\n", "\nExecReload=/bin/kill -HUP $MAINPID\n", "\nKillMode=mixed\n"} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("the unit lacks %q", strings.TrimSpace(want))
+		}
+	}
+}
