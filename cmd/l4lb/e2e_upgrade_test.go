@@ -560,6 +560,7 @@ func smallRcvBuf(_, _ string, c syscall.RawConn) error {
 type streamServers struct {
 	mu   sync.Mutex
 	ends map[uint64]*streamEnd
+	done bool // finishStreams waits: later connections are only read
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -580,7 +581,16 @@ func startStreamServers(t *testing.T, tp *testutil.Topology, n int) *streamServe
 				if err != nil {
 					return
 				}
-				ss.wg.Add(1)
+				ss.mu.Lock()
+				late := ss.done
+				if !late {
+					ss.wg.Add(1)
+				}
+				ss.mu.Unlock()
+				if late {
+					go func() { io.Copy(io.Discard, c); c.Close() }()
+					continue
+				}
 				go func() {
 					defer ss.wg.Done()
 					defer c.Close()
@@ -638,6 +648,9 @@ func finishStreams(t *testing.T, sc *streamClients, ss *streamServers) (total in
 	close(sc.stop)
 	close(ss.stop)
 	sc.wg.Wait()
+	ss.mu.Lock()
+	ss.done = true
+	ss.mu.Unlock()
 	ss.wg.Wait()
 	bad := 0
 	for i, c := range sc.ends {
@@ -1027,4 +1040,88 @@ func TestSystemdUnitFollowsUpgrades(t *testing.T) {
 			t.Errorf("the unit lacks %q", strings.TrimSpace(want))
 		}
 	}
+}
+
+// TestUpgradeLeavesDroppedToOld: connections of a backend the new config
+// no longer has stay in the old process (the new one refuses them), which
+// serves them to their end (byte-exact) and exits then; the others move,
+// also over several flushing passes (refused ones are not offered again).
+// Then a VIP the new config drops: its connections stay too, and it
+// accepts nothing more.
+func TestUpgradeLeavesDroppedToOld(t *testing.T) {
+	const conns = 40
+	tp := testutil.NewTopology(t, 2)
+	for i := range 2 {
+		namedEcho(t, tp, i, 7000)
+	}
+	ss := startStreamServers(t, tp, 2)
+	tp.LB.MustExec(t, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 16384") // bytes wait in l4lb: several passes
+	lb := startUpgradable(t, tp.LB, vipStreams)
+	sc := startStreamClients(t, tp, 81, conns)
+	time.Sleep(500 * time.Millisecond)
+	var onBe1 int64
+	for _, v := range lb.status(t).VIPs {
+		for _, b := range v.Backends {
+			if v.Name == "streams" && b.ID == "be1" {
+				onBe1 = b.LiveFlows
+			}
+		}
+	}
+	if onBe1 == 0 || onBe1 == conns {
+		t.Fatalf("%d of %d streams on be1: the test needs some on each backend", onBe1, conns)
+	}
+
+	withoutBe1 := strings.Replace(vipStreams, "  [[vip.backend]]\n  name = \"be1\"\n  address = \"198.18.1.12:7100\"\n", "", 1)
+	if withoutBe1 == vipStreams {
+		t.Fatal("config edit failed")
+	}
+	lb.writeConfig(t, withoutBe1)
+	oldPID := lb.cmd.Process.Pid
+	pid, out := lb.upgradeOK(t)
+	t.Logf("%s", out)
+	if !strings.Contains(out, fmt.Sprintf("\n%d connections stay in pid %d", onBe1, oldPID)) {
+		t.Fatalf("want the %d streams on be1 kept by the old process, exactly:\n%s", onBe1, out)
+	}
+	select {
+	case <-lb.exited:
+		t.Fatal("the old process exited while it still served connections")
+	case <-time.After(500 * time.Millisecond):
+	}
+	total := finishStreams(t, sc, ss)
+	t.Logf("%d streams to their end, %d on be1 in the old process: %d MB byte-exact", conns, onBe1, total>>20)
+	select {
+	case <-lb.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the old process did not exit once its connections ended")
+	}
+
+	// A VIP the next config drops: its connection stays in pid (now the
+	// old one), the VIP accepts nothing more.
+	var held net.Conn
+	tp.Client.MustDo(t, func() (err error) {
+		held, err = net.DialTimeout("tcp4", net.JoinHostPort(tp.VIP.String(), "81"), 5*time.Second)
+		return err
+	})
+	defer held.Close()
+	testutil.Eventually(t, 5*time.Second, "the connection to be proxied", func() bool {
+		for _, v := range lb.status(t).VIPs {
+			if v.Name == "streams" && v.Active == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	lb.writeConfig(t, vipA)
+	_, out = lb.upgradeOK(t)
+	if !strings.Contains(out, fmt.Sprintf("\n1 connections stay in pid %d", pid)) {
+		t.Fatalf("want the connection of the dropped VIP kept:\n%s", out)
+	}
+	if _, err := held.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dialVIPWithin(tp, 81, time.Second); err == nil {
+		t.Fatal("the dropped VIP still accepts")
+	}
+	held.Close()
+	waitGone(t, pid, 5*time.Second)
 }

@@ -82,6 +82,7 @@ type evConn struct {
 	idle            int64
 	started         int64 // loop clock at accept (an upgrade passes it on)
 	tracked         bool
+	stays           bool // an upgrade's new process did not take it: it ends here
 }
 
 // evEnd is the handler of one of a connection's two sockets.

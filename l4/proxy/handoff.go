@@ -129,7 +129,7 @@ func DetachConns(svcs []*TCPService, flush time.Duration, emit func([]*DetachedC
 func (l *loop) detachPass(want map[*TCPService]bool) ([]*DetachedConn, int, int) {
 	held := 0
 	for c := range l.conns {
-		if want[c.svc] && c.state == evOpen {
+		if want[c.svc] && c.state == evOpen && !c.stays {
 			if c.up.pending > 0 || c.down.pending > 0 {
 				held++
 			}
@@ -217,8 +217,14 @@ func (c *evConn) handoverState(l *loop) ConnState {
 func ReleaseConns(ds []*DetachedConn) { onLoops(ds, (*evConn).released) }
 
 // RestoreConns puts detached connections back to work here (the next
-// process did not take them).
-func RestoreConns(ds []*DetachedConn) { onLoops(ds, (*evConn).resume) }
+// process did not take them): they stay here, and a later pass of the
+// same detach leaves them alone.
+func RestoreConns(ds []*DetachedConn) {
+	onLoops(ds, func(c *evConn, l *loop) {
+		c.stays = true
+		c.resume(l)
+	})
+}
 
 // onLoops runs fn on each connection's loop (one task per loop) and waits.
 func onLoops(ds []*DetachedConn, fn func(*evConn, *loop)) {
