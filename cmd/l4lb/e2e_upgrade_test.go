@@ -1125,3 +1125,50 @@ func TestUpgradeLeavesDroppedToOld(t *testing.T) {
 	held.Close()
 	waitGone(t, pid, 5*time.Second)
 }
+
+// TestUpgradeNewDiesMidHandover: the new process dies when the first
+// connections reach it. The old one takes back what it had not handed
+// over, resumes accepting and reading, and keeps serving: no dial fails,
+// every stream goes on byte-exact, the command says why.
+func TestUpgradeNewDiesMidHandover(t *testing.T) {
+	const conns = 20
+	tp := testutil.NewTopology(t, 2)
+	for i := range 2 {
+		namedEcho(t, tp, i, 7000)
+	}
+	ss := startStreamServers(t, tp, 2)
+	tp.LB.MustExec(t, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 16384")
+	lb := startUpgradable(t, tp.LB, vipStreams, "L4LB_TEST_UPGRADE_EXIT_AT="+opConns)
+	sc := startStreamClients(t, tp, 81, conns)
+	dl := startDialLoop(t, tp, 80, 2)
+	time.Sleep(500 * time.Millisecond)
+
+	out, errOut, code := lb.upgrade(t)
+	if code != 1 || !strings.Contains(errOut, "exited before it took over") || !strings.Contains(errOut, "exit status 3") {
+		t.Fatalf("upgrade with a new process that dies mid-handover: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("%s", strings.TrimSpace(errOut))
+	time.Sleep(500 * time.Millisecond)
+	st := lb.status(t)
+	if st.Process.PID != lb.cmd.Process.Pid {
+		t.Fatalf("the admin socket answers from pid %d", st.Process.PID)
+	}
+	for _, v := range st.VIPs {
+		if v.Name == "streams" && v.Active != conns {
+			t.Errorf("the old process counts %d streams, want %d", v.Active, conns)
+		}
+	}
+	// Connections the new process accepted before it died die with it,
+	// as in any crash; none may be refused.
+	dl.halt()
+	dl.mu.Lock()
+	for _, e := range dl.errs {
+		if strings.Contains(e, "refused") || strings.Contains(e, "timeout") {
+			t.Errorf("a client was turned away: %s", e)
+		}
+	}
+	dl.mu.Unlock()
+	total := finishStreams(t, sc, ss)
+	t.Logf("%d streams, %d MB byte-exact in the old process; %d dials, %d lost with the dead new process, none refused",
+		conns, total>>20, dl.dials.Load(), dl.failures.Load())
+}

@@ -25,13 +25,19 @@ const upgradeFDEnv = "L4LB_UPGRADE_FD"
 // maxFDsPerMsg stays under the kernel's SCM_MAX_FD (253).
 const maxFDsPerMsg = 240
 
-// maxMsg bounds one message (the socket buffers are sized for it).
-const maxMsg = 1 << 20
+// maxMsg bounds one message. A seqpacket message must fit the send
+// buffer, which SO_SNDBUF sizes only up to net.core.wmem_max (208 KiB by
+// default); batches stay well under it (120 connections are about 50 KiB).
+const maxMsg = 160 << 10
+
+// backendsPerMsg bounds the backend states in one message.
+const backendsPerMsg = 400
 
 // Message kinds, in protocol order (docs/design.md, "Upgrade").
 const (
 	opHello     = "hello"     // new -> old: config loaded, send the sockets
 	opListeners = "listeners" // old -> new: VIP sockets, admin and metrics sockets
+	opBackends  = "backends"  // old -> new: backends' health and overrides
 	opReady     = "ready"     // new -> old: every VIP serves
 	opFailed    = "failed"    // new -> old: it gives up (why); it exits
 	opSessions  = "sessions"  // old -> new: UDP sessions, with their sockets
@@ -54,7 +60,7 @@ type handoffMsg struct {
 	Admin   string         `json:"admin,omitempty"`   // its path
 	Metrics string         `json:"metrics,omitempty"` // its address
 	Last    bool           `json:"last,omitempty"`    // the last message of its kind
-	// Backends (the last listeners message): health and overrides.
+
 	Backends []reconcile.BackendState `json:"backends,omitempty"`
 
 	Conns    []proxy.ConnState    `json:"conns,omitempty"`    // two descriptors each: client, backend
@@ -73,12 +79,17 @@ type udpGroupWire struct {
 }
 
 // handoffConn is one end of the socketpair.
-type handoffConn struct{ c *net.UnixConn }
+type handoffConn struct {
+	c        *net.UnixConn
+	buf, oob []byte // recv's, reused
+}
 
 // newHandoffConn wraps fd (consumed) as one end of the socketpair.
 func newHandoffConn(fd int) (*handoffConn, error) {
-	for _, opt := range []int{unix.SO_SNDBUF, unix.SO_RCVBUF} {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 2*maxMsg)
+	for _, opt := range [][2]int{{unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}, {unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}} {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt[0], 4*maxMsg) != nil { // root: past wmem_max
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt[1], 4*maxMsg)
+		}
 	}
 	f := os.NewFile(uintptr(fd), "upgrade")
 	c, err := net.FileConn(f)
@@ -91,7 +102,7 @@ func newHandoffConn(fd int) (*handoffConn, error) {
 		c.Close()
 		return nil, errors.New("upgrade socket: not a Unix socket")
 	}
-	return &handoffConn{c: uc}, nil
+	return &handoffConn{c: uc, buf: make([]byte, maxMsg+1), oob: make([]byte, unix.CmsgSpace(4*maxFDsPerMsg))}, nil
 }
 
 func (h *handoffConn) Close() error { return h.c.Close() }
@@ -123,8 +134,7 @@ func (h *handoffConn) send(m *handoffMsg, fds []int) error {
 // recv reads one message and the descriptors attached to it (close-on-exec,
 // owned by the caller), waiting until deadline. A closed peer is io.EOF.
 func (h *handoffConn) recv(deadline time.Time) (*handoffMsg, []int, error) {
-	buf := make([]byte, maxMsg)
-	oob := make([]byte, unix.CmsgSpace(4*maxFDsPerMsg))
+	buf, oob := h.buf, h.oob
 	_ = h.c.SetReadDeadline(deadline)
 	n, oobn, flags, _, err := h.c.ReadMsgUnix(buf, oob)
 	if err != nil {

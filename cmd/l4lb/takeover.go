@@ -21,6 +21,10 @@ import (
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
+// testExitAt, from L4LB_TEST_UPGRADE_EXIT_AT, makes a new process exit on
+// receiving that message: the tests' way to kill it mid-handover.
+var testExitAt = os.Getenv("L4LB_TEST_UPGRADE_EXIT_AT")
+
 // takeoverTimeout bounds the wait for each of the old process's messages
 // (it flushes connections for a bounded time before it sends them).
 const takeoverTimeout = 2 * time.Minute
@@ -81,23 +85,31 @@ func (n *newSide) listeners() (*reconcile.ListenSockets, []reconcile.BackendStat
 		return nil, nil, err
 	}
 	ls := &reconcile.ListenSockets{TCP: map[string]int{}, UDP: map[string][]int{}}
+	var backends []reconcile.BackendState
 	deadline := time.Now().Add(takeoverTimeout)
-	for {
+	fail := func(err error) (*reconcile.ListenSockets, []reconcile.BackendState, error) {
+		ls.Close()
+		n.closeExtras()
+		return nil, nil, err
+	}
+	for op := opListeners; ; {
 		m, fds, err := n.conn.recv(deadline)
-		if err == nil && m.Op != opListeners {
+		if err == nil && m.Op != op {
 			closeFDs(fds)
-			err = fmt.Errorf("upgrade: got %q, want %q", m.Op, opListeners)
+			err = fmt.Errorf("upgrade: got %q, want %q", m.Op, op)
 		}
-		if err == nil {
+		if err == nil && op == opListeners {
 			err = n.takeListeners(m, fds, ls)
 		}
 		if err != nil {
-			ls.Close()
-			n.closeExtras()
-			return nil, nil, err
+			return fail(err)
 		}
-		if m.Last {
-			return ls, m.Backends, nil
+		backends = append(backends, m.Backends...)
+		switch {
+		case m.Last && op == opListeners:
+			op = opBackends
+		case m.Last:
+			return ls, backends, nil
 		}
 	}
 }
@@ -176,6 +188,9 @@ func (d *daemon) takeOver(cfg *config.Config) {
 			}
 			d.becomeMain(cfg)
 			return
+		}
+		if testExitAt != "" && m.Op == testExitAt {
+			os.Exit(3) // a test's new process dies in the middle of the handover
 		}
 		switch m.Op {
 		case opSessions:

@@ -308,7 +308,26 @@ func (o *oldSide) sendListeners() error {
 		b.add(func(m *handoffMsg) { m.Metrics = o.d.metricsLn.Addr().String() }, int(f.Fd()))
 	}
 	o.res.Listeners = ls.Len()
-	return b.send(o.child.conn, opListeners, func(last *handoffMsg) { last.Backends = o.d.rt.ExportBackends() })
+	if err := b.send(o.child.conn, opListeners); err != nil {
+		return err
+	}
+	return o.sendBackends()
+}
+
+// sendBackends passes each backend's health and override, in messages of
+// backendsPerMsg.
+func (o *oldSide) sendBackends() error {
+	all := o.d.rt.ExportBackends()
+	for i := 0; ; {
+		n := min(len(all)-i, backendsPerMsg)
+		m := &handoffMsg{Op: opBackends, Backends: all[i : i+n], Last: i+n == len(all)}
+		if err := o.child.conn.send(m, nil); err != nil {
+			return err
+		}
+		if i += n; m.Last {
+			return nil
+		}
+	}
 }
 
 // commit is the point of no return: the new process becomes the service's
@@ -368,17 +387,13 @@ func (b *msgBatcher) add(fill func(*handoffMsg), fds ...int) {
 	b.fds[n-1] = append(b.fds[n-1], fds...)
 }
 
-// send sends the messages as op, the last one marked (and filled in by
-// last).
-func (b *msgBatcher) send(c *handoffConn, op string, last func(*handoffMsg)) error {
+// send sends the messages as op, the last one marked.
+func (b *msgBatcher) send(c *handoffConn, op string) error {
 	if len(b.msgs) == 0 {
 		b.msgs, b.fds = []*handoffMsg{{}}, [][]int{nil}
 	}
 	for i, m := range b.msgs {
 		m.Op, m.Last = op, i == len(b.msgs)-1
-		if m.Last {
-			last(m)
-		}
 		if err := c.send(m, b.fds[i]); err != nil {
 			return err
 		}
