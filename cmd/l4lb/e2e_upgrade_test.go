@@ -43,6 +43,12 @@ type upLB struct {
 
 func startUpgradable(t *testing.T, ns *testutil.Netns, config string, env ...string) *upLB {
 	t.Helper()
+	return startUpgradableBin(t, ns, mustBin(t), config, env...)
+}
+
+// startUpgradableBin is startUpgradable with a given l4lb binary.
+func startUpgradableBin(t *testing.T, ns *testutil.Netns, bin, config string, env ...string) *upLB {
+	t.Helper()
 	dir := t.TempDir()
 	p := &upLB{cfg: filepath.Join(dir, "l4lb.toml"), sock: filepath.Join(dir, "admin.sock"), logPath: filepath.Join(dir, "l4lb.log"), exited: make(chan struct{})}
 	p.writeConfig(t, config)
@@ -50,7 +56,7 @@ func startUpgradable(t *testing.T, ns *testutil.Netns, config string, env ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = ns.Command(mustBin(t), "run", "--config", p.cfg)
+	p.cmd = ns.Command(bin, "run", "--config", p.cfg)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	err = p.cmd.Start()
@@ -1171,4 +1177,39 @@ func TestUpgradeNewDiesMidHandover(t *testing.T) {
 	total := finishStreams(t, sc, ss)
 	t.Logf("%d streams, %d MB byte-exact in the old process; %d dials, %d lost with the dead new process, none refused",
 		conns, total>>20, dl.dials.Load(), dl.failures.Load())
+}
+
+// TestUpgradeHandoverScale measures how long handing over N established
+// connections takes, with l4lb built without the race detector. It runs
+// only with L4LB_UPGRADE_SCALE=N (N <= 4500: the test process holds both
+// ends' sockets under the 20000 open-file limit).
+func TestUpgradeHandoverScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("L4LB_UPGRADE_SCALE"))
+	if n <= 0 {
+		t.Skip("a measurement: set L4LB_UPGRADE_SCALE=N to run it")
+	}
+	bin, err := benchBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustBin(t) // the command's binary, built before the clock runs
+	tp := testutil.NewTopology(t, 2)
+	for i := range 2 {
+		namedEcho(t, tp, i, 7000)
+	}
+	lb := startUpgradableBin(t, tp.LB, bin, vipA)
+	conns := make([]*clientConn, n)
+	for i := range conns {
+		conns[i] = mustDialVIP(t, tp, 80)
+	}
+	start := time.Now()
+	_, out := lb.upgradeOK(t)
+	answered := time.Since(start)
+	<-lb.exited
+	t.Logf("%d connections: %s(upgrade command %v, old process gone %v after it started)", n, out, answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	for i, c := range conns {
+		if err := c.echo("after"); err != nil {
+			t.Fatalf("connection %d after the upgrade: %v", i, err)
+		}
+	}
 }
