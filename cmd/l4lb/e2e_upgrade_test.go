@@ -213,6 +213,16 @@ func upgradedPID(out string) int {
 	return pid
 }
 
+// upgradedPIDFromError reads the new PID from "the new l4lb (pid N)".
+func upgradedPIDFromError(s string) int {
+	_, rest, ok := strings.Cut(s, "the new l4lb (pid ")
+	if !ok {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSuffix(strings.Fields(rest)[0], ")"))
+	return pid
+}
+
 // dialLoop has workers clients open, use and close connections through the
 // VIP until stopped, counting every failure.
 type dialLoop struct {
@@ -373,6 +383,20 @@ func TestUpgradeFailureKeepsOld(t *testing.T) {
 	t.Logf("a config refused: %s", strings.TrimSpace(errOut))
 	stillServing("after a refused config")
 	lb.writeConfig(t, vipA)
+
+	hangs := filepath.Join(t.TempDir(), "l4lb-hangs")
+	if err := os.WriteFile(hangs, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = lb.upgrade(t, "--binary", hangs, "--timeout", "1s")
+	if code != 1 || !strings.Contains(errOut, "did not answer in time") {
+		t.Fatalf("upgrade to a binary that never gets ready: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("a binary that hangs: %s", strings.TrimSpace(errOut))
+	if pid := upgradedPIDFromError(errOut); pid == 0 || !pidGone(pid) {
+		t.Fatalf("the hanging new process (pid %d) was not stopped", pid)
+	}
+	stillServing("after a binary that hangs")
 
 	out, errOut, code = lb.upgrade(t, "--binary", "/nonexistent/l4lb")
 	if code != 1 || !strings.Contains(errOut, "no such file") {

@@ -33,7 +33,7 @@ func commands() []command {
 		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] VIP BACKEND", disableHelp, cmdOverride("disable")},
 		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] VIP BACKEND", enableHelp, cmdOverride("enable")},
 		{"reload", "make a running l4lb reload its config file and print the result", "[--socket PATH | --config FILE] [--json]", reloadHelp, cmdReload},
-		{"upgrade", "hand a running l4lb's sockets and connections to a new binary", "[--socket PATH | --config FILE] [--binary PATH] [--json]", upgradeHelp, cmdUpgrade},
+		{"upgrade", "hand a running l4lb's sockets and connections to a new binary", "[--socket PATH | --config FILE] [--binary PATH] [--timeout 1m] [--json]", upgradeHelp, cmdUpgrade},
 		{"xdp", "take off the XDP program a stopped l4lb left pinned", "detach [--config] FILE", xdpHelp, cmdXDP},
 		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", "", cmdVersion},
@@ -170,8 +170,8 @@ like SIGUSR2. The new process loads its config, takes the old one's listening
 sockets (no connect is refused: both share the kernel's listen queue), says
 ready; the old one stops accepting and hands over its established TCP
 connections and UDP sessions, then exits. If the new binary fails (it exits,
-refuses its config, or is not ready within a minute), the old one keeps
-serving and this command prints why and exits 1.
+refuses its config, or is not ready within --timeout, one minute by
+default), the old one keeps serving and this command prints why and exits 1.
 `
 
 const reloadHelp = `Asks the running l4lb to read its config file again, like SIGHUP, and prints

@@ -175,7 +175,7 @@ func (d *daemon) loop(cfg *config.Config, sigs chan os.Signal) int {
 			reply <- res
 			continue
 		case u := <-d.upgrades:
-			res := d.upgrade(cfg, u.binary)
+			res := d.upgrade(cfg, u.binary, u.timeout)
 			u.reply <- res
 			if res.OK {
 				return d.exitAfterUpgrade(cfg, sigs)
@@ -187,7 +187,7 @@ func (d *daemon) loop(cfg *config.Config, sigs chan os.Signal) int {
 			cfg, _ = d.reloadNotifying(cfg)
 			continue
 		case syscall.SIGUSR2:
-			if d.upgrade(cfg, "").OK {
+			if d.upgrade(cfg, "", 0).OK {
 				return d.exitAfterUpgrade(cfg, sigs)
 			}
 			continue

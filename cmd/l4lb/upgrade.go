@@ -22,20 +22,25 @@ import (
 	"github.com/l4lb/l4lb/l4/proxy"
 )
 
-// upgradeStartTimeout bounds the new process's start: loading its config,
-// opening its new VIPs (an XDP program load among them) and saying ready.
+// upgradeStartTimeout bounds the new process's start by default: loading
+// its config, opening its new VIPs (an XDP program load among them) and
+// saying ready (`l4lb upgrade --timeout`).
 const upgradeStartTimeout = time.Minute
 
 // upgradeRequest is an upgrade asked of the signal loop, which runs them
 // one at a time with reloads.
 type upgradeRequest struct {
-	binary string
-	reply  chan admin.UpgradeResult
+	binary  string
+	timeout time.Duration // 0: upgradeStartTimeout
+	reply   chan admin.UpgradeResult
 }
 
 // Upgrade is the admin API's POST /upgrade: the signal loop runs it.
 func (d *daemon) Upgrade(ctx context.Context, req admin.UpgradeRequest) (admin.UpgradeResult, error) {
 	u := upgradeRequest{binary: req.Binary, reply: make(chan admin.UpgradeResult, 1)}
+	if req.Timeout != "" {
+		u.timeout, _ = time.ParseDuration(req.Timeout) // checked by the API
+	}
 	select {
 	case d.upgrades <- u:
 	case <-d.stopping:
@@ -49,14 +54,17 @@ func (d *daemon) Upgrade(ctx context.Context, req admin.UpgradeRequest) (admin.U
 // upgrade starts binary (default: the one this process was started from,
 // read from disk again) and hands over to it. On success the caller exits
 // once the connections that stayed here end; on failure nothing changed.
-func (d *daemon) upgrade(cfg *config.Config, binary string) admin.UpgradeResult {
+func (d *daemon) upgrade(cfg *config.Config, binary string, timeout time.Duration) admin.UpgradeResult {
 	start := time.Now()
+	if timeout <= 0 {
+		timeout = upgradeStartTimeout
+	}
 	res := admin.UpgradeResult{OldPID: os.Getpid(), Binary: binary}
 	if res.Binary == "" {
 		res.Binary = d.exe
 	}
 	d.log.Info("upgrade: starting the new binary", zap.String("binary", res.Binary))
-	err := d.upgradeTo(cfg, &res)
+	err := d.upgradeTo(cfg, &res, timeout)
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		res.Error = err.Error()
@@ -90,7 +98,7 @@ func (e *problemsError) Error() string {
 
 // upgradeTo runs the old side of the protocol; any error leaves this
 // process as it was.
-func (d *daemon) upgradeTo(cfg *config.Config, res *admin.UpgradeResult) error {
+func (d *daemon) upgradeTo(cfg *config.Config, res *admin.UpgradeResult, timeout time.Duration) error {
 	if res.Binary == "" {
 		return errors.New("the path of the running binary is unknown: name one with --binary")
 	}
@@ -104,8 +112,9 @@ func (d *daemon) upgradeTo(cfg *config.Config, res *admin.UpgradeResult) error {
 	if err != nil {
 		return err
 	}
+	child.timeout = timeout
 	res.PID = child.pid()
-	o := &oldSide{d: d, child: child, res: res, deadline: time.Now().Add(upgradeStartTimeout)}
+	o := &oldSide{d: d, child: child, res: res, deadline: time.Now().Add(timeout)}
 	if err := o.run(); err != nil {
 		o.rollback()
 		return err
@@ -403,10 +412,11 @@ func (b *msgBatcher) send(c *handoffConn, op string) error {
 
 // upgradeChild is the new process, as its parent sees it.
 type upgradeChild struct {
-	cmd    *exec.Cmd
-	conn   *handoffConn
-	exited chan struct{}
-	err    error // its exit status, once exited is closed
+	cmd     *exec.Cmd
+	conn    *handoffConn
+	timeout time.Duration // to become ready
+	exited  chan struct{}
+	err     error // its exit status, once exited is closed
 }
 
 // startChild starts binary with this process's arguments, environment and
@@ -457,7 +467,7 @@ func (c *upgradeChild) expect(op string, deadline time.Time) (*handoffMsg, error
 // why explains a failed read from the new process.
 func (c *upgradeChild) why(err error, deadline time.Time) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("the new l4lb (pid %d) did not answer in time (it has %v to start)", c.pid(), upgradeStartTimeout)
+		return fmt.Errorf("the new l4lb (pid %d) did not answer in time (it had %v to start; l4lb upgrade --timeout)", c.pid(), c.timeout)
 	}
 	select {
 	case <-c.exited:
@@ -514,6 +524,7 @@ func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("upgrade", stdout, stderr)
 	socket := socketFlags(f)
 	binary := f.String("binary", "", "the new l4lb binary (default: the path the running one was started from)")
+	timeout := f.Duration("timeout", upgradeStartTimeout, "how long the new process may take to start, until it is ready")
 	asJSON := f.Bool("json", false, "print the API's JSON answer")
 	if code, ok := f.parse(args); !ok {
 		return code
@@ -526,7 +537,7 @@ func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "l4lb upgrade:", err)
 		return 1
 	}
-	req := admin.UpgradeRequest{}
+	req := admin.UpgradeRequest{Timeout: timeout.String()}
 	if *binary != "" {
 		if req.Binary, err = filepath.Abs(*binary); err != nil {
 			fmt.Fprintln(stderr, "l4lb upgrade:", err)
@@ -534,7 +545,7 @@ func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var res admin.UpgradeResult
-	body, err := admin.Client{Socket: path, Timeout: upgradeStartTimeout + 2*time.Minute}.Do(context.Background(), "POST", "/upgrade", req, &res)
+	body, err := admin.Client{Socket: path, Timeout: *timeout + 2*time.Minute}.Do(context.Background(), "POST", "/upgrade", req, &res)
 	var se *admin.StatusError
 	if err != nil && !(errors.As(err, &se) && se.Status == 422) {
 		fmt.Fprintln(stderr, "l4lb upgrade:", err)

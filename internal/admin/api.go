@@ -38,6 +38,9 @@ type UpgradeRequest struct {
 	// Binary is the new l4lb to start (an absolute path); empty: the
 	// binary the running l4lb was started from, read from disk again.
 	Binary string `json:"binary,omitempty"`
+	// Timeout bounds the new process's start, until it is ready (a Go
+	// duration such as "2m"); empty: one minute.
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // UpgradeResult is POST /upgrade's answer.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"go.uber.org/zap"
@@ -63,6 +64,12 @@ func (h *handlers) upgrade(w http.ResponseWriter, r *http.Request) {
 	if req.Binary != "" && !filepath.IsAbs(req.Binary) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("binary %q: want an absolute path", req.Binary))
 		return
+	}
+	if req.Timeout != "" {
+		if d, err := time.ParseDuration(req.Timeout); err != nil || d <= 0 || d > time.Hour {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("timeout %q: want a duration up to 1h, such as 2m", req.Timeout))
+			return
+		}
 	}
 	u, ok := h.d.(Upgrader)
 	if !ok {
