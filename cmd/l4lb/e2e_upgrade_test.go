@@ -1237,3 +1237,64 @@ func TestUpgradeHandoverScale(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradeWorkersChange: an upgrade to fewer event loops keeps UDP
+// flows answered (the kernel hashes over fewer sockets: many flows reach
+// another loop than their session's and start a new one there), and back
+// to more. A process that started with a single
+// loop has a lone UDP socket, not a SO_REUSEPORT group: an upgrade of it
+// to several loops is refused and it keeps serving.
+func TestUpgradeWorkersChange(t *testing.T) {
+	tp := testutil.NewTopology(t, 3)
+	for i := range 3 {
+		udpNamedEcho(t, tp, i, 5300)
+	}
+	withWorkers := func(n int) string {
+		return strings.Replace(udpUpgradeVIP, "[global]\n", fmt.Sprintf("[global]\nworkers = %d\n", n), 1)
+	}
+	conns := make([]*net.UDPConn, 32)
+	for i := range conns {
+		tp.Client.MustDo(t, func() (err error) {
+			conns[i], err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(tp.VIP, 53)))
+			return err
+		})
+		t.Cleanup(func() { conns[i].Close() })
+	}
+	answered := func(when string) {
+		t.Helper()
+		buf := make([]byte, 512)
+		for i, c := range conns {
+			ok := false
+			for try := 0; try < 5 && !ok; try++ { // a datagram that ends a session on another loop is dropped
+				c.SetDeadline(time.Now().Add(150 * time.Millisecond))
+				c.Write([]byte("ping"))
+				_, err := c.Read(buf)
+				ok = err == nil
+			}
+			if !ok {
+				t.Fatalf("%s: flow %d gets no answer", when, i)
+			}
+		}
+	}
+	lb := startUpgradable(t, tp.LB, withWorkers(3))
+	answered("3 loops")
+	lb.writeConfig(t, withWorkers(2))
+	pid, _ := lb.upgradeOK(t) // the kernel hashes over 2 sockets now: many flows change loops
+	answered("after the upgrade to 2 loops")
+	answered("again on 2 loops")
+	lb.writeConfig(t, withWorkers(3))
+	pid, _ = lb.upgradeOK(t) // the socket group came from a 3-loop process
+	answered("after the upgrade back to 3 loops")
+	syscall.Kill(pid, syscall.SIGTERM)
+	waitGone(t, pid, 10*time.Second)
+
+	lb = startUpgradable(t, tp.LB, withWorkers(1))
+	answered("a fresh start on 1 loop")
+	lb.writeConfig(t, withWorkers(2))
+	out, errOut, code := lb.upgrade(t)
+	if code != 1 || !strings.Contains(errOut, "udp socket 2 of 2") {
+		t.Fatalf("upgrade from a fresh 1 loop to 2: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("%s", strings.TrimSpace(errOut))
+	answered("after the refused upgrade")
+}

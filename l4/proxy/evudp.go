@@ -288,6 +288,10 @@ func (s *UDPService) handleOn(l *loop, vs *udpSock, i int) {
 		// The kernel keeps a flow on one socket of the group while the
 		// group stands, and the group lives as long as the VIP; a
 		// datagram of another loop's session would race with its close.
+		// It happens only after an upgrade that changed the number of
+		// loops (the group shrank): the session ends (on its loop), so
+		// the flow's next datagram starts one here.
+		s.table.Delete(key)
 		s.Stats.Dropped.Add(1)
 		return
 	}
