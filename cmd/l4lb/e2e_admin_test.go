@@ -167,6 +167,9 @@ func TestAdminAPIEveryEndpoint(t *testing.T) {
 		t.Fatalf("GET /: %v %v", list, err)
 	}
 	for _, e := range list {
+		if e.Path == "/upgrade" {
+			continue // a real upgrade would replace the process this test holds: e2e_upgrade_test.go
+		}
 		path := strings.NewReplacer("{vip}", "a", "{backend}", "be1").Replace(e.Path)
 		if strings.HasSuffix(path, "/explain") {
 			path += "?client=" + tp.ClientIP.String()

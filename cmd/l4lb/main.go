@@ -35,6 +35,7 @@ func commands() []command {
 		{"reload", "make a running l4lb reload its config file and print the result", "[--socket PATH | --config FILE] [--json]", reloadHelp, cmdReload},
 		{"explain", "say which backend a client's flow has or would get, and why", "[--socket PATH | --config FILE] [--json] VIP CLIENT_IP[:PORT]", explainHelp, cmdExplain},
 		{"rebalance", "close connections on overloaded backends, gradually, until each holds its share", "[--socket PATH | --config FILE] [--rate N] [--reset] [--wait | --dry-run | --stop] [--json] VIP", rebalanceHelp, cmdRebalance},
+		{"upgrade", "hand a running l4lb's sockets and connections to a new binary", "[--socket PATH | --config FILE] [--binary PATH] [--timeout 1m] [--json]", upgradeHelp, cmdUpgrade},
 		{"xdp", "take off the XDP program a stopped l4lb left pinned", "detach [--config] FILE", xdpHelp, cmdXDP},
 		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", versionHelp, cmdVersion},
@@ -142,6 +143,9 @@ Signals:
                    counts (they are known by name, or by address when
                    unnamed). "l4lb check --diff FILE" shows what a reload
                    would change, and when each change takes effect.
+  SIGUSR2          upgrade: start the binary at the path this one was started
+                   from and hand it the listeners, the established connections
+                   and the UDP sessions (see "l4lb help upgrade").
   SIGTERM, SIGINT  close the listeners, let connections finish for
                    drain_timeout, reset what is left and exit 0. A second
                    signal cuts the drain short.
@@ -281,6 +285,16 @@ backend, which resets them; UDP sessions move on their next datagram.
 const enableHelp = `Enable clears a drain or disable: the backend takes new flows again when
 its health and its weight in the file allow.
 ` + overrideCommon
+
+const upgradeHelp = `Asks the running l4lb to start a new binary (--binary, or the path the
+running one was started from, read from disk again) with the same arguments,
+like SIGUSR2. The new process loads its config, takes the old one's listening
+sockets (no connect is refused: both share the kernel's listen queue), says
+ready; the old one stops accepting and hands over its established TCP
+connections and UDP sessions, then exits. If the new binary fails (it exits,
+refuses its config, or is not ready within --timeout, one minute by
+default), the old one keeps serving and this command prints why and exits 1.
+`
 
 const reloadHelp = `Asks the running l4lb to read its config file again, like SIGHUP, and prints
 the result: the number of VIPs, warnings, and settings that need a restart.

@@ -3,6 +3,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -171,13 +172,21 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// startMetrics serves /metrics on addr with l4lb's and the Go runtime's metrics.
-func startMetrics(addr string, d *daemon, log *zap.Logger) (*http.Server, error) {
+// startMetrics serves /metrics on addr (on ln when an earlier l4lb passed
+// its listener) with l4lb's and the Go runtime's metrics.
+func startMetrics(addr string, ln net.Listener, d *daemon, log *zap.Logger) (*http.Server, *net.TCPListener, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newStatusCollector(d.status), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, nil, err
+		}
+	}
+	tl, ok := ln.(*net.TCPListener)
+	if !ok {
+		ln.Close()
+		return nil, nil, fmt.Errorf("metrics listener %s: not TCP", addr)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -187,5 +196,5 @@ func startMetrics(addr string, d *daemon, log *zap.Logger) (*http.Server, error)
 			log.Error("metrics server stopped", zap.Error(err))
 		}
 	}()
-	return srv, nil
+	return srv, tl, nil
 }

@@ -46,6 +46,18 @@ func (n notifier) ready() error { return n.send("READY=1\nSTATUS=running") }
 
 func (n notifier) stopping() error { return n.send("STOPPING=1") }
 
+// mainPID hands the service to another process (an upgrade's new l4lb):
+// systemd then follows it, and does not stop the service when this one
+// exits. Sent by the main process, it needs no NotifyAccess=all.
+func (n notifier) mainPID(pid int) error { return n.send(fmt.Sprintf("MAINPID=%d", pid)) }
+
+// readyAsMain is ready from a process that took the service over: it names
+// itself the main process too (accepted with NotifyAccess=all; with the
+// default NotifyAccess=main, the old process's mainPID came first).
+func (n notifier) readyAsMain(pid int) error {
+	return n.send(fmt.Sprintf("MAINPID=%d\nREADY=1\nSTATUS=running", pid))
+}
+
 // reloading carries the monotonic timestamp systemd requires with
 // RELOADING=1 (Type=notify-reload, and plain notify since systemd 253).
 func (n notifier) reloading() error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -36,10 +37,17 @@ type daemon struct {
 	admin   *admin.Server
 	metrics *http.Server
 	notify  notifier
+	// metricsLn is the metrics server's listener (an upgrade passes it on).
+	metricsLn *net.TCPListener
+	// exe is the binary this process was started from (an upgrade's default).
+	exe string
+	// up is the upgrade this process was started for (nil: an ordinary start).
+	up *newSide
 	// reloads carries the admin API's reload requests to the signal loop,
-	// so that they are serialized with SIGHUP; stopping is closed when the
-	// loop stops taking them.
+	// so that they are serialized with SIGHUP, and upgrades its upgrade
+	// requests; stopping is closed when the loop stops taking them.
 	reloads  chan chan admin.ReloadResult
+	upgrades chan upgradeRequest
 	stopping chan struct{}
 
 	mu         sync.Mutex
@@ -61,11 +69,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// that is still loading its config; caught now, it reloads once
 	// started, and a SIGTERM shuts down once started.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
+	exe := runningBinary()
+	up, err := takeoverFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, "l4lb:", err)
+		return 1
+	}
 	cfg, warnings, err := loadChecked(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
+		up.fail(err)
 		return 1
 	}
 	format := cfg.Global.LogFormat
@@ -75,17 +90,23 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	log, level, err := newLogger(stderr, format, cfg.Global.LogLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "l4lb:", err)
+		up.fail(err)
 		return 1
 	}
 	defer log.Sync()
 	d := &daemon{path: path, log: log, level: level, notify: newNotifier(), started: time.Now(), build: readBuildInfo(),
-		reloads: make(chan chan admin.ReloadResult), stopping: make(chan struct{})}
+		exe: exe, up: up, reloads: make(chan chan admin.ReloadResult), upgrades: make(chan upgradeRequest), stopping: make(chan struct{})}
 	d.logWarnings(warnings)
 	if err := d.start(cfg); err != nil {
 		log.Error("start failed", zap.Error(err))
+		up.fail(err)
 		return 1
 	}
-	d.tellManager(d.notify.ready())
+	if up != nil {
+		d.takeOver(cfg)
+	} else {
+		d.tellManager(d.notify.ready())
+	}
 	return d.loop(cfg, sigs)
 }
 
@@ -99,8 +120,27 @@ func (d *daemon) start(cfg *config.Config) error {
 	workers := eventLoops(cfg.Global.Workers)
 	d.log.Info("event loops", zap.Int("workers", workers), zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
 	d.rt = reconcile.New(d.log.Named("runtime"), reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: workers})
+	if d.up != nil {
+		// An upgrade: the VIPs the old process serves take its sockets.
+		ls, backends, err := d.up.listeners()
+		if err != nil {
+			d.rt.Shutdown(context.Background())
+			return fmt.Errorf("upgrade: receiving the sockets: %w", err)
+		}
+		d.log.Info("upgrade: took the old process's sockets", zap.Int("sockets", ls.Len()), zap.Int("backends", len(backends)))
+		d.rt.Inherit(ls, backends)
+	}
 	if err := d.rt.Apply(cfg); err != nil {
+		if d.up != nil {
+			d.rt.Shutdown(context.Background()) // its listeners are the old process's too: only ours close
+		}
 		return err
+	}
+	if d.up != nil {
+		// The admin socket and metrics follow once the old process is
+		// done (takeOver): it still answers the upgrade's caller.
+		d.log.Info("l4lb running", zap.String("version", d.build.Version), zap.String("commit", d.build.Commit), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()), zap.Bool("upgrade", true))
+		return nil
 	}
 	if cfg.Global.AdminSocket != "" {
 		a, err := admin.Serve(cfg.Global.AdminSocket, d, d.log.Named("admin"))
@@ -111,13 +151,13 @@ func (d *daemon) start(cfg *config.Config) error {
 		d.admin = a
 	}
 	if cfg.Global.MetricsListen != "" {
-		m, err := startMetrics(cfg.Global.MetricsListen, d, d.log.Named("metrics"))
+		m, ln, err := startMetrics(cfg.Global.MetricsListen, nil, d, d.log.Named("metrics"))
 		if err != nil {
 			d.stopServers()
 			d.rt.Shutdown(context.Background())
 			return fmt.Errorf("metrics_listen %s: %w", cfg.Global.MetricsListen, err)
 		}
-		d.metrics = m
+		d.metrics, d.metricsLn = m, ln
 	}
 	d.log.Info("l4lb running", zap.String("version", d.build.Version), zap.String("commit", d.build.Commit), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()))
 	return nil
@@ -135,9 +175,22 @@ func (d *daemon) loop(cfg *config.Config, sigs chan os.Signal) int {
 			cfg, res = d.reloadNotifying(cfg)
 			reply <- res
 			continue
+		case u := <-d.upgrades:
+			res := d.upgrade(cfg, u.binary, u.timeout)
+			u.reply <- res
+			if res.OK {
+				return d.exitAfterUpgrade(cfg, sigs)
+			}
+			continue
 		}
-		if sig == syscall.SIGHUP {
+		switch sig {
+		case syscall.SIGHUP:
 			cfg, _ = d.reloadNotifying(cfg)
+			continue
+		case syscall.SIGUSR2:
+			if d.upgrade(cfg, "", 0).OK {
+				return d.exitAfterUpgrade(cfg, sigs)
+			}
 			continue
 		}
 		close(d.stopping)
@@ -146,6 +199,17 @@ func (d *daemon) loop(cfg *config.Config, sigs chan os.Signal) int {
 		d.shutdown(cfg.Global.DrainTimeout, sigs)
 		return 0
 	}
+}
+
+// exitAfterUpgrade stops this process once a new one took over: its
+// listeners are the new one's now, and the connections it kept drain for
+// up to drain_timeout. The service manager follows the new process
+// already: no STOPPING=1.
+func (d *daemon) exitAfterUpgrade(cfg *config.Config, sigs chan os.Signal) int {
+	close(d.stopping)
+	d.log.Info("old process exiting after the upgrade", zap.Duration("drain_timeout", cfg.Global.DrainTimeout))
+	d.shutdown(cfg.Global.DrainTimeout, sigs)
+	return 0
 }
 
 // reloadNotifying reloads, telling the service manager.
@@ -315,12 +379,12 @@ func (d *daemon) shutdown(drain time.Duration, sigs <-chan os.Signal) {
 	defer cancel()
 	go func() {
 		for sig := range sigs {
-			if sig != syscall.SIGHUP {
+			if sig == syscall.SIGTERM || sig == syscall.SIGINT {
 				d.log.Warn("second signal: resetting remaining connections", zap.Stringer("signal", sig))
 				cancel()
 				return
 			}
-			d.log.Info("reload ignored during shutdown")
+			d.log.Info("signal ignored during shutdown", zap.Stringer("signal", sig))
 		}
 	}()
 	start := time.Now()

@@ -44,3 +44,40 @@ type OverrideRequest struct {
 	// always recorded too.
 	Operator string `json:"operator,omitempty"`
 }
+
+// UpgradeRequest is the optional body of POST /upgrade.
+type UpgradeRequest struct {
+	// Binary is the new l4lb to start (an absolute path); empty: the
+	// binary the running l4lb was started from, read from disk again.
+	Binary string `json:"binary,omitempty"`
+	// Timeout bounds the new process's start, until it is ready (a Go
+	// duration such as "2m"); empty: one minute.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// UpgradeResult is POST /upgrade's answer.
+type UpgradeResult struct {
+	OK bool `json:"ok"`
+	// PID is the new process's (on failure: the one that failed, if it ran).
+	PID    int    `json:"pid,omitempty"`
+	OldPID int    `json:"old_pid,omitempty"`
+	Binary string `json:"binary,omitempty"`
+	// Error says why the upgrade failed; this process keeps serving.
+	Error    string   `json:"error,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+	// Listeners are the VIP sockets handed over; Connections and Sessions
+	// the established TCP connections and UDP sessions the new process
+	// adopted; Kept those that stay in this one to drain (they could not
+	// be flushed in time, or the new config has no place for them).
+	Listeners   int `json:"listeners"`
+	Connections int `json:"connections"`
+	// Flushed: of the connections handed over, those whose bytes held in
+	// this process (pipes, buffers) were written out first.
+	Flushed  int `json:"flushed"`
+	Sessions int `json:"sessions"`
+	Kept     int `json:"kept"`
+	// Seconds is how long the upgrade took, from the start of the new
+	// binary; HandoverSeconds the part that moved established flows.
+	Seconds         float64 `json:"seconds"`
+	HandoverSeconds float64 `json:"handover_seconds"`
+}

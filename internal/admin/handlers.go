@@ -1,14 +1,17 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"go.uber.org/zap"
@@ -36,6 +39,44 @@ func (h *handlers) reload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.d.Reload(r.Context())
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err)
+	case !res.OK:
+		writeJSON(w, http.StatusUnprocessableEntity, res)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+// Upgrader is a Daemon that can hand over to a new binary (POST /upgrade).
+type Upgrader interface {
+	// Upgrade starts the new binary and hands over to it; an error means
+	// no upgrade was tried (shutting down).
+	Upgrade(ctx context.Context, req UpgradeRequest) (UpgradeResult, error)
+}
+
+func (h *handlers) upgrade(w http.ResponseWriter, r *http.Request) {
+	var req UpgradeRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.Binary != "" && !filepath.IsAbs(req.Binary) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("binary %q: want an absolute path", req.Binary))
+		return
+	}
+	if req.Timeout != "" {
+		if d, err := time.ParseDuration(req.Timeout); err != nil || d <= 0 || d > time.Hour {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("timeout %q: want a duration up to 1h, such as 2m", req.Timeout))
+			return
+		}
+	}
+	u, ok := h.d.(Upgrader)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, errors.New("this l4lb cannot upgrade in place"))
+		return
+	}
+	res, err := u.Upgrade(r.Context(), req)
 	switch {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err)

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -56,6 +57,10 @@ type Server struct {
 	path  string
 	ident os.FileInfo // the socket file as created: only it is removed at exit
 	srv   *http.Server
+	ln    *net.UnixListener
+	// handedOver: the next l4lb serves the socket now (an upgrade); Close
+	// neither removes the file nor cuts requests in progress.
+	handedOver atomic.Bool
 }
 
 // maxBody bounds a request body: every request this API takes is small.
@@ -75,32 +80,62 @@ func Serve(path string, d Daemon, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
-	// Close must not unlink whatever is at path by then: removal is ours.
-	ln.SetUnlinkOnClose(false)
-	ident, err := os.Lstat(path)
-	if err == nil {
-		err = os.Chmod(path, 0o600)
-	}
+	err = os.Chmod(path, 0o600)
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
-	s := &Server{path: path, ident: ident, srv: &http.Server{
+	return ServeListener(ln, path, d, log)
+}
+
+// ServeListener serves the admin API on ln, a socket bound at path
+// (created by Serve, or by an earlier l4lb that handed it over).
+func ServeListener(ln *net.UnixListener, path string, d Daemon, log *zap.Logger) (*Server, error) {
+	// Close must not unlink whatever is at path by then: removal is ours.
+	ln.SetUnlinkOnClose(false)
+	ident, err := os.Lstat(path)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	s := &Server{path: path, ident: ident, ln: ln, srv: &http.Server{
 		Handler:           onlyPrivileged(routes(d, log)),
 		ReadHeaderTimeout: 5 * time.Second,
 		ConnContext:       withPeer,
 	}}
 	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		err := s.srv.Serve(ln)
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !s.handedOver.Load() {
 			log.Error("admin server stopped", zap.Error(err))
 		}
 	}()
 	return s, nil
 }
 
+// Path returns the socket's path.
+func (s *Server) Path() string { return s.path }
+
+// ListenerFile returns a duplicate of the listening socket, for the next
+// l4lb; the caller closes it.
+func (s *Server) ListenerFile() (*os.File, error) { return s.ln.File() }
+
+// Handover stops accepting on the socket, which the next l4lb now serves:
+// requests in progress (the upgrade's own) finish, and Close leaves the
+// socket file in place.
+func (s *Server) Handover() {
+	s.handedOver.Store(true)
+	_ = s.ln.Close()
+}
+
 // Close stops serving and removes the socket file, if it is still the
 // one Serve created.
 func (s *Server) Close() {
+	if s.handedOver.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.srv.Shutdown(ctx) // the upgrade's answer is still being written
+		return
+	}
 	_ = s.srv.Close()
 	if fi, err := os.Lstat(s.path); err == nil && os.SameFile(fi, s.ident) {
 		_ = os.Remove(s.path)
@@ -200,6 +235,7 @@ func routes(d Daemon, log *zap.Logger) http.Handler {
 		{"GET", "/status", "VIPs, backends (health, overrides, flows), event loops, process", h.status},
 		{"GET", "/config", "the config in force, resolved, as TOML", h.config},
 		{"POST", "/reload", "apply the config file again (as SIGHUP); 422 with the problems when refused", h.reload},
+		{"POST", "/upgrade", "start a new l4lb binary that takes over sockets and connections (as SIGUSR2); 422 when it fails and this one keeps serving", h.upgrade},
 		{"POST", "/vips/{vip}/backends/{backend}/drain", "no new flows to the backend; established ones continue", h.override(l4.OverrideDrain)},
 		{"POST", "/vips/{vip}/backends/{backend}/disable", "no new flows, and established ones are reset", h.override(l4.OverrideDisable)},
 		{"POST", "/vips/{vip}/backends/{backend}/enable", "clear a drain or disable", h.override(l4.OverrideNone)},

@@ -12,6 +12,13 @@
 // SO_REUSEPORT group, so a flow stays on one loop), read and answered in
 // recvmmsg/sendmmsg batches.
 //
+// An upgrade hands all of it to the next process (inherit.go, handoff.go,
+// handoff_udp.go): listening sockets are duplicated and accepting pauses
+// while both processes hold them; an established connection is frozen,
+// flushed and detached from its loop, then adopted into the other
+// process's loops; a UDP session's backend socket moves with its entry.
+// That code runs only during an upgrade.
+//
 // The package knows nothing of TOML or health checks: a service is given
 // immutable Settings and a snapshot.Store to pick from, and reports connect
 // outcomes through an Observer.

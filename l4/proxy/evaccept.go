@@ -35,6 +35,9 @@ type evService struct {
 
 	// accepting: no limit is reached; the loops' registrations follow it.
 	accepting atomic.Bool
+	// paused: another process takes this listener's connections (an
+	// upgrade); the socket stays open.
+	paused    atomic.Bool
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
@@ -58,7 +61,7 @@ func (s *TCPService) serveLoops() {
 // state: registered while accepting, not paused and not closed.
 func (s *TCPService) syncAccept(l *loop) {
 	e := s.ev
-	want := e.accepting.Load() && !e.closed.Load() && l.now() >= e.pause[l.id]
+	want := e.accepting.Load() && !e.closed.Load() && !e.paused.Load() && l.now() >= e.pause[l.id]
 	r := &e.regs[l.id]
 	switch {
 	case want && r.slot < 0:

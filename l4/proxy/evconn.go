@@ -84,11 +84,12 @@ type evConn struct {
 	tracked         bool
 
 	// For the connection's log line (connlog.go).
-	acceptAt  int64        // loop clock at accept
+	acceptAt  int64        // loop clock at accept (an upgrade passes it on)
 	connectAt int64        // loop clock when the backend answered; 0 = never
 	picked    *l4.Backend  // the backend tried last (target is nil once a connect failed)
 	fin       l4.EndReason // whose FIN came first: the end of a connection closed both ways
 	lastFail  l4.EndReason // how the last connect failed: connect_failed or connect_timeout
+	stays     bool         // an upgrade's new process did not take it: it ends here
 }
 
 // evEnd is the handler of one of a connection's two sockets.
@@ -109,7 +110,7 @@ type evDir struct {
 	done     bool   // the FIN was passed on
 	splice   bool   // bulk: move chunks with splice
 	bytes    *atomic.Uint64
-	n        uint64 // bytes moved this way (the log line's bytes_in or bytes_out)
+	n        uint64 // bytes moved this way (the log line's bytes_in or bytes_out; an upgrade passes them on)
 }
 
 // timer kinds in the low two bits of the generation a timer carries.

@@ -132,6 +132,7 @@ type loop struct {
 	freeSessions []*loopSession
 	logFields    [maxLogFields]zap.Field // a connection's log line being written
 	logText      [64]byte                // its client address
+	handing      []handingConn           // connections frozen for an upgrade's handover, still flushing
 
 	mu     sync.Mutex // guards tasks and inbox
 	tasks  []func()

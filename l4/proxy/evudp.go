@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -37,6 +38,9 @@ type evUDP struct {
 	socks []*udpSock // by loop id
 	stop  chan struct{}
 	once  sync.Once
+	// paused: the loops do not read the VIP sockets (another process does,
+	// or will once this one has its sessions: an upgrade).
+	paused atomic.Bool
 }
 
 // udpSock is the VIP socket a loop reads, and the replies it will send.
@@ -87,24 +91,39 @@ type endedSession struct {
 
 // newEvUDP takes the VIP's socket over for the loops (a dup; the
 // original closes, so Go's netpoller stops watching it) and opens one
-// more socket of its SO_REUSEPORT group per further loop.
-func newEvUDP(s *UDPService, loops *Loops) (*evUDP, error) {
-	first, err := s.takeFD()
-	if err != nil {
-		return nil, err
-	}
-	e := &evUDP{loops: loops, stop: make(chan struct{})}
-	fds := []int{first}
-	for i := 1; i < loops.Len(); i++ {
-		fd, err := joinGroup(first, s.key.Addr)
+// more socket of its SO_REUSEPORT group per further loop. With group (the
+// sockets of an inherited group, in their order) it uses those instead,
+// joining more members or closing the extra ones when this process runs
+// another number of loops.
+func newEvUDP(s *UDPService, loops *Loops, group []int) (*evUDP, error) {
+	fds := group
+	if len(fds) == 0 {
+		first, err := s.takeFD()
 		if err != nil {
-			for _, f := range fds {
-				unix.Close(f)
-			}
+			return nil, err
+		}
+		fds = []int{first}
+	}
+	for _, fd := range group {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			closeAll(fds)
+			return nil, err
+		}
+	}
+	if len(fds) > loops.Len() {
+		closeAll(fds[loops.Len():])
+		fds = fds[:loops.Len()]
+	}
+	for i := len(fds); i < loops.Len(); i++ {
+		fd, err := joinGroup(fds[0], s.key.Addr)
+		if err != nil {
+			closeAll(fds)
 			return nil, fmt.Errorf("udp socket %d of %d for %s: %w", i+1, loops.Len(), s.key.Addr, err)
 		}
 		fds = append(fds, fd)
 	}
+	e := &evUDP{loops: loops, stop: make(chan struct{})}
+	e.paused.Store(s.startPaused)
 	for _, fd := range fds {
 		e.socks = append(e.socks, &udpSock{s: s, fd: fd, reg: reg{fd: fd, slot: -1},
 			in: newMsgBatch(vipBatch, bufSize), out: newMsgBatch(replyOut, bufSize)})
@@ -179,6 +198,9 @@ func (s *UDPService) serveLoops() {
 	e := s.ev
 	e.loops.each(func(l *loop) {
 		vs := e.socks[l.id]
+		if e.paused.Load() || vs.reg.slot >= 0 {
+			return // PauseReading(false) registers it
+		}
 		r, err := l.add(vs.fd, udpEvents, vs)
 		if err != nil {
 			s.log.Error("cannot watch the udp socket", zap.Stringer("listen", s.key), zap.Error(err))
@@ -197,7 +219,7 @@ func (s *UDPService) closeLoops() {
 		e.loops.each(func(l *loop) {
 			vs := e.socks[l.id]
 			vs.closed = true
-			l.forget(&vs.reg)
+			l.withdraw(&vs.reg) // another process may hold the socket (an upgrade): leave no interest behind
 			unix.Close(vs.fd)
 		})
 		_ = s.table.Close() // its end hook hands each session to its loop to close
@@ -280,6 +302,10 @@ func (s *UDPService) handleOn(l *loop, vs *udpSock, i int) {
 		// The kernel keeps a flow on one socket of the group while the
 		// group stands, and the group lives as long as the VIP; a
 		// datagram of another loop's session would race with its close.
+		// It happens only after an upgrade that changed the number of
+		// loops (the group shrank): the session ends (on its loop), so
+		// the flow's next datagram starts one here.
+		s.table.Delete(key)
 		s.Stats.Dropped.Add(1)
 		return
 	}

@@ -72,6 +72,8 @@ type UDPService struct {
 	settings atomic.Pointer[UDPSettings]
 	Stats    UDPStats
 	sessions atomic.Int64
+	// startPaused: UDPConfig.Paused.
+	startPaused bool
 
 	warnings rateLog
 	connLog  lineLimit
@@ -82,7 +84,14 @@ type UDPService struct {
 
 // UDPConfig builds a UDPService.
 type UDPConfig struct {
-	Conn      *net.UDPConn
+	Conn *net.UDPConn
+	// Group, instead of Conn, are the sockets of a SO_REUSEPORT group
+	// another process passed (an upgrade), in its loop order; the service
+	// owns them from then on, also when NewUDPService fails.
+	Group []int
+	// Paused: Serve does not read the VIP sockets until PauseReading(false)
+	// (an upgrade's new process adopts the old one's sessions first).
+	Paused    bool
 	Snapshots *snapshot.Store
 	Settings  UDPSettings
 	Log       *zap.Logger
@@ -96,20 +105,49 @@ type UDPConfig struct {
 // NewUDPService makes a service over conn; Serve starts it.
 func NewUDPService(cfg UDPConfig) (*UDPService, error) {
 	if cfg.Loops == nil {
+		closeAll(cfg.Group)
 		return nil, errors.New("udp service: no event loops")
 	}
-	log := cfg.Log
-	if log == nil {
-		log = zap.NewNop()
+	if len(cfg.Group) > 0 {
+		return newUDPServiceGroup(cfg)
 	}
 	raw, err := cfg.Conn.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
+	s := newUDPBase(cfg, cfg.Conn.LocalAddr().(*net.UDPAddr).AddrPort())
+	s.conn, s.raw = cfg.Conn, raw
+	if err := s.enablePktinfo(); err != nil {
+		return nil, err
+	}
+	if err := s.start(cfg, nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newUDPServiceGroup is NewUDPService over an inherited socket group.
+func newUDPServiceGroup(cfg UDPConfig) (*UDPService, error) {
+	sa, err := unix.Getsockname(cfg.Group[0])
+	if err != nil {
+		closeAll(cfg.Group)
+		return nil, fmt.Errorf("udp socket group: %w", err)
+	}
+	s := newUDPBase(cfg, sockaddrAddrPort(sa))
+	if err := s.start(cfg, cfg.Group); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newUDPBase fills in what every UDP service has.
+func newUDPBase(cfg UDPConfig, addr netip.AddrPort) *UDPService {
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
 	s := &UDPService{
-		key:   l4.VIPKey{Addr: cfg.Conn.LocalAddr().(*net.UDPAddr).AddrPort(), Proto: l4.UDP},
-		conn:  cfg.Conn,
-		raw:   raw,
+		key:   l4.VIPKey{Addr: addr, Proto: l4.UDP},
 		snaps: cfg.Snapshots,
 		log:   log,
 		obs:   cfg.Observer,
@@ -119,22 +157,33 @@ func NewUDPService(cfg UDPConfig) (*UDPService, error) {
 	s.key.Addr = netip.AddrPortFrom(s.key.Addr.Addr().Unmap(), s.key.Addr.Port())
 	s.connLog.lost = &s.Stats.ConnLogDropped
 	s.wildcard = s.key.Addr.Addr().IsUnspecified()
-	if err := s.enablePktinfo(); err != nil {
-		return nil, err
-	}
+	s.startPaused = cfg.Paused
 	s.settings.Store(&cfg.Settings)
+	return s
+}
+
+// start makes the session table and the loops' sockets (group: the
+// inherited ones, else the service's own and more of its group).
+func (s *UDPService) start(cfg UDPConfig, group []int) error {
+	var err error
 	s.table, err = conntrack.New(conntrack.Options{
 		UDPIdle:    cfg.Settings.SessionTimeout,
 		MaxEntries: max(2*cfg.Settings.MaxSessions, 1<<16),
 		OnEnd:      s.sessionEndedLoop,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("session table: %w", err)
+		closeAll(group)
+		return fmt.Errorf("session table: %w", err)
 	}
-	if s.ev, err = newEvUDP(s, cfg.Loops); err != nil {
-		return nil, err
+	s.ev, err = newEvUDP(s, cfg.Loops, group)
+	return err
+}
+
+// closeAll closes descriptors.
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
-	return s, nil
 }
 
 // enablePktinfo asks for each datagram's destination address, which a

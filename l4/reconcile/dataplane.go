@@ -5,6 +5,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"net"
 
 	"go.uber.org/zap"
 
@@ -75,6 +76,11 @@ type planeDeps struct {
 
 	indexes *indexPool  // backend indexes (for the VIP, not the data plane)
 	xdp     *xdpRuntime // the XDP program, when the config has xdp VIPs
+	// inherit holds the sockets an earlier l4lb passed (an upgrade): a
+	// VIP listed there takes its socket instead of binding. nil = none.
+	inherit *ListenSockets
+	// carry is the previous l4lb's backend state by VIP key (an upgrade).
+	carry map[string]map[l4.BackendID]BackendState
 }
 
 // newDataPlane opens the data plane vc's mode and protocol ask for. It is
@@ -113,7 +119,14 @@ type tcpPlane struct{ svc *proxy.TCPService }
 
 func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) {
 	st := settings(vc)
-	ln, err := proxy.ListenTCP(key.Addr, proxy.ListenOptions{KeepAlive: keepAliveFor(st), Freebind: vc.Freebind, DeferAccept: vc.DeferAccept})
+	opts := proxy.ListenOptions{KeepAlive: keepAliveFor(st), Freebind: vc.Freebind, DeferAccept: vc.DeferAccept}
+	var ln *net.TCPListener
+	var err error
+	if fd, ok := d.inherit.takeTCP(key); ok {
+		ln, err = proxy.AdoptTCPListener(fd, opts)
+	} else {
+		ln, err = proxy.ListenTCP(key.Addr, opts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -169,16 +182,24 @@ func (p *tcpPlane) fillStatus(s *VIPStatus) {
 type udpPlane struct{ svc *proxy.UDPService }
 
 func newUDPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*udpPlane, error) {
-	group := d.loops != nil && d.loops.Len() > 1 // a socket per loop
-	conn, err := proxy.ListenUDP(key.Addr, proxy.ListenOptions{Freebind: vc.Freebind, ReusePort: group})
-	if err != nil {
-		return nil, err
+	ucfg := proxy.UDPConfig{Snapshots: d.store, Settings: udpSettings(vc), Log: d.log, Observer: d.obs, Self: d.self, Loops: d.loops}
+	if fds, ok := d.inherit.takeUDP(key); ok {
+		// The service owns them now, also when it fails. It reads them once
+		// it has the old process's sessions (Runtime.ResumeReading).
+		ucfg.Group, ucfg.Paused = fds, true
+	} else {
+		group := d.loops != nil && d.loops.Len() > 1 // a socket per loop
+		conn, err := proxy.ListenUDP(key.Addr, proxy.ListenOptions{Freebind: vc.Freebind, ReusePort: group})
+		if err != nil {
+			return nil, err
+		}
+		ucfg.Conn = conn
 	}
-	svc, err := proxy.NewUDPService(proxy.UDPConfig{
-		Conn: conn, Snapshots: d.store, Settings: udpSettings(vc), Log: d.log, Observer: d.obs, Self: d.self, Loops: d.loops,
-	})
+	svc, err := proxy.NewUDPService(ucfg)
 	if err != nil {
-		conn.Close()
+		if ucfg.Conn != nil {
+			ucfg.Conn.Close()
+		}
 		return nil, err
 	}
 	d.self.Add(key)

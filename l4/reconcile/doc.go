@@ -6,5 +6,7 @@
 // listeners): if a new VIP cannot listen, nothing changes. VIPs are keyed by
 // listen address and protocol, so an unchanged VIP keeps its socket and its
 // connections across reloads; backends are keyed by their identity, so
-// live-flow counts survive too.
+// live-flow counts survive too. An upgrade (upgrade.go) carries sockets,
+// connections, sessions and backend state over to the next process by the
+// same keys.
 package reconcile

@@ -40,6 +40,8 @@ type Runtime struct {
 	// drainingVIPs are those VIPs, for status (guarded by mu).
 	drainingVIPs map[*vip]struct{}
 	closed       bool
+	inherit      *ListenSockets // sockets from an earlier l4lb for the next Apply (see Inherit)
+	carry        map[string]map[l4.BackendID]BackendState
 }
 
 // MaxBackends bounds the backends of all VIPs together: their indexes
@@ -114,6 +116,7 @@ func (r *Runtime) Config() *config.Config {
 func (r *Runtime) Apply(cfg *config.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.closeInherited()
 	if r.closed {
 		return errors.New("runtime is shut down")
 	}
@@ -201,7 +204,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKe
 		if _, ok := r.vips[key]; ok && !moved[key] {
 			continue
 		}
-		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, loops: r.loops, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp}, r.health)
+		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, loops: r.loops, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp, inherit: r.inherit, carry: r.carry}, r.health)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()

@@ -41,6 +41,9 @@ type vip struct {
 	retired []*backend
 	// rebal is the running or last rebalance (rebalance.go); nil = none.
 	rebal *rebalance
+	// carry is what the previous l4lb knew of the backends (an upgrade),
+	// for the first plan only.
+	carry map[l4.BackendID]BackendState
 }
 
 // backend is a backend as the runtime tracks it.
@@ -99,8 +102,10 @@ type plan struct {
 }
 
 func newVIP(key l4.VIPKey, vc *config.VIP, deps planeDeps, hm *health.Manager) (*vip, error) {
-	v := &vip{key: key, log: deps.log.With(zap.String("vip", vc.Name)), health: hm, self: deps.self, indexes: deps.indexes, backends: map[l4.BackendID]*backend{}}
+	v := &vip{key: key, log: deps.log.With(zap.String("vip", vc.Name)), health: hm, self: deps.self, indexes: deps.indexes, backends: map[l4.BackendID]*backend{},
+		carry: deps.carry[key.String()]}
 	p, err := v.plan(vc)
+	v.carry = nil
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +194,9 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 				return nil, err
 			}
 			p.fresh = append(p.fresh, nb.b)
+			if c, ok := v.carry[id]; ok {
+				c.apply(nb, vc)
+			}
 		}
 		nb.b.RTT().SetAlpha(vc.LeastTimeAlpha)
 		next[id] = nb

@@ -45,6 +45,9 @@ type xdpRuntime struct {
 	// by shutdown, so that nothing writes to maps it has closed.
 	open   sync.RWMutex
 	closed bool // guarded by open
+	// held: another l4lb is taking the pinned maps over (an upgrade); this
+	// one writes nothing until it resumes (see Runtime.HoldXDP).
+	held atomic.Bool
 
 	// rescale is called after a flow count once weight_refresh has passed
 	// since the last call: it moves least_conn and least_time weights.
@@ -230,6 +233,9 @@ func (x *xdpRuntime) neighborsChanged() {
 // refresh reads live-flow counts, retires backends whose last flow ended
 // and keeps neighbours resolved.
 func (x *xdpRuntime) refresh() {
+	if x.held.Load() {
+		return
+	}
 	if err := x.countFlows(); err != nil {
 		x.log.Warn("xdp: reading the flow table failed", zap.Error(err))
 	} else if every := time.Duration(x.weightRefresh.Load()); x.rescale != nil && time.Since(x.rescaled) >= every {
@@ -311,6 +317,9 @@ func (x *xdpRuntime) remove(p *xdpPlane) {
 // the MACs of l2 backends, and checks the path MTU of new backends. It
 // runs on the loop, the only goroutine that talks to netlink.
 func (x *xdpRuntime) syncBackends() {
+	if x.held.Load() {
+		return
+	}
 	var addrs []netip.Addr
 	planes := x.planeList()
 	for _, p := range planes {

@@ -79,6 +79,9 @@ func (p *xdpPlane) serve() {}
 // table the snapshot's picker uses, or, for algorithms without one, a
 // Maglev table over the snapshot's weighted members), then the VIP entry.
 func (p *xdpPlane) publish(snap *snapshot.Snapshot) (err error) {
+	if p.x.held.Load() {
+		return nil // another l4lb is adopting the maps; HoldXDP(false) writes it
+	}
 	if !p.x.using(func() { err = p.write(snap) }) {
 		return nil // l4lb is stopping: the maps stay as they are
 	}
@@ -178,7 +181,7 @@ func (p *xdpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) 
 // a datagram flow has no end the conntrack can see, and would otherwise
 // keep being sent into a dead backend. TCP flows follow on_down.
 func (p *xdpPlane) backendDown(b *l4.Backend) {
-	if p.key.Proto != l4.UDP {
+	if p.key.Proto != l4.UDP || p.x.held.Load() {
 		return
 	}
 	var n int
@@ -315,6 +318,9 @@ func (p *xdpPlane) indexes() []uint32 {
 // flows rehash onto a live backend, which resets them (on_down = reset).
 // The kernel forwards them, so there is no line to log: why is unused.
 func (p *xdpPlane) resetWhere(match func(*l4.Backend) bool, _ l4.EndReason) int {
+	if p.x.held.Load() {
+		return 0
+	}
 	total := 0
 	for _, b := range p.matching(match) {
 		var n int

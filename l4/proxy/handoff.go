@@ -1,0 +1,370 @@
+// Established TCP connections handed to another process (an upgrade): the
+// old loops stop reading a connection, flush what it holds to its
+// destinations and take its sockets out of their epoll sets; the new
+// process adopts the two sockets with the connection's state into its own
+// loops. None of this runs outside an upgrade.
+package proxy
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/l4"
+)
+
+// evHanding: a connection being handed over. No event, timer or again
+// turn moves its bytes (they all want evOpen); only the handover flushes.
+const evHanding = evClosed + 1
+
+// ConnState is an established connection as the next process needs it,
+// besides its two sockets. Bytes the old process read and had not written
+// are flushed before, so none are in flight outside the sockets.
+type ConnState struct {
+	VIP         string         `json:"vip"` // l4.VIPKey.String()
+	Backend     l4.BackendID   `json:"backend"`
+	BackendAddr netip.AddrPort `json:"backend_addr"`
+	Client      netip.AddrPort `json:"client"`
+	Local       netip.AddrPort `json:"local"` // the VIP address the client reached
+	Loop        int            `json:"loop"`  // the old process's loop: the new one spreads alike
+	Started     time.Time      `json:"started"`
+	// ConnectTime is how long the backend took to answer (the log line's
+	// connect_time); Retries how many connects failed before it.
+	ConnectTime time.Duration `json:"connect_time,omitempty"`
+	Retries     int           `json:"retries,omitempty"`
+	BytesIn     uint64        `json:"bytes_in"`  // client to backend
+	BytesOut    uint64        `json:"bytes_out"` // backend to client
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	Quiet       time.Duration `json:"quiet"` // since the last byte moved (the idle timer's base)
+	// ClientEOF: the client's FIN was passed on to the backend;
+	// BackendEOF: the backend's to the client (half-closed connections).
+	ClientEOF  bool `json:"client_eof,omitempty"`
+	BackendEOF bool `json:"backend_eof,omitempty"`
+	SpliceUp   bool `json:"splice_up,omitempty"`
+	SpliceDown bool `json:"splice_down,omitempty"`
+}
+
+// DetachedConn is a connection off its loop: its sockets are open and in
+// no epoll set, its state frozen, until Release or Restore.
+type DetachedConn struct {
+	State           ConnState
+	Client, Backend int // its sockets
+	c               *evConn
+	l               *loop
+	gen             uint32
+}
+
+// HandoverStats says what a detach did.
+type HandoverStats struct {
+	Detached int // flushed and off their loops (handed to emit)
+	Flushed  int // of those, how many held bytes that were written out first
+	Kept     int // not flushed in time, or still connecting: they stay
+}
+
+// DetachConns takes the established connections of svcs (which share
+// their loops) off the loops: each stops reading, writes out what it holds
+// (pipes, buffers), and leaves the epoll sets. Every pass over the loops
+// hands the connections flushed so far to emit, which owns them from then
+// on (ReleaseConns or RestoreConns), so one that flushes at once waits
+// for no other. A connection that cannot flush within flush, and one still
+// connecting by then, goes on here and counts as kept. An error from emit
+// stops the detach: the connections still frozen go back to work, and it
+// is returned. Accepting must be paused before.
+func DetachConns(svcs []*TCPService, flush time.Duration, emit func([]*DetachedConn) error) (HandoverStats, error) {
+	var st HandoverStats
+	if len(svcs) == 0 {
+		return st, nil
+	}
+	want := make(map[*TCPService]bool, len(svcs))
+	for _, s := range svcs {
+		want[s] = true
+	}
+	ls := svcs[0].ev.loops
+	restore := func() int {
+		var mu sync.Mutex
+		n := 0
+		ls.each(func(l *loop) {
+			k := l.restoreHanding()
+			mu.Lock()
+			n += k
+			mu.Unlock()
+		})
+		return n
+	}
+	deadline := time.Now().Add(flush)
+	for {
+		var mu sync.Mutex
+		var ready []*DetachedConn
+		pending, connecting := 0, 0
+		ls.each(func(l *loop) {
+			r, left, held := l.detachPass(want)
+			mu.Lock()
+			ready = append(ready, r...)
+			pending += left
+			st.Flushed += held
+			mu.Unlock()
+		})
+		st.Detached += len(ready)
+		if len(ready) > 0 {
+			if err := emit(ready); err != nil {
+				st.Kept += restore()
+				return st, err
+			}
+		}
+		for _, s := range svcs {
+			connecting += int(s.Stats.Active.Load() - s.ev.live.Load())
+		}
+		if pending == 0 && connecting <= 0 {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			st.Kept += restore() + max(connecting, 0)
+			return st, nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// detachPass, on the loop, freezes the open connections of the wanted
+// services and flushes every frozen one it can; it returns those flushed,
+// how many still hold bytes, and how many of those it froze held bytes.
+func (l *loop) detachPass(want map[*TCPService]bool) ([]*DetachedConn, int, int) {
+	held := 0
+	for c := range l.conns {
+		if want[c.svc] && c.state == evOpen && !c.stays {
+			if c.up.pending > 0 || c.down.pending > 0 {
+				held++
+			}
+			delete(l.conns, c)
+			c.state = evHanding
+			l.withdraw(&c.client.reg)
+			l.withdraw(&c.backend.reg)
+			l.handing = append(l.handing, handingConn{c: c, gen: c.gen})
+		}
+	}
+	var ready []*DetachedConn
+	keep := l.handing[:0]
+	for _, h := range l.handing {
+		c := h.c
+		if c.gen != h.gen || c.state != evHanding {
+			continue // it ended while flushing (a reset, or both FINs passed)
+		}
+		if !c.flushHanding(l) {
+			if c.state == evHanding {
+				keep = append(keep, h)
+			}
+			continue
+		}
+		ready = append(ready, &DetachedConn{State: c.handoverState(l), Client: c.client.fd, Backend: c.backend.fd, c: c, l: l, gen: c.gen})
+	}
+	clear(l.handing[len(keep):])
+	l.handing = keep
+	return ready, len(keep), held
+}
+
+// handingConn is a connection frozen for a handover, still flushing.
+type handingConn struct {
+	c   *evConn
+	gen uint32
+}
+
+// flushHanding writes out what each direction holds; true once nothing is
+// left (and the connection is still handed over).
+func (c *evConn) flushHanding(l *loop) bool {
+	for _, d := range [2]*evDir{&c.up, &c.down} {
+		if d.pending > 0 && !c.flush(l, d) {
+			return false
+		}
+		if c.state != evHanding {
+			return false
+		}
+	}
+	return true
+}
+
+// restoreHanding puts the connections still flushing back to work here.
+func (l *loop) restoreHanding() int {
+	n := 0
+	for _, h := range l.handing {
+		if h.c.gen == h.gen && h.c.state == evHanding {
+			h.c.resume(l)
+			n++
+		}
+	}
+	clear(l.handing)
+	l.handing = l.handing[:0]
+	return n
+}
+
+// handoverState is the connection's state for the next process.
+func (c *evConn) handoverState(l *loop) ConnState {
+	now := l.now()
+	return ConnState{
+		VIP: c.svc.key.String(), Backend: c.target.ID, BackendAddr: c.target.Addr,
+		Client: c.flow.Src, Local: c.flow.Dst, Loop: l.id,
+		Started:     time.Now().Add(-time.Duration(now - c.acceptAt)),
+		ConnectTime: time.Duration(c.connectAt - c.acceptAt),
+		Retries:     max(c.attempts-1, 0),
+		BytesIn:     c.up.n,
+		BytesOut:    c.down.n,
+		IdleTimeout: time.Duration(c.idle),
+		Quiet:       time.Duration(now - c.lastActive),
+		ClientEOF:   c.up.done, BackendEOF: c.down.done,
+		SpliceUp: c.up.splice, SpliceDown: c.down.splice,
+	}
+}
+
+// ReleaseConns ends detached connections here once the next process holds
+// their sockets: closing this process's descriptors leaves the sockets
+// open there (no FIN, no reset), and the accounting ends as for a closed
+// connection.
+func ReleaseConns(ds []*DetachedConn) { onLoops(ds, (*evConn).released) }
+
+// RestoreConns puts detached connections back to work here (the next
+// process did not take them): they stay here, and a later pass of the
+// same detach leaves them alone.
+func RestoreConns(ds []*DetachedConn) {
+	onLoops(ds, func(c *evConn, l *loop) {
+		c.stays = true
+		c.resume(l)
+	})
+}
+
+// onLoops runs fn on each connection's loop (one task per loop) and waits.
+func onLoops(ds []*DetachedConn, fn func(*evConn, *loop)) {
+	byLoop := map[*loop][]*DetachedConn{}
+	for _, d := range ds {
+		byLoop[d.l] = append(byLoop[d.l], d)
+	}
+	var wg sync.WaitGroup
+	for l, list := range byLoop {
+		wg.Add(1)
+		l.post(func() {
+			defer wg.Done()
+			for _, d := range list {
+				if d.c.gen == d.gen && d.c.state == evHanding {
+					fn(d.c, l)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// released is finish without touching the sockets' state: they live on
+// in the other process.
+func (c *evConn) released(l *loop) {
+	c.state = evClosed
+	for _, sk := range [2]*sock{&c.client, &c.backend} {
+		if sk.fd >= 0 {
+			closeFD(sk.fd)
+			sk.fd = -1
+		}
+	}
+	for _, d := range [2]*evDir{&c.up, &c.down} {
+		c.putPipe(l, d) // empty: flushed before
+	}
+	s := c.svc
+	s.release(c.target)
+	s.untrackEv(l, c)
+	l.live.Add(-1)
+	s.evConnDone()
+	l.freeConn(c)
+}
+
+// resume puts a frozen connection back in the epoll set and to work.
+func (c *evConn) resume(l *loop) {
+	c.state = evOpen
+	c.queued = false // an again entry of before may be gone
+	for _, sk := range [2]*sock{&c.client, &c.backend} {
+		h := &c.cEnd
+		if sk == &c.backend {
+			h = &c.bEnd
+		}
+		r, err := l.add(sk.fd, sockEvents, h)
+		if err != nil {
+			c.finish(l, true, true, l4.EndLocalError)
+			return
+		}
+		sk.reg = r
+		sk.readable, sk.writable = true, true // an edge may have passed meanwhile
+	}
+	l.conns[c] = struct{}{}
+	c.armTimers(l)
+	c.pump(l)
+}
+
+// armTimers arms the idle check and the backend keepalive of an open
+// connection that arrived from elsewhere (a timer that fired meanwhile
+// found it frozen and did nothing).
+func (c *evConn) armTimers(l *loop) {
+	if c.idle > 0 {
+		wait := c.idle - (l.now() - c.lastActive)
+		l.after(time.Duration(max(wait, int64(time.Millisecond))), c, c.gen<<2|timerIdle)
+	}
+	if c.st.KeepAlive > 0 {
+		l.after(keepAliveAfter, c, c.gen<<2|timerKeepAlive)
+	}
+}
+
+// AdoptConn takes over a connection another process detached: cfd and bfd
+// are its sockets (owned from now on), b its backend here. It counts
+// against max_conns and the process budget even above them (the
+// connection exists already), holds a live flow on b, and runs on the
+// loop matching the old one.
+func (s *TCPService) AdoptConn(st ConnState, cfd, bfd int, b *l4.Backend) {
+	s.limit.force()
+	if s.budget != nil {
+		s.budget.force()
+	}
+	b.Acquire()
+	s.Stats.Active.Add(1)
+	s.wg.Add(1)
+	loops := s.ev.loops.loops
+	l := loops[st.Loop%len(loops)]
+	l.post(func() { s.adoptOn(l, st, cfd, bfd, b) })
+}
+
+// adoptOn builds the adopted connection on loop l and starts moving bytes.
+func (s *TCPService) adoptOn(l *loop, st ConnState, cfd, bfd int, b *l4.Backend) {
+	c := l.newConn()
+	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), gen: c.gen, target: b, state: evHanding}
+	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
+	c.flow = l4.Flow{Src: st.Client, Dst: st.Local, Proto: l4.TCP}
+	c.client.reg, c.backend.reg = reg{fd: cfd, slot: -1}, reg{fd: bfd, slot: -1}
+	now := l.now()
+	c.acceptAt = now - int64(time.Since(st.Started))
+	c.connectAt = c.acceptAt + max(int64(st.ConnectTime), 1) // connected: never 0
+	c.picked, c.attempts = b, 1+st.Retries
+	c.lastActive = now - int64(st.Quiet)
+	c.idle = int64(st.IdleTimeout)
+	c.up = evDir{src: &c.client, dst: &c.backend, bytes: &b.Stats.BytesIn, n: st.BytesIn, eof: st.ClientEOF, done: st.ClientEOF, splice: st.SpliceUp}
+	c.down = evDir{src: &c.backend, dst: &c.client, bytes: &b.Stats.BytesOut, n: st.BytesOut, eof: st.BackendEOF, done: st.BackendEOF, splice: st.SpliceDown}
+	l.live.Add(1)
+	if !s.trackEv(l, c) {
+		c.finish(l, true, true, l4.EndDrain) // the service is shutting down
+		return
+	}
+	delete(l.conns, c) // resume puts it back
+	if c.aff != nil {
+		_ = c.aff.Set(s.key, st.Client.Addr(), b)
+	}
+	c.resume(l)
+}
+
+// force takes a max_conns slot even at the limit (an adopted connection).
+func (l *limiter) force() { l.n.Add(1) }
+
+// force takes a budget slot even at the cap (an adopted connection).
+func (b *ConnBudget) force() { b.used.Add(1) }
+
+// closeSockets closes descriptors a caller could not hand over.
+func CloseSockets(fds ...int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
