@@ -198,6 +198,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		"reload":    {"--socket", "--config", "--json"},
 		"explain":   {"--socket", "--config", "--json"},
 		"rebalance": {"--socket", "--config", "--rate", "--reset", "--wait", "--dry-run", "--stop", "--json"},
+		"upgrade":   {"--socket", "--config", "--binary", "--timeout", "--json"},
 	}
 	for _, c := range commands() {
 		if c.name == "help" {
