@@ -14,8 +14,11 @@ import (
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
-// pgVIP is a least_conn VIP on 198.18.2.10:5432 over two servers; %s are
-// the health section's extra lines and the two backend addresses.
+// pgVIP is a VIP on 198.18.2.10:5432 over two servers; the %s are its
+// algorithm, the health section's timing (pgHealth) and extra lines, and
+// the two backend addresses. A postgres probe logs in: on this 2-core
+// machine under pgbench load a login can take a few hundred milliseconds,
+// so its timeout is 1s (200ms took a loaded survivor down).
 const pgVIP = `
 [global]
 admin_socket = "@ADMIN@"
@@ -29,11 +32,9 @@ connect_timeout = "500ms"
 retries = 2
   [vip.health]
   type = "postgres"
-  interval = "300ms"
-  timeout = "200ms"
-  rise = 1
-  fall = 2
   user = "l4lb"
+  rise = 1
+%s
 %s
   [[vip.backend]]
   name = "pg0"
@@ -128,7 +129,7 @@ func waitHealth(t *testing.T, lb *lbProcess, id, health string) {
 func TestPgbenchThroughVIP(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
 	pg := startPgPair(t, tp)
-	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", "", pg[0].Addr, pg[1].Addr))
+	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", pgHealth, "", pg[0].Addr, pg[1].Addr))
 	waitHealth(t, lb, "pg0", "up")
 	waitHealth(t, lb, "pg1", "up")
 
@@ -152,4 +153,104 @@ func TestPgbenchThroughVIP(t *testing.T) {
 		}
 		t.Logf("pgbench %v -C: %d transactions, 0 failed; connections per server %v", script, r.processed, flows)
 	}
+}
+
+// startPgbenchVIP starts pgbenchVIP in the background; wait returns its result.
+func startPgbenchVIP(t *testing.T, tp *testutil.Topology, args ...string) (wait func() pgbenchResult) {
+	t.Helper()
+	argv := append([]string{"pgbench", "-n", "-h", tp.VIP.String(), "-p", "5432", "-U", "postgres"}, args...)
+	cmd := tp.Client.Command(append(argv, "postgres")...)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	return func() pgbenchResult {
+		t.Helper()
+		<-done
+		return parsePgbench(t, out.String())
+	}
+}
+
+// pgHealth: probes every 300ms, down after two failures.
+const pgHealth = `  interval = "300ms"
+  timeout = "1s"
+  fall = 2`
+
+const pgbenchSessions = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'"
+
+// TestPgbenchServerStopped: one of two servers stops (pg_ctl stop -m
+// immediate) while pgbench runs through the VIP.
+//
+// Run A holds 8 sessions (plain mode: one connection per client for the
+// whole run), spread over both servers. Stopping pg0 ends the n0 sessions
+// it holds, and pgbench 15 stops ("aborts") each of those clients: the
+// transaction each was running, or about to send, is lost, and there is
+// nothing a Layer-4 balancer could do about it (the bytes went to a
+// process that no longer exists). So exactly n0 transactions fail, n0
+// being what pg_stat_activity on pg0 counted just before the stop; the
+// 8 - n0 clients on pg1 never notice.
+//
+// Run B starts right after the stop with a new connection per
+// transaction. Probes here are slow (interval 1s, fall 2) and passive
+// marks off (max_fails = 0), so pg0 stays eligible for up to fall x
+// interval + timeout = 3s: every connect l4lb makes to it meanwhile is
+// refused, and l4lb tries the next backend (retries) before the client
+// has sent a byte. So B loses nothing: zero failed, zero aborted, and
+// pg0's refused connects (status connect_fails) show that the retry path
+// ran. Then probes take pg0 down within the bound.
+//
+// Both runs are rate-limited (-R) so that the 2-core machine keeps the
+// survivor's probe logins in time.
+func TestPgbenchServerStopped(t *testing.T) {
+	tp := testutil.NewTopology(t, 2)
+	pg := startPgPair(t, tp)
+	slow := "  interval = \"1s\"\n  timeout = \"1s\"\n  fall = 2\n  max_fails = 0"
+	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", slow, "", pg[0].Addr, pg[1].Addr))
+	waitHealth(t, lb, "pg0", "up")
+	waitHealth(t, lb, "pg1", "up")
+
+	const clients = 8
+	waitA := startPgbenchVIP(t, tp, "-S", "-c", strconv.Itoa(clients), "-T", "5", "-R", "400")
+	var n0, n1 int64
+	testutil.Eventually(t, 5*time.Second, "pgbench's sessions established", func() bool {
+		n0, n1 = pg[0].QueryInt(t, pgbenchSessions), pg[1].QueryInt(t, pgbenchSessions)
+		return n0+n1 == clients
+	})
+	time.Sleep(500 * time.Millisecond)
+	pg[0].Stop(t)
+	stopped := time.Now()
+	waitB := startPgbenchVIP(t, tp, "-S", "-C", "-c", "4", "-T", "3", "-R", "100")
+	waitStatus(t, lb, 5*time.Second, "pg0 down", func(st reconcile.Status) bool {
+		return backendByID(st, "pg0").Health == "down"
+	})
+	took := time.Since(stopped)
+	waitStatus(t, lb, 2*time.Second, "pg0's sessions ended", func(st reconcile.Status) bool {
+		return backendByID(st, "pg0").LiveFlows == 0
+	})
+	a, b := waitA(), waitB()
+
+	if a.aborted != int(n0) || a.failed != 0 || a.processed == 0 {
+		t.Errorf("run A: %d clients aborted, want the %d whose sessions were on pg0; %d failed, %d processed:\n%s",
+			a.aborted, n0, a.failed, a.processed, a.out)
+	}
+	if b.aborted != 0 || b.failed != 0 || b.processed < 20 {
+		t.Errorf("run B (after the stop): %d aborted, %d failed, %d processed; want none lost:\n%s",
+			b.aborted, b.failed, b.processed, b.out)
+	}
+	st := lbStatus(t, lb)
+	retried := backendByID(st, "pg0").ConnectFails
+	if retried == 0 {
+		t.Errorf("no connect to the stopped pg0 was refused: the retry path did not run")
+	}
+	// fall x interval + timeout, plus the first probe's jitter (10%) and
+	// the status poll.
+	if bound := 2*time.Second + time.Second; took > bound+500*time.Millisecond {
+		t.Errorf("pg0 down %v after it stopped; bound %v", took, bound)
+	}
+	t.Logf("A: %d sessions on pg0, %d on pg1: %d aborted, %d processed; B: %d processed, 0 lost, %d connects to pg0 refused and retried; pg0 down after %v",
+		n0, n1, a.aborted, a.processed, b.processed, retried, took)
 }
