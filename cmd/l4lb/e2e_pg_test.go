@@ -18,7 +18,7 @@ import (
 // algorithm, the health section's timing (pgHealth) and extra lines, and
 // the two backend addresses. A postgres probe logs in: on this 2-core
 // machine under pgbench load a login can take a few hundred milliseconds,
-// so its timeout is 1s (200ms took a loaded survivor down).
+// so its timeout is 500ms or more (200ms took a loaded survivor down).
 const pgVIP = `
 [global]
 admin_socket = "@ADMIN@"
@@ -175,9 +175,9 @@ func startPgbenchVIP(t *testing.T, tp *testutil.Topology, args ...string) (wait 
 	}
 }
 
-// pgHealth: probes every 300ms, down after two failures.
-const pgHealth = `  interval = "300ms"
-  timeout = "1s"
+// pgHealth: probes every 500ms, down after two failures.
+const pgHealth = `  interval = "500ms"
+  timeout = "500ms"
   fall = 2`
 
 const pgbenchSessions = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'"
