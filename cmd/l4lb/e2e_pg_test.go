@@ -254,3 +254,62 @@ func TestPgbenchServerStopped(t *testing.T) {
 	t.Logf("A: %d sessions on pg0, %d on pg1: %d aborted, %d processed; B: %d processed, 0 lost, %d connects to pg0 refused and retried; pg0 down after %v",
 		n0, n1, a.aborted, a.processed, b.processed, retried, took)
 }
+
+// TestPgbenchPrimaryRole: a role = "primary" VIP in front of a primary
+// (pg0) and its streaming replica (pg1, pg_basebackup -R) sends pgbench's
+// TPC-B-like writes only to the primary: the replica refuses writes, so
+// zero failed transactions proves no write reached it, and the primary's
+// pgbench_history holds every one. The primary stops and the replica is
+// promoted: health brings it up on its next probe (rise = 1: within
+// interval + timeout) and the same writes succeed there.
+func TestPgbenchPrimaryRole(t *testing.T) {
+	testutil.RequireTool(t, "pgbench", "pg_basebackup")
+	tp := testutil.NewTopology(t, 2)
+	primary := testutil.StartPostgres(t, testutil.PostgresOptions{Netns: tp.Backends[0],
+		Addr: tp.BackendIP(0), User: "l4lb"})
+	pgbenchInit(t, primary)
+	replica := primary.StartReplicaAt(t, tp.Backends[1], tp.BackendIP(1))
+	role := "  role = \"primary\"\n  on_down = \"reset\""
+	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", pgHealth, role, primary.Addr, replica.Addr))
+	waitHealth(t, lb, "pg0", "up")
+	waitHealth(t, lb, "pg1", "down")
+
+	writes := func(want int64, on *testutil.Postgres, id string) {
+		t.Helper()
+		before := lbStatus(t, lb)
+		r := pgbenchVIP(t, tp, "-b", "tpcb-like", "-C", "-c", "4", "-t", "10")
+		if r.failed != 0 || r.aborted != 0 || r.processed != 40 {
+			t.Fatalf("pgbench writes: %d processed, %d failed, %d aborted:\n%s", r.processed, r.failed, r.aborted, r.out)
+		}
+		after := lbStatus(t, lb)
+		for _, b := range after.VIPs[0].Backends {
+			if d := b.Flows - backendByID(before, b.ID).Flows; b.ID != id && d != 0 {
+				t.Fatalf("%d connections reached %s, not the primary %s", d, b.ID, id)
+			}
+		}
+		if n := on.QueryInt(t, "SELECT count(*) FROM pgbench_history"); n != want {
+			t.Fatalf("%s holds %d pgbench_history rows, want %d", id, n, want)
+		}
+	}
+	writes(40, primary, "pg0")
+
+	// Replication is asynchronous (and the test servers commit without
+	// waiting for WAL): a planned failover waits for the replica to
+	// catch up, or an immediate stop loses the tail.
+	testutil.Eventually(t, 5*time.Second, "the replica to replay the writes", func() bool {
+		return replica.QueryInt(t, "SELECT count(*) FROM pgbench_history") == 40
+	})
+	primary.Stop(t)
+	replica.Promote(t)
+	promoted := time.Now()
+	waitHealth(t, lb, "pg1", "up")
+	took := time.Since(promoted)
+	waitHealth(t, lb, "pg0", "down")
+	// rise = 1: the next probe after the promotion (interval, +10% jitter)
+	// logs in within its timeout; plus the status poll.
+	if bound := 500*time.Millisecond*11/10 + 500*time.Millisecond; took > bound+300*time.Millisecond {
+		t.Errorf("promoted pg1 up %v after the promotion; bound %v", took, bound)
+	}
+	writes(80, replica, "pg1") // the 40 streamed before the promotion, 40 new
+	t.Logf("40 writes on the primary, none on the replica; promoted replica up after %v; 40 writes there", took)
+}
