@@ -46,9 +46,11 @@ retries = 2
 
 // pgbenchResult is what the tests read from pgbench's report (PostgreSQL
 // 15: "number of transactions actually processed: N", "number of failed
-// transactions: N (x%)", and one "client N aborted" error per client that
-// hit an error other than a serialization failure or deadlock; pgbench 15
-// neither retries nor reconnects such a client, it stops it).
+// transactions: N (x%)", and one "client N aborted ..." (a lost
+// connection) or "client N script S aborted ..." (an SQL error) per client
+// that hit an error other than a serialization failure or deadlock:
+// pgbench 15 neither retries nor reconnects such a client, it stops it,
+// and counts it in neither figure).
 type pgbenchResult struct {
 	processed, failed, aborted int
 	out                        string
@@ -57,7 +59,7 @@ type pgbenchResult struct {
 var (
 	pgbenchProcessed = regexp.MustCompile(`number of transactions actually processed: (\d+)`)
 	pgbenchFailed    = regexp.MustCompile(`number of failed transactions: (\d+)`)
-	pgbenchAborted   = regexp.MustCompile(`client \d+ aborted`)
+	pgbenchAborted   = regexp.MustCompile(`client \d+ (?:script \d+ )?aborted`)
 )
 
 func parsePgbench(t *testing.T, out string) pgbenchResult {
