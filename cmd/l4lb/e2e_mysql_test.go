@@ -167,7 +167,6 @@ func mysqlGreeting(tp *testutil.Topology, port int, d time.Duration) (time.Durat
 	return time.Since(start), nil
 }
 
-
 func waitVIPHealth(t *testing.T, lb *lbProcess, vip, id, health string) {
 	t.Helper()
 	waitStatus(t, lb, 5*time.Second, vip+"/"+id+" "+health, func(st reconcile.Status) bool {
