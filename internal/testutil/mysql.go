@@ -120,9 +120,55 @@ func (m *MySQL) Exec(t testing.TB, query string) {
 	}
 }
 
+// QueryInt runs a query returning one integer as root over the Unix socket.
+func (m *MySQL) QueryInt(t testing.TB, query string) int64 {
+	t.Helper()
+	var n int64
+	err := m.withConn(func(ctx context.Context, conn driver.Conn) error {
+		q, ok := conn.(driver.QueryerContext)
+		if !ok {
+			return fmt.Errorf("mysql driver connection cannot query")
+		}
+		rows, err := q.QueryContext(ctx, query, nil)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		v := make([]driver.Value, len(rows.Columns()))
+		if err := rows.Next(v); err != nil {
+			return fmt.Errorf("no row: %w", err)
+		}
+		switch x := v[0].(type) {
+		case int64:
+			n = x
+		case []byte:
+			n, err = strconv.ParseInt(string(x), 10, 64)
+		default:
+			err = fmt.Errorf("value %T %v is not an integer", x, x)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("mysql %q: %v", query, err)
+	}
+	return n
+}
+
 // exec runs query as root@localhost over the Unix socket, which works
 // from any namespace and whatever address the server listens on.
 func (m *MySQL) exec(query string) error {
+	return m.withConn(func(ctx context.Context, conn driver.Conn) error {
+		ex, ok := conn.(driver.ExecerContext)
+		if !ok {
+			return fmt.Errorf("mysql driver connection cannot exec")
+		}
+		_, err := ex.ExecContext(ctx, query, nil)
+		return err
+	})
+}
+
+// withConn runs fn on a root@localhost connection over the Unix socket.
+func (m *MySQL) withConn(fn func(context.Context, driver.Conn) error) error {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(m.Dir, "mysqld.sock")
 	cfg.Timeout = time.Second
@@ -138,12 +184,7 @@ func (m *MySQL) exec(query string) error {
 		return err
 	}
 	defer conn.Close()
-	ex, ok := conn.(driver.ExecerContext)
-	if !ok {
-		return fmt.Errorf("mysql driver connection cannot exec")
-	}
-	_, err = ex.ExecContext(ctx, query, nil)
-	return err
+	return fn(ctx, conn)
 }
 
 // Log returns the server's error log.

@@ -144,8 +144,16 @@ func (p *Postgres) pgCommand(name string, args ...string) *exec.Cmd {
 // on the same address and a new port; it stops on cleanup.
 func (p *Postgres) StartReplica(t testing.TB) *Postgres {
 	t.Helper()
+	return p.StartReplicaAt(t, p.opts.Netns, p.opts.Addr)
+}
+
+// StartReplicaAt is StartReplica with the replica listening on addr in
+// namespace ns (nil: the root namespace), on a free port. It streams from
+// p over p's Unix socket, which every namespace reaches.
+func (p *Postgres) StartReplicaAt(t testing.TB, ns *Netns, addr netip.Addr) *Postgres {
+	t.Helper()
 	opts := p.opts
-	opts.Port = 0
+	opts.Netns, opts.Addr, opts.Port = ns, addr, 0
 	r := newPostgresDirs(t, opts)
 	mkdirOwned(t, r.DataDir, 0o700, "postgres")
 	out, err := r.pgCommand("pg_basebackup", "-h", p.SocketDir, "-p", strconv.Itoa(int(p.Addr.Port())),
@@ -183,6 +191,38 @@ func (p *Postgres) stop() error {
 		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
 	}
 	return nil
+}
+
+// Command returns an unstarted PostgreSQL program (pgbench, psql, ...) run
+// as the postgres user, inside the server's namespace if any; pass
+// SocketArgs to reach the server as the superuser.
+func (p *Postgres) Command(name string, args ...string) *exec.Cmd {
+	return p.pgCommand(name, args...)
+}
+
+// SocketArgs are the -h, -p and -U options of a superuser login over the
+// Unix socket.
+func (p *Postgres) SocketArgs() []string {
+	return []string{"-h", p.SocketDir, "-p", strconv.Itoa(int(p.Addr.Port())), "-U", "postgres"}
+}
+
+// QueryInt runs a query returning one integer as the superuser over the
+// Unix socket.
+func (p *Postgres) QueryInt(t testing.TB, sql string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable",
+		p.SocketDir, p.Addr.Port()))
+	if err != nil {
+		t.Fatalf("postgres superuser login: %v", err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, sql).Scan(&n); err != nil {
+		t.Fatalf("postgres %q: %v", sql, err)
+	}
+	return n
 }
 
 // Log returns the server log so far.

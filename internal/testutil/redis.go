@@ -18,6 +18,7 @@ import (
 type Redis struct {
 	Addr     netip.AddrPort
 	Password string
+	ns       *Netns // nil: the root namespace
 	cmd      *exec.Cmd
 	exited   chan struct{}
 }
@@ -27,21 +28,32 @@ type Redis struct {
 // killed on cleanup.
 func StartRedis(t testing.TB, addr string, password string) *Redis {
 	t.Helper()
+	return StartRedisIn(t, nil, addr, password)
+}
+
+// StartRedisIn is StartRedis with the server in namespace ns (nil: the
+// root namespace), where addr must exist.
+func StartRedisIn(t testing.TB, ns *Netns, addr string, password string) *Redis {
+	t.Helper()
 	RequireTool(t, "redis-server")
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		t.Fatalf("redis address: %v", err)
 	}
 	if ap.Port() == 0 {
-		ap = netip.AddrPortFrom(ap.Addr(), FreePort(t, nil, ap.Addr()))
+		ap = netip.AddrPortFrom(ap.Addr(), FreePort(t, ns, ap.Addr()))
 	}
-	r := &Redis{Addr: ap, Password: password, exited: make(chan struct{})}
+	r := &Redis{Addr: ap, Password: password, ns: ns, exited: make(chan struct{})}
 	bin, _ := lookPath("redis-server")
 	args := []string{"--port", strconv.Itoa(int(ap.Port())), "--bind", ap.Addr().String(),
 		"--dir", t.TempDir(), "--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--protected-mode", "no", "--loglevel", "warning"}
 	if password != "" {
 		args = append(args, "--requirepass", password)
+	}
+	if ns != nil {
+		args = append([]string{"netns", "exec", ns.Name, bin}, args...)
+		bin = "ip" // which execs redis-server: the kill below reaches it
 	}
 	r.cmd = exec.Command(bin, args...)
 	// Killed with the test process even when a panic or -timeout skips cleanups.
@@ -87,7 +99,17 @@ func (r *Redis) Do(t testing.TB, args ...string) string {
 }
 
 func (r *Redis) do(args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", r.Addr.String(), time.Second)
+	var c net.Conn
+	dial := func() (err error) {
+		c, err = net.DialTimeout("tcp", r.Addr.String(), time.Second)
+		return err
+	}
+	var err error
+	if r.ns != nil {
+		err = r.ns.Do(dial)
+	} else {
+		err = dial()
+	}
 	if err != nil {
 		return "", err
 	}
