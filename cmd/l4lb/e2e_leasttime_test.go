@@ -70,8 +70,12 @@ func TestLeastTimeFollowsLatency(t *testing.T) {
 		c := mustDialVIP(t, tp, 80)
 		held[c.backend]++
 	}
-	if held["be0"] == 0 || held["be1"] == 0 || held["be2"] == 0 || held["be0"] <= held["be1"] || held["be0"] <= held["be2"] {
-		t.Errorf("32 long-lived connections: %v, want all three used and be0 the most", held)
+	// How far the load spreads depends on the RTTs the probes measured,
+	// which a loaded machine inflates (be1's 5 ms has read 54 ms): be1 or
+	// be2 may get none. What least_time must do regardless: the fastest
+	// takes the most, and not all once it is loaded.
+	if held["be0"] == 32 || held["be0"] <= held["be1"] || held["be0"] <= held["be2"] {
+		t.Errorf("32 long-lived connections: %v, want be0 the most, and not all", held)
 	}
 	st := lbStatus(t, lb)
 	for _, b := range st.VIPs[0].Backends {
