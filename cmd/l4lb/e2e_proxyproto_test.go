@@ -29,7 +29,9 @@ var (
 	vip6    = netip.MustParseAddr("2001:db8:22::10")
 )
 
-func backend6(i int) netip.Addr { return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0x21, 15: byte(0x11 + i)}) }
+func backend6(i int) netip.Addr {
+	return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0x21, 15: byte(0x11 + i)})
+}
 
 // addIPv6 gives the topology IPv6: client 2001:db8:20::2, the balancer
 // 2001:db8:20::1 and 2001:db8:21::1 (toward the backends), the VIP

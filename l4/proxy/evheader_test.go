@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -195,5 +196,59 @@ func TestAcceptProxyPicksByOriginalClient(t *testing.T) {
 	}
 	if len(landed) != 2 {
 		t.Fatalf("24 original clients all on one backend: %v", landed)
+	}
+}
+
+// TestSendProxyThenBulk: after the header l4lb sends, megabytes both
+// ways move byte-exact, by splice.
+func TestSendProxyThenBulk(t *testing.T) {
+	const size = 8 << 20
+	type got struct {
+		header []byte
+		sum    [32]byte
+	}
+	res := make(chan got, 1)
+	addr := startServer(t, func(c *net.TCPConn) {
+		h := make([]byte, 28) // v2, IPv4
+		if _, err := io.ReadFull(c, h); err != nil {
+			res <- got{}
+			return
+		}
+		sum := sha256.New()
+		io.CopyN(sum, c, size)
+		sendRandom(c, size)
+		c.CloseWrite()
+		res <- got{h, [32]byte(sum.Sum(nil))}
+	})
+	ts := newService(t, Settings{ProxyProtocol: 2}, addr)
+	c := ts.dial(t)
+	sent := sendRandom(c, size)
+	n, err := io.Copy(io.Discard, c)
+	r := <-res
+	if err != nil || n != size || r.sum != sent {
+		t.Fatalf("read back %d bytes, %v; sent bytes arrived intact: %v", n, err, r.sum == sent)
+	}
+	want := hdr(2, c.LocalAddr().String(), ts.addr.String())
+	if !bytes.Equal(r.header, want) {
+		t.Fatalf("header %x, want %x", r.header, want)
+	}
+	if s := ts.spliced.Load(); s < size {
+		t.Fatalf("%d bytes spliced of %d each way", s, size)
+	}
+}
+
+// TestAcceptProxyExplain: explain lists an open connection under its
+// original client.
+func TestAcceptProxyExplain(t *testing.T) {
+	ts := newService(t, Settings{AcceptProxy: AcceptProxyV1, AcceptProxyFrom: loopback}, startServer(t, echoHandler))
+	c := ts.dial(t)
+	c.Write([]byte("PROXY TCP4 203.0.113.7 198.18.0.10 40001 80\r\nping"))
+	io.ReadFull(c, make([]byte, 4))
+	got := ts.ConnsFrom(netip.MustParseAddr("203.0.113.7"), 40001, 10)
+	if len(got) != 1 || got[0].Flow.Src != netip.MustParseAddrPort("203.0.113.7:40001") {
+		t.Fatalf("explain lists %+v", got)
+	}
+	if real := ts.ConnsFrom(netip.MustParseAddr("127.0.0.1"), 0, 10); len(real) != 0 {
+		t.Fatalf("explain lists the balancer's address: %+v", real)
 	}
 }
