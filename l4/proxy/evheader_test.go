@@ -252,3 +252,39 @@ func TestAcceptProxyExplain(t *testing.T) {
 		t.Fatalf("explain lists the balancer's address: %+v", real)
 	}
 }
+
+// TestAcceptProxyAffinity: affinity pins the original client, not the
+// balancer in front: round robin alone would alternate.
+func TestAcceptProxyAffinity(t *testing.T) {
+	var addrs []netip.AddrPort
+	for i := range 2 {
+		id := byte('0' + i)
+		addrs = append(addrs, startServer(t, func(c *net.TCPConn) { io.ReadAll(c); c.Write([]byte{id}) }))
+	}
+	ts := newService(t, Settings{AcceptProxy: AcceptProxyV1, AcceptProxyFrom: loopback, AffinityTimeout: time.Minute}, addrs...)
+	landed := map[string]map[byte]bool{}
+	for k := range 8 {
+		client := []string{"203.0.113.7", "203.0.113.8"}[k/2%2] // A, A, B, B...: round robin alone splits each
+		c := ts.dial(t)
+		fmt.Fprintf(c, "PROXY TCP4 %s 198.18.0.10 %d 80\r\n", client, 40000+k)
+		c.CloseWrite()
+		b, _ := io.ReadAll(c)
+		if len(b) != 1 {
+			t.Fatalf("read %q", b)
+		}
+		if landed[client] == nil {
+			landed[client] = map[byte]bool{}
+		}
+		landed[client][b[0]] = true
+	}
+	for client, bs := range landed {
+		if len(bs) != 1 {
+			t.Fatalf("client %s on backends %v", client, bs)
+		}
+	}
+	if a := ts.Affinity(); a == nil {
+		t.Fatal("no affinity table")
+	} else if _, ok := a.Get(ts.key, netip.MustParseAddr("127.0.0.1")); ok {
+		t.Fatal("the balancer's address was pinned")
+	}
+}
