@@ -259,6 +259,7 @@ listen = "198.18.1.11:9000"
 accept_proxy_protocol = "v2"
 accept_proxy_protocol_from = ["198.18.1.1"]
 proxy_protocol = "v1"
+connect_timeout = "500ms"
 log_connections = true
   [[vip.backend]]
   address = "198.18.1.12:8080"
@@ -279,8 +280,39 @@ func TestAcceptProxyProtocolBehindL4LB(t *testing.T) {
 		wantClient(t, body, local)
 		inner.waitLog(t, fmt.Sprintf(`"client":"%s"`, local))
 	}
-	var err error
-	tp.Client.MustDo(t, func() error {
+	v2 := append([]byte("\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c"), 1, 2, 3, 4, 198, 18, 1, 11, 0, 1, 0x23, 0x28)
+	// A client straight to A (untrusted); from the balancer's address (trusted):
+	// plain HTTP (malformed), half a header (timeout, after 500ms).
+	for _, tc := range []struct {
+		ns   *testutil.Netns
+		send []byte
+		end  string
+		wait time.Duration
+	}{
+		{tp.Client, v2, "proxy_untrusted", 0},
+		{tp.LB, []byte("GET /who HTTP/1.0\r\n\r\n"), "proxy_malformed", 0},
+		{tp.LB, v2[:20], "proxy_timeout", 500 * time.Millisecond},
+	} {
+		start := time.Now()
+		if err := sendToInner(tc.ns, tc.send); !isConnReset(err) {
+			t.Fatalf("%s: %v, want a reset", tc.end, err)
+		}
+		if time.Since(start) < tc.wait {
+			t.Fatalf("%s: reset after %v", tc.end, time.Since(start))
+		}
+		inner.waitLog(t, fmt.Sprintf(`"end":"%s"`, tc.end))
+	}
+	inner.waitLog(t, "PROXY header refused")
+	out, _, _ := l4lbCmd(t, "status", "--socket", filepath.Join(filepath.Dir(inner.cfg), "admin.sock"))
+	if !strings.Contains(out, "proxy headers refused: untrusted 1  malformed 1  timeout 1") {
+		t.Fatalf("status does not count the refusals:\n%s", out)
+	}
+}
+
+// sendToInner connects from ns to l4lb A, sends b, and reads until the
+// connection ends: the error says how.
+func sendToInner(ns *testutil.Netns, b []byte) (err error) {
+	ns.Do(func() error {
 		c, derr := net.DialTimeout("tcp4", "198.18.1.11:9000", 5*time.Second)
 		if derr != nil {
 			err = derr
@@ -288,19 +320,15 @@ func TestAcceptProxyProtocolBehindL4LB(t *testing.T) {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		c.Write(append([]byte("\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c"), 1, 2, 3, 4, 198, 18, 1, 11, 0, 1, 0x23, 0x28))
-		_, err = io.ReadAll(c)
+		c.Write(b)
+		var got []byte
+		got, err = io.ReadAll(c)
+		if len(got) > 0 {
+			err = fmt.Errorf("forwarded: read %q", got)
+		}
 		return nil
 	})
-	if !isConnReset(err) {
-		t.Fatalf("untrusted client: %v, want a reset", err)
-	}
-	inner.waitLog(t, "PROXY header refused")
-	inner.waitLog(t, `"end":"proxy_untrusted"`)
-	out, _, _ := l4lbCmd(t, "status", "--socket", filepath.Join(filepath.Dir(inner.cfg), "admin.sock"))
-	if !strings.Contains(out, "proxy headers refused: untrusted 1  malformed 0  timeout 0") {
-		t.Fatalf("status does not count the refusal:\n%s", out)
-	}
+	return err
 }
 
 func isConnReset(err error) bool {
