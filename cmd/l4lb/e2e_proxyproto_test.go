@@ -334,3 +334,74 @@ func sendToInner(ns *testutil.Netns, b []byte) (err error) {
 func isConnReset(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "reset") || strings.Contains(err.Error(), "refused"))
 }
+
+// startHAProxy runs HAProxy in the balancer namespace (foreground, one
+// process killed by its PID at the end): port 84 sends a v1 header
+// (send-proxy) to l4lb A, port 85 a v2 one (send-proxy-v2), on the VIP's
+// IPv4 and IPv6 addresses.
+func startHAProxy(t *testing.T, tp *testutil.Topology) {
+	t.Helper()
+	testutil.RequireTool(t, "haproxy")
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`global
+  pidfile %[1]s/haproxy.pid
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+listen v1
+  bind %[2]s:84
+  bind [%[3]s]:84
+  server a 198.18.1.11:9000 send-proxy
+listen v2
+  bind %[2]s:85
+  bind [%[3]s]:85
+  server a 198.18.1.11:9000 send-proxy-v2
+`, dir, tp.VIP, vip6)
+	cf := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := tp.LB.Command("haproxy", "-db", "-f", cf)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("haproxy output:\n%s", out.String())
+		}
+	})
+	testutil.Eventually(t, 10*time.Second, "haproxy listens", func() bool {
+		return tp.LB.Do(func() error {
+			c, err := net.DialTimeout("tcp", fmt.Sprintf("%s:85", tp.VIP), time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}) == nil
+	})
+}
+
+// TestAcceptProxyProtocolBehindHAProxy: l4lb A accepts HAProxy's v1 and
+// v2 headers ("any"), IPv4 and IPv6 clients, and nginx behind A sees the
+// original client.
+func TestAcceptProxyProtocolBehindHAProxy(t *testing.T) {
+	tp := testutil.NewTopology(t, 2)
+	addIPv6(t, tp)
+	startNginx(t, tp, 1, 1<<10)
+	startLBIn(t, tp.Backends[0], strings.Replace(innerConfig, `accept_proxy_protocol = "v2"`, `accept_proxy_protocol = "any"`, 1))
+	startHAProxy(t, tp)
+	for _, vip := range []netip.Addr{tp.VIP, vip6} {
+		for _, port := range []uint16{84, 85} {
+			body, local := httpGet(t, tp, netip.AddrPortFrom(vip, port), "/who")
+			wantClient(t, body, local)
+		}
+	}
+}
