@@ -116,21 +116,7 @@ func TestAcceptProxyRefused(t *testing.T) {
 			addr, _, conns := recordServer(t)
 			ts := newService(t, Settings{AcceptProxy: AcceptProxyV1, AcceptProxyFrom: tc.from, ConnectTimeout: 300 * time.Millisecond}, addr)
 			start := time.Now()
-			nc, err := net.DialTimeout("tcp4", ts.addr.String(), 2*time.Second)
-			if err == nil { // else reset already (untrusted: at accept)
-				c := nc.(*net.TCPConn)
-				defer c.Close()
-				c.Write(tc.send)
-				if tc.fin {
-					c.CloseWrite()
-				}
-				c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				var b []byte
-				b, err = io.ReadAll(c)
-				if len(b) != 0 {
-					t.Fatalf("client read %q", b)
-				}
-			}
+			err := sendUntilEnd(t, ts.addr, tc.send, tc.fin)
 			if !isReset(err) {
 				t.Fatalf("client: %v; want a reset", err)
 			}
@@ -147,7 +133,30 @@ func TestAcceptProxyRefused(t *testing.T) {
 	}
 }
 
-func isReset(err error) bool { return errors.Is(err, unix.ECONNRESET) }
+// sendUntilEnd connects to addr, sends b (then a FIN if fin) and reads
+// until the connection ends; the error says how (nothing may be read).
+func sendUntilEnd(t *testing.T, addr netip.AddrPort, b []byte, fin bool) error {
+	nc, err := net.DialTimeout("tcp4", addr.String(), 2*time.Second)
+	if err != nil {
+		return err // reset already (untrusted: at accept)
+	}
+	c := nc.(*net.TCPConn)
+	defer c.Close()
+	if _, err := c.Write(b); err != nil {
+		return err // the reset came first: the write took the error
+	}
+	if fin {
+		c.CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(c)
+	if len(got) != 0 {
+		t.Fatalf("client read %q", got)
+	}
+	return err
+}
+
+func isReset(err error) bool { return errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE) }
 
 // TestAcceptProxyPicksByOriginalClient: with source_hash, connections
 // from one real source with different original clients land per the
