@@ -102,6 +102,13 @@ type VIP struct {
 	KeepAlive      time.Duration // TCP keepalive idle time on both sides; default 60s; 0 = off, else 1s..2h
 	MaxConns       int           // 0 = unlimited (default), up to 10M; at the limit the VIP stops accepting (clients wait in the listen backlog); proxy mode, tcp or udp
 	ProxyProtocol  string        // off | v1 | v2; default off; always off for other VIPs
+	// AcceptProxyProtocol (off | v1 | v2 | any; default off) makes every
+	// client send a PROXY header first: l4lb runs behind another balancer
+	// and keeps the original client address. Only from a network in
+	// AcceptProxyProtocolFrom (required when on); within connect_timeout.
+	// tcp VIPs in proxy mode only.
+	AcceptProxyProtocol     string
+	AcceptProxyProtocolFrom []netip.Prefix
 	// Freebind binds the listener before its address is on an interface
 	// (IP_FREEBIND), for keepalived or a BGP speaker that adds it later;
 	// default false: a VIP whose address no interface has fails to start.

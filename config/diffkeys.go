@@ -64,6 +64,8 @@ var vipSettingList = []setting[VIP]{
 	{"keepalive", func(v *VIP) string { return fmtDuration(v.KeepAlive) }, EffectNewFlows, "", nil},
 	{"max_conns", func(v *VIP) string { return strconv.Itoa(v.MaxConns) }, EffectNow, "no connection is cut: below the new limit the VIP stops accepting until enough end", nil},
 	{"proxy_protocol", func(v *VIP) string { return v.ProxyProtocol }, EffectNewFlows, "", nil},
+	{"accept_proxy_protocol", func(v *VIP) string { return v.AcceptProxyProtocol }, EffectNewFlows, "established connections keep the client address they started with", nil},
+	{"accept_proxy_protocol_from", func(v *VIP) string { return prefixList(v.AcceptProxyProtocolFrom, strconv.Quote) }, EffectNewFlows, "", nil},
 	{"freebind", func(v *VIP) string { return strconv.FormatBool(v.Freebind) }, EffectNextBind, "the running socket is bound already", nil},
 	{"defer_accept", func(v *VIP) string { return strconv.FormatBool(v.DeferAccept) }, EffectNewFlows, "set on the running listener", nil},
 	{"affinity_timeout", func(v *VIP) string { return fmtDuration(v.AffinityTimeout) }, EffectNewFlows, "the affinity table starts empty: clients' pins are forgotten", nil},

@@ -86,6 +86,8 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"freebind", func() { w.bool("freebind", v.Freebind) }},
 		{"defer_accept", func() { w.bool("defer_accept", v.DeferAccept) }},
 		{"proxy_protocol", func() { w.str("proxy_protocol", fmt.Sprint(v.ProxyProtocol)) }},
+		{"accept_proxy_protocol", func() { w.str("accept_proxy_protocol", v.AcceptProxyProtocol) }},
+		{"accept_proxy_protocol_from", func() { w.raw("accept_proxy_protocol_from", prefixList(v.AcceptProxyProtocolFrom, quoteTOML)) }},
 		{"affinity_timeout", func() { w.dur("affinity_timeout", v.AffinityTimeout) }},
 		{"rebalance_rate", func() { w.int("rebalance_rate", v.RebalanceRate) }},
 		{"session_timeout", func() { w.dur("session_timeout", v.SessionTimeout) }},

@@ -66,6 +66,8 @@ type rawTuning struct {
 	Freebind          opt[bool]    `toml:"freebind"`
 	DeferAccept       opt[bool]    `toml:"defer_accept"`
 	ProxyProtocol     opt[string]  `toml:"proxy_protocol"`
+	AcceptProxy       opt[string]  `toml:"accept_proxy_protocol"`
+	AcceptProxyFrom   opt[[]any]   `toml:"accept_proxy_protocol_from"`
 	AffinityTimeout   opt[string]  `toml:"affinity_timeout"`
 	RebalanceRate     opt[int64]   `toml:"rebalance_rate"`
 	SessionTimeout    opt[string]  `toml:"session_timeout"`

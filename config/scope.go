@@ -33,6 +33,8 @@ var vipScopes = []vipScope{
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"rebalance_rate", isTCPProxy, "applies only to tcp VIPs in proxy mode (l4lb rebalance closes proxied connections)"},
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
+	{"accept_proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.AcceptProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
+	{"accept_proxy_protocol_from", func(v *VIP) bool { return isTCPProxy(v) && v.AcceptProxyProtocol != "off" }, "applies only with accept_proxy_protocol on (tcp VIPs in proxy mode)"},
 	{"max_conns", isTCPProxy, "applies only to tcp VIPs in proxy mode (udp VIPs: max_sessions)"},
 	{"session_timeout", func(v *VIP) bool { return v.Protocol == l4.UDP }, "applies only to udp VIPs"},
 	{"max_sessions", func(v *VIP) bool { return v.Protocol == l4.UDP && v.Mode == l4.ModeProxy }, "applies only to udp VIPs in proxy mode"},
@@ -65,6 +67,10 @@ func checkScopes(l *layer, v *VIP) {
 	}
 	if !isTCPProxy(v) {
 		v.ProxyProtocol = "off"
+		v.AcceptProxyProtocol = "off"
+	}
+	if v.AcceptProxyProtocol != "off" && len(v.AcceptProxyProtocolFrom) == 0 && !l.failed["accept_proxy_protocol_from"] {
+		l.problem("accept_proxy_protocol", "%q needs accept_proxy_protocol_from: the networks of the balancers in front, such as [\"198.18.0.0/15\"] (a header from anywhere else is refused)", v.AcceptProxyProtocol)
 	}
 }
 
@@ -112,6 +118,10 @@ func resetKey(key string, v, def *VIP) {
 		v.RebalanceRate = def.RebalanceRate
 	case "proxy_protocol":
 		v.ProxyProtocol = def.ProxyProtocol
+	case "accept_proxy_protocol":
+		v.AcceptProxyProtocol = def.AcceptProxyProtocol
+	case "accept_proxy_protocol_from":
+		v.AcceptProxyProtocolFrom = def.AcceptProxyProtocolFrom
 	case "max_conns":
 		v.MaxConns = def.MaxConns
 	case "session_timeout":

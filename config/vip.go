@@ -97,6 +97,8 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.KeepAlive = l.duration("keepalive", o.KeepAlive, d.KeepAlive, time.Minute, orOff(time.Second, 2*time.Hour))
 	v.MaxConns = l.integer("max_conns", o.MaxConns, d.MaxConns, 0, span[int64](0, 10_000_000))
 	v.ProxyProtocol = l.oneOf("proxy_protocol", o.ProxyProtocol, d.ProxyProtocol, "off", "off", "v1", "v2")
+	v.AcceptProxyProtocol = l.oneOf("accept_proxy_protocol", o.AcceptProxy, d.AcceptProxy, "off", "off", "v1", "v2", "any")
+	v.AcceptProxyProtocolFrom = l.prefixes("accept_proxy_protocol_from", o.AcceptProxyFrom, d.AcceptProxyFrom)
 	v.Freebind = l.boolean("freebind", o.Freebind, d.Freebind, false)
 	v.DeferAccept = l.boolean("defer_accept", o.DeferAccept, d.DeferAccept, false)
 	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))

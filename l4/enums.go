@@ -187,6 +187,9 @@ const (
 	EndResponses                // UDP: udp_responses replies were relayed
 	EndEvicted                  // UDP: pushed out of a full session table
 	EndVIPClosed                // UDP: the VIP closed (a reload removed it, or shutdown)
+	EndProxyUntrusted           // reset: a PROXY header was due (accept_proxy_protocol) and the source is not trusted
+	EndProxyMalformed           // reset: the PROXY header was malformed, too long, or cut short by the client
+	EndProxyTimeout             // reset: the PROXY header was not complete within connect_timeout
 )
 
 var endNames = [...]string{
@@ -208,6 +211,9 @@ var endNames = [...]string{
 	EndResponses:      "responses",
 	EndEvicted:        "evicted",
 	EndVIPClosed:      "vip_closed",
+	EndProxyUntrusted: "proxy_untrusted",
+	EndProxyMalformed: "proxy_malformed",
+	EndProxyTimeout:   "proxy_timeout",
 }
 
 func (r EndReason) String() string { return enumName(r, "end", endNames[:]) }

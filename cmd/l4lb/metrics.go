@@ -58,6 +58,7 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"idle":        d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
 		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
 		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
+		"pp_refused":  d("vip_proxy_header_refused_total", "Clients reset for their PROXY header (accept_proxy_protocol): reason untrusted, malformed or timeout.", append(vipLabels[:len(vipLabels):len(vipLabels)], "reason")),
 		"log_drop":    d("vip_conn_log_dropped_total", "log_connections lines dropped over log_connections_rate.", vipLabels),
 		"pipes_open":  d("pipes_open", "Splice pipes with open descriptors.", nil),
 		"pipes_lent":  d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
@@ -135,6 +136,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["local_err"], counter, float64(t.LocalErrors), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["pipeless"], counter, float64(t.PipelessCopies), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["limit_wait"], counter, float64(t.LimitWaits), vl...)
+			for reason, n := range map[string]uint64{"untrusted": t.ProxyUntrusted, "malformed": t.ProxyMalformed, "timeout": t.ProxyTimeouts} {
+				ch <- prometheus.MustNewConstMetric(c.descs["pp_refused"], counter, float64(n), append(vl[:len(vl):len(vl)], reason)...)
+			}
 		}
 		if x := v.XDP; x != nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["xdp_packets"], counter, float64(x.Packets), vl...)

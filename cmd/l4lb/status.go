@@ -133,6 +133,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		if t := v.TCP; t != nil && *t != (reconcile.TCPStatus{}) {
 			fmt.Fprintf(w, "  events: accept-errors %d  idle-closed %d  local-resource-errors %d  pipeless-copies %d  limit-waits %d\n",
 				t.AcceptErrors, t.IdleClosed, t.LocalErrors, t.PipelessCopies, t.LimitWaits)
+			if t.ProxyUntrusted+t.ProxyMalformed+t.ProxyTimeouts > 0 {
+				fmt.Fprintf(w, "  proxy headers refused: untrusted %d  malformed %d  timeout %d\n", t.ProxyUntrusted, t.ProxyMalformed, t.ProxyTimeouts)
+			}
 		}
 		if x := v.XDP; x != nil {
 			fmt.Fprintf(w, "  xdp: packets %d  bytes %s  new-flows %d  drops %d  live-flows %d\n",

@@ -41,6 +41,8 @@ const (
 	evOpen
 	evClosed
 	evClosing // closed on purpose, gracefully (evclose.go)
+	evHeader  // waiting for the client's PROXY header, before any backend is picked (evheader.go)
+	evHanding // frozen for an upgrade's handover (handoff.go): no event, timer or again turn moves its bytes (they want evOpen); only the handover flushes
 )
 
 // sockEvents is what both of a connection's sockets are registered for,
@@ -152,6 +154,10 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 		return
 	}
 	c.client.reg = r
+	if c.st.AcceptProxy != AcceptProxyOff {
+		c.awaitHeader(l)
+		return
+	}
 	c.dial(l)
 }
 
@@ -272,6 +278,10 @@ func (c *evConn) pending(gen uint32) bool { return gen>>2 == c.gen && c.state !=
 
 // connectTimer: a connect that took too long, or a local-failure retry.
 func (c *evConn) connectTimer(l *loop) {
+	if c.state == evHeader {
+		c.refuseHeader(l, errProxyTimeout)
+		return
+	}
 	if c.state != evConnecting {
 		return
 	}
@@ -422,6 +432,15 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 		} else if events&unix.EPOLLERR != 0 {
 			c.finish(l, false, true, l4.EndClientReset) // the client reset before its backend answered
 		}
+	case evHeader:
+		if backend {
+			return
+		}
+		if events&unix.EPOLLERR != 0 {
+			c.finish(l, false, false, l4.EndClientReset)
+			return
+		}
+		c.readHeader(l)
 	case evOpen, evClosing:
 		if events&unix.EPOLLERR != 0 {
 			c.failed(l, &sk.reg) // a reset: the other side learns by one too
@@ -593,6 +612,7 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 		}
 	}
 	c.moved(l, d, w)
+	c.svc.spliced.Add(uint64(w))
 	d.pending = n - w
 	if d.pending == 0 {
 		c.putPipe(l, d)
@@ -642,6 +662,7 @@ func (c *evConn) writePending(l *loop, d *evDir) bool {
 	var err error
 	if d.pipe != nil {
 		w, err = spliceRetry(d.pipe.r, d.dst.fd, d.pending)
+		c.svc.spliced.Add(uint64(w))
 	} else {
 		w, err = writeRetry(d.dst.fd, d.held[len(d.held)-d.pending:])
 	}

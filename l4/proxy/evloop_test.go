@@ -256,9 +256,21 @@ func rawEchoServer(t *testing.T) netip.AddrPort {
 // allocations while connections go through a loop (accept, pick, connect,
 // a request and its answer both ways, close): the client and the backend
 // use raw syscalls, so what is counted is the loop's.
-func TestLoopConnectionAllocatesNothing(t *testing.T) {
+func TestLoopConnectionAllocatesNothing(t *testing.T) { loopConnAllocs(t, Settings{}, nil) }
+
+// TestLoopProxyHeaderAllocatesNothing: the same with a PROXY header
+// accepted first (peeked, parsed, consumed; its source replaces the
+// client's).
+func TestLoopProxyHeaderAllocatesNothing(t *testing.T) {
+	loopConnAllocs(t, Settings{AcceptProxy: AcceptProxyAny, AcceptProxyFrom: loopback}, hdr(2, "[2001:db8::7]:40001", "[2001:db8::10]:80"))
+	loopConnAllocs(t, Settings{AcceptProxy: AcceptProxyV1, AcceptProxyFrom: loopback}, []byte("PROXY TCP6 2001:db8::7 2001:db8::10 40001 80\r\n"))
+}
+
+// loopConnAllocs counts allocations of connections that send header
+// (if any), then a request.
+func loopConnAllocs(t *testing.T, st Settings, header []byte) {
 	pipes := NewPipePool(0)
-	ts := newServiceOn(t, pipes, newLoopsForTest(t, 1, pipes), Settings{}, rawEchoServer(t))
+	ts := newServiceOn(t, pipes, newLoopsForTest(t, 1, pipes), st, rawEchoServer(t))
 	vip := &unix.SockaddrInet4{Port: int(ts.addr.Port()), Addr: ts.addr.Addr().As4()}
 	msg, got := []byte("hello"), make([]byte, 5)
 	conn := func() {
@@ -269,6 +281,11 @@ func TestLoopConnectionAllocatesNothing(t *testing.T) {
 		defer unix.Close(fd)
 		if err := unix.Connect(fd, vip); err != nil {
 			t.Fatal(err)
+		}
+		if header != nil {
+			if _, err := unix.Write(fd, header); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if _, err := unix.Write(fd, msg); err != nil {
 			t.Fatal(err)
@@ -287,6 +304,7 @@ func TestLoopConnectionAllocatesNothing(t *testing.T) {
 		conn()
 	}
 	runtime.ReadMemStats(&after)
+	t.Logf("%d allocations for %d connections", after.Mallocs-before.Mallocs, n)
 	// A few may come from the runtime; one per connection would be 1000.
 	if a := after.Mallocs - before.Mallocs; a > n/50 {
 		t.Fatalf("%d allocations for %d connections", a, n)

@@ -15,10 +15,6 @@ import (
 	"github.com/l4lb/l4lb/l4"
 )
 
-// evHanding: a connection being handed over. No event, timer or again
-// turn moves its bytes (they all want evOpen); only the handover flushes.
-const evHanding = evClosed + 1
-
 // ConnState is an established connection as the next process needs it,
 // besides its two sockets. Bytes the old process read and had not written
 // are flushed before, so none are in flight outside the sockets.

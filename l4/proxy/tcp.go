@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,6 +32,14 @@ type Settings struct {
 	KeepAlive      time.Duration // TCP keepalive idle on both sides; 0 = off
 	MaxConns       int           // 0 = unlimited
 	ProxyProtocol  int           // 0 = off, 1 or 2 = PROXY header version sent to backends
+	// AcceptProxy makes every client send a PROXY header first
+	// (AcceptProxyV1, V2 or Any; 0 = off), within ConnectTimeout, from a
+	// source in AcceptProxyFrom; its source address then replaces the
+	// client's for the pick, affinity, the log line, explain and the
+	// header sent on. Any other connection is reset, counted, never
+	// forwarded (evheader.go).
+	AcceptProxy     int
+	AcceptProxyFrom []netip.Prefix
 	// AffinityTimeout > 0 sends a client address's new connections to the
 	// backend it used last, while that backend is eligible, until the pin
 	// has been unused this long.
@@ -66,6 +75,10 @@ type ServiceStats struct {
 	PipelessCopies atomic.Uint64 // chunks copied through user space: no pipe to be had
 	LimitWaits     atomic.Uint64 // times accepting paused at max_conns or the process budget
 	ConnLogDropped atomic.Uint64 // connection log lines dropped over the rate limit
+	// PROXY headers refused (accept_proxy_protocol): each connection reset.
+	ProxyUntrusted atomic.Uint64 // from a source outside accept_proxy_protocol_from
+	ProxyMalformed atomic.Uint64 // malformed, too long, or the client closed before it completed
+	ProxyTimeouts  atomic.Uint64 // not complete within connect_timeout
 }
 
 // TCPService proxies one TCP VIP.
@@ -89,7 +102,8 @@ type TCPService struct {
 	stop            closer      // closed by Close: ends Serve
 	Stats           ServiceStats
 
-	pressure atomic.Int64 // unix ns of the last local-resource failure; 0 = none
+	pressure atomic.Int64  // unix ns of the last local-resource failure; 0 = none
+	spliced  atomic.Uint64 // bytes written to a destination by splice (tests prove splice ran)
 
 	warnings  rateLog // per-connection failures
 	acceptLog rateLog // accept failures (every 5s)

@@ -18,6 +18,15 @@ func settings(vc *config.VIP) proxy.Settings {
 	case "v2":
 		pp = 2
 	}
+	accept := 0
+	switch vc.AcceptProxyProtocol {
+	case "v1":
+		accept = proxy.AcceptProxyV1
+	case "v2":
+		accept = proxy.AcceptProxyV2
+	case "any":
+		accept = proxy.AcceptProxyAny
+	}
 	return proxy.Settings{
 		Name:           vc.Name,
 		ConnectTimeout: vc.ConnectTimeout,
@@ -26,6 +35,9 @@ func settings(vc *config.VIP) proxy.Settings {
 		KeepAlive:      vc.KeepAlive,
 		MaxConns:       vc.MaxConns,
 		ProxyProtocol:  pp,
+
+		AcceptProxy:     accept,
+		AcceptProxyFrom: vc.AcceptProxyProtocolFrom,
 
 		AffinityTimeout: vc.AffinityTimeout,
 		// Only least_time with the connect metric uses the proxy's own

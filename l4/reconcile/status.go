@@ -79,6 +79,10 @@ type TCPStatus struct {
 	LocalErrors    uint64 `json:"local_errors"`    // sockets or pipes refused for lack of local resources
 	PipelessCopies uint64 `json:"pipeless_copies"` // chunks copied in user space for want of a pipe
 	LimitWaits     uint64 `json:"limit_waits"`     // times accepting paused at max_conns or the process budget
+	// Clients reset for their PROXY header (accept_proxy_protocol).
+	ProxyUntrusted uint64 `json:"proxy_untrusted,omitempty"` // from outside accept_proxy_protocol_from
+	ProxyMalformed uint64 `json:"proxy_malformed,omitempty"` // malformed, too long or cut short
+	ProxyTimeouts  uint64 `json:"proxy_timeouts,omitempty"`  // not complete within connect_timeout
 }
 
 // VIPStatus describes one running VIP.
