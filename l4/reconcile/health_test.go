@@ -57,6 +57,7 @@ func testDownAndBack(t *testing.T, maxFails int) {
 	clients := startClients(vip)
 	time.Sleep(200 * time.Millisecond)
 
+	killed := time.Now()
 	servers["b"].kill()
 	took := waitBackend(t, rt, "web", "b", 3*time.Second, "down", func(b BackendStatus) bool { return b.Health == "down" })
 	if bound := 2*200*time.Millisecond + 100*time.Millisecond; took > bound+250*time.Millisecond {
@@ -87,8 +88,14 @@ func testDownAndBack(t *testing.T, maxFails int) {
 		last = b.EffectiveWeight
 		return b.EffectiveWeight == b.Weight
 	})
-	if errs := clients.finish(); len(errs) > 0 {
-		t.Fatalf("%d clients saw errors, first: %v", len(errs), errs[0])
+	// Closing b's listener makes the kernel reset the connections in its
+	// accept queue: a client l4lb had connected there a moment before
+	// sees that reset (l4lb passes a backend's reset on once connected).
+	// That is b's death, not l4lb's doing, and can only happen at the
+	// kill; any other error is a failure.
+	errs := clients.finish()
+	if late := clients.errorsOutside(killed, killed.Add(100*time.Millisecond)); len(late) > 0 || len(errs) > 2 {
+		t.Fatalf("%d clients saw errors (%d away from b's kill), first: %v", len(errs), len(late), errs[0])
 	}
 	if n := clients.snapshot()["b"]; n == before {
 		t.Error("b got no clients after it came back")

@@ -151,6 +151,7 @@ type clientLoop struct {
 	mu     sync.Mutex
 	names  map[string]int
 	errs   []error
+	errAt  []time.Time
 	stop   chan struct{}
 	done   chan struct{}
 	target netip.AddrPort
@@ -169,7 +170,7 @@ func startClients(addr netip.AddrPort) *clientLoop {
 			name, err := dialName(addr)
 			l.mu.Lock()
 			if err != nil {
-				l.errs = append(l.errs, err)
+				l.errs, l.errAt = append(l.errs, err), append(l.errAt, time.Now())
 			} else {
 				l.names[name]++
 			}
@@ -193,4 +194,17 @@ func (l *clientLoop) finish() []error {
 	close(l.stop)
 	<-l.done
 	return l.errs
+}
+
+// errorsOutside returns the errors that happened outside [from, to].
+func (l *clientLoop) errorsOutside(from, to time.Time) []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []error
+	for i, err := range l.errs {
+		if at := l.errAt[i]; at.Before(from) || at.After(to) {
+			out = append(out, err)
+		}
+	}
+	return out
 }
