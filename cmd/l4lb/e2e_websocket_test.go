@@ -324,6 +324,11 @@ func (cl *wsClient) reconnect(h *wsHold) bool {
 	return false
 }
 
+// String says when (against the kill) and why a connection ended.
+func (e wsEnd) String() string {
+	return fmt.Sprintf("%s: %v (reconnected %v later)", e.backend, e.err, e.back.Sub(e.at).Round(time.Millisecond))
+}
+
 // endsOf returns a client's connection ends and its reconnect failure.
 func (cl *wsClient) endsOf() ([]wsEnd, error) {
 	cl.mu.Lock()
@@ -599,9 +604,9 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 		case lost != nil:
 			t.Fatalf("client %d could not reconnect: %v", cl.id, lost)
 		case victims[cl.id] && (len(ends) != 1 || ends[0].backend != "be1" || ends[0].at.Before(killed.Add(-wsEchoWithin))):
-			t.Fatalf("client %d on be1 saw ends %+v, want one, of its be1 connection, after the kill", cl.id, ends)
+			t.Fatalf("client %d on be1 saw ends %v, want one, of its be1 connection, after the kill", cl.id, ends)
 		case !victims[cl.id] && len(ends) != 0:
-			t.Fatalf("client %d, not on be1, saw its connection end: %+v", cl.id, ends)
+			t.Fatalf("client %d, not on be1, saw its connection end: %v", cl.id, ends)
 		}
 	}
 	slices.Sort(detect)
