@@ -20,7 +20,7 @@
 # for T8_HOLD seconds, reporting the balancer's RSS, its CPU per message
 # and the echo p99.
 #
-#   make bench                      # 3 rounds, about 25 minutes with both peers
+#   make bench                      # 3 rounds, about 30 minutes with both peers
 #   QUICK=1 scripts/bench.sh        # smoke run: 1 round, short steps (2-3 minutes)
 #   REPS=5 WORKLOADS="T2 T3" PATHS="direct l4lb" scripts/bench.sh
 #   REPS=3 WORKLOADS=T2 PATHS="l4lb l4lb-log" scripts/bench.sh   # the log's cost

@@ -217,7 +217,7 @@ The database servers, like every backend, share the client's core. Rounds
 are interleaved (each round runs every path once) and the median is
 reported.
 
-Run it as root: ` + "`make bench`" + ` (3 rounds, about 25 minutes with both peers), or
+Run it as root: ` + "`make bench`" + ` (3 rounds, about 30 minutes with both peers), or
 ` + "`QUICK=1 make bench`" + ` for a smoke run. Knobs: REPS, T1_SECS, DUR, T3B_DUR,
 T5_CONNS, T5_HOLD, T6_DUR, PG_SCALE, T7_REQS, T8_CONNS, T8_HOLD, WORKLOADS, PATHS, SETTLE, OUT,
 KEEP (see scripts/bench.sh). The balancer's CPU time comes from
