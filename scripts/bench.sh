@@ -15,9 +15,12 @@
 # echo, T5 idle connections (loadgen's own clients), and two real databases
 # behind a one-backend VIP: T6 `pgbench -S` against PostgreSQL, T7
 # `redis-benchmark` SET and GET against Redis (each only when its client
-# and server are installed).
+# and server are installed), and T8 WebSocket hold: T8_CONNS WebSockets
+# (testserver -ws in the three backends) each sending a message a second
+# for T8_HOLD seconds, reporting the balancer's RSS, its CPU per message
+# and the echo p99.
 #
-#   make bench                      # 3 rounds, about 25 minutes with both peers
+#   make bench                      # 3 rounds, about 30 minutes with both peers
 #   QUICK=1 scripts/bench.sh        # smoke run: 1 round, short steps (2-3 minutes)
 #   REPS=5 WORKLOADS="T2 T3" PATHS="direct l4lb" scripts/bench.sh
 #   REPS=3 WORKLOADS=T2 PATHS="l4lb l4lb-log" scripts/bench.sh   # the log's cost
@@ -25,7 +28,8 @@
 # Knobs (environment): REPS (3), T1_SECS (10), DUR (8: T2, T3, T4), T3B_DUR (DUR),
 # T5_CONNS (5000), T5_HOLD (10), T6_DUR (DUR: seconds of pgbench -S), PG_SCALE
 # (10: pgbench -i scale, about 150 MB), T7_REQS (200000 requests per redis-benchmark
-# command: it has no duration flag), WORKLOADS ("T1 T2 T3 T4 T5 T6 T7"), PATHS
+# command: it has no duration flag), T8_CONNS (5000), T8_HOLD (10),
+# WORKLOADS ("T1 T2 T3 T4 T5 T6 T7 T8"), PATHS
 # ("direct l4lb l4lb-log iocopy haproxy nginx"; a peer that is not installed is
 # left out with one line saying so), CONNLOG_RATE (l4lb-log's log_connections_rate;
 # unset: the built-in 1000 a second per VIP; 0 = no cap), SETTLE (1 s between steps),
@@ -48,14 +52,14 @@ source scripts/bench/peers.sh
 # INVOKED: the command as the user typed it, for the report.
 INVOKED="scripts/bench.sh"
 [ -n "${MAKELEVEL:-}" ] && INVOKED="make bench"
-for v in OUT KEEP SETTLE CONNLOG_RATE PATHS WORKLOADS T7_REQS PG_SCALE T6_DUR T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
+for v in OUT KEEP SETTLE CONNLOG_RATE PATHS WORKLOADS T8_HOLD T8_CONNS T7_REQS PG_SCALE T6_DUR T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
   if [ -n "${!v+x}" ]; then
     case ${!v} in *" "* | "") INVOKED="$v=\"${!v}\" $INVOKED" ;; *) INVOKED="$v=${!v} $INVOKED" ;; esac
   fi
 done
 if [ "${QUICK:-0}" = 1 ]; then
   : "${REPS:=1}" "${T1_SECS:=3}" "${DUR:=3}" "${T5_CONNS:=1000}" "${T5_HOLD:=3}" "${SETTLE:=0.5}" "${OUT:=}"
-  : "${T6_DUR:=2}" "${PG_SCALE:=1}" "${T7_REQS:=10000}"
+  : "${T6_DUR:=2}" "${PG_SCALE:=1}" "${T7_REQS:=10000}" "${T8_CONNS:=1000}" "${T8_HOLD:=3}"
 fi
 REPS=${REPS:-3}
 T1_SECS=${T1_SECS:-10}
@@ -66,7 +70,9 @@ T5_HOLD=${T5_HOLD:-10}
 T6_DUR=${T6_DUR:-$DUR}
 PG_SCALE=${PG_SCALE:-10}
 T7_REQS=${T7_REQS:-200000}
-WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5 T6 T7}
+T8_CONNS=${T8_CONNS:-5000}
+T8_HOLD=${T8_HOLD:-10}
+WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5 T6 T7 T8}
 PATHS=${PATHS:-direct l4lb l4lb-log iocopy haproxy nginx}
 CONNLOG_RATE=${CONNLOG_RATE:-}
 SETTLE=${SETTLE:-1}
@@ -82,7 +88,7 @@ CLI=$S-cli LB=$S-lb
 BACKEND_NS=($S-b1 $S-b2 $S-b3)
 BACKEND_IPS=(198.18.1.11 198.18.1.12 198.18.1.13)
 VIP=198.18.2.10
-BULK_PORT=5201 HTTP_PORT=8080 ECHO_PORT=7000 UDP_PORT=9000
+BULK_PORT=5201 HTTP_PORT=8080 ECHO_PORT=7000 UDP_PORT=9000 WS_PORT=8090
 PG_PORT=5432 REDIS_PORT=6379
 # DB_SERVICES: "name:port" of the one-backend database services of this
 # run (T6: pg, T7: redis), on backend 1; every path gets a VIP for each.
@@ -251,16 +257,16 @@ topo_up() {
   done
 }
 
-# backends_start: bin/testserver (HTTP, TCP echo, UDP echo) and iperf3 in
+# backends_start: bin/testserver (HTTP, TCP echo, UDP echo, WebSocket echo) and iperf3 in
 # every backend namespace, pinned with the client. Not daemonized: `ip netns
 # exec` and taskset exec their command, so $! is the server's own PID.
 backends_start() {
-  say "backends: testserver (HTTP :$HTTP_PORT, echo :$ECHO_PORT, UDP :$UDP_PORT) and iperf3 -s :$BULK_PORT"
+  say "backends: testserver (HTTP :$HTTP_PORT, echo :$ECHO_PORT, UDP :$UDP_PORT, WebSocket :$WS_PORT) and iperf3 -s :$BULK_PORT"
   local i ns ip
   for i in 1 2 3; do
     ns=${BACKEND_NS[$((i - 1))]} ip=${BACKEND_IPS[$((i - 1))]}
     ip netns exec "$ns" taskset -c "$CLIENT_CPU" bin/testserver -name b$i -http $ip:$HTTP_PORT \
-      -echo $ip:$ECHO_PORT -udp $ip:$UDP_PORT >"$RUN/backend-$i.log" 2>&1 &
+      -echo $ip:$ECHO_PORT -udp $ip:$UDP_PORT -ws $ip:$WS_PORT >"$RUN/backend-$i.log" 2>&1 &
     track $! testserver
     ip netns exec "$ns" taskset -c "$CLIENT_CPU" iperf3 -s -B $ip -p $BULK_PORT >"$RUN/iperf3-$i.log" 2>&1 &
     track $! iperf3
@@ -269,6 +275,7 @@ backends_start() {
     client bin/loadgen probe -kind http -addr $ip:$HTTP_PORT -timeout 10s
     client bin/loadgen probe -kind echo -addr $ip:$ECHO_PORT -timeout 5s
     client bin/loadgen probe -kind udp -addr $ip:$UDP_PORT -timeout 5s
+    client bin/loadgen probe -kind ws -addr $ip:$WS_PORT -timeout 5s
   done
 }
 
@@ -470,6 +477,17 @@ listen = "$VIP:$ECHO_PORT"
 protocol = "tcp"
 algorithm = "round_robin"
 $(backend_list $ECHO_PORT)
+
+# T8: WebSockets, checked by an upgrade
+[[vip]]
+name = "ws"
+listen = "$VIP:$WS_PORT"
+protocol = "tcp"
+algorithm = "round_robin"
+  [vip.health]
+  type = "http"
+  websocket = true
+$(backend_list $WS_PORT)
 TOML
   if [ $UDP = 1 ]; then udp_vip >>"$RUN/l4lb.toml"; fi
   local svc
@@ -528,7 +546,8 @@ lb_start() {
   iocopy)
     for svc in "${DB_SERVICES[@]}"; do dbmaps+=(-map "$VIP:${svc##*:}=${BACKEND_IPS[0]}:${svc##*:}"); done
     ip netns exec $LB taskset -c "$LB_CPU" bin/iocopy -map $VIP:$BULK_PORT=${BACKEND_IPS[0]}:$BULK_PORT \
-      -map "$VIP:$HTTP_PORT=$(addrs $HTTP_PORT)" -map "$VIP:$ECHO_PORT=$(addrs $ECHO_PORT)" "${dbmaps[@]}" >>"$log" 2>&1 &
+      -map "$VIP:$HTTP_PORT=$(addrs $HTTP_PORT)" -map "$VIP:$ECHO_PORT=$(addrs $ECHO_PORT)" \
+      -map "$VIP:$WS_PORT=$(addrs $WS_PORT)" "${dbmaps[@]}" >>"$log" 2>&1 &
     ;;
   haproxy | nginx)
     peer_start "$path" "$log"
@@ -538,7 +557,8 @@ lb_start() {
   track $LBPID "${path%-log}"
   echo $LBPID >"$RUN/lb.pid"
   if ! client bin/loadgen probe -kind http -addr $VIP:$HTTP_PORT -timeout 10s ||
-    ! client bin/loadgen probe -kind echo -addr $VIP:$ECHO_PORT -timeout 5s; then
+    ! client bin/loadgen probe -kind echo -addr $VIP:$ECHO_PORT -timeout 5s ||
+    ! client bin/loadgen probe -kind ws -addr $VIP:$WS_PORT -timeout 5s; then
     echo "$path did not start; its log:" >&2
     cat "$log" >&2
     exit 1
@@ -650,6 +670,12 @@ run_path() {
     measure T5 "$path" "$round" $((T5_HOLD + T5_CONNS / 50 + 60)) hold -addr $VIP:$ECHO_PORT \
       -n "$T5_CONNS" -hold "${T5_HOLD}s" -pidfile "$RUN/lb.pid"
   fi
+  if runs T8; then
+    local pidfile=()
+    [ "$path" = direct ] || pidfile=(-pidfile "$RUN/lb.pid")
+    measure T8 "$path" "$round" $((T8_HOLD + T8_CONNS / 50 + 60)) wshold -addr $host:$WS_PORT \
+      -n "$T8_CONNS" -hold "${T8_HOLD}s" "${pidfile[@]}"
+  fi
   if runs T6; then
     measure T6 "$path" "$round" $((T6_DUR + 70)) pgbench -addr "$host:$PG_PORT" -c 16 -j 2 -T "$T6_DUR"
   fi
@@ -713,7 +739,7 @@ report() {
   [ -n "$OUT" ] && out=$OUT
   say "results (written to $out)"
   bin/bench-report -in "$RAW" -lbdir "$LBDIR" -out "$out" -paths "$PATHS" -peers "$PEERS" -peerinfo "$PEER_INFO" -cmd "$INVOKED" \
-    -knobs "REPS=$REPS${CONNLOG_RATE:+ CONNLOG_RATE=$CONNLOG_RATE} T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD T6_DUR=$T6_DUR PG_SCALE=$PG_SCALE T7_REQS=$T7_REQS WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
+    -knobs "REPS=$REPS${CONNLOG_RATE:+ CONNLOG_RATE=$CONNLOG_RATE} T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD T6_DUR=$T6_DUR PG_SCALE=$PG_SCALE T7_REQS=$T7_REQS T8_CONNS=$T8_CONNS T8_HOLD=$T8_HOLD WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
     -pinning "balancer on CPU $LB_CPU (GOMAXPROCS follows the mask; HAProxy nbthread 1, nginx 1 worker); client tools and backends on CPU $CLIENT_CPU"
 }
 

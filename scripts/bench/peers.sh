@@ -114,6 +114,12 @@ listen echo
     bind $VIP:$ECHO_PORT
     balance roundrobin
 $(server_lines e "$ECHO_PORT")
+
+# T8: WebSockets
+listen ws
+    bind $VIP:$WS_PORT
+    balance roundrobin
+$(server_lines w "$WS_PORT")
 $(haproxy_db_listens)
 CFG
   local out
@@ -188,12 +194,14 @@ stream {
 $(nginx_upstream http "$HTTP_PORT")
 $(nginx_upstream echo "$ECHO_PORT")
 $(nginx_upstream udp "$UDP_PORT")
+$(nginx_upstream ws "$WS_PORT")
     # backlog: nginx's default is 511; Go's listeners (l4lb, iocopy) take
     # net.core.somaxconn (65535 in these namespaces).
     server { listen $VIP:$BULK_PORT backlog=65535; proxy_pass bulk; proxy_timeout 10m; }
     server { listen $VIP:$HTTP_PORT backlog=65535; proxy_pass http; proxy_timeout 10m; }
     server { listen $VIP:$ECHO_PORT backlog=65535; proxy_pass echo; proxy_timeout 10m; }
     server { listen $VIP:$UDP_PORT udp; proxy_pass udp; proxy_timeout 10s; }
+    server { listen $VIP:$WS_PORT backlog=65535; proxy_pass ws; proxy_timeout 10m; }
 $(nginx_db_servers)
 }
 CFG

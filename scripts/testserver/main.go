@@ -1,6 +1,7 @@
 // Command testserver is the small backend that `make demo` and the bench
 // scripts run behind l4lb: an HTTP server that names itself in every reply
-// and counts what it served, plus a TCP echo and a UDP echo port.
+// and counts what it served, plus a TCP echo, a UDP echo and a WebSocket
+// echo port (which names itself in the X-Backend header of its 101).
 package main
 
 import (
@@ -14,6 +15,8 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/l4lb/l4lb/internal/testutil/wsecho"
 )
 
 func main() {
@@ -21,6 +24,7 @@ func main() {
 	httpAddr := flag.String("http", ":8080", "HTTP listen address (empty = off)")
 	echoAddr := flag.String("echo", "", "TCP echo listen address (empty = off)")
 	udpAddr := flag.String("udp", "", "UDP echo listen address (empty = off)")
+	wsAddr := flag.String("ws", "", "WebSocket echo listen address (empty = off)")
 	flag.Parse()
 
 	var served, echoed atomic.Int64
@@ -32,6 +36,13 @@ func main() {
 	}
 	if *udpAddr != "" {
 		go serveUDP(*udpAddr, &echoed)
+	}
+	if *wsAddr != "" {
+		ln, err := net.Listen("tcp", *wsAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		go wsecho.Serve(ln, *name)
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

@@ -7,11 +7,12 @@
 //	loadgen connrate -addr A -c 64 -d 8s -warmup 1s   new connections/s (HTTP/1.0 GET, Connection: close)
 //	loadgen rr       -addr A -c 4 -rate 2000 -d 8s    persistent request/response (TCP echo); -rate 0 = closed loop
 //	loadgen hold     -addr A -n 5000 -hold 10s -pidfile F   idle connections, balancer RSS per connection
+//	loadgen wshold   -addr A -n 5000 -hold 10s -pidfile F   WebSockets held, a message each a second: echo RTT, balancer RSS and CPU per message
 //	loadgen udp      -addr A -flows 4 -inflight 8 -size 64 -d 8s   UDP request/response rate and loss
 //	loadgen bulk     -addr A -P 8 -t 10               iperf3 client, throughput and retransmits
 //	loadgen pgbench  -addr A -c 16 -j 2 -T 8          pgbench -S (select-only): TPS, average latency
 //	loadgen redis    -addr A -t get -n 100000 -c 50   redis-benchmark, one command: req/s, latency
-//	loadgen probe    -addr A -kind http|echo|udp|pg|redis   wait until a service answers
+//	loadgen probe    -addr A -kind http|echo|udp|pg|redis|ws   wait until a service answers
 //
 // Every run is bounded twice: by its own duration flags and by a watchdog
 // that ends the process if the run overstays them (a stuck balancer must
@@ -34,6 +35,7 @@ var subcommands = map[string]subcommand{
 	"connrate": runConnRate,
 	"rr":       runRR,
 	"hold":     runHold,
+	"wshold":   runWSHold,
 	"udp":      runUDP,
 	"bulk":     runBulk,
 	"pgbench":  runPgbench,
@@ -47,7 +49,7 @@ type record map[string]any
 
 func main() {
 	if len(os.Args) < 2 || subcommands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: loadgen connrate|rr|hold|udp|bulk|pgbench|redis|probe [flags] (-h for flags)")
+		fmt.Fprintln(os.Stderr, "usage: loadgen connrate|rr|hold|wshold|udp|bulk|pgbench|redis|probe [flags] (-h for flags)")
 		os.Exit(2)
 	}
 	rec, err := subcommands[os.Args[1]](os.Args[2:])

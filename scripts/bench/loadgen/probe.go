@@ -13,13 +13,13 @@ import (
 func runProbe(args []string) (record, error) {
 	var c common
 	fs := newFlags("probe", &c)
-	kind := fs.String("kind", "http", "http, echo, udp, pg or redis")
+	kind := fs.String("kind", "http", "http, echo, udp, pg, redis or ws")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	if err := parse(fs, &c, args); err != nil {
 		return nil, err
 	}
 	try := map[string]func(string) error{
-		"http": probeHTTP, "echo": probeEcho, "udp": probeUDP, "pg": probePG, "redis": probeRedis,
+		"http": probeHTTP, "echo": probeEcho, "udp": probeUDP, "pg": probePG, "redis": probeRedis, "ws": probeWS,
 	}[*kind]
 	if try == nil {
 		return nil, fmt.Errorf("unknown -kind %q", *kind)

@@ -64,6 +64,10 @@ var rows = []row{
 	{test: "T7-set", key: "p50_ms", label: "T7 redis-benchmark SET p50", unit: "ms", prec: 3, lower: true},
 	{test: "T7-get", key: "req_per_s", label: "T7 redis-benchmark GET (c=50)", unit: "req/s"},
 	{test: "T7-get", key: "p50_ms", label: "T7 redis-benchmark GET p50", unit: "ms", prec: 3, lower: true},
+	{test: "T8", key: "alive", label: "T8 WebSockets alive after the hold (a message a second each)", unit: "conns"},
+	{test: "T8", key: "p50_us", label: "T8 WebSocket message echo p50", unit: "µs", lower: true},
+	{test: "T8", key: "p99_us", label: "T8 WebSocket message echo p99", unit: "µs", lower: true},
+	{test: "T8", key: "rss_mib", label: "T8 LB RSS holding the WebSockets", unit: "MiB", prec: 1, lbOnly: true, lower: true},
 	{test: "T1-8", key: "gbit_per_lb_core", label: "LB cost: bulk Gbit/s per LB core (T1, 8 streams)", unit: "Gbit/s/core", prec: 1, lbOnly: true},
 	{test: "T2", key: "lb_cpu_us_per_conn", label: "LB cost: CPU per new connection (T2)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 	{test: "T3b", key: "lb_cpu_us_per_req", label: "LB cost: CPU per keep-alive request (T3b)", unit: "µs", prec: 1, lbOnly: true, lower: true},
@@ -71,6 +75,7 @@ var rows = []row{
 	{test: "T6", key: "lb_cpu_us_per_tx", label: "LB cost: CPU per pgbench transaction (T6)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 	{test: "T7-set", key: "lb_cpu_us_per_req", label: "LB cost: CPU per Redis SET (T7)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 	{test: "T7-get", key: "lb_cpu_us_per_req", label: "LB cost: CPU per Redis GET (T7)", unit: "µs", prec: 1, lbOnly: true, lower: true},
+	{test: "T8", key: "lb_cpu_us_per_msg", label: "LB cost: CPU per WebSocket message and echo (T8)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 }
 
 func main() {
@@ -202,14 +207,19 @@ connections, T4 UDP echo, T5 idle connections held open, T6 ` + "`pgbench -S`" +
 (select-only, 16 clients, 2 threads, simple protocol; TPS without the
 connection set-up, as pgbench prints it) against PostgreSQL with fsync off
 and the tables in shared_buffers, T7 ` + "`redis-benchmark`" + ` SET then GET (50
-clients, no pipelining, random keys) against Redis without persistence.
+clients, no pipelining, random keys) against Redis without persistence,
+T8 WebSockets held open (T8_CONNS, each sending a 32-byte text frame a
+second for T8_HOLD seconds and checking the echo; the balancer's RSS is
+the higher of a mid-hold and an end-of-hold sample, its CPU is over the
+hold, per echoed message) to the WebSocket echo of the three backends
+(direct: backend 1's).
 The database servers, like every backend, share the client's core. Rounds
 are interleaved (each round runs every path once) and the median is
 reported.
 
-Run it as root: ` + "`make bench`" + ` (3 rounds, about 25 minutes with both peers), or
+Run it as root: ` + "`make bench`" + ` (3 rounds, about 30 minutes with both peers), or
 ` + "`QUICK=1 make bench`" + ` for a smoke run. Knobs: REPS, T1_SECS, DUR, T3B_DUR,
-T5_CONNS, T5_HOLD, T6_DUR, PG_SCALE, T7_REQS, WORKLOADS, PATHS, SETTLE, OUT,
+T5_CONNS, T5_HOLD, T6_DUR, PG_SCALE, T7_REQS, T8_CONNS, T8_HOLD, WORKLOADS, PATHS, SETTLE, OUT,
 KEEP (see scripts/bench.sh). The balancer's CPU time comes from
 /proc/PID/stat over each measured window (T6, T7: the whole run of the
 tool, connection set-up included), summed over its process tree (nginx's
