@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"time"
 
@@ -85,17 +86,24 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 	}
 	var res admin.ReloadResult
 	body, err := admin.Client{Socket: path, Timeout: time.Minute}.Do(context.Background(), "POST", "/reload", nil, &res)
+	return verdict("reload", body, err, func() bool { return res.OK }, func() { printReload(stdout, stderr, res) }, *asJSON, stdout, stderr)
+}
+
+// verdict ends a command whose answer says whether it worked (reload,
+// upgrade): 422 carries a refusal's answer, any other error is printed;
+// the answer is printed as JSON or by show; exit 1 unless ok().
+func verdict(cmd string, body []byte, err error, ok func() bool, show func(), asJSON bool, stdout, stderr io.Writer) int {
 	var se *admin.StatusError
-	if err != nil && !(errors.As(err, &se) && se.Status == 422) {
-		fmt.Fprintln(stderr, "l4lb reload:", err)
+	if err != nil && !(errors.As(err, &se) && se.Status == http.StatusUnprocessableEntity) {
+		fmt.Fprintf(stderr, "l4lb %s: %v\n", cmd, err)
 		return 1
 	}
-	if *asJSON {
+	if asJSON {
 		stdout.Write(body)
 	} else {
-		printReload(stdout, stderr, res)
+		show()
 	}
-	if !res.OK {
+	if !ok() {
 		return 1
 	}
 	return 0

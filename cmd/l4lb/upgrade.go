@@ -546,20 +546,7 @@ func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
 	}
 	var res admin.UpgradeResult
 	body, err := admin.Client{Socket: path, Timeout: *timeout + 2*time.Minute}.Do(context.Background(), "POST", "/upgrade", req, &res)
-	var se *admin.StatusError
-	if err != nil && !(errors.As(err, &se) && se.Status == 422) {
-		fmt.Fprintln(stderr, "l4lb upgrade:", err)
-		return 1
-	}
-	if *asJSON {
-		stdout.Write(body)
-	} else {
-		printUpgrade(stdout, stderr, res)
-	}
-	if !res.OK {
-		return 1
-	}
-	return 0
+	return verdict("upgrade", body, err, func() bool { return res.OK }, func() { printUpgrade(stdout, stderr, res) }, *asJSON, stdout, stderr)
 }
 
 func printUpgrade(stdout, stderr io.Writer, res admin.UpgradeResult) {
