@@ -136,6 +136,30 @@ type VIP struct {
 
 	// XDP.
 	Forward l4.Forward // ipip | l2 (xdp mode only); default ipip
+	// NewFlowRate caps the new flows per second an xdp VIP enters into the
+	// BPF conntrack (0 = no cap, the default; up to 100M). Above it a new
+	// flow is still forwarded by the VIP's Maglev table, only not tracked,
+	// so spoofed sources cannot flush established flows out of the LRU
+	// (Katran's choice). xdp VIPs only.
+	NewFlowRate int
+
+	// Access control (every VIP, also in [defaults]): networks allowed and
+	// denied as client sources. The most specific network that contains
+	// the client's address decides; a client in neither list is allowed
+	// when Allow is empty, refused otherwise. The same network in both
+	// lists is an error. Refused: a TCP connection is closed at once (a
+	// reset), a datagram dropped, before any backend is chosen.
+	Allow []netip.Prefix
+	Deny  []netip.Prefix
+	// Per-client limits, by client address (proxy mode; 0 = off, the
+	// default). MaxConnsPerClient: open TCP connections; ConnRatePerClient:
+	// new TCP connections or UDP sessions a second (a token bucket holding
+	// one second's worth); MaxSessionsPerClient: open UDP sessions. Over a
+	// limit a TCP connection is reset at once, a datagram that would start
+	// a session dropped; both counted.
+	MaxConnsPerClient    int
+	ConnRatePerClient    int
+	MaxSessionsPerClient int
 
 	// LogConnections writes one info line when a connection or UDP
 	// session ends (client, backend, times, bytes, why it ended); default
@@ -230,4 +254,9 @@ type XDP struct {
 	// WeightRefresh is how often least_conn and least_time VIPs turn live
 	// flows and RTTs into Maglev weights; default 5s; 1s..1h.
 	WeightRefresh time.Duration
+	// SYNRatePerSource drops, in the XDP program, TCP SYNs to any VIP
+	// (proxy VIPs included: the program sees their packets first) from a
+	// source address above this many a second; 0 = off (the default);
+	// up to 10M. The count is approximate (one shared LRU of sources).
+	SYNRatePerSource int
 }

@@ -43,6 +43,7 @@ var xdpSettings = []setting[XDP]{
 	{"pin_path", func(x *XDP) string { return orNone(x.PinPath) }, EffectRestart, "", func(n, r *XDP) { n.PinPath = r.PinPath }},
 	{"conntrack_size", func(x *XDP) string { return strconv.Itoa(x.ConntrackSize) }, EffectRestart, "", func(n, r *XDP) { n.ConntrackSize = r.ConntrackSize }},
 	{"weight_refresh", func(x *XDP) string { return fmtDuration(x.WeightRefresh) }, EffectNow, "", nil},
+	{"syn_rate_per_source", func(x *XDP) string { return strconv.Itoa(x.SYNRatePerSource) }, EffectNow, "every SYN from then on", nil},
 }
 
 // vipSettingList are a VIP's own keys (name and mode are compared apart).
@@ -74,6 +75,12 @@ var vipSettingList = []setting[VIP]{
 	{"rebalance_rate", func(v *VIP) string { return strconv.Itoa(v.RebalanceRate) }, EffectNow, "the next rebalance; 0 refuses rebalances and stops a running one", nil},
 	{"udp_responses", func(v *VIP) string { return strconv.Itoa(v.UDPResponses) }, EffectNow, "counted on established sessions too", nil},
 	{"forward", func(v *VIP) string { return v.Forward.String() }, EffectNow, "every packet from then on, established flows too", nil},
+	{"new_flow_rate", func(v *VIP) string { return strconv.Itoa(v.NewFlowRate) }, EffectNow, "flows already tracked stay tracked", nil},
+	{"allow", func(v *VIP) string { return prefixList(v.Allow, strconv.Quote) }, EffectNewFlows, "established connections and sessions are not cut", nil},
+	{"deny", func(v *VIP) string { return prefixList(v.Deny, strconv.Quote) }, EffectNewFlows, "established connections and sessions are not cut", nil},
+	{"max_conns_per_client", func(v *VIP) string { return strconv.Itoa(v.MaxConnsPerClient) }, EffectNewFlows, "no connection is cut; open ones count against the new limit", nil},
+	{"conn_rate_per_client", func(v *VIP) string { return strconv.Itoa(v.ConnRatePerClient) }, EffectNewFlows, "", nil},
+	{"max_sessions_per_client", func(v *VIP) string { return strconv.Itoa(v.MaxSessionsPerClient) }, EffectNewFlows, "no session is ended; open ones count against the new limit", nil},
 	{"log_connections", func(v *VIP) string { return strconv.FormatBool(v.LogConnections) }, EffectNewFlows, "established connections and sessions keep the value they started with", nil},
 	{"log_connections_rate", func(v *VIP) string { return strconv.Itoa(v.LogConnectionsRate) }, EffectNow, "every line from then on", nil},
 }

@@ -35,6 +35,7 @@ func Format(c *Config, opts FormatOptions) []byte {
 		w.str("pin_path", c.XDP.PinPath)
 		w.int("conntrack_size", c.XDP.ConntrackSize)
 		w.dur("weight_refresh", c.XDP.WeightRefresh)
+		w.int("syn_rate_per_source", c.XDP.SYNRatePerSource)
 	}
 	for i := range c.VIPs {
 		formatVIP(w, &c.VIPs[i], opts)
@@ -94,6 +95,12 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"max_sessions", func() { w.int("max_sessions", v.MaxSessions) }},
 		{"udp_responses", func() { w.int("udp_responses", v.UDPResponses) }},
 		{"forward", func() { w.str("forward", fmt.Sprint(v.Forward)) }},
+		{"new_flow_rate", func() { w.int("new_flow_rate", v.NewFlowRate) }},
+		{"allow", func() { w.raw("allow", prefixList(v.Allow, quoteTOML)) }},
+		{"deny", func() { w.raw("deny", prefixList(v.Deny, quoteTOML)) }},
+		{"max_conns_per_client", func() { w.int("max_conns_per_client", v.MaxConnsPerClient) }},
+		{"conn_rate_per_client", func() { w.int("conn_rate_per_client", v.ConnRatePerClient) }},
+		{"max_sessions_per_client", func() { w.int("max_sessions_per_client", v.MaxSessionsPerClient) }},
 		{"log_connections", func() { w.bool("log_connections", v.LogConnections) }},
 		{"log_connections_rate", func() { w.int("log_connections_rate", v.LogConnectionsRate) }},
 	}

@@ -78,11 +78,12 @@ func buildXDP(p *problems, x *rawXDP) *XDP {
 	l := newLayer(p, "", "xdp", "")
 	var none opt[string]
 	out := &XDP{
-		Interface:     l.str("interface", x.Interface, none, ""),
-		Attach:        l.oneOf("attach", x.Attach, none, "driver", "driver", "generic"),
-		PinPath:       l.str("pin_path", x.PinPath, none, ""),
-		ConntrackSize: l.integer("conntrack_size", x.ConntrackSize, opt[int64]{}, 1<<20, span[int64](1024, 1<<26)),
-		WeightRefresh: l.duration("weight_refresh", x.WeightRefresh, none, 5*time.Second, span(time.Second, time.Hour)),
+		Interface:        l.str("interface", x.Interface, none, ""),
+		Attach:           l.oneOf("attach", x.Attach, none, "driver", "driver", "generic"),
+		PinPath:          l.str("pin_path", x.PinPath, none, ""),
+		ConntrackSize:    l.integer("conntrack_size", x.ConntrackSize, opt[int64]{}, 1<<20, span[int64](1024, 1<<26)),
+		WeightRefresh:    l.duration("weight_refresh", x.WeightRefresh, none, 5*time.Second, span(time.Second, time.Hour)),
+		SYNRatePerSource: l.integer("syn_rate_per_source", x.SYNRate, opt[int64]{}, 0, span[int64](0, 10_000_000)),
 	}
 	switch {
 	case !l.has("interface"):

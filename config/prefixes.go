@@ -65,3 +65,17 @@ func prefixList(ps []netip.Prefix, quote func(string) string) string {
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }
+
+// checkAccess refuses a network that is both allowed and denied: which one
+// wins would be a guess.
+func checkAccess(l *layer, v *VIP) {
+	allowed := make(map[netip.Prefix]bool, len(v.Allow))
+	for _, p := range v.Allow {
+		allowed[p] = true
+	}
+	for i, p := range v.Deny {
+		if allowed[p] {
+			l.problem("deny", "[%d] %q is in allow too: a network is either allowed or denied (a more specific network overrides a wider one)", i, p.String())
+		}
+	}
+}

@@ -74,7 +74,15 @@ type rawTuning struct {
 	MaxSessions       opt[int64]   `toml:"max_sessions"`
 	UDPResponses      opt[int64]   `toml:"udp_responses"`
 	Forward           opt[string]  `toml:"forward"`
-	Health            rawHealth    `toml:"health"`
+
+	// Access control and per-client limits.
+	Allow                opt[[]any] `toml:"allow"`
+	Deny                 opt[[]any] `toml:"deny"`
+	MaxConnsPerClient    opt[int64] `toml:"max_conns_per_client"`
+	ConnRatePerClient    opt[int64] `toml:"conn_rate_per_client"`
+	MaxSessionsPerClient opt[int64] `toml:"max_sessions_per_client"`
+	NewFlowRate          opt[int64] `toml:"new_flow_rate"`
+	Health               rawHealth  `toml:"health"`
 
 	// The per-connection log.
 	LogConnections     opt[bool]  `toml:"log_connections"`
@@ -127,4 +135,5 @@ type rawXDP struct {
 	PinPath       opt[string] `toml:"pin_path"`
 	ConntrackSize opt[int64]  `toml:"conntrack_size"`
 	WeightRefresh opt[string] `toml:"weight_refresh"`
+	SYNRate       opt[int64]  `toml:"syn_rate_per_source"`
 }

@@ -41,6 +41,10 @@ var vipScopes = []vipScope{
 	{"udp_responses", func(v *VIP) bool { return v.Protocol == l4.UDP && v.Mode == l4.ModeProxy }, "applies only to udp VIPs in proxy mode (in xdp mode replies bypass l4lb)"},
 	{"forward", func(v *VIP) bool { return v.Mode == l4.ModeXDP }, "applies only to mode xdp"},
 	{"freebind", func(v *VIP) bool { return v.Mode == l4.ModeProxy }, "applies only to mode proxy (an xdp VIP binds no socket)"},
+	{"new_flow_rate", func(v *VIP) bool { return v.Mode == l4.ModeXDP }, "applies only to mode xdp (the BPF conntrack)"},
+	{"max_conns_per_client", isTCPProxy, "applies only to tcp VIPs in proxy mode (udp VIPs: max_sessions_per_client)"},
+	{"conn_rate_per_client", isProxy, "is not supported in mode xdp (use [xdp] syn_rate_per_source)"},
+	{"max_sessions_per_client", func(v *VIP) bool { return v.Protocol == l4.UDP && v.Mode == l4.ModeProxy }, "applies only to udp VIPs in proxy mode (tcp VIPs: max_conns_per_client)"},
 	{"log_connections", isProxy, "is not supported in mode xdp: the kernel forwards an xdp VIP's flows, so l4lb never sees them end"},
 	{"log_connections_rate", isProxy, "is not supported in mode xdp: the kernel forwards an xdp VIP's flows, so l4lb never sees them end"},
 }
@@ -134,6 +138,14 @@ func resetKey(key string, v, def *VIP) {
 		v.Forward = def.Forward
 	case "freebind":
 		v.Freebind = def.Freebind
+	case "new_flow_rate":
+		v.NewFlowRate = def.NewFlowRate
+	case "max_conns_per_client":
+		v.MaxConnsPerClient = def.MaxConnsPerClient
+	case "conn_rate_per_client":
+		v.ConnRatePerClient = def.ConnRatePerClient
+	case "max_sessions_per_client":
+		v.MaxSessionsPerClient = def.MaxSessionsPerClient
 	case "log_connections":
 		v.LogConnections = def.LogConnections
 	case "log_connections_rate":

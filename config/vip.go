@@ -21,6 +21,7 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health, v.Protocol)
 	v.Backends = buildBackends(l, rv.Backends)
 	checkScopes(l, &v)
+	checkAccess(l, &v)
 	checkMaglev(l, &v)
 	if v.Mode == l4.ModeXDP {
 		checkXDPVIP(l, &v, hasXDP)
@@ -107,6 +108,12 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
 	v.UDPResponses = l.integer("udp_responses", o.UDPResponses, d.UDPResponses, 0, span[int64](0, 65535))
 	v.Forward = enum(l, "forward", o.Forward, d.Forward, l4.ForwardIPIP, l4.ParseForward, l4.ForwardNames())
+	v.NewFlowRate = l.integer("new_flow_rate", o.NewFlowRate, d.NewFlowRate, 0, span[int64](0, 100_000_000))
+	v.Allow = l.prefixes("allow", o.Allow, d.Allow)
+	v.Deny = l.prefixes("deny", o.Deny, d.Deny)
+	v.MaxConnsPerClient = l.integer("max_conns_per_client", o.MaxConnsPerClient, d.MaxConnsPerClient, 0, span[int64](0, 10_000_000))
+	v.ConnRatePerClient = l.integer("conn_rate_per_client", o.ConnRatePerClient, d.ConnRatePerClient, 0, span[int64](0, 10_000_000))
+	v.MaxSessionsPerClient = l.integer("max_sessions_per_client", o.MaxSessionsPerClient, d.MaxSessionsPerClient, 0, span[int64](0, 16<<20))
 	v.LogConnections = l.boolean("log_connections", o.LogConnections, d.LogConnections, false)
 	v.LogConnectionsRate = l.integer("log_connections_rate", o.LogConnectionsRate, d.LogConnectionsRate, 1000, span[int64](0, 1_000_000))
 }

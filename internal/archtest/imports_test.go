@@ -14,6 +14,7 @@ var rules = map[string][]string{
 	"l4":             {mod},
 	"config":         {mod + "l4/", mod + "health", mod + "conntrack", mod + "bpf", mod + "internal", "go.uber.org/zap"},
 	"l4/balance":     {mod + "config", mod + "conntrack", mod + "health", mod + "l4/proxy", "net", "go.uber.org/zap"},
+	"l4/guard":       {mod, "net", "go.uber.org/zap"},
 	"conntrack":      {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
 	"health":         {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
 	"l4/snapshot":    {mod + "config", mod + "health", mod + "l4/proxy", "net"},
@@ -29,12 +30,13 @@ var allowedProject = map[string][]string{
 	"l4":             {},
 	"config":         {"l4"},
 	"l4/balance":     {"l4"},
+	"l4/guard":       {},
 	"conntrack":      {"l4"},
 	"health":         {"l4"},
 	"l4/snapshot":    {"l4", "l4/balance"},
-	"l4/proxy":       {"l4", "l4/snapshot", "l4/balance", "conntrack"},
+	"l4/proxy":       {"l4", "l4/snapshot", "l4/balance", "l4/guard", "conntrack"},
 	"internal/netif": {"l4"},
-	"bpf":            {"l4", "l4/balance", "l4/snapshot", "conntrack"},
+	"bpf":            {"l4", "l4/balance", "l4/snapshot", "l4/guard", "conntrack"},
 }
 
 func deps(t *testing.T, pkg string) []string {
