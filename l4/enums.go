@@ -190,6 +190,8 @@ const (
 	EndProxyUntrusted           // reset: a PROXY header was due (accept_proxy_protocol) and the source is not trusted
 	EndProxyMalformed           // reset: the PROXY header was malformed, too long, or cut short by the client
 	EndProxyTimeout             // reset: the PROXY header was not complete within connect_timeout
+	EndDenied                   // refused by the VIP's allow/deny lists: TCP reset, UDP datagram dropped
+	EndClientLimit              // refused by a per-client limit (max_conns_per_client, conn_rate_per_client)
 )
 
 var endNames = [...]string{
@@ -214,6 +216,8 @@ var endNames = [...]string{
 	EndProxyUntrusted: "proxy_untrusted",
 	EndProxyMalformed: "proxy_malformed",
 	EndProxyTimeout:   "proxy_timeout",
+	EndDenied:         "denied",
+	EndClientLimit:    "client_limit",
 }
 
 func (r EndReason) String() string { return enumName(r, "end", endNames[:]) }

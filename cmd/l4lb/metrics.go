@@ -60,6 +60,8 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
 		"pp_refused":  d("vip_proxy_header_refused_total", "Clients reset for their PROXY header (accept_proxy_protocol): reason untrusted, malformed or timeout.", append(vipLabels[:len(vipLabels):len(vipLabels)], "reason")),
 		"log_drop":    d("vip_conn_log_dropped_total", "log_connections lines dropped over log_connections_rate.", vipLabels),
+		"denied":      d("vip_denied_total", "Clients refused by the VIP's allow/deny lists in user space (TCP connections reset, UDP datagrams dropped).", vipLabels),
+		"client_lim":  d("vip_client_limited_total", "Clients refused by a per-client limit (TCP connections reset, UDP datagrams dropped).", vipLabels),
 		"pipes_open":  d("pipes_open", "Splice pipes with open descriptors.", nil),
 		"pipes_lent":  d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
 		"pipes_max":   d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
@@ -121,6 +123,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.descs["active"], gauge, float64(v.Active), vl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["accepted"], counter, float64(v.Accepted), vl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["no_backend"], counter, float64(v.NoBackend), vl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["denied"], counter, float64(v.Denied), vl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["client_lim"], counter, float64(v.ClientLimited), vl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["eligible"], gauge, float64(v.Eligible), vl...)
 		draining := 0.0
 		if v.Draining {

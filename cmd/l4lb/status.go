@@ -137,6 +137,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 				fmt.Fprintf(w, "  proxy headers refused: untrusted %d  malformed %d  timeout %d\n", t.ProxyUntrusted, t.ProxyMalformed, t.ProxyTimeouts)
 			}
 		}
+		if v.Denied+v.ClientLimited > 0 {
+			fmt.Fprintf(w, "  refused: denied %d  client-limited %d\n", v.Denied, v.ClientLimited)
+		}
 		if x := v.XDP; x != nil {
 			fmt.Fprintf(w, "  xdp: packets %d  bytes %s  new-flows %d  drops %d  live-flows %d\n",
 				x.Packets, bytesString(x.Bytes), x.NewFlows, x.Drops, x.LiveFlows)

@@ -230,7 +230,11 @@ func (a acceptResume) onTimer(l *loop, _ uint32) { a.s.syncAccept(l) }
 func (a acceptResume) pending(uint32) bool       { return true }
 
 // evConnDone is the end of a connection's accounting on the loops.
-func (s *TCPService) evConnDone() {
+func (s *TCPService) evConnDone(l *loop, c *evConn) {
+	if c.clientHeld {
+		s.clients.Release(c.flow.Src.Addr(), l.now())
+		c.clientHeld = false
+	}
 	s.Stats.Active.Add(-1)
 	s.releaseSlots()
 	s.tryResume()

@@ -15,6 +15,7 @@ import (
 	"github.com/l4lb/l4lb/conntrack"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
@@ -84,6 +85,7 @@ type evConn struct {
 	lastActive      int64
 	idle            int64
 	tracked         bool
+	clientHeld      bool // counted by the VIP's per-client limits: released when it ends
 
 	// For the connection's log line (connlog.go).
 	acceptAt  int64        // loop clock at accept (an upgrade passes it on)
@@ -157,6 +159,29 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 	if c.st.AcceptProxy != AcceptProxyOff {
 		c.awaitHeader(l)
 		return
+	}
+	c.admit(l)
+}
+
+// admit applies the VIP's access list and per-client limits to the client
+// (the PROXY header's address when one was due), then dials. A refused
+// client is reset before any backend is chosen.
+func (c *evConn) admit(l *loop) {
+	s, addr := c.svc, c.flow.Src.Addr()
+	if !c.st.Access.Allowed(addr) {
+		s.Stats.Denied.Add(1)
+		c.resetClient(l, l4.EndDenied)
+		return
+	}
+	switch v := s.clients.Admit(addr, c.st.ClientLimits, l.now()); {
+	case v.Refused():
+		s.Stats.ClientLimited.Add(1)
+		s.limitLog.warn(s.log, "per-client limit reached: connection reset", zap.String("vip", c.st.Name),
+			zap.Stringer("client", addr), zap.Stringer("limit", v))
+		c.resetClient(l, l4.EndClientLimit)
+		return
+	case v == guard.Admitted:
+		c.clientHeld = true
 	}
 	c.dial(l)
 }
@@ -330,6 +355,13 @@ func (c *evConn) noBackend(l *loop, err error, why l4.EndReason) {
 	s := c.svc
 	s.Stats.NoBackend.Add(1)
 	s.rateLog("no usable backend for VIP: client reset", zap.Stringer("client", c.flow.Src), zap.Error(err))
+	c.resetClient(l, why)
+}
+
+// resetClient ends a connection that has no backend socket with a reset
+// to the client.
+func (c *evConn) resetClient(l *loop, why l4.EndReason) {
+	s := c.svc
 	if c.client.fd >= 0 {
 		_ = unix.SetsockoptLinger(c.client.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
 		l.forget(&c.client.reg)
@@ -338,7 +370,7 @@ func (c *evConn) noBackend(l *loop, err error, why l4.EndReason) {
 	c.state = evClosed
 	s.logConn(l, c, why)
 	l.live.Add(-1)
-	s.evConnDone()
+	s.evConnDone(l, c)
 	l.freeConn(c)
 }
 
@@ -797,7 +829,7 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 	}
 	s.logConn(l, c, why)
 	l.live.Add(-1)
-	s.evConnDone()
+	s.evConnDone(l, c)
 	l.freeConn(c)
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/l4lb/l4lb/conntrack"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/guard"
 )
 
 // Batches on the loops: a VIP socket reads up to vipBatch datagrams per
@@ -73,6 +74,9 @@ type loopSession struct {
 	readable bool
 	queued   bool
 	open     bool
+	// clientHeld: counted by the VIP's per-client limits; released when
+	// the session closes.
+	clientHeld bool
 
 	// For the session's log line (connlog.go).
 	log         bool         // log_connections was on when the session began
@@ -339,13 +343,27 @@ func (s *UDPService) loopSession(key conntrack.Key) *loopSession {
 func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow) *loopSession {
 	flow := &f
 	st := s.settings.Load()
+	if !st.Access.Allowed(f.Src.Addr()) {
+		s.Stats.Denied.Add(1)
+		return nil
+	}
 	if st.MaxSessions > 0 && s.sessions.Load() >= int64(st.MaxSessions) {
 		s.Stats.SessionsRefused.Add(1)
 		s.rateLog("max_sessions reached: datagram from a new client dropped", zap.Int("max_sessions", st.MaxSessions))
 		return nil
 	}
+	held := false
+	switch v := s.clients.Admit(f.Src.Addr(), st.ClientLimits, l.now()); {
+	case v.Refused():
+		s.Stats.ClientLimited.Add(1)
+		s.rateLog("per-client limit reached: datagram from a new session dropped", zap.Stringer("client", f.Src.Addr()), zap.Stringer("limit", v))
+		return nil
+	case v == guard.Admitted:
+		held = true
+	}
 	b := s.snaps.Load().Pick(flow, nil)
 	if b == nil {
+		s.releaseClient(l, f.Src.Addr(), held)
 		s.Stats.NoBackend.Add(1)
 		s.rateLog("no usable backend for VIP: datagram dropped")
 		return nil
@@ -355,7 +373,7 @@ func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow) *loop
 		var r reg
 		sess := l.newSession()
 		*sess = loopSession{s: s, owner: l, key: key, client: flow.Src, backend: b, gen: sess.gen,
-			log: st.LogConnections, startAt: l.now()}
+			log: st.LogConnections, startAt: l.now(), clientHeld: held}
 		if s.wildcard {
 			sess.replySrc = flow.Dst.Addr()
 		}
@@ -367,6 +385,7 @@ func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow) *loop
 		l.freeSession(sess)
 		unix.Close(fd)
 	}
+	s.releaseClient(l, f.Src.Addr(), held)
 	if !b.Release() {
 		s.log.Error("live-flow count underflow: a flow was released twice", zap.String("backend", string(b.ID)))
 	}
@@ -582,12 +601,20 @@ func (s *UDPService) closeSession(l *loop, sess *loopSession, why l4.EndReason) 
 		return
 	}
 	s.logSession(l, sess, why)
+	s.releaseClient(l, sess.client.Addr(), sess.clientHeld)
 	sess.open = false
 	l.sessions.Add(-1)
 	l.forget(&sess.reg)
 	unix.Close(sess.reg.fd)
 	s.sessions.Add(-1)
 	l.freeSession(sess)
+}
+
+// releaseClient gives back a session's per-client count, if it took one.
+func (s *UDPService) releaseClient(l *loop, addr netip.Addr, held bool) {
+	if held {
+		s.clients.Release(addr, l.now())
+	}
 }
 
 // endSession hands a session to its loop to close.

@@ -266,7 +266,7 @@ func (c *evConn) released(l *loop) {
 	s.release(c.target)
 	s.untrackEv(l, c)
 	l.live.Add(-1)
-	s.evConnDone()
+	s.evConnDone(l, c)
 	l.freeConn(c)
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/l4lb/l4lb/conntrack"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
@@ -44,6 +45,14 @@ type Settings struct {
 	// backend it used last, while that backend is eligible, until the pin
 	// has been unused this long.
 	AffinityTimeout time.Duration
+	// Access is the VIP's allow/deny list (nil = everyone) and
+	// ClientLimits its per-client limits (MaxOpen: max_conns_per_client,
+	// Rate: conn_rate_per_client), checked before any backend is chosen,
+	// on the client address (the PROXY header's, when one is due). A
+	// refused client is reset. Connections open when a reload turns a
+	// limit on are not counted against it.
+	Access       *guard.ACL
+	ClientLimits guard.Limits
 	// MeasureConnect reads each backend connect's handshake RTT from the
 	// kernel (one getsockopt) for Observer.ConnectOK; off, ConnectOK gets 0.
 	MeasureConnect bool
@@ -79,6 +88,8 @@ type ServiceStats struct {
 	ProxyUntrusted atomic.Uint64 // from a source outside accept_proxy_protocol_from
 	ProxyMalformed atomic.Uint64 // malformed, too long, or the client closed before it completed
 	ProxyTimeouts  atomic.Uint64 // not complete within connect_timeout
+	Denied         atomic.Uint64 // clients refused by allow/deny: reset before any backend was chosen
+	ClientLimited  atomic.Uint64 // clients refused by a per-client limit: reset
 }
 
 // TCPService proxies one TCP VIP.
@@ -95,11 +106,12 @@ type TCPService struct {
 	listenKeepAlive time.Duration
 	affinity        atomic.Pointer[conntrack.Affinity] // nil = no affinity
 	limit           limiter
-	budget          *ConnBudget // process-wide; nil = none
-	self            *Listeners  // process-wide; nil = none
-	ev              *evService  // the listener and connections on the event loops
-	wildcard        bool        // listening on 0.0.0.0 or ::: each connection's VIP address is read from its socket
-	stop            closer      // closed by Close: ends Serve
+	clients         *guard.Clients // per-client counts; they outlive reloads
+	budget          *ConnBudget    // process-wide; nil = none
+	self            *Listeners     // process-wide; nil = none
+	ev              *evService     // the listener and connections on the event loops
+	wildcard        bool           // listening on 0.0.0.0 or ::: each connection's VIP address is read from its socket
+	stop            closer         // closed by Close: ends Serve
 	Stats           ServiceStats
 
 	pressure atomic.Int64  // unix ns of the last local-resource failure; 0 = none
@@ -148,6 +160,7 @@ func NewTCPService(cfg TCPConfig) (*TCPService, error) {
 		pipes:      cfg.Pipes,
 		log:        log,
 		obs:        cfg.Observer,
+		clients:    guard.NewClients(0),
 		acceptDone: make(chan struct{}),
 	}
 	s.connLog.lost = &s.Stats.ConnLogDropped

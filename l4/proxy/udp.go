@@ -18,6 +18,7 @@ import (
 
 	"github.com/l4lb/l4lb/conntrack"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
@@ -40,6 +41,13 @@ type UDPSettings struct {
 	// A session follows the value in force when it began.
 	LogConnections bool
 	LogRate        int
+	// Access is the VIP's allow/deny list (nil = everyone); ClientLimits
+	// its per-client limits (MaxOpen: max_sessions_per_client, Rate:
+	// conn_rate_per_client). A datagram that would start a session for a
+	// refused client is dropped and counted; sessions open when a reload
+	// changes them go on.
+	Access       *guard.ACL
+	ClientLimits guard.Limits
 }
 
 // UDPStats are a UDP VIP's cumulative counters.
@@ -54,6 +62,8 @@ type UDPStats struct {
 	Moved           atomic.Uint64 // sessions moved off a backend that went down
 	ReadErrors      atomic.Uint64
 	ConnLogDropped  atomic.Uint64 // session log lines dropped over the rate limit
+	Denied          atomic.Uint64 // datagrams dropped: the client is refused by allow/deny
+	ClientLimited   atomic.Uint64 // datagrams dropped: a new session would break a per-client limit
 }
 
 // UDPService forwards one UDP VIP.
@@ -72,6 +82,7 @@ type UDPService struct {
 	settings atomic.Pointer[UDPSettings]
 	Stats    UDPStats
 	sessions atomic.Int64
+	clients  *guard.Clients // per-client session counts; they outlive reloads
 	// startPaused: UDPConfig.Paused.
 	startPaused bool
 
@@ -147,12 +158,13 @@ func newUDPBase(cfg UDPConfig, addr netip.AddrPort) *UDPService {
 		log = zap.NewNop()
 	}
 	s := &UDPService{
-		key:   l4.VIPKey{Addr: addr, Proto: l4.UDP},
-		snaps: cfg.Snapshots,
-		log:   log,
-		obs:   cfg.Observer,
-		self:  cfg.Self,
-		done:  make(chan struct{}),
+		key:     l4.VIPKey{Addr: addr, Proto: l4.UDP},
+		snaps:   cfg.Snapshots,
+		log:     log,
+		obs:     cfg.Observer,
+		self:    cfg.Self,
+		done:    make(chan struct{}),
+		clients: guard.NewClients(0),
 	}
 	s.key.Addr = netip.AddrPortFrom(s.key.Addr.Addr().Unmap(), s.key.Addr.Port())
 	s.connLog.lost = &s.Stats.ConnLogDropped

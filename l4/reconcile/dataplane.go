@@ -118,10 +118,12 @@ func CheckModes(cfg *config.Config) []config.Problem {
 type tcpPlane struct{ svc *proxy.TCPService }
 
 func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) {
-	st := settings(vc)
+	st, err := settings(vc)
+	if err != nil {
+		return nil, err
+	}
 	opts := proxy.ListenOptions{KeepAlive: keepAliveFor(st), Freebind: vc.Freebind, DeferAccept: vc.DeferAccept}
 	var ln *net.TCPListener
-	var err error
 	if fd, ok := d.inherit.takeTCP(key); ok {
 		ln, err = proxy.AdoptTCPListener(fd, opts)
 	} else {
@@ -163,7 +165,11 @@ func (p *tcpPlane) outlivesProcess() bool   { return false }
 // listener (one setsockopt, also when unchanged): the socket is never
 // reopened, so a reload refuses no connect.
 func (p *tcpPlane) update(vc *config.VIP) error {
-	p.svc.Update(settings(vc))
+	st, err := settings(vc)
+	if err != nil {
+		return err
+	}
+	p.svc.Update(st)
 	return p.svc.SetDeferAccept(vc.DeferAccept)
 }
 
@@ -172,6 +178,7 @@ func (p *tcpPlane) fillStatus(s *VIPStatus) {
 	s.Active, s.Accepted = st.Active.Load(), st.Accepted.Load()
 	s.NoBackend, s.ConnectFails = st.NoBackend.Load(), st.ConnectFails.Load()
 	s.ConnLogDropped = st.ConnLogDropped.Load()
+	s.Denied, s.ClientLimited = st.Denied.Load(), st.ClientLimited.Load()
 	s.TCP = &TCPStatus{
 		AcceptErrors: st.AcceptErrors.Load(), IdleClosed: st.IdleClosed.Load(),
 		LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(), LimitWaits: st.LimitWaits.Load(),
@@ -183,7 +190,11 @@ func (p *tcpPlane) fillStatus(s *VIPStatus) {
 type udpPlane struct{ svc *proxy.UDPService }
 
 func newUDPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*udpPlane, error) {
-	ucfg := proxy.UDPConfig{Snapshots: d.store, Settings: udpSettings(vc), Log: d.log, Observer: d.obs, Self: d.self, Loops: d.loops}
+	ust, err := udpSettings(vc)
+	if err != nil {
+		return nil, err
+	}
+	ucfg := proxy.UDPConfig{Snapshots: d.store, Settings: ust, Log: d.log, Observer: d.obs, Self: d.self, Loops: d.loops}
 	if fds, ok := d.inherit.takeUDP(key); ok {
 		// The service owns them now, also when it fails. It reads them once
 		// it has the old process's sessions (Runtime.ResumeReading).
@@ -207,9 +218,15 @@ func newUDPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*udpPlane, error) 
 	return &udpPlane{svc: svc}, nil
 }
 
-func (p *udpPlane) serve()                                              { go p.svc.Serve() }
-func (p *udpPlane) publish(*snapshot.Snapshot) error                    { return nil } // the service reads the store
-func (p *udpPlane) update(vc *config.VIP) error                         { return p.svc.Update(udpSettings(vc)) }
+func (p *udpPlane) serve()                           { go p.svc.Serve() }
+func (p *udpPlane) publish(*snapshot.Snapshot) error { return nil } // the service reads the store
+func (p *udpPlane) update(vc *config.VIP) error {
+	st, err := udpSettings(vc)
+	if err != nil {
+		return err
+	}
+	return p.svc.Update(st)
+}
 func (p *udpPlane) stopAccepting()                                      {} // datagrams have no backlog to refuse: drain closes
 func (p *udpPlane) drain(context.Context) int                           { _ = p.svc.Close(); return 0 }
 func (p *udpPlane) closeNow()                                           { _ = p.svc.Close() }
@@ -236,6 +253,7 @@ func (p *udpPlane) fillStatus(s *VIPStatus) {
 	st := &p.svc.Stats
 	s.Active, s.Accepted, s.NoBackend = p.svc.Sessions(), st.SessionsCreated.Load(), st.NoBackend.Load()
 	s.ConnLogDropped = st.ConnLogDropped.Load()
+	s.Denied, s.ClientLimited = st.Denied.Load(), st.ClientLimited.Load()
 	s.UDP = &UDPStatus{
 		Datagrams: st.Datagrams.Load(), Replies: st.Replies.Load(),
 		Truncated: st.Truncated.Load(), Dropped: st.Dropped.Load(),

@@ -79,7 +79,7 @@ func (p *udpPlane) explain(q *explainQuery) {
 	} else {
 		q.clientSessions(t)
 	}
-	if st := udpSettings(q.vc); st.MaxSessions > 0 && p.svc.Sessions() >= int64(st.MaxSessions) && q.decide == "" {
+	if st := q.vc; st.MaxSessions > 0 && p.svc.Sessions() >= int64(st.MaxSessions) && q.decide == "" {
 		q.e.Notes = append(q.e.Notes, fmt.Sprintf("max_sessions (%d) reached: a datagram that would start a new session is dropped", st.MaxSessions))
 	}
 	q.explainPick()

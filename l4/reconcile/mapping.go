@@ -2,15 +2,21 @@
 package reconcile
 
 import (
+	"fmt"
 	"net"
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
 
-func settings(vc *config.VIP) proxy.Settings {
+func settings(vc *config.VIP) (proxy.Settings, error) {
+	acl, err := accessList(vc)
+	if err != nil {
+		return proxy.Settings{}, err
+	}
 	pp := 0
 	switch vc.ProxyProtocol {
 	case "v1":
@@ -45,10 +51,17 @@ func settings(vc *config.VIP) proxy.Settings {
 		MeasureConnect: vc.Algorithm == l4.LeastTime && vc.LeastTimeMetric != "first_byte",
 		LogConnections: vc.LogConnections,
 		LogRate:        vc.LogConnectionsRate,
-	}
+
+		Access:       acl,
+		ClientLimits: guard.Limits{MaxOpen: vc.MaxConnsPerClient, Rate: vc.ConnRatePerClient},
+	}, nil
 }
 
-func udpSettings(vc *config.VIP) proxy.UDPSettings {
+func udpSettings(vc *config.VIP) (proxy.UDPSettings, error) {
+	acl, err := accessList(vc)
+	if err != nil {
+		return proxy.UDPSettings{}, err
+	}
 	return proxy.UDPSettings{
 		Name:           vc.Name,
 		SessionTimeout: vc.SessionTimeout,
@@ -56,7 +69,18 @@ func udpSettings(vc *config.VIP) proxy.UDPSettings {
 		Responses:      vc.UDPResponses,
 		LogConnections: vc.LogConnections,
 		LogRate:        vc.LogConnectionsRate,
+		Access:         acl,
+		ClientLimits:   guard.Limits{MaxOpen: vc.MaxSessionsPerClient, Rate: vc.ConnRatePerClient},
+	}, nil
+}
+
+// accessList builds the VIP's allow/deny list (nil when it has none).
+func accessList(vc *config.VIP) (*guard.ACL, error) {
+	acl, err := guard.NewACL(vc.Allow, vc.Deny)
+	if err != nil {
+		return nil, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
+	return acl, nil
 }
 
 func keepAliveFor(st proxy.Settings) net.KeepAliveConfig {

@@ -108,6 +108,11 @@ type VIPStatus struct {
 
 	// ConnLogDropped counts log_connections lines dropped over log_connections_rate.
 	ConnLogDropped uint64 `json:"conn_log_dropped,omitempty"`
+	// Denied counts clients refused by allow/deny in user space (TCP
+	// connections reset, UDP datagrams dropped); ClientLimited those
+	// refused by a per-client limit. Proxy mode.
+	Denied        uint64 `json:"denied,omitempty"`
+	ClientLimited uint64 `json:"client_limited,omitempty"`
 }
 
 // UDPStatus holds a UDP VIP's datagram counters.
