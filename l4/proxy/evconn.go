@@ -176,8 +176,10 @@ func (c *evConn) admit(l *loop) {
 	switch v := s.clients.Admit(addr, c.st.ClientLimits, l.now()); {
 	case v.Refused():
 		s.Stats.ClientLimited.Add(1)
-		s.limitLog.warn(s.log, "per-client limit reached: connection reset", zap.String("vip", c.st.Name),
-			zap.Stringer("client", addr), zap.Stringer("limit", v))
+		if s.limitLog.allow() {
+			s.log.Warn("per-client limit reached: connection reset", zap.String("vip", c.st.Name),
+				zap.Stringer("client", addr), zap.Stringer("limit", v))
+		}
 		c.resetClient(l, l4.EndClientLimit)
 		return
 	case v == guard.Admitted:

@@ -295,9 +295,14 @@ func (s *UDPService) handleOn(l *loop, vs *udpSock, i int) {
 	key := conntrack.KeyOf(&flow)
 	sess := s.loopSession(key)
 	if sess == nil {
+		held, ok := s.admitSession(l, flow.Src.Addr())
+		if !ok {
+			return
+		}
 		// flow goes by value: its address escapes only on this path, so
-		// a datagram of an existing session allocates nothing.
-		if sess = s.newLoopSession(l, key, flow); sess == nil {
+		// a datagram of an existing session, or of a refused client,
+		// allocates nothing.
+		if sess = s.newLoopSession(l, key, flow, held); sess == nil {
 			return
 		}
 	}
@@ -339,28 +344,40 @@ func (s *UDPService) loopSession(key conntrack.Key) *loopSession {
 	return sess
 }
 
-// newLoopSession opens a session for a new client on loop l.
-func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow) *loopSession {
-	flow := &f
+// admitSession applies the VIP's access list, max_sessions and per-client
+// limits to a datagram that would start a session for a client at src;
+// held says the client's count was taken (give it back if no session
+// starts).
+func (s *UDPService) admitSession(l *loop, src netip.Addr) (held, ok bool) {
 	st := s.settings.Load()
-	if !st.Access.Allowed(f.Src.Addr()) {
+	if !st.Access.Allowed(src) {
 		s.Stats.Denied.Add(1)
-		return nil
+		return false, false
 	}
 	if st.MaxSessions > 0 && s.sessions.Load() >= int64(st.MaxSessions) {
 		s.Stats.SessionsRefused.Add(1)
 		s.rateLog("max_sessions reached: datagram from a new client dropped", zap.Int("max_sessions", st.MaxSessions))
-		return nil
+		return false, false
 	}
-	held := false
-	switch v := s.clients.Admit(f.Src.Addr(), st.ClientLimits, l.now()); {
+	switch v := s.clients.Admit(src, st.ClientLimits, l.now()); {
 	case v.Refused():
 		s.Stats.ClientLimited.Add(1)
-		s.rateLog("per-client limit reached: datagram from a new session dropped", zap.Stringer("client", f.Src.Addr()), zap.Stringer("limit", v))
-		return nil
+		if s.warnings.allow() { // fields built only for the line written: a flood allocates nothing
+			s.log.Warn("per-client limit reached: datagram from a new session dropped", zap.Stringer("listen", s.key),
+				zap.Stringer("client", src), zap.Stringer("limit", v))
+		}
+		return false, false
 	case v == guard.Admitted:
-		held = true
+		return true, true
 	}
+	return false, true
+}
+
+// newLoopSession opens a session for a new client on loop l (admitted by
+// admitSession; held: its per-client count was taken).
+func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow, held bool) *loopSession {
+	flow := &f
+	st := s.settings.Load()
 	b := s.snaps.Load().Pick(flow, nil)
 	if b == nil {
 		s.releaseClient(l, f.Src.Addr(), held)

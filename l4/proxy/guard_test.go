@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -241,5 +242,45 @@ func TestMaxSessionsPerClient(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "every session to time out", func() bool { return ts.Sessions() == 0 })
 	if _, err := exchange(t, udpSrc(t, "127.0.0.7", ts.addr), []byte("freed")); err != nil {
 		t.Fatalf("after its sessions ended the client is still refused: %v", err)
+	}
+}
+
+// TestUDPRefusedClientsAllocateNothing: a flood of datagrams from denied
+// and over-limit clients costs no allocation per datagram.
+func TestUDPRefusedClientsAllocateNothing(t *testing.T) {
+	be := udpEcho(t, "b")
+	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: time.Minute,
+		Access: mustACL(t, nil, []string{"127.0.0.66/32"}), ClientLimits: guard.Limits{MaxOpen: 1}}, be)
+	if _, err := exchange(t, udpSrc(t, "127.0.0.9", ts.addr), []byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	denied, limited := udpSrc(t, "127.0.0.66", ts.addr), udpSrc(t, "127.0.0.9", ts.addr)
+	payload := []byte("flood")
+	const n = 4000
+	refused := func() uint64 { return ts.Stats.Denied.Load() + ts.Stats.ClientLimited.Load() }
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		c := denied
+		if i%2 == 1 {
+			c = limited
+		}
+		if _, err := c.Write(payload); err != nil {
+			t.Fatal(err)
+		}
+		if i%64 == 63 { // stay below the socket buffers
+			deadline := time.Now().Add(5 * time.Second)
+			for refused() < uint64(i) && time.Now().Before(deadline) {
+				runtime.Gosched()
+			}
+		}
+	}
+	testutil.Eventually(t, 5*time.Second, "every datagram counted as refused", func() bool { return refused() >= n })
+	runtime.ReadMemStats(&after)
+	if got := after.Mallocs - before.Mallocs; got > n/100 {
+		t.Fatalf("%d allocations for %d refused datagrams", got, n)
+	}
+	if d, l := ts.Stats.Denied.Load(), ts.Stats.ClientLimited.Load(); d != n/2 || l != n/2 {
+		t.Errorf("denied %d, client-limited %d; want %d each", d, l, n/2)
 	}
 }
