@@ -1,0 +1,199 @@
+// Access control and per-client limits through the daemon, in namespaces:
+// clients at several source addresses of the client namespace.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/reconcile"
+)
+
+const guardVIPs = `
+[global]
+admin_socket = "@ADMIN@"
+
+[defaults]
+deny = ["198.18.0.66"]
+
+[[vip]]
+name = "acl"
+listen = "198.18.2.10:80"
+allow = ["198.18.0.0/24"]
+deny = ["198.18.0.64/27"]
+  [[vip.backend]]
+  address = "198.18.1.11:7000"
+  [[vip.backend]]
+  address = "198.18.1.12:7000"
+
+[[vip]]
+name = "percli"
+listen = "198.18.2.10:81"
+max_conns_per_client = 2
+  [[vip.backend]]
+  address = "198.18.1.11:7000"
+
+[[vip]]
+name = "udp"
+listen = "198.18.2.10:53"
+protocol = "udp"
+max_sessions_per_client = 1
+  [[vip.backend]]
+  address = "198.18.1.11:5300"
+`
+
+// dialFromIn connects from src in the client namespace to the VIP's port
+// and reads the backend's name line; the error is what the client saw.
+func dialFromIn(tp *testutil.Topology, src string, port int) (*clientConn, error) {
+	var c net.Conn
+	err := tp.Client.Do(func() (err error) {
+		d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err = d.Dial("tcp4", net.JoinHostPort(tp.VIP.String(), fmt.Sprint(port)))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	cc := &clientConn{Conn: c, r: bufio.NewReader(c)}
+	name, err := cc.r.ReadString('\n')
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	cc.backend = strings.TrimSpace(name)
+	return cc, nil
+}
+
+func vipStatusOf(t *testing.T, st reconcile.Status, name string) reconcile.VIPStatus {
+	t.Helper()
+	for _, v := range st.VIPs {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("no VIP %q in status", name)
+	return reconcile.VIPStatus{}
+}
+
+// TestAccessAndClientLimitsThroughDaemon: allow/deny (the VIP's own lists
+// and a [defaults] deny) reset refused clients before any backend is
+// reached; max_conns_per_client and max_sessions_per_client refuse a
+// client over its limit and no other; status counts each refusal.
+func TestAccessAndClientLimitsThroughDaemon(t *testing.T) {
+	tp := testutil.NewTopology(t, 2)
+	for _, a := range []string{"198.18.0.3", "198.18.0.4", "198.18.0.66", "198.18.0.70"} {
+		tp.Client.MustExec(t, "ip", "addr", "add", a+"/24", "dev", "c0")
+	}
+	for i := range 2 {
+		namedEcho(t, tp, i, 7000)
+	}
+	udpNamedEcho(t, tp, 0, 5300)
+	lb := startLB(t, tp, guardVIPs)
+
+	// allow/deny: 198.18.0.66 and .70 are in the VIP's denied /27 (its
+	// own deny list replaces the one in [defaults]), 198.18.0.3 allowed.
+	c, err := dialFromIn(tp, "198.18.0.3", 80)
+	if err != nil {
+		t.Fatalf("allowed client: %v", err)
+	}
+	if err := c.echo("in"); err != nil {
+		t.Fatalf("allowed client: %v", err)
+	}
+	c.Close()
+	for _, src := range []string{"198.18.0.70", "198.18.0.66"} {
+		if _, err := dialFromIn(tp, src, 80); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("denied client %s: %v, want ECONNRESET", src, err)
+		}
+	}
+	// The [defaults] deny applies where the VIP has no list of its own.
+	if _, err := dialFromIn(tp, "198.18.0.66", 81); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("client denied by [defaults] on VIP percli: %v, want ECONNRESET", err)
+	}
+
+	// max_conns_per_client = 2 on percli.
+	var held []*clientConn
+	for range 2 {
+		c, err := dialFromIn(tp, "198.18.0.3", 81)
+		if err != nil {
+			t.Fatalf("connection within the per-client limit: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		held = append(held, c)
+	}
+	if _, err := dialFromIn(tp, "198.18.0.3", 81); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("third connection of a client limited to 2: %v, want ECONNRESET", err)
+	}
+	other, err := dialFromIn(tp, "198.18.0.4", 81)
+	if err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+	other.Close()
+	for _, c := range held {
+		if err := c.echo("held"); err != nil {
+			t.Fatalf("a held connection: %v", err)
+		}
+	}
+
+	// max_sessions_per_client = 1 on the UDP VIP: a second source port of
+	// the same client gets nothing; another client does.
+	if _, err := udpFromIn(tp, "198.18.0.3", 53, "one"); err != nil {
+		t.Fatalf("first session: %v", err)
+	}
+	if reply, err := udpFromIn(tp, "198.18.0.3", 53, "two"); err == nil {
+		t.Errorf("second session of a client limited to 1 got %q", reply)
+	}
+	if _, err := udpFromIn(tp, "198.18.0.4", 53, "other"); err != nil {
+		t.Fatalf("another client's session: %v", err)
+	}
+
+	st := lbStatus(t, lb)
+	if v := vipStatusOf(t, st, "acl"); v.Denied != 2 {
+		t.Errorf("acl: denied %d, want 2", v.Denied)
+	}
+	if v := vipStatusOf(t, st, "percli"); v.Denied != 1 || v.ClientLimited != 1 {
+		t.Errorf("percli: denied %d, client_limited %d; want 1, 1", v.Denied, v.ClientLimited)
+	}
+	if v := vipStatusOf(t, st, "udp"); v.ClientLimited != 1 {
+		t.Errorf("udp: client_limited %d, want 1", v.ClientLimited)
+	}
+	flows := uint64(0)
+	for _, b := range vipStatusOf(t, st, "acl").Backends {
+		flows += b.Flows
+	}
+	if flows != 1 {
+		t.Errorf("acl backends took %d flows, want 1 (refused clients must reach no backend)", flows)
+	}
+}
+
+// udpFromIn sends msg from src (a fresh port) in the client namespace to
+// the VIP's port and returns the reply, waiting at most a second.
+func udpFromIn(tp *testutil.Topology, src string, port int, msg string) (string, error) {
+	var reply string
+	err := tp.Client.Do(func() error {
+		c, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(src)}, &net.UDPAddr{IP: tp.VIP.AsSlice(), Port: port})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return err
+		}
+		buf := make([]byte, 1500)
+		n, err := c.Read(buf)
+		if err != nil {
+			return err
+		}
+		reply = string(buf[:n])
+		return nil
+	})
+	return reply, err
+}
