@@ -85,6 +85,9 @@ func printExplanation(w io.Writer, e reconcile.Explanation) {
 		fmt.Fprintln(w, pickLine(e))
 	}
 	printCandidates(w, e.Candidates)
+	if e.Access != "" {
+		fmt.Fprintln(w, "access:", e.Access)
+	}
 	if e.Backend != nil {
 		fmt.Fprintf(w, "backend: %s: %s\n", refText(e.Backend), e.Because)
 	} else {

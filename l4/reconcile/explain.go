@@ -54,6 +54,10 @@ type Explanation struct {
 	// new flows does not, and the algorithm's scores.
 	Candidates []Candidate `json:"candidates"`
 	Notes      []string    `json:"notes,omitempty"`
+	// Access is the VIP's allow/deny verdict for the client: "allowed" or
+	// "refused", and the rule that decides (absent when the VIP has no
+	// lists).
+	Access string `json:"access,omitempty"`
 }
 
 // BackendRef names a backend.
@@ -247,7 +251,41 @@ func (v *vip) explain(client netip.AddrPort) Explanation {
 	if e.Because == "" {
 		e.Because = "no backend: none is eligible"
 	}
+	explainAccess(vc, client.Addr(), &e)
 	return e
+}
+
+// explainAccess adds the VIP's allow/deny verdict: a refused client's new
+// flows reach no backend (its established ones, if any, still decide).
+func explainAccess(vc *config.VIP, client netip.Addr, e *Explanation) {
+	acl, err := accessList(vc)
+	if err != nil || acl == nil {
+		return
+	}
+	verdict := "allowed"
+	if !acl.Allowed(client) {
+		verdict = "refused"
+	}
+	if r, ok := acl.Match(client); ok {
+		list := "deny"
+		if r.Allowed {
+			list = "allow"
+		}
+		e.Access = fmt.Sprintf("%s by %s %s", verdict, list, r.Net)
+	} else if verdict == "allowed" {
+		e.Access = "allowed: in no list, and the VIP has no allow list"
+	} else {
+		e.Access = "refused: not in the VIP's allow list"
+	}
+	if verdict == "allowed" {
+		return
+	}
+	for _, p := range e.Pinned {
+		if p.Decides {
+			return
+		}
+	}
+	e.Backend, e.Because = nil, "no backend: the client is "+e.Access
 }
 
 // flowString formats a flow as the logs do: "tcp 198.18.0.50:40000->198.18.0.10:5432".

@@ -441,3 +441,24 @@ func TestExplainErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainAccess: explain names the rule that admits or refuses a
+// client, and a refused client gets no backend.
+func TestExplainAccess(t *testing.T) {
+	rt, _ := explainRuntime(t, "maglev", `allow = ["127.0.0.0/8"]`+"\n"+`deny = ["127.0.0.66"]`)
+	for _, tc := range []struct {
+		client, access string
+		backend        bool
+	}{
+		{"127.0.0.2", "allowed by allow 127.0.0.0/8", true},
+		{"127.0.0.66", "refused by deny 127.0.0.66/32", false},
+	} {
+		e := mustExplain(t, rt, tc.client)
+		if e.Access != tc.access || (e.Backend != nil) != tc.backend {
+			t.Errorf("%s: access %q, backend %+v, because %q", tc.client, e.Access, e.Backend, e.Because)
+		}
+		if !tc.backend && !strings.Contains(e.Because, "refused by deny") {
+			t.Errorf("%s: because %q", tc.client, e.Because)
+		}
+	}
+}
