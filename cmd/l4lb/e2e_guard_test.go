@@ -41,6 +41,13 @@ max_conns_per_client = 2
   address = "198.18.1.11:7000"
 
 [[vip]]
+name = "rate"
+listen = "198.18.2.10:82"
+conn_rate_per_client = 3
+  [[vip.backend]]
+  address = "198.18.1.12:7000"
+
+[[vip]]
 name = "udp"
 listen = "198.18.2.10:53"
 protocol = "udp"
@@ -142,6 +149,30 @@ func TestAccessAndClientLimitsThroughDaemon(t *testing.T) {
 		}
 	}
 
+	// conn_rate_per_client = 3: of 8 connections at once, 3 pass (plus
+	// one per 333 ms the burst takes); another client is not held back.
+	passed, reset := 0, 0
+	for range 8 {
+		c, err := dialFromIn(tp, "198.18.0.4", 82)
+		switch {
+		case err == nil:
+			passed++
+			c.Close()
+		case errors.Is(err, syscall.ECONNRESET):
+			reset++
+		default:
+			t.Fatalf("conn_rate_per_client: neither served nor reset: %v", err)
+		}
+	}
+	if passed < 3 || passed > 5 || reset < 3 {
+		t.Errorf("conn_rate_per_client 3: %d of 8 served, %d reset", passed, reset)
+	}
+	if c, err := dialFromIn(tp, "198.18.0.3", 82); err != nil {
+		t.Errorf("another client held back by a rate limit not its own: %v", err)
+	} else {
+		c.Close()
+	}
+
 	// max_sessions_per_client = 1 on the UDP VIP: a second source port of
 	// the same client gets nothing; another client does.
 	if _, err := udpFromIn(tp, "198.18.0.3", 53, "one"); err != nil {
@@ -160,6 +191,9 @@ func TestAccessAndClientLimitsThroughDaemon(t *testing.T) {
 	}
 	if v := vipStatusOf(t, st, "percli"); v.Denied != 1 || v.ClientLimited != 1 {
 		t.Errorf("percli: denied %d, client_limited %d; want 1, 1", v.Denied, v.ClientLimited)
+	}
+	if v := vipStatusOf(t, st, "rate"); v.ClientLimited != uint64(reset) {
+		t.Errorf("rate: client_limited %d, want %d", v.ClientLimited, reset)
 	}
 	if v := vipStatusOf(t, st, "udp"); v.ClientLimited != 1 {
 		t.Errorf("udp: client_limited %d, want 1", v.ClientLimited)
