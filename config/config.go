@@ -171,6 +171,12 @@ type VIP struct {
 	// 1000; 0 = no cap; up to 1000000.
 	LogConnectionsRate int
 
+	// BackupMode says which backup backends serve when no primary is
+	// eligible: "first" (the first eligible one in file order, HAProxy's
+	// default) or "all" (HAProxy `option allbackups`, nginx); default
+	// "first".
+	BackupMode string
+
 	Health   Health
 	Backends []Backend
 
@@ -226,6 +232,11 @@ type Backend struct {
 	Name    string
 	Address netip.AddrPort // IPv4-mapped IPv6 is stored as IPv4; not unspecified; in xdp mode its port is the VIP's
 	Weight  int            // 0..1000, default 100; 0 = no new flows (drain)
+	// Backup: the backend takes new flows only while no primary (non-
+	// backup) backend of the VIP is eligible (HAProxy and nginx `backup`);
+	// VIP.BackupMode says whether the first eligible backup or all of them
+	// take over. Default false.
+	Backup bool
 	// Line is where the backend is defined in the file ([[vip.backend]]
 	// header or inline table); 0 if unknown.
 	Line int

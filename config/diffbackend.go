@@ -73,6 +73,7 @@ func backendChange(ob, b *Backend, v *VIP) (BackendChange, bool) {
 	add("name", quoteOrNone(ob.Name), quoteOrNone(b.Name))
 	add("address", ob.Address.String(), b.Address.String())
 	add("weight", strconv.Itoa(ob.Weight), strconv.Itoa(b.Weight))
+	add("backup", strconv.FormatBool(ob.Backup), strconv.FormatBool(b.Backup))
 	return c, len(c.Changes) > 0
 }
 

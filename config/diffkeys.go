@@ -81,6 +81,7 @@ var vipSettingList = []setting[VIP]{
 	{"max_conns_per_client", func(v *VIP) string { return strconv.Itoa(v.MaxConnsPerClient) }, EffectNewFlows, "no connection is cut; open ones count against the new limit", nil},
 	{"conn_rate_per_client", func(v *VIP) string { return strconv.Itoa(v.ConnRatePerClient) }, EffectNewFlows, "", nil},
 	{"max_sessions_per_client", func(v *VIP) string { return strconv.Itoa(v.MaxSessionsPerClient) }, EffectNewFlows, "no session is ended; open ones count against the new limit", nil},
+	{"backup_mode", func(v *VIP) string { return v.BackupMode }, EffectNow, "while the backups serve, the next rebuild of the VIP's table", nil},
 	{"log_connections", func(v *VIP) string { return strconv.FormatBool(v.LogConnections) }, EffectNewFlows, "established connections and sessions keep the value they started with", nil},
 	{"log_connections_rate", func(v *VIP) string { return strconv.Itoa(v.LogConnectionsRate) }, EffectNow, "every line from then on", nil},
 }

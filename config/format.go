@@ -96,6 +96,7 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"udp_responses", func() { w.int("udp_responses", v.UDPResponses) }},
 		{"forward", func() { w.str("forward", fmt.Sprint(v.Forward)) }},
 		{"new_flow_rate", func() { w.int("new_flow_rate", v.NewFlowRate) }},
+		{"backup_mode", func() { w.str("backup_mode", v.BackupMode) }},
 		{"allow", func() { w.raw("allow", prefixList(v.Allow, quoteTOML)) }},
 		{"deny", func() { w.raw("deny", prefixList(v.Deny, quoteTOML)) }},
 		{"max_conns_per_client", func() { w.int("max_conns_per_client", v.MaxConnsPerClient) }},
@@ -117,6 +118,9 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		}
 		w.str("address", b.Address.String())
 		w.int("weight", b.Weight)
+		if b.Backup {
+			w.bool("backup", true)
+		}
 	}
 }
 

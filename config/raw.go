@@ -73,6 +73,7 @@ type rawTuning struct {
 	SessionTimeout    opt[string]  `toml:"session_timeout"`
 	MaxSessions       opt[int64]   `toml:"max_sessions"`
 	UDPResponses      opt[int64]   `toml:"udp_responses"`
+	BackupMode        opt[string]  `toml:"backup_mode"`
 	Forward           opt[string]  `toml:"forward"`
 
 	// Access control and per-client limits.
@@ -127,6 +128,7 @@ type rawBackend struct {
 	Name    opt[string] `toml:"name"`
 	Address opt[string] `toml:"address"`
 	Weight  opt[int64]  `toml:"weight"`
+	Backup  opt[bool]   `toml:"backup"`
 }
 
 type rawXDP struct {

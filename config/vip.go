@@ -22,6 +22,7 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	v.Backends = buildBackends(l, rv.Backends)
 	checkScopes(l, &v)
 	checkAccess(l, &v)
+	checkBackups(l, &v)
 	checkMaglev(l, &v)
 	if v.Mode == l4.ModeXDP {
 		checkXDPVIP(l, &v, hasXDP)
@@ -107,6 +108,7 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
 	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
 	v.UDPResponses = l.integer("udp_responses", o.UDPResponses, d.UDPResponses, 0, span[int64](0, 65535))
+	v.BackupMode = l.oneOf("backup_mode", o.BackupMode, d.BackupMode, "first", "first", "all")
 	v.Forward = enum(l, "forward", o.Forward, d.Forward, l4.ForwardIPIP, l4.ParseForward, l4.ForwardNames())
 	v.NewFlowRate = l.integer("new_flow_rate", o.NewFlowRate, d.NewFlowRate, 0, span[int64](0, 100_000_000))
 	v.Allow = l.prefixes("allow", o.Allow, d.Allow)
@@ -174,6 +176,7 @@ func buildBackend(l *layer, rb *rawBackend) Backend {
 		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", b.Name)
 	}
 	b.Weight = l.integer("weight", rb.Weight, opt[int64]{}, 100, span[int64](0, 1000))
+	b.Backup = l.boolean("backup", rb.Backup, opt[bool]{}, false)
 	b.Address = l.addrPort("address", rb.Address)
 	if b.Address.IsValid() && b.Address.Addr().IsUnspecified() {
 		l.problem("address", "%s is not a backend address", b.Address.Addr())
@@ -232,4 +235,18 @@ func isPrime(n int) bool {
 		}
 	}
 	return true
+}
+
+// checkBackups refuses a VIP whose backends are all backups: nothing
+// would be primary, so the backups would simply be the backends.
+func checkBackups(l *layer, v *VIP) {
+	if len(v.Backends) == 0 {
+		return
+	}
+	for _, b := range v.Backends {
+		if !b.Backup {
+			return
+		}
+	}
+	l.problem("backend", "every backend has backup = true: at least one must be a primary (backups take flows only while no primary is eligible)")
 }

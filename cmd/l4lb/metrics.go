@@ -60,6 +60,7 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
 		"pp_refused":  d("vip_proxy_header_refused_total", "Clients reset for their PROXY header (accept_proxy_protocol): reason untrusted, malformed or timeout.", append(vipLabels[:len(vipLabels):len(vipLabels)], "reason")),
 		"log_drop":    d("vip_conn_log_dropped_total", "log_connections lines dropped over log_connections_rate.", vipLabels),
+		"serving_bk":  d("vip_serving_backups", "1 while the VIP's backup backends take its new flows (no primary is eligible); VIPs with backups only.", vipLabels),
 		"denied":      d("vip_denied_total", "Clients refused by the VIP's allow/deny lists in user space (TCP connections reset, UDP datagrams dropped).", vipLabels),
 		"client_lim":  d("vip_client_limited_total", "Clients refused by a per-client limit (TCP connections reset, UDP datagrams dropped).", vipLabels),
 		"pipes_open":  d("pipes_open", "Splice pipes with open descriptors.", nil),
@@ -131,6 +132,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			draining = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.descs["draining"], gauge, draining, vl...)
+		if v.Serving != "" {
+			ch <- prometheus.MustNewConstMetric(c.descs["serving_bk"], gauge, boolGauge(v.Serving == "backups"), vl...)
+		}
 		if v.XDP == nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["log_drop"], counter, float64(v.ConnLogDropped), vl...)
 		}
@@ -205,4 +209,12 @@ func startMetrics(addr string, ln net.Listener, d *daemon, log *zap.Logger) (*ht
 		}
 	}()
 	return srv, tl, nil
+}
+
+// boolGauge is a gauge's value for a yes/no state.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -128,6 +128,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		if v.Draining {
 			draining = "  DRAINING (removed by a reload)"
 		}
+		if v.Serving == "backups" || v.Serving == "none" {
+			draining += "  serving: " + strings.ToUpper(v.Serving) // the primaries are all out
+		}
 		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d%s\n",
 			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend, draining)
 		if t := v.TCP; t != nil && *t != (reconcile.TCPStatus{}) {
@@ -161,6 +164,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			health := b.Health
 			if b.Trial {
 				health += "/trial"
+			}
+			if b.Backup {
+				health += "/backup"
 			}
 			if b.Override != "" {
 				health += "/" + strings.ToUpper(b.Override)

@@ -330,6 +330,9 @@ func (v *vip) candidates(q *explainQuery) {
 			}
 		}
 		c.Why = whyNot(b, in, i >= retired)
+		if c.Why == "eligible, but not in the snapshot yet" && b.conf.Backup {
+			c.Why = "backup: standing by while a primary (or, with backup_mode first, an earlier backup) serves"
+		}
 		q.e.Candidates = append(q.e.Candidates, c)
 	}
 	v.mu.Unlock()

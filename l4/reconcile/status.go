@@ -113,6 +113,10 @@ type VIPStatus struct {
 	// refused by a per-client limit. Proxy mode.
 	Denied        uint64 `json:"denied,omitempty"`
 	ClientLimited uint64 `json:"client_limited,omitempty"`
+	// Serving is the set of backends new flows go to: "primaries",
+	// "backups" (no primary is eligible) or "none"; absent when the VIP
+	// has no backup backend.
+	Serving string `json:"serving,omitempty"`
 }
 
 // UDPStatus holds a UDP VIP's datagram counters.
@@ -138,6 +142,9 @@ type BackendStatus struct {
 	// Trial: health type none, a passive mark expired and the backend is
 	// eligible again ("unknown"); the next connect or reply decides.
 	Trial bool `json:"trial,omitempty"`
+	// Backup: a backup backend (new flows only while no primary is
+	// eligible).
+	Backup bool `json:"backup,omitempty"`
 	// Removed: a reload took the backend out of the config; it is listed
 	// (health "removed") until its last flow ends.
 	Removed      bool          `json:"removed,omitempty"`
@@ -226,7 +233,11 @@ func (v *vip) status() VIPStatus {
 	for _, b := range v.backends {
 		bs := b.status()
 		bs.EffectiveWeight = effective[b.b]
+		bs.Backup = b.conf.Backup
 		s.Backends = append(s.Backends, bs)
+		if b.conf.Backup && s.Serving == "" {
+			_, s.Serving = servingSet(v.backends, vc)
+		}
 	}
 	s.Backends = append(s.Backends, v.retiredStatusLocked()...)
 	rb := v.rebal

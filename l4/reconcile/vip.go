@@ -88,7 +88,7 @@ func (b *backend) keepsPinned() bool {
 // sameInFile reports whether a reload leaves the backend as the file had
 // it (the line it is written on does not matter).
 func sameInFile(a, b config.Backend) bool {
-	return a.Name == b.Name && a.Address == b.Address && a.Weight == b.Weight
+	return a.Name == b.Name && a.Address == b.Address && a.Weight == b.Weight && a.Backup == b.Backup
 }
 
 // plan is a VIP's next backend set and snapshot, built before anything
@@ -310,17 +310,52 @@ func (v *vip) effective(now time.Time) []balance.Member {
 // scale below 1 still shifts a backend of weight 1).
 func effectiveMembers(bs map[l4.BackendID]*backend, vc *config.VIP, now time.Time) []balance.Member {
 	dynamic := scalesWeights(vc)
-	ms := make([]balance.Member, 0, len(bs))
-	for _, b := range bs {
-		if b.eligible() {
-			w := health.SlowStartWeight(b.weight, b.upSince, now, vc.Health.SlowStart)
-			if dynamic {
-				w = scaled(w*100, b.scale)
-			}
-			ms = append(ms, balance.Member{Backend: b.b, Weight: w})
+	set, _ := servingSet(bs, vc)
+	ms := make([]balance.Member, 0, len(set))
+	for _, b := range set {
+		w := health.SlowStartWeight(b.weight, b.upSince, now, vc.Health.SlowStart)
+		if dynamic {
+			w = scaled(w*100, b.scale)
 		}
+		ms = append(ms, balance.Member{Backend: b.b, Weight: w})
 	}
 	return ms
+}
+
+// Which backends of a VIP serve new flows.
+const (
+	servingPrimaries = "primaries"
+	servingBackups   = "backups"
+	servingNone      = "none"
+)
+
+// servingSet returns the eligible backends new flows go to, in file
+// order, and which set they are: the primaries while any is eligible,
+// else the backups (only the first eligible one with backup_mode
+// "first"). Each set gets a table of its own from the snapshot built over
+// it, so a failover and a failback each move flows once.
+func servingSet(bs map[l4.BackendID]*backend, vc *config.VIP) ([]*backend, string) {
+	var primaries, backups []*backend
+	for _, bc := range vc.Backends {
+		b, ok := bs[l4.BackendID(bc.ID())]
+		if !ok || !b.eligible() {
+			continue
+		}
+		if b.conf.Backup {
+			backups = append(backups, b)
+		} else {
+			primaries = append(primaries, b)
+		}
+	}
+	switch {
+	case len(primaries) > 0:
+		return primaries, servingPrimaries
+	case len(backups) == 0:
+		return nil, servingNone
+	case vc.BackupMode == "all":
+		return backups, servingBackups
+	}
+	return backups[:1], servingBackups
 }
 
 // scalesWeights reports whether vc's algorithm runs as scaled Maglev
