@@ -118,8 +118,8 @@ func TestMetricsValues(t *testing.T) {
 	liveOn := map[string]float64{held.backend: 1}
 
 	want := map[string]float64{
-		`l4lb_vip_accepted_total{protocol="tcp",vip="m"}`: 5,
-		`l4lb_vip_active{protocol="tcp",vip="m"}`:         1,
+		`l4lb_vip_accepted_total{protocol="tcp",vip="m"}`:    5,
+		`l4lb_vip_active{protocol="tcp",vip="m"}`:            1,
 		`l4lb_vip_eligible_backends{protocol="tcp",vip="m"}`: 2,
 	}
 	for i := range 2 {
