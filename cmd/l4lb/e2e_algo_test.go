@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -222,5 +224,63 @@ func TestAlgorithmsThroughDaemon(t *testing.T) {
 			}
 			t.Logf("60 connections: %v", seen)
 		})
+	}
+}
+
+const leastConnTwo = `
+[global]
+admin_socket = "@ADMIN@"
+drain_timeout = "1s"
+
+[[vip]]
+name = "lc"
+listen = "198.18.2.10:80"
+algorithm = "least_conn"
+  [vip.health]
+  type = "none"
+  [[vip.backend]]
+  name = "be0"
+  address = "198.18.1.11:7000"
+  [[vip.backend]]
+  name = "be1"
+  address = "198.18.1.12:7000"
+`
+
+// TestLiveCountsSurviveReload: connections open across a reload (SIGHUP)
+// that adds a backend are still counted per backend in status, and
+// least_conn still sees them: the next two connections go to the new,
+// empty backend, not to whichever backend ties first on a zeroed count.
+func TestLiveCountsSurviveReload(t *testing.T) {
+	tp := testutil.NewTopology(t, 3)
+	for i := range 3 {
+		namedEcho(t, tp, i, 7000)
+	}
+	lb := startLB(t, tp, leastConnTwo)
+	held := map[string]int{}
+	for range 4 {
+		holdConn(t, tp, 80, held)
+	}
+	if held["be0"] != 2 || held["be1"] != 2 {
+		t.Fatalf("least_conn spread 4 connections as %v", held)
+	}
+	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	lb.writeConfig(t, strings.ReplaceAll(leastConnTwo, "@ADMIN@", admin)+
+		"  [[vip.backend]]\n  name = \"be2\"\n  address = \"198.18.1.13:7000\"\n")
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload applied")
+	if live := liveFlows(t, lb, "lc"); live["be0"] != 2 || live["be1"] != 2 || live["be2"] != 0 {
+		t.Fatalf("live flows after the reload: %v, want be0 2, be1 2, be2 0", live)
+	}
+	st := lbStatus(t, lb)
+	if st.VIPs[0].Active != 4 {
+		t.Fatalf("VIP active after the reload: %d, want 4", st.VIPs[0].Active)
+	}
+	for k := range 2 {
+		if c := holdConn(t, tp, 80, held); c.backend != "be2" {
+			t.Fatalf("connection %d after the reload went to %s (held before it: %v)", k, c.backend, held)
+		}
+	}
+	if live := liveFlows(t, lb, "lc"); live["be0"] != 2 || live["be1"] != 2 || live["be2"] != 2 {
+		t.Fatalf("live flows: %v, want 2 each", live)
 	}
 }
