@@ -45,6 +45,11 @@ func TestKeepAliveBothSides(t *testing.T) {
 
 	sides := map[string]string{"backend": " 198.18.1.11:7000", "client": "198.18.2.10:80 "}
 	var last string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("ss -tno in the balancer's namespace:\n%s", last)
+		}
+	})
 	testutil.Eventually(t, 5*time.Second, "keepalive timers on both sockets", func() bool {
 		last = tp.LB.MustExec(t, "ss", "-tnoH", "state", "established")
 		for _, sel := range sides {
