@@ -245,3 +245,53 @@ func TestCheckDiffArguments(t *testing.T) {
 		t.Errorf("--diff, no daemon: exit %d, %q", code, errs)
 	}
 }
+
+// TestCheckExitCodesAndMessages: `l4lb check` exits 0 on a valid file and
+// 1 on an invalid or unreadable one, naming for each problem the file and
+// line and the key's path (main only passes run's code to os.Exit).
+func TestCheckExitCodesAndMessages(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	vip := func(lines string) string {
+		return "[global]\nadmin_socket = \"off\"\n[[vip]]\nname = \"a\"\n" + lines + "  [[vip.backend]]\n  address = \"127.0.0.1:18401\"\n"
+	}
+	for _, tc := range []struct {
+		name string
+		path string
+		code int
+		want []string // in stdout for exit 0, else in stderr
+	}{
+		{"valid", file("ok.toml", vip("listen = \"127.0.0.1:18400\"\n")), 0, []string{"ok.toml: ok, 1 VIPs"}},
+		{"bad value", file("value.toml", vip("listen = \"nonsense\"\n")), 1, []string{"value.toml:5:", "vip[0].listen", `"nonsense" is not ip:port`}},
+		{"every problem", file("two.toml", vip("listen = \"127.0.0.1:18400\"\nretries = 99\nalgorithm = \"nope\"\n")), 1,
+			[]string{"two.toml:6: ", "vip[0].retries: 99 is out of range", "two.toml:7: ", "vip[0].algorithm"}},
+		{"unknown key", file("unknown.toml", vip("listen = \"127.0.0.1:18400\"\nbogus = 1\n")), 1, []string{"unknown.toml:6:", "vip[0].bogus: unknown key"}},
+		{"syntax", file("syntax.toml", "[[vip]\nname = \"a\"\n"), 1, []string{"syntax.toml:2:"}},
+		{"missing file", filepath.Join(dir, "none.toml"), 1, []string{"none.toml", "no such file"}},
+		{"directory", dir, 1, []string{dir, "not a regular file"}},
+		// A regular file whose read fails (EIO at offset 0), for root too.
+		{"unreadable", "/proc/self/mem", 1, []string{"/proc/self/mem", "input/output error"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI("check", tc.path)
+			where := errs
+			if tc.code == 0 {
+				where = out
+			}
+			if code != tc.code {
+				t.Fatalf("l4lb check %s: exit %d, want %d; stdout %q, stderr %q", tc.path, code, tc.code, out, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(where, w) {
+					t.Errorf("l4lb check %s: %q lacks %q", tc.path, where, w)
+				}
+			}
+		})
+	}
+}

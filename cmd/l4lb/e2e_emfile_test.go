@@ -18,12 +18,20 @@ import (
 
 // fdProc is l4lb running on loopback under a descriptor limit.
 type fdProc struct {
-	cmd *exec.Cmd
-	log *syncBuffer
-	vip string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	vip  string
+	vips []string // every VIP; vip is the first
 }
 
 func startLimited(t *testing.T, nofile int) *fdProc {
+	t.Helper()
+	return startLimitedVIPs(t, nofile, 1)
+}
+
+// startLimitedVIPs is startLimited with n VIPs in front of the same echo
+// server.
+func startLimitedVIPs(t *testing.T, nofile, n int) *fdProc {
 	t.Helper()
 	testutil.RequireTool(t, "prlimit")
 	echo, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -32,8 +40,12 @@ func startLimited(t *testing.T, nofile int) *fdProc {
 	}
 	t.Cleanup(func() { echo.Close() })
 	testutil.ServeConns(echo, testutil.Echo)
-	p := &fdProc{log: &syncBuffer{}, vip: testutil.FreeTCPAddr(t).String()}
-	cfg := loopbackConfig(t, t.TempDir(), p.vip, echo.Addr().String())
+	p := &fdProc{log: &syncBuffer{}}
+	for range n {
+		p.vips = append(p.vips, testutil.FreeTCPAddr(t).String())
+	}
+	p.vip = p.vips[0]
+	cfg := loopbackConfig(t, t.TempDir(), echo.Addr().String(), p.vips...)
 	limit := strconv.Itoa(nofile)
 	p.cmd = exec.Command("prlimit", "--nofile="+limit+":"+limit, mustBin(t), "run", "--config", cfg)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
@@ -51,22 +63,21 @@ func startLimited(t *testing.T, nofile int) *fdProc {
 	return p
 }
 
-// loopbackConfig writes a config with one TCP VIP in front of one backend,
-// no health checks and no admin socket, into dir; it returns its path.
-func loopbackConfig(t *testing.T, dir, vip, backend string) string {
+// loopbackConfig writes a config with a TCP VIP on each of vips in front
+// of one backend, no health checks and no admin socket, into dir; it
+// returns its path.
+func loopbackConfig(t *testing.T, dir, backend string, vips ...string) string {
 	t.Helper()
 	cfg := filepath.Join(dir, "l4lb.toml")
-	err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
-[global]
-admin_socket = "off"
-[[vip]]
-name = "lo"
-listen = "%s"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  address = "%s"
-`, vip, backend)), 0o644)
+	text := "[global]\nadmin_socket = \"off\"\n"
+	for i, vip := range vips {
+		name := "lo"
+		if i > 0 {
+			name = fmt.Sprintf("lo%d", i)
+		}
+		text += fmt.Sprintf("[[vip]]\nname = %q\nlisten = %q\n  [vip.health]\n  type = \"none\"\n  [[vip.backend]]\n  address = %q\n", name, vip, backend)
+	}
+	err := os.WriteFile(cfg, []byte(text), 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +112,15 @@ func probe(c net.Conn, wait time.Duration) connState {
 
 func (p *fdProc) dial(t *testing.T, n int) map[connState][]net.Conn {
 	t.Helper()
+	return p.dialVIP(t, p.vip, n)
+}
+
+// dialVIP is dial to a given VIP.
+func (p *fdProc) dialVIP(t *testing.T, vip string, n int) map[connState][]net.Conn {
+	t.Helper()
 	out := map[connState][]net.Conn{}
 	for range n {
-		c, err := net.DialTimeout("tcp4", p.vip, time.Second)
+		c, err := net.DialTimeout("tcp4", vip, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,6 +158,26 @@ func TestConnectionBudgetFromFileLimit(t *testing.T) {
 		c.Close()
 	}
 	servedLater(t, got[waiting])
+}
+
+// TestConnectionBudgetAcrossVIPs: the budget is the process's, not a
+// VIP's: with one VIP holding every slot, clients of another wait, and the
+// end of the first VIP's connections (not of their own VIP's, which has
+// none) lets them in.
+func TestConnectionBudgetAcrossVIPs(t *testing.T) {
+	p := startLimitedVIPs(t, 160, 2) // 32 connections, as above
+	a := p.dialVIP(t, p.vips[0], 32)
+	if len(a[served]) != 32 {
+		t.Fatalf("VIP 1: served %d, waiting %d, reset %d; want 32 served", len(a[served]), len(a[waiting]), len(a[reset]))
+	}
+	b := p.dialVIP(t, p.vips[1], 4)
+	if len(b[waiting]) != 4 {
+		t.Fatalf("VIP 2 with the budget taken by VIP 1: served %d, waiting %d, reset %d; want 4 waiting", len(b[served]), len(b[waiting]), len(b[reset]))
+	}
+	for _, c := range a[served][:4] {
+		c.Close()
+	}
+	servedLater(t, b[waiting])
 }
 
 // TestAcceptSurvivesEMFILE lowers the running l4lb's descriptor limit below

@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -454,5 +455,42 @@ func TestSIGTERMResetsAfterDrainTimeout(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if _, err := c.r.ReadByte(); err == nil {
 		t.Fatal("connection still open after shutdown")
+	}
+}
+
+// TestSecondSignalCutsDrain: a second SIGTERM (or SIGINT) during a long
+// drain resets the connections still open at once (the client reads
+// ECONNRESET, not an orderly EOF) and the process exits 0 promptly.
+func TestSecondSignalCutsDrain(t *testing.T) {
+	for _, second := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(second.String(), func(t *testing.T) {
+			tp := testutil.NewTopology(t, 1)
+			namedEcho(t, tp, 0, 7000)
+			lb := startLB(t, tp, strings.Replace(vipA, `drain_timeout = "3s"`, `drain_timeout = "60s"`, 1))
+			c := mustDialVIP(t, tp, 80)
+			lb.signal(t, syscall.SIGTERM)
+			lb.waitLog(t, "shutting down")
+			if err := c.echo("during drain"); err != nil {
+				t.Fatalf("connection broken by the first signal: %v", err)
+			}
+			start := time.Now()
+			lb.signal(t, second)
+			select {
+			case <-lb.exited:
+				if lb.err != nil {
+					t.Fatalf("l4lb exited with %v", lb.err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("l4lb still draining 5s after the second signal (drain_timeout 60s)")
+			}
+			t.Logf("exited %v after the second signal", time.Since(start))
+			if !strings.Contains(lb.log.String(), "second signal") {
+				t.Error("the second signal was not logged")
+			}
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, err := c.r.ReadByte(); !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("client read after the second signal: %v, want ECONNRESET", err)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -166,4 +167,79 @@ func udpExchange(c *net.UDPConn, msg string) (string, error) {
 		return string(name), nil
 	}
 	return "", fmt.Errorf("no reply to %q", msg)
+}
+
+const udp6VIP = `
+[global]
+admin_socket = "@ADMIN@"
+
+[[vip]]
+name = "dns6"
+listen = "[::1]:53"
+protocol = "udp"
+  [[vip.backend]]
+  name = "be0"
+  address = "[::1]:5301"
+  [[vip.backend]]
+  name = "be1"
+  address = "[::1]:5302"
+`
+
+// TestUDPIPv6: a UDP VIP on ::1 in front of two backends on ::1 (distinct
+// ports, in a namespace of the test's own): each client socket (connected
+// to the VIP, so only replies from the VIP address reach it) keeps its
+// session's backend, the sessions spread over both, and status counts
+// every session and datagram.
+func TestUDPIPv6(t *testing.T) {
+	ns := testutil.NewNetns(t, "udp6")
+	for i := range 2 {
+		var pc net.PacketConn
+		ns.MustDo(t, func() (err error) {
+			pc, err = net.ListenPacket("udp6", fmt.Sprintf("[::1]:%d", 5301+i))
+			return err
+		})
+		t.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 65536)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				pc.WriteTo(append([]byte(fmt.Sprintf("be%d:", i)), buf[:n]...), from)
+			}
+		}()
+	}
+	lb := startLBIn(t, ns, udp6VIP)
+	const clients, rounds = 8, 3
+	perBackend := map[string]int{}
+	for i := range clients {
+		var c *net.UDPConn
+		ns.MustDo(t, func() (err error) {
+			c, err = net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort("[::1]:53")))
+			return err
+		})
+		t.Cleanup(func() { c.Close() })
+		first := ""
+		for r := range rounds {
+			name, err := udpExchange(c, fmt.Sprintf("client %d round %d", i, r))
+			if err != nil {
+				t.Fatalf("client %d: %v", i, err)
+			}
+			if first == "" {
+				first = name
+			} else if name != first {
+				t.Fatalf("client %d: round %d answered by %s, the first by %s", i, r, name, first)
+			}
+		}
+		perBackend[first]++
+	}
+	if perBackend["be0"] == 0 || perBackend["be1"] == 0 {
+		t.Fatalf("sessions per backend: %v", perBackend)
+	}
+	v := lbStatus(t, lb).VIPs[0]
+	if v.Accepted != clients || v.UDP.Datagrams < clients*rounds || v.UDP.Replies < clients*rounds {
+		t.Fatalf("status: %d sessions, %d datagrams, %d replies; want %d sessions and at least %d of each",
+			v.Accepted, v.UDP.Datagrams, v.UDP.Replies, clients, clients*rounds)
+	}
 }

@@ -32,7 +32,7 @@ func TestServiceManagerNotify(t *testing.T) {
 	defer backend.Close()
 	testutil.ServeConns(backend, func(net.Conn) {}) // accept and close
 	vip := testutil.FreeTCPAddr(t).String()
-	cfg := loopbackConfig(t, dir, vip, backend.Addr().String())
+	cfg := loopbackConfig(t, dir, backend.Addr().String(), vip)
 	cmd := exec.Command(mustBin(t), "run", "--config", cfg)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
 	out := &syncBuffer{}
