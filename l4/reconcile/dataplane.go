@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -76,6 +77,9 @@ type planeDeps struct {
 
 	indexes *indexPool  // backend indexes (for the VIP, not the data plane)
 	xdp     *xdpRuntime // the XDP program, when the config has xdp VIPs
+	// xdpAt holds the XDP program once it runs, for the guard-only
+	// entries of proxy VIPs (nil: never guard them).
+	xdpAt *atomic.Pointer[xdpRuntime]
 	// inherit holds the sockets an earlier l4lb passed (an upgrade): a
 	// VIP listed there takes its socket instead of binding. nil = none.
 	inherit *ListenSockets
@@ -88,9 +92,17 @@ type planeDeps struct {
 func newDataPlane(key l4.VIPKey, vc *config.VIP, deps planeDeps) (dataPlane, error) {
 	switch {
 	case vc.Mode == l4.ModeProxy && key.Proto == l4.TCP:
-		return newTCPPlane(key, vc, deps)
+		p, err := newTCPPlane(key, vc, deps)
+		if err != nil {
+			return nil, err
+		}
+		return newGuardedPlane(p, key, vc, deps.xdpAt, deps.log), nil
 	case vc.Mode == l4.ModeProxy && key.Proto == l4.UDP:
-		return newUDPPlane(key, vc, deps)
+		p, err := newUDPPlane(key, vc, deps)
+		if err != nil {
+			return nil, err
+		}
+		return newGuardedPlane(p, key, vc, deps.xdpAt, deps.log), nil
 	case vc.Mode == l4.ModeXDP:
 		return newXDPPlane(key, vc, deps.xdp, deps.log)
 	}
