@@ -92,17 +92,9 @@ type planeDeps struct {
 func newDataPlane(key l4.VIPKey, vc *config.VIP, deps planeDeps) (dataPlane, error) {
 	switch {
 	case vc.Mode == l4.ModeProxy && key.Proto == l4.TCP:
-		p, err := newTCPPlane(key, vc, deps)
-		if err != nil {
-			return nil, err
-		}
-		return newGuardedPlane(p, key, vc, deps.xdpAt, deps.log), nil
+		return newTCPPlane(key, vc, deps)
 	case vc.Mode == l4.ModeProxy && key.Proto == l4.UDP:
-		p, err := newUDPPlane(key, vc, deps)
-		if err != nil {
-			return nil, err
-		}
-		return newGuardedPlane(p, key, vc, deps.xdpAt, deps.log), nil
+		return newUDPPlane(key, vc, deps)
 	case vc.Mode == l4.ModeXDP:
 		return newXDPPlane(key, vc, deps.xdp, deps.log)
 	}

@@ -251,6 +251,7 @@ func (v *vip) status() VIPStatus {
 	}
 	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
 	v.dp.fillStatus(&s)
+	v.guard.fillStatus(&s)
 	return s
 }
 

@@ -48,12 +48,12 @@ func guardable(key l4.VIPKey) bool {
 	return a.IsValid() && !a.IsUnspecified()
 }
 
-// guardedPlane is a proxy VIP's data plane plus its guard-only entry in the
-// XDP program, written while the program runs (xdp holds it once loaded):
-// its allow/deny and the SYN rate are enforced before the kernel spends a
-// socket, everything not dropped passes to the kernel untouched.
-type guardedPlane struct {
-	dataPlane
+// xdpGuard is a proxy VIP's guard-only entry in the XDP program, written
+// while the program runs (xdp holds it once loaded): its allow/deny and
+// the SYN rate are enforced before the kernel spends a socket, everything
+// not dropped passes to the kernel untouched. The vip calls it beside its
+// data plane (serve, apply, stop, status).
+type xdpGuard struct {
 	key l4.VIPKey
 	xdp *atomic.Pointer[xdpRuntime]
 	log *zap.Logger
@@ -66,43 +66,35 @@ type guardedPlane struct {
 	stopped bool
 }
 
-func newGuardedPlane(inner dataPlane, key l4.VIPKey, vc *config.VIP, xdp *atomic.Pointer[xdpRuntime], log *zap.Logger) dataPlane {
-	if xdp == nil || !guardable(key) {
-		return inner
+// newXDPGuard returns the guard of a proxy VIP, nil when the program can
+// never guard it (no program in this runtime, a wildcard address). All its
+// methods do nothing on nil.
+func newXDPGuard(key l4.VIPKey, vc *config.VIP, xdp *atomic.Pointer[xdpRuntime], log *zap.Logger) *xdpGuard {
+	if vc.Mode != l4.ModeProxy || xdp == nil || !guardable(key) {
+		return nil
 	}
-	return &guardedPlane{dataPlane: inner, key: key, xdp: xdp, log: log, vc: vc}
+	return &xdpGuard{key: key, xdp: xdp, log: log, vc: vc}
 }
 
-func (g *guardedPlane) serve() {
-	g.write()
-	g.dataPlane.serve()
-}
-
-func (g *guardedPlane) update(vc *config.VIP) error {
-	err := g.dataPlane.update(vc)
+// update takes a reload's settings and writes them (also the first time
+// the program runs: a reload that attached it).
+func (g *xdpGuard) update(vc *config.VIP) {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	g.vc = vc
 	g.mu.Unlock()
 	g.write()
-	return err
-}
-
-// stopAccepting removes the entry first: the VIP's packets then reach the
-// kernel as before the guard existed.
-func (g *guardedPlane) stopAccepting() {
-	g.clear()
-	g.dataPlane.stopAccepting()
-}
-
-func (g *guardedPlane) closeNow() {
-	g.clear()
-	g.dataPlane.closeNow()
 }
 
 // write enters or updates the VIP in the program, if it runs. A failure is
 // logged: the proxy serves on without the XDP guard (it checks allow/deny
 // itself).
-func (g *guardedPlane) write() {
+func (g *xdpGuard) write() {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.stopped {
@@ -132,8 +124,12 @@ func (g *guardedPlane) write() {
 	}
 }
 
-// clear removes the entry and gives its index back.
-func (g *guardedPlane) clear() {
+// clear removes the entry (the VIP's packets reach the kernel as before the
+// guard existed) and gives its index back; the guard writes no more.
+func (g *xdpGuard) clear() {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.stopped = true
@@ -142,6 +138,9 @@ func (g *guardedPlane) clear() {
 		return
 	}
 	g.x = nil
+	if x.held.Load() {
+		return // another l4lb owns the pinned maps now (an upgrade): its entry stays
+	}
 	x.using(func() {
 		if err := x.lb.DeleteVIP(g.key); err != nil {
 			g.log.Warn("xdp guard not removed", zap.Error(err))
@@ -150,8 +149,11 @@ func (g *guardedPlane) clear() {
 	x.vips.put(g.index)
 }
 
-func (g *guardedPlane) fillStatus(s *VIPStatus) {
-	g.dataPlane.fillStatus(s)
+// fillStatus adds the guards' counters.
+func (g *xdpGuard) fillStatus(s *VIPStatus) {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	x, index := g.x, g.index
 	g.mu.Unlock()
