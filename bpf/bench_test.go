@@ -28,6 +28,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -207,6 +208,17 @@ func BenchmarkXDPLB(b *testing.B) {
 			runner{prog: lb.objs.XdpLb}.run(b, syn)
 			repeatMean(b, lb.objs.XdpLb, ack, xdpTX)
 		})
+		b.Run(v.name+"/hit/l2/repeat/acl", func(b *testing.B) {
+			lb, _ := benchLB(b, l4.ForwardL2)
+			benchACL(b, lb, vk)
+			runner{prog: lb.objs.XdpLb}.run(b, syn)
+			repeatMean(b, lb.objs.XdpLb, ack, xdpTX)
+		})
+		b.Run(v.name+"/syn-rehash/l2/repeat/syn-rate", func(b *testing.B) {
+			lb, _ := benchLB(b, l4.ForwardL2)
+			must(b, lb.SetSYNRate(10_000_000)) // never reached: times the state update
+			repeatMean(b, lb.objs.XdpLb, syn, xdpTX)
+		})
 		b.Run(v.name+"/syn-rehash/l2/repeat", func(b *testing.B) {
 			lb, _ := benchLB(b, l4.ForwardL2)
 			repeatMean(b, lb.objs.XdpLb, syn, xdpTX)
@@ -241,6 +253,20 @@ func BenchmarkXDPLB(b *testing.B) {
 			repeatMean(b, lb.objs.XdpLb, other, xdpPass)
 		})
 	}
+}
+
+// benchACL gives vk an access list of 256 denied networks of both
+// families around an allowed /16 that holds the test client.
+func benchACL(b *testing.B, lb *LB, vk l4.VIPKey) {
+	var deny []netip.Prefix
+	for i := range 128 {
+		deny = append(deny, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 0}), 16),
+			netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0xff, byte(i)}), 48))
+	}
+	allow := []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("2001:db8::/32")}
+	acl, err := guard.NewACL(allow, deny)
+	must(b, err)
+	must(b, lb.SetVIP(vk, VIPEntry{Index: uint32(slices.Index(vips, vk)), Forward: l4.ForwardL2, HashKey: l4.HashFiveTuple, ACL: acl}))
 }
 
 // BenchmarkXDPDecap times stripping the outer header (Repeat = 1: a

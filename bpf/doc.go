@@ -36,6 +36,10 @@
 //	  or a quote that is not v4 (no options) or
 //	  v6, TCP or UDP, with 4 port bytes            XDP_PASS      pass_icmp
 //	flow (or quoted flow) not in vips              XDP_PASS      pass_not_vip
+//	client refused by the VIP's access list        XDP_DROP      drop_acl
+//	TCP SYN from a source above the SYN rate       XDP_DROP      drop_syn_rate
+//	guard-only (proxy) VIP, guards passed, or an
+//	  ICMP error quoting such a VIP's flow         XDP_PASS      pass_guarded
 //	VIP without table, empty slot, backend
 //	  missing or inactive                          XDP_DROP      drop_no_backend
 //	ipip, our source address of that family unset  XDP_DROP      drop_no_source
@@ -46,6 +50,57 @@
 //	bpf_xdp_adjust_head failed                     XDP_DROP      drop_encap
 //	forwarded out of the ingress interface         XDP_TX        tx
 //	forwarded to another interface                 XDP_REDIRECT  redirect
+//
+// Every XDP_PASS leaves the frame byte for byte as it came.
+//
+// # Guards
+//
+// Before any conntrack lookup or backend choice (guard.h), a TCP or UDP
+// packet to an entry of vips meets:
+//
+//   - its VIP's access list, when the entry has VIP_ACL: one LPM trie (acl)
+//     holds every VIP's networks, keyed {prefixlen, VIP index, 16-byte
+//     address}; prefixlen counts the index's 32 bits, so a lookup under
+//     one index never matches another VIP's networks. The longest match
+//     decides (l4/guard's rule: the most specific network, both ways); no
+//     match is refused only with VIP_DEFAULT_DENY (there is an allow list).
+//     An IPv6 network that would cover ::ffff:0:0/96 gets an implied /96
+//     entry with the default verdict, since l4/guard never matches an IPv4
+//     client against IPv6 networks. A VIP without an ACL costs no lookup.
+//   - the per-source SYN rate (SetSYNRate), for a TCP SYN without ACK: a
+//     GCRA state (one u64 theoretical arrival time) per source address in
+//     an LRU hash shared by all VIPs and CPUs, a burst of a second's worth.
+//     Off (0) means no map work beyond the config entry.
+//
+// Refused packets drop, counted globally and per VIP (drops, acl_drops,
+// syn_rate_drops). ICMP errors skip the guards: their quoted client did
+// not send them. A denied client's non-SYN packet to an xdp VIP whose flow
+// the conntrack holds is forwarded (acl_denied_established): the flow was
+// admitted before a reload denied the client, and established flows
+// survive a reload as they do in nginx and HAProxy; its new connections
+// are dropped. For guard-only TCP VIPs only SYNs are checked (the kernel
+// owns established connections); their UDP datagrams are all checked, so
+// a session of a client a reload denies ends there.
+//
+// Guard-only entries (VIPEntry.GuardOnly) are proxy-mode VIPs: the
+// program sees their packets first, applies the guards and passes the
+// rest to the kernel untouched (pass_guarded), before a refused client
+// costs a socket or a SYN queue slot.
+//
+// new_flow_rate (VIPEntry.NewFlowRate) caps conntrack inserts per VIP with
+// the same GCRA in vip_rates (one state per VIP index). Over it a new flow
+// is still forwarded by the Maglev table, only not inserted
+// (conntrack_untracked; per VIP untracked), so a spoofed flood cannot
+// flush established flows out of the LRU. Katran's is_under_flood makes
+// the same choice with a per-CPU one-second window against a compile-time
+// rate; here the rate is per VIP, shared by the CPUs, and without a
+// window edge that admits two windows' worth at once. SYN rehashes of
+// existing entries and tracked flows are unaffected.
+//
+// The rate states are written without atomics: CPUs admitting for the
+// same state at once may each pass, so a rate can be exceeded by about
+// one event per racing CPU, never undercut. Good enough for a flood guard;
+// exact accounting would need a lock or an atomic on every SYN.
 //
 // # Verdicts of xdp_decap
 //
@@ -162,6 +217,6 @@
 //
 // No fragment reassembly, no IPv4 options or IPv6 extension headers (the
 // kernel gets them), no ICMP echo replies or generated ICMP errors, no
-// SYN-flood protection (Katran's new-flow rate guard), no per-flow outer
+// SYN cookies (the guards drop, they never answer), no per-flow outer
 // source addresses for backend RSS, no neighbour resolution, no logging.
 package bpf

@@ -4,6 +4,7 @@ package bpf
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 
 	"github.com/l4lb/l4lb/l4"
@@ -39,7 +40,24 @@ func fuzzSeeds() [][]byte {
 	for _, c := range passCases() {
 		seeds = append(seeds, c.frame)
 	}
+	// The guard-only (proxy) VIPs of FuzzXDPLB, from a denied and an
+	// allowed client, and an ICMP error quoting one of their flows.
+	for _, v := range fuzzProxyVIPs {
+		for _, src := range []string{"198.18.66.1", "198.18.50.5"} {
+			for _, fl := range []uint8{thSYN, thACK, thSYN | thACK} {
+				seeds = append(seeds, frame(flowFrom(src, 1234, v), fl))
+			}
+		}
+		quote := reply(flowFrom("198.18.66.1", 1234, v), []byte("quoted"))
+		seeds = append(seeds, frameOf(icmpError(router4, v.Addr.Addr(), quote), 0, 0))
+	}
 	return seeds
+}
+
+// fuzzProxyVIPs are guard-only VIPs in FuzzXDPLB.
+var fuzzProxyVIPs = []l4.VIPKey{
+	{Addr: netip.MustParseAddrPort("198.18.100.2:443"), Proto: l4.TCP},
+	{Addr: netip.MustParseAddrPort("198.18.100.2:53"), Proto: l4.UDP},
 }
 
 // FuzzXDPLB: whatever the bytes, the program runs without error, returns
@@ -59,6 +77,18 @@ func FuzzXDPLB(f *testing.F) {
 			fwd = l4.ForwardL2
 		}
 		addVIP(f, lb, v, uint32(i), fwd, l4.HashKey(i%3), []uint32{1, 2, 0, 1, 2})
+	}
+	// Every guard on: access lists (client4 denied on vip4TCP, client6
+	// allowed on vip6TCP by a longer network), a new-flow rate, the SYN
+	// rate, and guard-only proxy VIPs, whose PASS must leave frames as
+	// they came.
+	must(f, lb.SetVIP(vip4TCP, VIPEntry{Index: 0, Forward: l4.ForwardIPIP, ACL: mustACL(f, prefixes("198.18.0.0/15"), prefixes("198.18.50.0/24"))}))
+	must(f, lb.SetVIP(vip4UDP, VIPEntry{Index: 1, Forward: l4.ForwardL2, HashKey: 1, NewFlowRate: 1}))
+	must(f, lb.SetVIP(vip6TCP, VIPEntry{Index: 2, Forward: l4.ForwardIPIP, HashKey: 2, ACL: mustACL(f, prefixes("2001:db8:50::/48"), prefixes("::/0"))}))
+	must(f, lb.SetSYNRate(5))
+	proxyACL := mustACL(f, nil, prefixes("198.18.66.0/24"))
+	for i, v := range fuzzProxyVIPs {
+		must(f, lb.SetVIP(v, VIPEntry{Index: uint32(10 + i), GuardOnly: true, ACL: proxyACL}))
 	}
 	r := runner{prog: lb.objs.XdpLb, net: fn, ingress: fn.lb0}
 	f.Fuzz(func(t *testing.T, in []byte) {

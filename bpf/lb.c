@@ -15,6 +15,10 @@
  *   ICMP other than v4 type 3 / v6 type 1, 2,
  *     or quote not v4(no options)/v6 TCP/UDP      XDP_PASS      pass_icmp
  *   TCP/UDP/quoted flow not in vips               XDP_PASS      pass_not_vip
+ *   client refused by the VIP's allow/deny        XDP_DROP      drop_acl
+ *   SYN from a source over syn_rate_per_source    XDP_DROP      drop_syn_rate
+ *   guard-only (proxy) VIP, guards passed; also
+ *     an ICMP error quoting such a VIP's flow     XDP_PASS      pass_guarded
  *   VIP, no table / empty slot / no backend       XDP_DROP      drop_no_backend
  *   ipip, outer source of that family unset       XDP_DROP      drop_no_source
  *   ipip, FIB: neighbour unresolved; l2: no MAC   XDP_DROP      drop_no_neigh
@@ -25,13 +29,16 @@
  *   forwarded to another interface                XDP_REDIRECT  redirect
  *
  * Every XDP_PASS leaves the frame byte for byte as it came: the kernel
- * handles it (a proxy-mode VIP may share the address, SSH must work). */
+ * handles it (a proxy-mode VIP may share the address, SSH must work).
+ * The guards (guard.h) run before any conntrack lookup or backend choice;
+ * ICMP errors skip them (the quoted client did not send them). */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "conntrack.h"
 #include "flow.h"
 #include "forward.h"
+#include "guard.h"
 #include "maps.h"
 #include "stats.h"
 
@@ -45,6 +52,8 @@ static __always_inline int verdict(__u32 reason)
 	if (reason == COUNTER_REDIRECT)
 		return XDP_REDIRECT;
 	if (reason >= COUNTER_DROP_NO_BACKEND && reason <= COUNTER_DROP_ENCAP)
+		return XDP_DROP;
+	if (reason == COUNTER_DROP_ACL || reason == COUNTER_DROP_SYN_RATE)
 		return XDP_DROP;
 	return XDP_PASS;
 }
@@ -66,6 +75,15 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	struct vip_value *vip = lookup_vip(p);
 	if (!vip)
 		return COUNTER_PASS_NOT_VIP;
+	if (!p->icmp) {
+		__u32 g = guard(p, vip);
+		if (g != COUNTER_NONE) {
+			account_guard(vip->index, g);
+			return g;
+		}
+	}
+	if (vip->flags & VIP_GUARD_ONLY)
+		return COUNTER_PASS_GUARDED;
 
 	__u32 idx = 0;
 	__u8 new_flow = 0;

@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/l4/guard"
 )
 
 // LB is a loaded xdp_lb program with its maps. Its methods are safe for
@@ -28,6 +30,11 @@ type LB struct {
 
 	ctMu    sync.Mutex
 	ctBatch ctBatch // FlowCounts/Flows scratch buffers
+
+	cfgMu sync.Mutex // read-modify-write of the config entry (SetSource, SetSYNRate)
+
+	aclMu sync.Mutex
+	acls  map[uint32]*guard.ACL // VIP index -> the ACL whose networks the trie holds (nil: none); absent: unknown
 }
 
 // Load loads the balancer and its maps. With Options.PinPath it adopts the
@@ -45,7 +52,7 @@ func load(opts Options, version int) (*LB, error) {
 		return nil, err
 	}
 	sizeMaps(spec, opts)
-	lb := &LB{opts: opts, inner: spec.Maps[lbMapMaglev].InnerMap.Copy(), links: map[int]link.Link{}}
+	lb := &LB{opts: opts, inner: spec.Maps[lbMapMaglev].InnerMap.Copy(), links: map[int]link.Link{}, acls: map[uint32]*guard.ACL{}}
 	var copts ebpf.CollectionOptions
 	if opts.PinPath != "" {
 		if lb.pinDir, err = preparePins(spec, opts.PinPath, version); err != nil {
@@ -66,7 +73,9 @@ func load(opts Options, version int) (*LB, error) {
 // sizeMaps sets every map's capacity from the options.
 func sizeMaps(spec *ebpf.CollectionSpec, o Options) {
 	spec.Maps[lbMapConntrack].MaxEntries = o.ConntrackSize
-	for _, m := range []string{lbMapVips, lbMapMaglev, lbMapVipStats} {
+	spec.Maps[lbMapAcl].MaxEntries = o.ACLSize
+	spec.Maps[lbMapSynSources].MaxEntries = o.SYNSources
+	for _, m := range []string{lbMapVips, lbMapMaglev, lbMapVipStats, lbMapVipRates} {
 		spec.Maps[m].MaxEntries = o.MaxVIPs
 	}
 	for _, m := range []string{lbMapBackends, lbMapBackendStats} {
@@ -274,7 +283,8 @@ func (lb *LB) Unpin() error {
 
 func (lb *LB) pinnedMapObjs() []*ebpf.Map {
 	o := &lb.objs
-	return []*ebpf.Map{o.Vips, o.Conntrack, o.Maglev, o.Backends, o.Config, o.VipStats, o.BackendStats, o.Counters}
+	return []*ebpf.Map{o.Vips, o.Conntrack, o.Maglev, o.Backends, o.Config, o.VipStats, o.BackendStats, o.Counters,
+		o.Acl, o.SynSources, o.VipRates}
 }
 
 // PinDir is the directory holding this LB's pins ("" without pinning).

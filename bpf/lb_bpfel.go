@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type lbAclKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	VipIndex  uint32
+	Addr      [16]uint8
+}
+
+type lbAclRule struct {
+	_       structs.HostLayout
+	Allowed uint8
+	Implied uint8
+	Pad     uint16
+}
+
 type lbBackend struct {
 	_      structs.HostLayout
 	Addr   [16]uint8
@@ -63,7 +77,12 @@ const (
 	lbCounterCOUNTER_CT_SYN           lbCounter = 23
 	lbCounterCOUNTER_CT_RST           lbCounter = 24
 	lbCounterCOUNTER_CT_FULL          lbCounter = 25
-	lbCounterCOUNTER_MAX              lbCounter = 26
+	lbCounterCOUNTER_DROP_ACL         lbCounter = 26
+	lbCounterCOUNTER_DROP_SYN_RATE    lbCounter = 27
+	lbCounterCOUNTER_PASS_GUARDED     lbCounter = 28
+	lbCounterCOUNTER_CT_UNTRACKED     lbCounter = 29
+	lbCounterCOUNTER_ACL_ESTABLISHED  lbCounter = 30
+	lbCounterCOUNTER_MAX              lbCounter = 31
 )
 
 type lbFlowFlag uint32
@@ -105,18 +124,40 @@ const (
 )
 
 type lbLbConfig struct {
+	_           structs.HostLayout
+	Src4        [4]uint8
+	Src6        [16]uint8
+	SynInterval uint32
+}
+
+type lbRateState struct {
+	_   structs.HostLayout
+	Tat uint64
+}
+
+type lbSrcKey struct {
 	_    structs.HostLayout
-	Src4 [4]uint8
-	Src6 [16]uint8
+	Addr [16]uint8
 }
 
 type lbVipCounters struct {
-	_        structs.HostLayout
-	Packets  uint64
-	Bytes    uint64
-	NewFlows uint64
-	Drops    uint64
+	_            structs.HostLayout
+	Packets      uint64
+	Bytes        uint64
+	NewFlows     uint64
+	Drops        uint64
+	AclDrops     uint64
+	SynRateDrops uint64
+	Untracked    uint64
 }
+
+type lbVipFlag uint32
+
+const (
+	lbVipFlagVIP_ACL          lbVipFlag = 1
+	lbVipFlagVIP_DEFAULT_DENY lbVipFlag = 2
+	lbVipFlagVIP_GUARD_ONLY   lbVipFlag = 4
+)
 
 type lbVipKey struct {
 	_     structs.HostLayout
@@ -127,11 +168,13 @@ type lbVipKey struct {
 }
 
 type lbVipValue struct {
-	_       structs.HostLayout
-	Index   uint32
-	HashKey uint8
-	Forward uint8
-	Pad     uint16
+	_               structs.HostLayout
+	Index           uint32
+	HashKey         uint8
+	Forward         uint8
+	Flags           uint8
+	Pad             uint8
+	NewFlowInterval uint32
 }
 
 type lbXdpMd struct {
@@ -148,12 +191,15 @@ type lbXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	lbMapAcl               = "acl"
 	lbMapBackendStats      = "backend_stats"
 	lbMapBackends          = "backends"
 	lbMapConfig            = "config"
 	lbMapConntrack         = "conntrack"
 	lbMapCounters          = "counters"
 	lbMapMaglev            = "maglev"
+	lbMapSynSources        = "syn_sources"
+	lbMapVipRates          = "vip_rates"
 	lbMapVipStats          = "vip_stats"
 	lbMapVips              = "vips"
 	lbProgXdpLb            = "xdp_lb"
@@ -162,6 +208,7 @@ const (
 	lbVarAnchorFlowFlag    = "anchor_flow_flag"
 	lbVarAnchorForward     = "anchor_forward"
 	lbVarAnchorHashKey     = "anchor_hash_key"
+	lbVarAnchorVipFlag     = "anchor_vip_flag"
 )
 
 // loadLb returns the embedded CollectionSpec for lb.
@@ -213,12 +260,15 @@ type lbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbMapSpecs struct {
+	Acl          *ebpf.MapSpec `ebpf:"acl"`
 	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	Maglev       *ebpf.MapSpec `ebpf:"maglev"`
+	SynSources   *ebpf.MapSpec `ebpf:"syn_sources"`
+	VipRates     *ebpf.MapSpec `ebpf:"vip_rates"`
 	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
 	Vips         *ebpf.MapSpec `ebpf:"vips"`
 }
@@ -232,6 +282,7 @@ type lbVariableSpecs struct {
 	AnchorFlowFlag    *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.VariableSpec `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
+	AnchorVipFlag     *ebpf.VariableSpec `ebpf:"anchor_vip_flag"`
 }
 
 // lbObjects contains all objects after they have been loaded into the kernel.
@@ -254,24 +305,30 @@ func (o *lbObjects) Close() error {
 //
 // It can be passed to loadLbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbMaps struct {
+	Acl          *ebpf.Map `ebpf:"acl"`
 	BackendStats *ebpf.Map `ebpf:"backend_stats"`
 	Backends     *ebpf.Map `ebpf:"backends"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	Maglev       *ebpf.Map `ebpf:"maglev"`
+	SynSources   *ebpf.Map `ebpf:"syn_sources"`
+	VipRates     *ebpf.Map `ebpf:"vip_rates"`
 	VipStats     *ebpf.Map `ebpf:"vip_stats"`
 	Vips         *ebpf.Map `ebpf:"vips"`
 }
 
 func (m *lbMaps) Close() error {
 	return _LbClose(
+		m.Acl,
 		m.BackendStats,
 		m.Backends,
 		m.Config,
 		m.Conntrack,
 		m.Counters,
 		m.Maglev,
+		m.SynSources,
+		m.VipRates,
 		m.VipStats,
 		m.Vips,
 	)
@@ -286,6 +343,7 @@ type lbVariables struct {
 	AnchorFlowFlag    *ebpf.Variable `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.Variable `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.Variable `ebpf:"anchor_hash_key"`
+	AnchorVipFlag     *ebpf.Variable `ebpf:"anchor_vip_flag"`
 }
 
 // lbPrograms contains all programs after they have been loaded into the kernel.

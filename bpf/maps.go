@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/guard"
 )
 
 // VIPEntry is how a VIP balances. Its Maglev table is set separately with
@@ -23,6 +25,54 @@ type VIPEntry struct {
 	HashKey l4.HashKey
 	// Forward says how packets reach the backend.
 	Forward l4.Forward
+	// GuardOnly enters a proxy-mode VIP: its packets meet the access
+	// list and the SYN rate guard, then pass to the kernel untouched (no
+	// conntrack, no table, no counters but the guards').
+	GuardOnly bool
+	// NewFlowRate caps the flows a second the VIP inserts into the
+	// conntrack (0: no cap); above it new flows are forwarded untracked.
+	// Read back as the program holds it: 1e9 / whole nanoseconds.
+	NewFlowRate uint32
+	// ACL is the VIP's access list (nil: everyone allowed). SetVIP writes
+	// its networks into the acl trie under Index; LookupVIP and VIPs
+	// leave it nil and say HasACL (ACLRules reads the networks back).
+	ACL *guard.ACL
+	// HasACL, read back by LookupVIP and VIPs: the VIP has an ACL.
+	HasACL bool
+}
+
+// vipValue is the vips map value of e.
+func vipValue(e VIPEntry) lbVipValue {
+	v := lbVipValue{Index: e.Index, HashKey: uint8(e.HashKey), Forward: uint8(e.Forward)}
+	if e.GuardOnly {
+		v.Flags |= uint8(lbVipFlagVIP_GUARD_ONLY)
+	}
+	if e.ACL != nil {
+		v.Flags |= uint8(lbVipFlagVIP_ACL)
+		if !e.ACL.DefaultAllowed() {
+			v.Flags |= uint8(lbVipFlagVIP_DEFAULT_DENY)
+		}
+	}
+	if e.NewFlowRate > 0 {
+		v.NewFlowInterval = rateInterval(e.NewFlowRate)
+	}
+	return v
+}
+
+// vipEntry is the inverse of vipValue (without the ACL's networks).
+func vipEntry(v *lbVipValue) VIPEntry {
+	e := VIPEntry{Index: v.Index, HashKey: l4.HashKey(v.HashKey), Forward: l4.Forward(v.Forward),
+		GuardOnly: v.Flags&uint8(lbVipFlagVIP_GUARD_ONLY) != 0, HasACL: v.Flags&uint8(lbVipFlagVIP_ACL) != 0}
+	if v.NewFlowInterval > 0 {
+		e.NewFlowRate = uint32(uint64(time.Second) / uint64(v.NewFlowInterval))
+	}
+	return e
+}
+
+// rateInterval is the GCRA interval of rate events a second, in whole
+// nanoseconds (at least 1).
+func rateInterval(rate uint32) uint32 {
+	return uint32(max(uint64(time.Second)/uint64(rate), 1))
 }
 
 // BackendEntry is a backend as the data path sees it.
@@ -41,7 +91,13 @@ type BackendEntry struct {
 // balancer's own). Either may be the zero Addr: packets that need that
 // family are then dropped (counter drop_no_source).
 func (lb *LB) SetSource(v4, v6 netip.Addr) error {
+	lb.cfgMu.Lock()
+	defer lb.cfgMu.Unlock()
 	var c lbLbConfig
+	if err := lb.objs.Config.Lookup(uint32(0), &c); err != nil {
+		return fmt.Errorf("set source: %w", err)
+	}
+	c.Src4, c.Src6 = [4]byte{}, [16]byte{}
 	if v4.IsValid() {
 		if !v4.Unmap().Is4() {
 			return fmt.Errorf("set source: %v is not IPv4", v4)
@@ -60,7 +116,31 @@ func (lb *LB) SetSource(v4, v6 netip.Addr) error {
 	return nil
 }
 
-// SetVIP adds or updates a VIP.
+// SetSYNRate sets [xdp] syn_rate_per_source: TCP SYNs (without ACK) a
+// second that one source address may send to the VIPs together, bursts up
+// to a second's worth; 0 turns the guard off (no rate state is touched).
+func (lb *LB) SetSYNRate(perSource uint32) error {
+	lb.cfgMu.Lock()
+	defer lb.cfgMu.Unlock()
+	var c lbLbConfig
+	if err := lb.objs.Config.Lookup(uint32(0), &c); err != nil {
+		return fmt.Errorf("set syn rate: %w", err)
+	}
+	c.SynInterval = 0
+	if perSource > 0 {
+		c.SynInterval = rateInterval(perSource)
+	}
+	if err := lb.objs.Config.Put(uint32(0), &c); err != nil {
+		return fmt.Errorf("set syn rate: %w", err)
+	}
+	return nil
+}
+
+// SetVIP adds or updates a VIP, and its access list in the acl trie: a
+// new or changed ACL's networks are written before the entry that turns
+// it on, a removed one's deleted after the entry that turns it off, so a
+// packet never meets a half-written list's flags. Between the writes of a
+// changed list a client may meet the old verdict or the new one.
 func (lb *LB) SetVIP(key l4.VIPKey, e VIPEntry) error {
 	k, err := vipKeyOf(key)
 	if err != nil {
@@ -75,9 +155,19 @@ func (lb *LB) SetVIP(key l4.VIPKey, e VIPEntry) error {
 	case e.Forward != l4.ForwardIPIP && e.Forward != l4.ForwardL2:
 		return fmt.Errorf("set vip %v: forward %v unknown", key, e.Forward)
 	}
-	v := lbVipValue{Index: e.Index, HashKey: uint8(e.HashKey), Forward: uint8(e.Forward)}
+	v := vipValue(e)
+	if e.ACL != nil {
+		if err := lb.syncACL(e.Index, e.ACL); err != nil {
+			return fmt.Errorf("set vip %v: %w", key, err)
+		}
+	}
 	if err := lb.objs.Vips.Put(&k, &v); err != nil {
 		return fmt.Errorf("set vip %v: %w", key, err)
+	}
+	if e.ACL == nil {
+		if err := lb.syncACL(e.Index, nil); err != nil {
+			return fmt.Errorf("set vip %v: %w", key, err)
+		}
 	}
 	return nil
 }
@@ -99,6 +189,9 @@ func (lb *LB) DeleteVIP(key l4.VIPKey) error {
 	if err := lb.objs.Maglev.Delete(v.Index); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("delete vip %v table: %w", key, err)
 	}
+	if err := lb.syncACL(v.Index, nil); err != nil {
+		return fmt.Errorf("delete vip %v: %w", key, err)
+	}
 	return nil
 }
 
@@ -112,7 +205,7 @@ func (lb *LB) LookupVIP(key l4.VIPKey) (VIPEntry, error) {
 	if err := lb.objs.Vips.Lookup(&k, &v); err != nil {
 		return VIPEntry{}, fmt.Errorf("lookup vip %v: %w", key, notFound(err))
 	}
-	return VIPEntry{Index: v.Index, HashKey: l4.HashKey(v.HashKey), Forward: l4.Forward(v.Forward)}, nil
+	return vipEntry(&v), nil
 }
 
 // SetBackend writes backend index i (1 to MaxBackends-1).
@@ -301,7 +394,7 @@ func (lb *LB) VIPs(fn func(k l4.VIPKey, e VIPEntry) bool) error {
 	it := lb.objs.Vips.Iterate()
 	for it.Next(&k, &v) {
 		key := l4.VIPKey{Addr: netip.AddrPortFrom(addrFrom16(k.Addr), ntohs(k.Port)), Proto: l4.Protocol(k.Proto)}
-		if !fn(key, VIPEntry{Index: v.Index, HashKey: l4.HashKey(v.HashKey), Forward: l4.Forward(v.Forward)}) {
+		if !fn(key, vipEntry(&v)) {
 			return nil
 		}
 	}

@@ -19,6 +19,12 @@ const (
 	DefaultMaxVIPs = 512
 	// DefaultMaxBackends bounds backend indices (backends, backend_stats).
 	DefaultMaxBackends = 4096
+	// DefaultACLSize bounds the networks of all access lists together
+	// (the acl trie allocates per entry, so the bound costs nothing).
+	DefaultACLSize = 1 << 16
+	// DefaultSYNSources is how many source addresses the SYN rate guard
+	// keeps a state for (an LRU of 16+8-byte entries, about 5 MiB).
+	DefaultSYNSources = 1 << 16
 )
 
 // Options configure Load. The zero value loads with the defaults and
@@ -33,6 +39,13 @@ type Options struct {
 	// MaxBackends bounds backend indices: 1 to MaxBackends-1, index 0
 	// means "no backend" (default DefaultMaxBackends).
 	MaxBackends uint32
+	// ACLSize bounds the networks of every VIP's access list together
+	// (default DefaultACLSize).
+	ACLSize uint32
+	// SYNSources is the capacity of the per-source SYN rate states
+	// (default DefaultSYNSources); the least recently seen source makes
+	// room.
+	SYNSources uint32
 	// PinPath, when set, is a directory on which maps and the XDP links are
 	// pinned (under a subdirectory named by the layout version), so that a
 	// restarted process adopts the maps (conntrack survives) and replaces
@@ -51,6 +64,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBackends == 0 {
 		o.MaxBackends = DefaultMaxBackends
+	}
+	if o.ACLSize == 0 {
+		o.ACLSize = DefaultACLSize
+	}
+	if o.SYNSources == 0 {
+		o.SYNSources = DefaultSYNSources
 	}
 	if o.MaxBackends < 2 {
 		return o, fmt.Errorf("max backends %d: index 0 is reserved, need at least 2", o.MaxBackends)

@@ -27,6 +27,7 @@ const layoutVersion = 1
 var pinnedMaps = []string{
 	lbMapVips, lbMapConntrack, lbMapMaglev, lbMapBackends,
 	lbMapConfig, lbMapVipStats, lbMapBackendStats, lbMapCounters,
+	lbMapAcl, lbMapSynSources, lbMapVipRates,
 }
 
 // pinDirName is the subdirectory of PinPath for a layout: the version and

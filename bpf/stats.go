@@ -9,7 +9,14 @@ type VIPStats struct {
 	Packets  uint64 // forwarded packets
 	Bytes    uint64 // forwarded frame bytes as received
 	NewFlows uint64 // flows pinned (conntrack inserts and SYN rehashes)
-	Drops    uint64 // packets to the VIP that were dropped
+	Drops    uint64 // packets to the VIP that were dropped (the next two included)
+	// ACLDrops: packets of clients the VIP's access list refuses.
+	ACLDrops uint64
+	// SYNRateDrops: SYNs from sources above syn_rate_per_source.
+	SYNRateDrops uint64
+	// Untracked: packets of flows not in the conntrack forwarded without
+	// an insert because the VIP was above its new_flow_rate.
+	Untracked uint64
 }
 
 // BackendStats are a backend index's counters.
@@ -49,6 +56,11 @@ const (
 	CounterCTSyn          = Counter(lbCounterCOUNTER_CT_SYN)
 	CounterCTRst          = Counter(lbCounterCOUNTER_CT_RST)
 	CounterCTFull         = Counter(lbCounterCOUNTER_CT_FULL)
+	CounterDropACL        = Counter(lbCounterCOUNTER_DROP_ACL)
+	CounterDropSYNRate    = Counter(lbCounterCOUNTER_DROP_SYN_RATE)
+	CounterPassGuarded    = Counter(lbCounterCOUNTER_PASS_GUARDED)
+	CounterCTUntracked    = Counter(lbCounterCOUNTER_CT_UNTRACKED)
+	CounterACLEstablished = Counter(lbCounterCOUNTER_ACL_ESTABLISHED)
 
 	// NumCounters bounds Counter values; index 0 is never counted.
 	NumCounters = int(lbCounterCOUNTER_MAX)
@@ -82,6 +94,11 @@ var counterNames = [NumCounters]string{
 	CounterCTSyn:          "conntrack_syn_rehash",
 	CounterCTRst:          "conntrack_rst_delete",
 	CounterCTFull:         "conntrack_update_failed",
+	CounterDropACL:        "drop_acl",
+	CounterDropSYNRate:    "drop_syn_rate",
+	CounterPassGuarded:    "pass_guarded",
+	CounterCTUntracked:    "conntrack_untracked",
+	CounterACLEstablished: "acl_denied_established",
 }
 
 func (c Counter) String() string {
@@ -100,7 +117,8 @@ func (lb *LB) VIPStats(i uint32) (VIPStats, error) {
 	if err := sumInto(lb.percpu, lb.objs.VipStats, i, &v); err != nil {
 		return VIPStats{}, fmt.Errorf("vip stats: %w", err)
 	}
-	return VIPStats{Packets: v.Packets, Bytes: v.Bytes, NewFlows: v.NewFlows, Drops: v.Drops}, nil
+	return VIPStats{Packets: v.Packets, Bytes: v.Bytes, NewFlows: v.NewFlows, Drops: v.Drops,
+		ACLDrops: v.AclDrops, SYNRateDrops: v.SynRateDrops, Untracked: v.Untracked}, nil
 }
 
 // BackendStats returns the counters of backend index i.

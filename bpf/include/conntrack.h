@@ -4,7 +4,8 @@
  *                                 FIN sets FLOW_FIN; RST deletes the entry
  *   hit, backend gone/inactive -> as a miss (COUNTER_CT_STALE)
  *   TCP SYN without ACK        -> Maglev choice, rewrites an entry in place
- *   miss                       -> Maglev choice, inserted (never for RST)
+ *   miss                       -> Maglev choice, inserted (never for RST);
+ *                                 over the VIP's new_flow_rate: not inserted
  *   ICMP error                 -> lookup only; Maglev on a miss; no writes */
 #ifndef L4LB_CONNTRACK_H
 #define L4LB_CONNTRACK_H
@@ -12,6 +13,7 @@
 #include "hash.h"
 #include "maps.h"
 #include "parse.h"
+#include "rate.h"
 #include "stats.h"
 
 /* The kernel's struct bpf_map, reduced to the field we read; CO-RE fixes
@@ -84,7 +86,9 @@ static __always_inline void ct_insert(const struct packet *p, __u32 idx, __u64 n
 }
 
 /* select_backend returns the flow's backend (NULL: none usable) and its
- * index; *new_flow says the flow was (re)pinned. */
+ * index; *new_flow says the flow was (re)pinned (NEW_PINNED) or forwarded
+ * without an entry because the VIP is over its new_flow_rate
+ * (NEW_UNTRACKED). */
 static __always_inline struct backend *select_backend(const struct packet *p,
 						      const struct vip_value *vip,
 						      __u32 *idx, __u8 *new_flow)
@@ -122,10 +126,14 @@ static __always_inline struct backend *select_backend(const struct packet *p,
 		st->flags = 0;
 		st->last_seen = now;
 		count(COUNTER_CT_SYN);
-	} else {
+	} else if (new_flow_admitted(vip, now)) {
 		ct_insert(p, *idx, now);
+	} else {
+		count(COUNTER_CT_UNTRACKED);
+		*new_flow = NEW_UNTRACKED;
+		return be;
 	}
-	*new_flow = 1;
+	*new_flow = NEW_PINNED;
 	return be;
 }
 

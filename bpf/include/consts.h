@@ -81,6 +81,11 @@
 #define DEFAULT_MAX_VIPS 512
 #define DEFAULT_MAX_BACKENDS 4096
 #define DEFAULT_CT_SIZE 65536
+#define DEFAULT_ACL_SIZE 65536
+#define DEFAULT_SYN_SOURCES 65536
+
+/* The GCRA burst of the rate guards: one second's worth of events. */
+#define RATE_BURST_NS 1000000000ULL
 
 /* Flow hash constants: must equal l4/balance/hash.go bit for bit (the Go
  * tests compare the program's choice with balance.FlowHash on random flows,

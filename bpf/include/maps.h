@@ -85,6 +85,34 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/* Access lists of every VIP with one: (VIP index, client network) ->
+ * allowed or denied; the longest match decides, as in l4/guard. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, DEFAULT_ACL_SIZE);
+	__type(key, struct acl_key);
+	__type(value, struct acl_rule);
+} acl SEC(".maps");
+
+/* SYN rate per source address ([xdp] syn_rate_per_source), shared by
+ * every VIP and CPU. An LRU: a flood of spoofed sources evicts old states,
+ * which only forgives those sources their past SYNs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, DEFAULT_SYN_SOURCES);
+	__type(key, struct src_key);
+	__type(value, struct rate_state);
+} syn_sources SEC(".maps");
+
+/* new_flow_rate state per VIP index (shared by the CPUs, see rate_state). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, __u32);
+	__type(value, struct rate_state);
+} vip_rates SEC(".maps");
+
 /* Anchors so that the enums reach BTF, where bpf2go finds them and emits
  * Go constants; nothing reads these. */
 volatile const enum counter anchor_counter;
@@ -92,5 +120,6 @@ volatile const enum hash_key anchor_hash_key;
 volatile const enum forward anchor_forward;
 volatile const enum flow_flag anchor_flow_flag;
 volatile const enum backend_flag anchor_backend_flag;
+volatile const enum vip_flag anchor_vip_flag;
 
 #endif

@@ -6,6 +6,10 @@
 #include "maps.h"
 #include "parse.h"
 
+/* What select_backend did with a flow, for the per-VIP counters. */
+#define NEW_PINNED 1
+#define NEW_UNTRACKED 2
+
 /* count bumps a global counter. */
 static __always_inline void count(__u32 reason)
 {
@@ -29,7 +33,8 @@ static __always_inline void account(const struct packet *p, __u32 vip_index, __u
 	if (vs) {
 		vs->packets += fwd;
 		vs->bytes += fwd ? p->frame_len : 0;
-		vs->new_flows += new_flow;
+		vs->new_flows += new_flow == NEW_PINNED;
+		vs->untracked += new_flow == NEW_UNTRACKED;
 		vs->drops += !fwd;
 	}
 	if (!fwd || !backend)
@@ -38,8 +43,21 @@ static __always_inline void account(const struct packet *p, __u32 vip_index, __u
 	if (bs) {
 		bs->packets++;
 		bs->bytes += p->frame_len;
-		bs->new_flows += new_flow;
+		bs->new_flows += new_flow == NEW_PINNED;
 	}
+}
+
+/* account_guard charges a packet a guard dropped to its VIP. */
+static __always_inline void account_guard(__u32 vip_index, __u32 reason)
+{
+	struct vip_counters *vs = bpf_map_lookup_elem(&vip_stats, &vip_index);
+	if (!vs)
+		return;
+	vs->drops++;
+	if (reason == COUNTER_DROP_ACL)
+		vs->acl_drops++;
+	else
+		vs->syn_rate_drops++;
 }
 
 #endif

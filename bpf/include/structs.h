@@ -21,10 +21,52 @@ struct vip_key {
  * max_entries of the VIP's inner table map, so a table and its size are
  * swapped in one atomic outer-map update. */
 struct vip_value {
-	__u32 index;	/* slot in maglev and vip_stats; chosen by the control plane */
+	__u32 index;	/* slot in maglev, vip_stats, vip_rates and the acl keys; chosen by the control plane */
 	__u8 hash_key;	/* enum hash_key */
 	__u8 forward;	/* enum forward */
+	__u8 flags;	/* enum vip_flag */
+	__u8 pad;
+	__u32 new_flow_interval;	/* ns between conntrack inserts at the VIP's new_flow_rate; 0 = no cap */
+};
+
+/* What the guards do for a VIP. A VIP without VIP_ACL costs no trie
+ * lookup. */
+enum vip_flag {
+	VIP_ACL = 1,		/* look the client up in the acl trie under the VIP's index */
+	VIP_DEFAULT_DENY = 2,	/* a client in no network of the ACL is refused (there is an allow list) */
+	VIP_GUARD_ONLY = 4,	/* a proxy-mode VIP: ACL and SYN rate only, then XDP_PASS untouched */
+};
+
+/* Key of the acl LPM trie. One trie serves every VIP: the VIP's index is
+ * part of every prefix (prefixlen counts its 32 bits, then 96 + len for an
+ * IPv4 network in the 16-byte form, or len for IPv6), so a lookup under
+ * one index never matches another VIP's networks. */
+struct acl_key {
+	__u32 prefixlen;
+	__u32 vip_index;	/* native order: Go writes it as the program reads it */
+	__u8 addr[16];		/* 16-byte form */
+};
+
+/* Value of the acl trie: the verdict of the most specific network. */
+struct acl_rule {
+	__u8 allowed;	/* 1 allowed, 0 denied */
+	__u8 implied;	/* 1: not a configured network but ::ffff:0:0/96 with the default
+			 * verdict, written when an IPv6 network would cover IPv4 clients
+			 * (l4/guard matches IPv4 clients against IPv4 networks only) */
 	__u16 pad;
+};
+
+/* Key of syn_sources: a client address in the 16-byte form. */
+struct src_key {
+	__u8 addr[16];
+};
+
+/* A GCRA rate state: the theoretical arrival time of the next event
+ * (bpf_ktime_get_coarse_ns). One word, written without atomics: two CPUs
+ * admitting for the same key at once may both pass, so rates are
+ * approximate (a little over, never under). */
+struct rate_state {
+	__u64 tat;
 };
 
 /* Which parts of a flow the Maglev hash covers; values equal Go's
@@ -81,6 +123,7 @@ enum backend_flag {
 struct lb_config {
 	__u8 src4[4];
 	__u8 src6[16];
+	__u32 syn_interval;	/* ns between admitted SYNs of one source ([xdp] syn_rate_per_source); 0 = off */
 };
 
 /* Per-VIP counters (per CPU, summed by Go). */
@@ -88,7 +131,10 @@ struct vip_counters {
 	__u64 packets;	/* forwarded (TX or redirect) */
 	__u64 bytes;	/* frame bytes as received, before encapsulation */
 	__u64 new_flows;	/* conntrack inserts and SYN rehashes */
-	__u64 drops;	/* packets to this VIP that were dropped */
+	__u64 drops;	/* packets to this VIP that were dropped (the three below included) */
+	__u64 acl_drops;	/* dropped by the access list */
+	__u64 syn_rate_drops;	/* SYNs dropped by syn_rate_per_source */
+	__u64 untracked;	/* packets of flows not in conntrack forwarded without an insert (new_flow_rate) */
 };
 
 /* Per-backend counters (per CPU, summed by Go). */
@@ -127,6 +173,11 @@ enum counter {
 	COUNTER_CT_SYN,			/* SYN (no ACK) rehashed over an existing entry */
 	COUNTER_CT_RST,			/* RST deleted the entry */
 	COUNTER_CT_FULL,		/* conntrack update failed: forwarded uncached */
+	COUNTER_DROP_ACL,		/* client refused by the VIP's access list */
+	COUNTER_DROP_SYN_RATE,		/* SYN from a source above syn_rate_per_source */
+	COUNTER_PASS_GUARDED,		/* packet to a guard-only (proxy) VIP that passed its guards */
+	COUNTER_CT_UNTRACKED,		/* flow over the VIP's new_flow_rate: forwarded, not inserted */
+	COUNTER_ACL_ESTABLISHED,	/* denied client, but its flow is in conntrack (admitted before a reload): forwarded */
 	COUNTER_MAX,
 };
 

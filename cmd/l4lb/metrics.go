@@ -40,6 +40,9 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"xdp_flows":   d("vip_xdp_new_flows_total", "Flows the XDP program pinned to a backend for an xdp VIP.", vipLabels),
 		"xdp_drops":   d("vip_xdp_drops_total", "Packets to an xdp VIP that the XDP program dropped.", vipLabels),
 		"xdp_live":    d("vip_xdp_live_flows", "Flows of an xdp VIP in the conntrack, seen lately.", vipLabels),
+		"xdp_acl":     d("vip_xdp_acl_drops_total", "Packets the XDP program dropped for the VIP's allow/deny (xdp VIPs, and proxy VIPs it guards).", vipLabels),
+		"xdp_synrate": d("vip_xdp_syn_rate_drops_total", "SYNs to the VIP the XDP program dropped over [xdp] syn_rate_per_source.", vipLabels),
+		"xdp_untrack": d("vip_xdp_untracked_total", "Packets of an xdp VIP's flows forwarded without a conntrack entry, over new_flow_rate.", vipLabels),
 		"xdp_counter": d("xdp_events_total", "XDP program events: packets passed to the kernel or dropped, by reason; flow table events.", []string{"event"}),
 		"b_packets":   d("backend_packets_total", "Packets forwarded to the backend (xdp VIPs).", backendLabels),
 		"udp_dgrams":  d("vip_udp_datagrams_total", "Client datagrams forwarded to backends.", vipLabels),
@@ -154,6 +157,13 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["xdp_flows"], counter, float64(x.NewFlows), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["xdp_drops"], counter, float64(x.Drops), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["xdp_live"], gauge, float64(x.LiveFlows), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_acl"], counter, float64(x.ACLDrops), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_synrate"], counter, float64(x.SYNRateDrops), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_untrack"], counter, float64(x.Untracked), vl...)
+		}
+		if g := v.XDPGuard; g != nil {
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_acl"], counter, float64(g.ACLDrops), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["xdp_synrate"], counter, float64(g.SYNRateDrops), vl...)
 		}
 		if u := v.UDP; u != nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_dgrams"], counter, float64(u.Datagrams), vl...)

@@ -146,6 +146,12 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		if x := v.XDP; x != nil {
 			fmt.Fprintf(w, "  xdp: packets %d  bytes %s  new-flows %d  drops %d  live-flows %d\n",
 				x.Packets, bytesString(x.Bytes), x.NewFlows, x.Drops, x.LiveFlows)
+			if x.ACLDrops+x.SYNRateDrops+x.Untracked > 0 {
+				fmt.Fprintf(w, "  xdp guards: acl-drops %d  syn-rate-drops %d  untracked %d\n", x.ACLDrops, x.SYNRateDrops, x.Untracked)
+			}
+		}
+		if g := v.XDPGuard; g != nil {
+			fmt.Fprintf(w, "  xdp guards: acl-drops %d  syn-rate-drops %d\n", g.ACLDrops, g.SYNRateDrops)
 		}
 		if u := v.UDP; u != nil {
 			fmt.Fprintf(w, "  datagrams %d  replies %d  dropped %d  truncated %d  sessions-refused %d  moved %d\n",

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -76,6 +77,9 @@ type planeDeps struct {
 
 	indexes *indexPool  // backend indexes (for the VIP, not the data plane)
 	xdp     *xdpRuntime // the XDP program, when the config has xdp VIPs
+	// xdpAt holds the XDP program once it runs, for the guard-only
+	// entries of proxy VIPs (nil: never guard them).
+	xdpAt *atomic.Pointer[xdpRuntime]
 	// inherit holds the sockets an earlier l4lb passed (an upgrade): a
 	// VIP listed there takes its socket instead of binding. nil = none.
 	inherit *ListenSockets

@@ -25,8 +25,10 @@ type Runtime struct {
 	budget  *proxy.ConnBudget // nil = no process-wide cap
 	self    proxy.Listeners   // every address the VIPs listen on
 	indexes *indexPool        // backend indexes across all VIPs
-	xdp     *xdpRuntime       // the XDP program, once a config has xdp VIPs (guarded by mu)
-	health  *health.Manager
+	xdp     *xdpRuntime       // the XDP program, once a config has xdp VIPs or XDP guards (guarded by mu)
+	// xdpAt is xdp for the guards of proxy VIPs, which read it without mu.
+	xdpAt  atomic.Pointer[xdpRuntime]
+	health *health.Manager
 
 	// index maps a VIP key's string (health target names use it) to the
 	// running VIP, for the health callback, which must not take mu.
@@ -190,6 +192,7 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 		r.xdp.settle(r.indexes)
 		if cfg.XDP != nil {
 			r.xdp.weightRefresh.Store(int64(cfg.XDP.WeightRefresh))
+			r.xdp.setSYNRate(cfg.XDP.SYNRatePerSource)
 		}
 	}
 	r.cfg = cfg
@@ -204,7 +207,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKe
 		if _, ok := r.vips[key]; ok && !moved[key] {
 			continue
 		}
-		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, loops: r.loops, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp, inherit: r.inherit, carry: r.carry}, r.health)
+		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, loops: r.loops, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp, xdpAt: &r.xdpAt, inherit: r.inherit, carry: r.carry}, r.health)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()
@@ -249,11 +252,12 @@ func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 }
 
 // ensureXDP loads and attaches the XDP program when cfg is the first
-// config with xdp VIPs. It stays until Shutdown, also when a reload
-// removes the last xdp VIP; a reload cannot move it (its [xdp] keys need a
-// restart).
+// config with xdp VIPs, or with an [xdp] table whose guards have work for
+// proxy VIPs (syn_rate_per_source, allow/deny). It stays until Shutdown,
+// also when a reload removes the last xdp VIP; a reload cannot move it
+// (its [xdp] keys but syn_rate_per_source need a restart).
 func (r *Runtime) ensureXDP(cfg *config.Config) error {
-	if r.xdp != nil || !hasXDPVIP(cfg) {
+	if r.xdp != nil || !hasXDPVIP(cfg) && !wantsXDPGuards(cfg) {
 		return nil
 	}
 	if cfg.XDP == nil {
@@ -264,6 +268,7 @@ func (r *Runtime) ensureXDP(cfg *config.Config) error {
 		return err
 	}
 	r.xdp = x
+	r.xdpAt.Store(x)
 	x.run(r.rescaleXDP)
 	return nil
 }

@@ -48,8 +48,20 @@ type XDPVIPStatus struct {
 	Packets   uint64 `json:"packets"`
 	Bytes     uint64 `json:"bytes"`
 	NewFlows  uint64 `json:"new_flows"`
-	Drops     uint64 `json:"drops"`
+	Drops     uint64 `json:"drops"` // acl_drops and syn_rate_drops included
 	LiveFlows int64  `json:"live_flows"`
+	XDPGuardStatus
+	// Untracked counts packets of flows not in the conntrack forwarded
+	// without an insert: the VIP was above its new_flow_rate.
+	Untracked uint64 `json:"untracked"`
+}
+
+// XDPGuardStatus holds what the XDP program's guards dropped for a VIP:
+// an xdp VIP's (inside XDPVIPStatus), or a proxy VIP's whose packets the
+// program sees first (VIPStatus.XDPGuard).
+type XDPGuardStatus struct {
+	ACLDrops     uint64 `json:"acl_drops"`      // clients refused by allow/deny
+	SYNRateDrops uint64 `json:"syn_rate_drops"` // SYNs over [xdp] syn_rate_per_source
 }
 
 // ReloadStatus is the outcome of one reload (SIGHUP).
@@ -103,6 +115,9 @@ type VIPStatus struct {
 	TCP          *TCPStatus      `json:"tcp,omitempty"`
 	UDP          *UDPStatus      `json:"udp,omitempty"`
 	XDP          *XDPVIPStatus   `json:"xdp,omitempty"`
+	// XDPGuard: a proxy VIP the XDP program guards (an [xdp] table, a
+	// concrete listen address).
+	XDPGuard *XDPGuardStatus `json:"xdp_guard,omitempty"`
 	// Rebalance is the running or last rebalance (l4lb rebalance), if any.
 	Rebalance *RebalanceStatus `json:"rebalance,omitempty"`
 
@@ -252,6 +267,7 @@ func (v *vip) status() VIPStatus {
 	}
 	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
 	v.dp.fillStatus(&s)
+	v.guard.fillStatus(&s)
 	return s
 }
 

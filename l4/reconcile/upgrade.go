@@ -216,6 +216,7 @@ func (r *Runtime) HoldXDP(hold bool) {
 				v.log.Error("xdp: rewriting the maps after an upgrade failed", zap.Error(err))
 			}
 		}
+		v.guard.write()
 	}
 	r.xdp.neighborsChanged()
 }

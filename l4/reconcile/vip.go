@@ -26,6 +26,7 @@ type vip struct {
 	flows   l4.FlowCounter   // VIP-wide live flows (bounded-load hashing reads it)
 	store   snapshot.Store   // the snapshot new flows pick from
 	dp      dataPlane        // moves the traffic: proxy services or XDP maps
+	guard   *xdpGuard        // a proxy VIP's entry in the XDP program; nil: none
 	self    *proxy.Listeners // the process's listeners, which this VIP joins while it listens
 	indexes *indexPool       // backend indexes, shared by all VIPs
 
@@ -114,6 +115,7 @@ func newVIP(key l4.VIPKey, vc *config.VIP, deps planeDeps, hm *health.Manager) (
 		p.abandon(v.indexes)
 		return nil, err
 	}
+	v.guard = newXDPGuard(key, vc, deps.xdpAt, v.log)
 	if err := v.commit(p); err != nil {
 		v.closeNow()
 		return nil, err
@@ -124,18 +126,23 @@ func newVIP(key l4.VIPKey, vc *config.VIP, deps planeDeps, hm *health.Manager) (
 func (v *vip) name() string     { return v.conf.Load().Name }
 func (v *vip) cfg() *config.VIP { return v.conf.Load() }
 
-func (v *vip) serve() { v.dp.serve() }
+func (v *vip) serve() {
+	v.guard.write()
+	v.dp.serve()
+}
 
 // stopAccepting stops new flows; established ones continue until drain.
 func (v *vip) stopAccepting() {
 	v.stopped.Store(true)
 	v.self.Remove(v.key)
+	v.guard.clear()
 	v.dp.stopAccepting()
 }
 
 func (v *vip) closeNow() {
 	v.stopped.Store(true)
 	v.self.Remove(v.key)
+	v.guard.clear()
 	v.dp.closeNow()
 	v.releaseIndexes()
 }
@@ -145,6 +152,7 @@ func (v *vip) closeNow() {
 func (v *vip) drain(ctx context.Context) int {
 	v.stopped.Store(true)
 	v.self.Remove(v.key)
+	v.guard.clear()
 	n := v.dp.drain(ctx)
 	v.releaseIndexes()
 	return n
@@ -165,6 +173,7 @@ func (v *vip) apply(p *plan) {
 	if err := v.dp.update(p.conf); err != nil {
 		v.log.Error("settings not applied", zap.Error(err))
 	}
+	v.guard.update(p.conf)
 	if err := v.commit(p); err != nil {
 		v.log.Error("snapshot not published to the data plane", zap.Error(err))
 	}

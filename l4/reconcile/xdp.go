@@ -103,7 +103,20 @@ func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRunti
 		x.log.Warn("xdp attached in generic mode: it runs after the kernel allocates each packet, at a fraction of driver mode's speed")
 	}
 	x.weightRefresh.Store(int64(cfg.WeightRefresh))
+	x.setSYNRate(cfg.SYNRatePerSource)
 	return x, nil
+}
+
+// setSYNRate writes [xdp] syn_rate_per_source (a reload applies it at once).
+func (x *xdpRuntime) setSYNRate(perSource int) {
+	if x.held.Load() {
+		return
+	}
+	x.using(func() {
+		if err := x.lb.SetSYNRate(uint32(perSource)); err != nil {
+			x.log.Warn("xdp: syn_rate_per_source not applied", zap.Int("syn_rate_per_source", perSource), zap.Error(err))
+		}
+	})
 }
 
 // run starts the loop that reads the flow table; rescale moves the

@@ -27,12 +27,33 @@ func (p *xdpPlane) explain(q *explainQuery) {
 		return
 	}
 	q.e.HashKey = path.VIP.HashKey.String()
+	p.explainACL(q)
 	if q.port {
 		p.explainEntry(q, path)
 	} else {
 		p.clientFlows(q)
 	}
 	p.explainSlot(q, path)
+}
+
+// explainACL notes the verdict of the VIP's allow/deny for the client, as
+// the program's trie gives it (the same rule as guard.ACL).
+func (p *xdpPlane) explainACL(q *explainQuery) {
+	p.mu.Lock()
+	acl := p.acl.acl
+	p.mu.Unlock()
+	if acl == nil {
+		return
+	}
+	client := q.f.Src.Addr()
+	if acl.Allowed(client) {
+		return
+	}
+	why := "no network of allow contains it"
+	if r, ok := acl.Match(client); ok {
+		why = "deny " + r.Net.String() + " is the most specific network containing it"
+	}
+	q.e.Notes = append(q.e.Notes, fmt.Sprintf("allow/deny refuses %s (%s): the XDP program drops its packets, but for a flow already in the conntrack", client, why))
 }
 
 // xdpCandidates gives the candidates the flow table's live counts (read

@@ -15,6 +15,7 @@ import (
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
@@ -33,6 +34,7 @@ type xdpPlane struct {
 	written atomic.Uint64
 
 	mu       sync.Mutex
+	acl      vipACL                 // the access list the maps hold
 	stopped  bool                   // no new flows: the table is empty
 	backends map[uint32]*xdpBackend // every backend entry this VIP wrote, by index
 }
@@ -106,13 +108,22 @@ func (p *xdpPlane) write(snap *snapshot.Snapshot) error {
 	if err := p.x.lb.SetMaglev(p.index, table); err != nil {
 		return err
 	}
-	if err := p.x.lb.SetVIP(p.key, bpf.VIPEntry{Index: p.index, HashKey: vc.HashKey, Forward: vc.Forward}); err != nil {
+	acl, err := p.aclFor(vc)
+	if err != nil {
+		return err
+	}
+	if err := p.x.lb.SetVIP(p.key, bpf.VIPEntry{Index: p.index, HashKey: vc.HashKey, Forward: vc.Forward,
+		NewFlowRate: uint32(vc.NewFlowRate), ACL: acl}); err != nil {
 		return err
 	}
 	p.written.Store(snap.Generation())
 	p.x.neighborsChanged()
 	return nil
 }
+
+// aclFor is vc's access list, the one already written while the lists
+// are unchanged (bpf.LB.SetVIP then leaves the trie alone).
+func (p *xdpPlane) aclFor(vc *config.VIP) (*guard.ACL, error) { return p.acl.of(vc) }
 
 // table maps the snapshot's Maglev table (indexes into its members) onto
 // backend indexes.
@@ -359,7 +370,8 @@ func (p *xdpPlane) readStatus(s *VIPStatus) {
 	if err != nil {
 		return
 	}
-	x := &XDPVIPStatus{Packets: st.Packets, Bytes: st.Bytes, NewFlows: st.NewFlows, Drops: st.Drops}
+	x := &XDPVIPStatus{Packets: st.Packets, Bytes: st.Bytes, NewFlows: st.NewFlows, Drops: st.Drops,
+		XDPGuardStatus: XDPGuardStatus{ACLDrops: st.ACLDrops, SYNRateDrops: st.SYNRateDrops}, Untracked: st.Untracked}
 	s.Accepted = st.NewFlows
 	for i := range s.Backends {
 		bs := &s.Backends[i]
