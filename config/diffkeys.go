@@ -76,8 +76,8 @@ var vipSettingList = []setting[VIP]{
 	{"udp_responses", func(v *VIP) string { return strconv.Itoa(v.UDPResponses) }, EffectNow, "counted on established sessions too", nil},
 	{"forward", func(v *VIP) string { return v.Forward.String() }, EffectNow, "every packet from then on, established flows too", nil},
 	{"new_flow_rate", func(v *VIP) string { return strconv.Itoa(v.NewFlowRate) }, EffectNow, "flows already tracked stay tracked", nil},
-	{"allow", func(v *VIP) string { return prefixList(v.Allow, strconv.Quote) }, EffectNewFlows, "established connections and sessions are not cut", nil},
-	{"deny", func(v *VIP) string { return prefixList(v.Deny, strconv.Quote) }, EffectNewFlows, "established connections and sessions are not cut", nil},
+	{"allow", func(v *VIP) string { return prefixList(v.Allow, strconv.Quote) }, EffectNewFlows, accessNote, nil},
+	{"deny", func(v *VIP) string { return prefixList(v.Deny, strconv.Quote) }, EffectNewFlows, accessNote, nil},
 	{"max_conns_per_client", func(v *VIP) string { return strconv.Itoa(v.MaxConnsPerClient) }, EffectNewFlows, "no connection is cut; open ones count against the new limit", nil},
 	{"conn_rate_per_client", func(v *VIP) string { return strconv.Itoa(v.ConnRatePerClient) }, EffectNewFlows, "", nil},
 	{"max_sessions_per_client", func(v *VIP) string { return strconv.Itoa(v.MaxSessionsPerClient) }, EffectNewFlows, "no session is ended; open ones count against the new limit", nil},
@@ -114,6 +114,9 @@ var healthSettingList = []setting[Health]{
 }
 
 const probesRestart = "probes restart with it; health states are kept"
+
+// accessNote is what an allow/deny change leaves alone.
+const accessNote = "established TCP connections are not cut; with the XDP program attached, a newly refused client's UDP datagrams are dropped there, sessions included"
 
 // compare lists the settings whose values differ between o and v, among
 // those applies accepts.
