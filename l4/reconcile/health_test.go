@@ -32,8 +32,8 @@ connect_timeout = "500ms"
 %s`
 
 // TestBackendDownAndBack kills a backend's server: it is marked down within
-// fall x interval + timeout, no client is sent to it afterwards and no
-// client sees an error meanwhile; restarted, it is up after rise probes and
+// fall x interval + timeout, it is picked for no client afterwards (its
+// counters stand still) and no client sees an error meanwhile; restarted, it is up after rise probes and
 // its weight ramps over slow_start.
 func TestBackendDownAndBack(t *testing.T) {
 	for _, passive := range []int{0, 1} {
@@ -64,10 +64,21 @@ func testDownAndBack(t *testing.T, maxFails int) {
 		t.Errorf("down after %v, bound fall x interval + timeout = %v (+ jitter)", took, bound)
 	}
 	t.Logf("detection: down after %v (bound fall x interval + timeout = 500ms)", took)
+	// What the clients notice cannot tell: a connect to b's closed port is
+	// refused and retried on another backend. b's counters can: every
+	// pick of b is a flow or a failed connect. A client that picked b
+	// just before the snapshot without it was published has 50 ms to
+	// count its refusal.
+	time.Sleep(50 * time.Millisecond)
 	before := clients.snapshot()["b"]
+	stBefore, _ := backendStatus(rt, "web", "b")
 	time.Sleep(500 * time.Millisecond)
 	if after := clients.snapshot()["b"]; after != before {
 		t.Errorf("%d clients sent to b after it was marked down", after-before)
+	}
+	if stAfter, _ := backendStatus(rt, "web", "b"); stAfter.Flows != stBefore.Flows || stAfter.ConnectFails != stBefore.ConnectFails {
+		t.Errorf("b picked after it was marked down: flows %d -> %d, connect fails %d -> %d",
+			stBefore.Flows, stAfter.Flows, stBefore.ConnectFails, stAfter.ConnectFails)
 	}
 
 	servers["b"].restart(t)
