@@ -24,6 +24,7 @@ type hostedBackend struct {
 	name   string
 	data   netip.AddrPort
 	health net.Listener
+	stop   func() // closes the data server's socket
 }
 
 // startHosted starts one backend per name on 127.0.0.11, .12, ... with
@@ -57,13 +58,15 @@ func tryHosted(t *testing.T, proto string, names []string) ([]*hostedBackend, ui
 		}
 		t.Cleanup(func() { hln.Close() })
 		testutil.ServeConns(hln, func(net.Conn) {})
-		hs = append(hs, &hostedBackend{name: name, data: serveData(t, proto, ip, name), health: hln})
+		data, stop := serveData(t, proto, ip, name)
+		hs = append(hs, &hostedBackend{name: name, data: data, health: hln, stop: stop})
 	}
 	return hs, port, true
 }
 
-// serveData starts the backend's data server on ip.
-func serveData(t *testing.T, proto string, ip netip.Addr, name string) netip.AddrPort {
+// serveData starts the backend's data server on ip; stop closes its
+// socket.
+func serveData(t *testing.T, proto string, ip netip.Addr, name string) (addr netip.AddrPort, stop func()) {
 	t.Helper()
 	if proto == "tcp" {
 		ln, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, 0)))
@@ -72,7 +75,7 @@ func serveData(t *testing.T, proto string, ip netip.Addr, name string) netip.Add
 		}
 		t.Cleanup(func() { ln.Close() })
 		testutil.ServeConns(ln, testutil.NamedEcho(name))
-		return ln.Addr().(*net.TCPAddr).AddrPort()
+		return ln.Addr().(*net.TCPAddr).AddrPort(), func() { ln.Close() }
 	}
 	pc, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 0)))
 	if err != nil {
@@ -89,7 +92,7 @@ func serveData(t *testing.T, proto string, ip netip.Addr, name string) netip.Add
 			pc.WriteToUDPAddrPort(append([]byte(name+":"), buf[:n]...), from)
 		}
 	}()
-	return pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	return pc.LocalAddr().(*net.UDPAddr).AddrPort(), func() { pc.Close() }
 }
 
 const exclusionVIP = `
@@ -225,5 +228,67 @@ func TestDownBackendGetsNoNewFlows(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+const passiveUDPVIP = `
+[global]
+admin_socket = "off"
+[[vip]]
+name = "v"
+listen = "%s"
+protocol = "udp"
+algorithm = "source_hash"
+  [vip.health]
+  type = "none"
+  max_fails = 1
+`
+
+// TestUDPDeadBackendMarkedByICMP: a UDP backend with passive health only
+// dies (its socket closes: the kernel answers ICMP port unreachable). The
+// first datagram of a session on it fails on l4lb's backend socket, which
+// marks it down at once; the session's next datagram moves to a live
+// backend, and new sessions never reach the dead one. source_hash keeps
+// every client on its backend until then, so nothing but the mark can
+// move a session (round robin would hand out another backend anyway).
+func TestUDPDeadBackendMarkedByICMP(t *testing.T) {
+	const flows = 48
+	hs, _ := startHosted(t, "udp", "a", "b", "c")
+	addrs := map[string]netip.AddrPort{}
+	for _, h := range hs {
+		addrs[h.name] = h.data
+	}
+	vip := testutil.FreeTCPAddr(t)
+	rt := startRuntime(t, fmt.Sprintf(passiveUDPVIP, vip)+backendsTOML(addrs))
+	var onB []*net.UDPConn
+	for i := range flows {
+		name, c, err := newFlowFrom("udp", vip, 100+i)
+		if err != nil {
+			t.Fatalf("flow from 127.0.0.%d: %v", 100+i, err)
+		}
+		defer c.Close()
+		if name == "b" {
+			onB = append(onB, c.(*net.UDPConn))
+		}
+	}
+	if len(onB) == 0 {
+		t.Fatal("no session on b: the test proves nothing")
+	}
+
+	hs[1].stop()
+	for i, c := range onB { // each retries: the first datagram meets the ICMP error
+		name, err := udpAsk(c, "again")
+		if err != nil || name == "b" {
+			t.Fatalf("session %d of %d on b after b died: reply from %q, %v; want it moved to a or c", i, len(onB), name, err)
+		}
+	}
+	st, _ := backendStatus(rt, "v", "b")
+	if st.Health != "down" || !strings.HasPrefix(st.Reason, "passive") {
+		t.Fatalf("b after its sessions failed: health %s (%s), want down by a passive mark", st.Health, st.Reason)
+	}
+	seen := askAll(t, "udp", vip, flows)
+	after, _ := backendStatus(rt, "v", "b")
+	if seen["b"] != 0 || after.Flows != st.Flows {
+		t.Fatalf("new sessions after b was marked down: %v, b's flows %d -> %d; want none on b", seen, st.Flows, after.Flows)
 	}
 }
