@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -449,29 +450,74 @@ func TestAcceptedSocketsInheritKeepAlive(t *testing.T) {
 	}
 }
 
-// TestNoPipeLeaks: after many complete connections every pipe is back in
-// the pool (none lent), and the pool holds no more than it may keep.
+// TestNoPipeLeaks: after many complete connections, each of which
+// carried its own payload both ways byte for byte (small ones copied,
+// bulk ones spliced through pipes), every pipe is back in the pool (none
+// lent), and the pool holds no more than it may keep. A proxy that lost
+// or changed bytes would fail here, not just one that leaked pipes.
 func TestNoPipeLeaks(t *testing.T) {
 	addr := startServer(t, func(c *net.TCPConn) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
 		io.Copy(c, c)
 	})
-	ts := newService(t, Settings{}, addr)
+	pipes := NewPipePool(0)
+	// Registered before the loops and the service: runs after the service
+	// drained and the loops gave their own free pipes back to the pool.
+	t.Cleanup(func() {
+		pipes.Close()
+		if open := pipes.Open(); open != 0 {
+			t.Errorf("%d pipes leaked", open)
+		}
+	})
+	ts := newServiceOn(t, pipes, testLoops(t, pipes), Settings{}, addr)
+	rng := mrand.New(mrand.NewPCG(3, 4))
 	for i := 0; i < 300; i++ {
-		c := ts.dial(t)
-		c.Write([]byte("x"))
-		io.ReadFull(c, make([]byte, 1))
-		c.CloseWrite()
-		io.ReadAll(c)
-		c.Close()
+		size := 1 + rng.IntN(64)
+		if i%3 == 0 {
+			size = 64<<10 + rng.IntN(64<<10) // bulk: spliced
+		}
+		payload := make([]byte, size)
+		for j := range payload {
+			payload[j] = byte(rng.Uint32())
+		}
+		if err := echoAll(ts.dial(t), payload); err != nil {
+			t.Fatalf("connection %d (%d bytes): %v", i, size, err)
+		}
+	}
+	if ts.spliced.Load() == 0 {
+		t.Fatal("no byte moved by splice: the pipes were never used")
 	}
 	testutil.Eventually(t, 2*time.Second, "connections to end", func() bool { return ts.Conns() == 0 })
 	if lent, open := ts.pipes.Lent(), ts.pipes.Open(); lent != 0 || open > maxIdlePipes {
 		t.Fatalf("after 300 connections: %d pipes lent, %d open", lent, open)
 	}
-	ts.pipes.Close()
-	if open := ts.pipes.Open(); open != 0 {
-		t.Fatalf("%d pipes leaked", open)
+}
+
+// echoAll sends payload on c (then its FIN) while reading the echo, and
+// fails unless exactly payload came back before the backend's FIN. It
+// closes c.
+func echoAll(c *net.TCPConn, payload []byte) error {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(payload)
+		if err == nil {
+			err = c.CloseWrite()
+		}
+		werr <- err
+	}()
+	got, rerr := io.ReadAll(c)
+	if err := <-werr; err != nil {
+		return fmt.Errorf("write: %w", err)
 	}
+	if rerr != nil {
+		return fmt.Errorf("read after %d bytes: %w", len(got), rerr)
+	}
+	if !bytes.Equal(got, payload) {
+		return fmt.Errorf("echo of %d bytes came back as %d bytes, or changed", len(payload), len(got))
+	}
+	return nil
 }
 
 func TestLocalFailure(t *testing.T) {
