@@ -3,10 +3,12 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,4 +131,19 @@ func (ts *testService) dial(t testing.TB) *net.TCPConn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c.(*net.TCPConn)
+}
+
+// readReset reads from c until its end (within 5 s) and fails unless the
+// end was a reset (ECONNRESET): a claim of "reset" must not pass with a
+// plain FIN. Whatever the peer sent before is returned. The caller must
+// not have written since the reset may have come: a write after a FIN
+// from a closed socket brings a reset of its own.
+func readReset(t testing.TB, c net.Conn, what string) []byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("%s: read ended with %v after %d bytes, want a reset (ECONNRESET)", what, err, len(b))
+	}
+	return b
 }
