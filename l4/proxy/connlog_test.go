@@ -178,6 +178,7 @@ func dialFrom(t *testing.T, addr netip.AddrPort) (*net.TCPConn, string) {
 		return nil, local.String()
 	}
 	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(waitBound)) // tests set shorter ones; none waits forever
 	return c.(*net.TCPConn), local.String()
 }
 
@@ -259,7 +260,7 @@ func TestConnLogEveryEnd(t *testing.T) {
 			},
 			client: func(t *testing.T, ts *testService, c *net.TCPConn) {
 				c.Write([]byte("0123456789"))
-				<-received
+				within(t, received, "the backend's read")
 				c.SetLinger(0)
 				c.Close()
 			},
@@ -530,12 +531,13 @@ func TestConnLogAllocations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		rawDeadline(fd)
 		defer unix.Close(fd)
 		if err := unix.Connect(fd, vip); err != nil {
 			t.Fatal(err)
 		}
 		unix.Write(fd, msg)
-		if n, err := unix.Read(fd, got); err != nil || n != len(msg) {
+		if n, err := rawRead(fd, got); err != nil || n != len(msg) {
 			t.Fatalf("read %d bytes, %v", n, err)
 		}
 	}

@@ -59,7 +59,7 @@ func TestAcceptProxyHeaderInPieces(t *testing.T) {
 		c.CloseWrite()
 		io.ReadAll(c)
 		want := fmt.Sprintf("PROXY TCP4 203.0.113.7 127.0.0.1 40001 %d\r\n%s", ts.addr.Port(), payload)
-		if b := <-got; string(b) != want {
+		if b := within(t, got, "the backend's read"); string(b) != want {
 			t.Fatalf("backend got %q\nwant %q", b, want)
 		}
 	}
@@ -81,7 +81,7 @@ func TestAcceptProxyThenBulk(t *testing.T) {
 	sent := sendRandom(c, size)
 	c.CloseWrite()
 	io.ReadAll(c)
-	if got := <-sums; got != sent {
+	if got := within(t, sums, "the backend's checksum"); got != sent {
 		t.Fatal("bytes after the header differ")
 	}
 	if in := ts.backends[0].Stats.BytesIn.Load(); in != size {
@@ -235,7 +235,7 @@ func TestSendProxyThenBulk(t *testing.T) {
 	c := ts.dial(t)
 	sent := sendRandom(c, size)
 	n, err := io.Copy(io.Discard, c)
-	r := <-res
+	r := within(t, res, "the backend's checksum")
 	if err != nil || n != size || r.sum != sent {
 		t.Fatalf("read back %d bytes, %v; sent bytes arrived intact: %v", n, err, r.sum == sent)
 	}

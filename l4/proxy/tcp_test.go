@@ -80,10 +80,10 @@ func bulkBothWays(t *testing.T, setup func(*testService)) *testService {
 	if err != nil || n != size {
 		t.Fatalf("client read %d bytes, err %v", n, err)
 	}
-	if got, want := [32]byte(h.Sum(nil)), <-backendSent; got != want {
+	if got, want := [32]byte(h.Sum(nil)), within(t, backendSent, "the backend's send"); got != want {
 		t.Fatal("backend to client bytes differ")
 	}
-	if got, want := <-fromBackend, <-clientSent; got != want {
+	if got, want := within(t, fromBackend, "the backend's read"), within(t, clientSent, "the client's send"); got != want {
 		t.Fatal("client to backend bytes differ")
 	}
 	b := ts.backends[0]
@@ -144,7 +144,7 @@ func TestBackendHalfClose(t *testing.T) {
 	}
 	c.Write([]byte("still talking"))
 	c.CloseWrite()
-	if s := <-got; s != "still talking" {
+	if s := within(t, got, "the backend's read"); s != "still talking" {
 		t.Fatalf("backend got %q", s)
 	}
 }
@@ -164,7 +164,7 @@ func TestResetFromClientReachesBackend(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	c.SetLinger(0)
 	c.Close()
-	if err := <-backendErr; !errors.Is(err, syscall.ECONNRESET) {
+	if err := within(t, backendErr, "the backend's read"); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("backend read: %v, want connection reset", err)
 	}
 }
@@ -510,7 +510,7 @@ func echoAll(c *net.TCPConn, payload []byte) error {
 		werr <- err
 	}()
 	got, rerr := io.ReadAll(c)
-	if err := <-werr; err != nil {
+	if err := <-werr; err != nil { // bounded: the write ends by c's deadline
 		return fmt.Errorf("write: %w", err)
 	}
 	if rerr != nil {
@@ -613,6 +613,7 @@ func TestFreebind(t *testing.T) {
 			return err
 		}
 		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(waitBound))
 		b, err := io.ReadAll(c)
 		if string(b) != "ok" {
 			return fmt.Errorf("read %q, %v", b, err)

@@ -322,22 +322,40 @@ func TestUDPServeAllocatesNothingPerDatagram(t *testing.T) {
 	c.Write(payload)
 	testutil.Eventually(t, 2*time.Second, "session", func() bool { return ts.Stats.Datagrams.Load() == 1 })
 	const n = 5000
+	// sent counts datagrams written, lost those the kernel dropped before
+	// l4lb read them (none, as a rule: the writer waits every 64). Each
+	// wait is bounded: a lost datagram is counted after a second, not
+	// waited for until the suite's timeout. It allocates nothing.
+	sent, lost := uint64(1), uint64(0)
+	caughtUp := func() {
+		deadline := time.Now().Add(time.Second)
+		for ts.Stats.Datagrams.Load()+lost < sent {
+			if time.Now().After(deadline) {
+				lost = sent - ts.Stats.Datagrams.Load()
+				return
+			}
+			runtime.Gosched()
+		}
+	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for i := 0; i < n; i++ {
 		if _, err := c.Write(payload); err != nil {
 			t.Fatal(err)
 		}
+		sent++
 		if i%64 == 63 { // stay below the socket buffers: no drops
-			for ts.Stats.Datagrams.Load() < uint64(i) {
-				runtime.Gosched()
+			caughtUp()
+			if lost > n/100 {
+				t.Fatalf("%d of %d datagrams never reached the service", lost, sent)
 			}
 		}
 	}
-	for ts.Stats.Datagrams.Load() < n+1 {
-		runtime.Gosched()
-	}
+	caughtUp()
 	runtime.ReadMemStats(&after)
+	if lost > n/100 {
+		t.Fatalf("%d of %d datagrams never reached the service", lost, n)
+	}
 	// A few allocations may come from the runtime or the table's sweeper;
 	// one per datagram would be 5000.
 	if got := after.Mallocs - before.Mallocs; got > n/100 {
