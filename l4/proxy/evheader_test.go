@@ -254,7 +254,10 @@ func TestAcceptProxyExplain(t *testing.T) {
 	ts := newService(t, Settings{AcceptProxy: AcceptProxyV1, AcceptProxyFrom: loopback}, startServer(t, echoHandler))
 	c := ts.dial(t)
 	c.Write([]byte("PROXY TCP4 203.0.113.7 198.18.0.10 40001 80\r\nping"))
-	io.ReadFull(c, make([]byte, 4))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, make([]byte, 4)); err != nil {
+		t.Fatalf("echo: %v", err)
+	}
 	got := ts.ConnsFrom(netip.MustParseAddr("203.0.113.7"), 40001, 10)
 	if len(got) != 1 || got[0].Flow.Src != netip.MustParseAddrPort("203.0.113.7:40001") {
 		t.Fatalf("explain lists %+v", got)

@@ -238,8 +238,7 @@ func TestIdleTimeoutClosesQuietConnection(t *testing.T) {
 	var start time.Time
 	for i := 0; i < 6; i++ {
 		time.Sleep(100 * time.Millisecond)
-		c.Write([]byte("x"))
-		io.ReadFull(c, make([]byte, 1))
+		echoOnce(t, c, "x")
 		start = time.Now()
 	}
 	// ...silence closes it.
@@ -265,8 +264,7 @@ func TestMaxConnsQueues(t *testing.T) {
 	ts := newService(t, Settings{MaxConns: 2}, addr)
 	c1, c2 := ts.dial(t), ts.dial(t)
 	for _, c := range []*net.TCPConn{c1, c2} {
-		c.Write([]byte("a"))
-		io.ReadFull(c, make([]byte, 1))
+		echoOnce(t, c, "a")
 	}
 	c3 := ts.dial(t) // completes in the kernel backlog
 	c3.Write([]byte("b"))
@@ -287,8 +285,7 @@ func TestMaxConnsRaisedResumes(t *testing.T) {
 	addr := startServer(t, echoHandler)
 	ts := newService(t, Settings{MaxConns: 1}, addr)
 	c1 := ts.dial(t)
-	c1.Write([]byte("a"))
-	io.ReadFull(c1, make([]byte, 1))
+	echoOnce(t, c1, "a")
 	c2 := ts.dial(t)
 	c2.Write([]byte("b"))
 	c2.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
@@ -326,8 +323,7 @@ func TestBudgetFreedByAnotherVIPResumes(t *testing.T) {
 		svcs[i] = ts
 	}
 	a := svcs[0].dial(t)
-	a.Write([]byte("a"))
-	io.ReadFull(a, make([]byte, 1))
+	echoOnce(t, a, "a")
 	b := svcs[1].dial(t)
 	b.Write([]byte("b"))
 	b.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
@@ -349,8 +345,7 @@ func TestIdleConnectionsHoldNoPipe(t *testing.T) {
 	var conns []*net.TCPConn
 	for i := 0; i < 50; i++ {
 		c := ts.dial(t)
-		c.Write([]byte("hi"))
-		io.ReadFull(c, make([]byte, 2))
+		echoOnce(t, c, "hi")
 		conns = append(conns, c)
 	}
 	testutil.Eventually(t, 2*time.Second, "pipes returned", func() bool { return ts.pipes.Lent() == 0 })
