@@ -322,13 +322,13 @@ func TestUDPServeAllocatesNothingPerDatagram(t *testing.T) {
 	c.Write(payload)
 	testutil.Eventually(t, 2*time.Second, "session", func() bool { return ts.Stats.Datagrams.Load() == 1 })
 	const n = 5000
-	// sent counts datagrams written, lost those the kernel dropped before
-	// l4lb read them (none, as a rule: the writer waits every 64). Each
-	// wait is bounded: a lost datagram is counted after a second, not
-	// waited for until the suite's timeout. It allocates nothing.
+	// sent counts datagrams written; lost, those not forwarded by the end
+	// of a wait (dropped by the kernel, or late: a busy machine). Each wait
+	// is bounded, so that a lost datagram costs two seconds, not the
+	// suite's timeout; it allocates nothing.
 	sent, lost := uint64(1), uint64(0)
 	caughtUp := func() {
-		deadline := time.Now().Add(time.Second)
+		deadline := time.Now().Add(2 * time.Second)
 		for ts.Stats.Datagrams.Load()+lost < sent {
 			if time.Now().After(deadline) {
 				lost = sent - ts.Stats.Datagrams.Load()
@@ -346,13 +346,15 @@ func TestUDPServeAllocatesNothingPerDatagram(t *testing.T) {
 		sent++
 		if i%64 == 63 { // stay below the socket buffers: no drops
 			caughtUp()
-			if lost > n/100 {
-				t.Fatalf("%d of %d datagrams never reached the service", lost, sent)
+			if lost > n/10 {
+				t.Fatalf("%d of %d datagrams not forwarded", lost, sent)
 			}
 		}
 	}
 	caughtUp()
 	runtime.ReadMemStats(&after)
+	lost = 0
+	caughtUp() // late ones count as forwarded
 	if lost > n/100 {
 		t.Fatalf("%d of %d datagrams never reached the service", lost, n)
 	}
