@@ -46,7 +46,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// benchBinary is l4lb built without the race detector, for measurements.
+// benchBinary is l4lb built without the race detector, on purpose and
+// only for what the race detector would falsify or cannot fit: the
+// benchmarks here and TestUpgradeHandoverScale (timings),
+// TestWebSocketHoldDrainReloadKill (5000 held connections under an RSS
+// bound the detector's shadow memory alone exceeds). Every other test
+// runs the race-enabled build (buildBinary, TestDaemonBuiltWithRace).
 var benchBinary = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(binDir, "l4lb")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

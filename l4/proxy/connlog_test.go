@@ -144,9 +144,14 @@ func blackHole(t *testing.T) netip.AddrPort {
 
 // readEnd reads c until it ends (EOF or an error) and returns the bytes.
 func readEnd(c net.Conn) []byte {
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	b, _ := io.ReadAll(c)
+	b, _ := readEndErr(c)
 	return b
+}
+
+// readEndErr reads until the connection ends (within 5 s) and says how.
+func readEndErr(c net.Conn) ([]byte, error) {
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	return io.ReadAll(c)
 }
 
 // dialFrom connects to addr from a port it reports even when the connect
@@ -173,13 +178,15 @@ func dialFrom(t *testing.T, addr netip.AddrPort) (*net.TCPConn, string) {
 		return nil, local.String()
 	}
 	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(waitBound)) // tests set shorter ones; none waits forever
 	return c.(*net.TCPConn), local.String()
 }
 
-// ended waits for a client turned away (if its connect succeeded at all).
+// ended waits for a client turned away (if its connect succeeded at all),
+// which must see a reset.
 func ended(t *testing.T, ts *testService, c *net.TCPConn) {
 	if c != nil {
-		readEnd(c)
+		readReset(t, c, "client turned away")
 	}
 }
 
@@ -192,7 +199,7 @@ func TestConnLogEveryEnd(t *testing.T) {
 			if n := ts.ResetWhere(func(b *l4.Backend) bool { return b == ts.backends[0] }, why); n != 1 {
 				t.Fatalf("reset %d connections, want 1", n)
 			}
-			readEnd(c)
+			readReset(t, c, why.String())
 		}
 	}
 	rebalance := func(how CloseHow) func(t *testing.T, ts *testService, c *net.TCPConn) {
@@ -201,8 +208,12 @@ func TestConnLogEveryEnd(t *testing.T) {
 			if n := ts.CloseSome(ts.backends[0], 1, how); n != 1 {
 				t.Fatalf("closed %d connections, want 1", n)
 			}
-			readEnd(c) // the FIN (or the reset)
-			c.Close()  // the client's FIN ends a graceful close
+			if how == CloseReset {
+				readReset(t, c, "rebalance --reset")
+			} else if _, err := readEndErr(c); err != nil {
+				t.Fatalf("rebalance with a FIN: %v, want an orderly EOF", err)
+			}
+			c.Close() // the client's FIN ends a graceful close
 		}
 	}
 	for _, tc := range []struct {
@@ -249,7 +260,7 @@ func TestConnLogEveryEnd(t *testing.T) {
 			},
 			client: func(t *testing.T, ts *testService, c *net.TCPConn) {
 				c.Write([]byte("0123456789"))
-				<-received
+				within(t, received, "the backend's read")
 				c.SetLinger(0)
 				c.Close()
 			},
@@ -305,7 +316,7 @@ func TestConnLogEveryEnd(t *testing.T) {
 				if n := ts.Drain(ctx); n != 1 {
 					t.Fatalf("drain reset %d connections, want 1", n)
 				}
-				readEnd(c)
+				readReset(t, c, "drain deadline")
 			},
 			want: connLine{end: "drain", backend: "b0", connected: true, bytesIn: 2, bytesOut: 2},
 		},
@@ -520,12 +531,13 @@ func TestConnLogAllocations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		rawDeadline(fd)
 		defer unix.Close(fd)
 		if err := unix.Connect(fd, vip); err != nil {
 			t.Fatal(err)
 		}
 		unix.Write(fd, msg)
-		if n, err := unix.Read(fd, got); err != nil || n != len(msg) {
+		if n, err := rawRead(fd, got); err != nil || n != len(msg) {
 			t.Fatalf("read %d bytes, %v", n, err)
 		}
 	}

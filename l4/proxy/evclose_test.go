@@ -60,7 +60,7 @@ func TestCloseSomeSendsFINBothWays(t *testing.T) {
 	// FIN already and sees nothing more.
 	c.Write([]byte("late"))
 	c.CloseWrite()
-	end := <-ends
+	end := within(t, ends, "the backend's end")
 	if end.err != nil || len(end.read) != 0 {
 		t.Fatalf("backend: read %q, %v; want an orderly EOF and nothing else", end.read, end.err)
 	}
@@ -93,7 +93,7 @@ func TestCloseSomeFlushesWhatItHolds(t *testing.T) {
 		t.Fatalf("client got %d bytes, no more than were written before the close (%d): what the proxy held was lost", len(got), written)
 	}
 	c.Close()
-	if end := <-ends; end.err != nil {
+	if end := within(t, ends, "the backend's end"); end.err != nil {
 		t.Fatalf("backend: %v, want its writes taken and an orderly EOF", end.err)
 	}
 	testutil.Eventually(t, 5*time.Second, "the connection to end", func() bool { return ts.Conns() == 0 })

@@ -35,7 +35,7 @@ func block(t *testing.T, l *loop) (release func()) {
 	t.Helper()
 	held, free := make(chan struct{}), make(chan struct{})
 	l.post(func() { close(held); <-free })
-	<-held
+	within(t, held, "the loop to run the blocking function")
 	released := false
 	release = func() {
 		if !released {
@@ -51,7 +51,7 @@ func block(t *testing.T, l *loop) (release func()) {
 func echoOnce(t *testing.T, c net.Conn, msg string) {
 	t.Helper()
 	c.SetDeadline(time.Now().Add(time.Second))
-	defer c.SetDeadline(time.Time{})
+	defer c.SetDeadline(time.Now().Add(waitBound)) // back to the backstop
 	if _, err := c.Write([]byte(msg)); err != nil {
 		t.Fatal(err)
 	}
@@ -197,12 +197,12 @@ func stalledClient(t *testing.T, size int64) {
 		t.Fatalf("%d bytes forwarded to a client that read nothing", moved)
 	}
 	h := sha256.New()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(waitBound)) // 64 MiB through a 4 KiB receive buffer: 10 s was too tight on a busy machine
 	n, err := io.Copy(h, c)
 	if err != nil || n != size {
 		t.Fatalf("client read %d bytes, %v", n, err)
 	}
-	if got, want := h.Sum(nil), <-sent; !bytes.Equal(got, want[:]) {
+	if got, want := h.Sum(nil), within(t, sent, "the backend's checksum"); !bytes.Equal(got, want[:]) {
 		t.Fatal("the bytes differ")
 	}
 }
@@ -238,7 +238,8 @@ func rawEchoServer(t *testing.T) netip.AddrPort {
 			if errno != 0 {
 				return // shut down
 			}
-			if n, err := unix.Read(int(fd), buf); err == nil && n > 0 {
+			rawDeadline(int(fd))
+			if n, err := rawRead(int(fd), buf); err == nil && n > 0 {
 				unix.Write(int(fd), buf[:n])
 			}
 			unix.Close(int(fd))
@@ -278,6 +279,7 @@ func loopConnAllocs(t *testing.T, st Settings, header []byte) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		rawDeadline(fd)
 		defer unix.Close(fd)
 		if err := unix.Connect(fd, vip); err != nil {
 			t.Fatal(err)
@@ -290,7 +292,7 @@ func loopConnAllocs(t *testing.T, st Settings, header []byte) {
 		if _, err := unix.Write(fd, msg); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := unix.Read(fd, got); err != nil || n != len(msg) {
+		if n, err := rawRead(fd, got); err != nil || n != len(msg) {
 			t.Fatalf("read %d bytes, %v", n, err)
 		}
 	}
@@ -336,7 +338,7 @@ func TestProxiedSocketOptions(t *testing.T) {
 				client, backend = read(c.client.fd), read(c.backend.fd)
 			}
 		})
-		<-done
+		within(t, done, "the loop to read the socket options")
 		return client, backend
 	}
 	want := opts{noDelay: 1, keepAlive: 1, idle: 45}
@@ -365,13 +367,14 @@ func TestEndedConnectionsLeaveNoTimers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		rawDeadline(fd)
 		if err := unix.Connect(fd, vip); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := unix.Write(fd, msg); err != nil {
 			t.Fatal(err)
 		}
-		if k, err := unix.Read(fd, got); err != nil || k != len(msg) {
+		if k, err := rawRead(fd, got); err != nil || k != len(msg) {
 			t.Fatalf("read %d bytes, %v", k, err)
 		}
 		unix.Close(fd)

@@ -3,14 +3,17 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
@@ -26,7 +29,10 @@ func startServer(t testing.TB, handler func(c *net.TCPConn)) netip.AddrPort {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	testutil.ServeConns(ln, func(c net.Conn) { handler(c.(*net.TCPConn)) })
+	testutil.ServeConns(ln, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(waitBound)) // a handler never waits forever
+		handler(c.(*net.TCPConn))
+	})
 	return ln.Addr().(*net.TCPAddr).AddrPort()
 }
 
@@ -128,5 +134,59 @@ func (ts *testService) dial(t testing.TB) *net.TCPConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(waitBound)) // tests set shorter ones; none waits forever
 	return c.(*net.TCPConn)
+}
+
+// readReset reads from c until its end (within 5 s) and fails unless the
+// end was a reset (ECONNRESET): a claim of "reset" must not pass with a
+// plain FIN. Whatever the peer sent before is returned. The caller must
+// not have written since the reset may have come: a write after a FIN
+// from a closed socket brings a reset of its own.
+func readReset(t testing.TB, c net.Conn, what string) []byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("%s: read ended with %v after %d bytes, want a reset (ECONNRESET)", what, err, len(b))
+	}
+	return b
+}
+
+// waitBound is how long any single wait in these tests may last before
+// the test fails instead of hanging until the suite's timeout: generous
+// (a 64 MiB transfer under the race detector on a busy machine fits).
+const waitBound = 30 * time.Second
+
+// rawDeadline bounds every blocking read on raw socket fd (SO_RCVTIMEO:
+// EAGAIN after waitBound), so that a lost byte fails a test instead of
+// hanging it; read it with rawRead. It allocates nothing.
+func rawDeadline(fd int) {
+	tv := unix.NsecToTimeval(int64(waitBound))
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+}
+
+// rawRead is unix.Read on a socket with SO_RCVTIMEO, which the kernel
+// does not restart after a signal (the Go runtime sends them).
+func rawRead(fd int, p []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, p)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// within receives from ch, failing the test if nothing comes within
+// waitBound.
+func within[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitBound):
+		t.Fatalf("nothing within %v: %s", waitBound, what)
+		var zero T
+		return zero
+	}
 }

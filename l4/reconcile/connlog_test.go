@@ -6,8 +6,10 @@ package reconcile
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,6 +64,7 @@ func TestOnDownLogsConnection(t *testing.T) {
 	c := pinged(t, vip)
 	srv.kill()
 	checkConnLine(t, logs, "on_down", c)
+	wantReset(t, c, "on_down = reset")
 }
 
 // TestDisableLogsConnection: a connection reset because an operator
@@ -76,6 +79,17 @@ func TestDisableLogsConnection(t *testing.T) {
 		t.Fatalf("disable: %+v, %v", res, err)
 	}
 	checkConnLine(t, logs, "disabled", c)
+	wantReset(t, c, "disable")
+}
+
+// wantReset reads c (which wrote nothing since its last answer) and fails
+// unless the connection was reset: a plain FIN would read as EOF.
+func wantReset(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, err := c.Read(make([]byte, 64)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("%s: read %d bytes, %v; want a reset (ECONNRESET)", what, n, err)
+	}
 }
 
 // pinged is a connection to vip that has sent "ping\n" and read the
