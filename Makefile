@@ -18,7 +18,7 @@ DOCDIR     ?= $(PREFIX)/share/doc/l4lb
 SYSCONFDIR ?= /etc
 INSTALL    ?= install
 
-.PHONY: all build test generate generate-check demo bench bench-xdp lint clean install uninstall
+.PHONY: all build test generate generate-check demo bench bench-xdp fuzz soak lint clean install uninstall
 
 all: build
 
@@ -51,6 +51,14 @@ bench: build
 
 bench-xdp: build
 	scripts/bench-xdp.sh
+
+# soak: SOAK_TIME (10m) of mixed TCP and UDP load through bin/l4lb with
+# backends flapping and a reload every 10 s; fails when goroutines,
+# descriptors or RSS grow beyond the bounds in scripts/soak.sh. Not part
+# of `make test`.
+SOAK_TIME ?= 10m
+soak: build
+	SOAK_TIME=$(SOAK_TIME) scripts/soak.sh
 
 # install puts the binary, the systemd unit (its paths rewritten for
 # SBINDIR and SYSCONFDIR), the README and the example config in place. The
