@@ -31,8 +31,18 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 
+# After the unit tests, a short run of every fuzz target (TEST_FUZZTIME
+# each: under 60 s in all with 9 targets).
+TEST_FUZZTIME ?= 3s
 test: build lint generate-check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) scripts/fuzz.sh
+
+# fuzz: every fuzz target for FUZZTIME each (scripts/fuzz.sh: FUZZ=regexp
+# picks targets); failing inputs land in the packages' testdata/fuzz/.
+FUZZTIME ?= 1m
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 generate:
 	$(GO) generate ./...

@@ -107,9 +107,11 @@ for t in ip timeout curl go; do
   command -v $t >/dev/null || { echo "missing $t (Debian: iproute2, coreutils, curl, golang)" >&2; exit 1; }
 done
 
-say "building bin/l4lb, bin/testserver, bin/loadgen"
-go build -o bin/l4lb ./cmd/l4lb
-go build -o bin/testserver ./scripts/testserver
+# bin/l4lb and bin/testserver come from `make build` (make soak runs it);
+# built here when missing.
+say "building bin/loadgen"
+[ -x bin/l4lb ] || go build -o bin/l4lb ./cmd/l4lb
+[ -x bin/testserver ] || go build -o bin/testserver ./scripts/testserver
 go build -o bin/loadgen ./scripts/bench/loadgen
 
 say "network: namespaces $S-* (client, lb with VIP $VIP, three backends)"
@@ -223,13 +225,17 @@ TOML
   mv "$RUN/l4lb.toml.new" "$RUN/l4lb.toml"
 }
 
-# sample: "goroutines fds rss_kb" of the daemon.
+# sample: "goroutines fds rss_kib heap_inuse_kib" of the daemon (the Go
+# heap in use is reported, not bounded: it tells heap growth from other
+# memory).
 sample() {
-  local g fd rss
-  g=$(inns $LB curl -sf --max-time 5 "http://$METRICS/metrics" | awk '$1 == "go_goroutines" { print $2 }')
+  local g h fd rss
+  inns $LB curl -sf --max-time 5 "http://$METRICS/metrics" >"$RUN/metrics.txt" || : >"$RUN/metrics.txt"
+  g=$(awk '$1 == "go_goroutines" { print $2 }' "$RUN/metrics.txt")
+  h=$(awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%d", $2 / 1024 }' "$RUN/metrics.txt")
   fd=$(find "/proc/$LBPID/fd" -mindepth 1 -maxdepth 1 | wc -l)
   rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$LBPID/status")
-  echo "${g:-?} $fd $rss"
+  echo "${g:-?} $fd $rss ${h:-?}"
 }
 
 # wait_up: until every backend of every VIP is up (or 15 s).
@@ -346,8 +352,8 @@ say "warm-up: ${WARMUP}s of load, then at rest"
 start_loops $(($(date +%s) + WARMUP))
 stop_loops
 at_rest
-read -r G0 F0 R0 < <(sample)
-say "start (at rest): goroutines $G0, descriptors $F0, RSS $R0 KiB"
+read -r G0 F0 R0 H0 < <(sample)
+say "start (at rest): goroutines $G0, descriptors $F0, RSS $R0 KiB, Go heap in use $H0 KiB"
 
 say "soak: ${SOAK_SECS}s of TCP (new connections, keep-alive echo) and UDP load, a backend stopped every ${FLAP_EVERY}s for ${FLAP_DOWN}s, a reload every ${RELOAD_EVERY}s"
 T0=$(date +%s)
@@ -369,14 +375,15 @@ read -r FLAPS RELOADS BADRELOADS _ <"$RUN/flap.out"
 wait $SAMPLER 2>/dev/null || true
 alive $LBPID || { tail -n 30 "$RUN/l4lb.log" >&2; echo "l4lb died during the soak" >&2; exit 1; }
 at_rest
-read -r G1 F1 R1 < <(sample)
-say "end (at rest): goroutines $G1, descriptors $F1, RSS $R1 KiB"
+read -r G1 F1 R1 H1 < <(sample)
+say "end (at rest): goroutines $G1, descriptors $F1, RSS $R1 KiB, Go heap in use $H1 KiB"
 
-echo "progress samples under load (elapsed: goroutines descriptors RSS_KiB):" >&2
+echo "progress samples under load (elapsed: goroutines descriptors RSS_KiB heap_inuse_KiB):" >&2
 sed 's/^/  /' "$RUN/samples.log" >&2
 echo "load runs (errors are expected: backends flap):" >&2
 for f in http echo udp; do
-  printf '  %s: %s runs, %s\n' $f "$(grep -c '^{' "$RUN/load-$f.log" || true)" \
+  printf '  %s: %s runs, %s errors in all; the last: %s\n' $f "$(grep -c '^{' "$RUN/load-$f.log" || true)" \
+    "$(grep -oE '[0-9]+ errors$' "$RUN/load-$f.log" | awk '{ n += $1 } END { print n + 0 }')" \
     "$(grep -E '^(connrate|rr|udp) ' "$RUN/load-$f.log" | tail -n 1)" >&2
 done
 echo "flaps $FLAPS, reloads $RELOADS ok, $BADRELOADS refused or failed" >&2
