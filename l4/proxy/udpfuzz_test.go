@@ -79,7 +79,7 @@ func FuzzUDPSessions(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 1, 2, 0, 0, 8}, []byte{})
 	f.Add([]byte{0, 0xff, 0xe3, 1, 5, 0xff, 0xe3, 0}, []byte{0xaa, 0x55})                                       // 65507 bytes
 	f.Add([]byte{0, 0, 1, 0, 1, 0, 1, 0, 2, 0, 1, 0, 3, 0, 1, 0, 4, 0, 1, 0, 5, 0, 1, 0, 6, 0, 1, 0}, []byte{}) // past the limit
-	f.Add(burstOps(), []byte("burst")) // 12 new clients at once against a limit of 5
+	f.Add(burstOps(), []byte("burst"))                                                                          // 12 new clients at once against a limit of 5
 	fx := newUDPFuzzNet(f)
 	f.Fuzz(func(t *testing.T, ops, fill []byte) {
 		fx.run(t, ops, fill)
