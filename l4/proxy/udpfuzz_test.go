@@ -77,9 +77,12 @@ func (m *udpModel) live() int { return len(m.open) }
 func FuzzUDPSessions(f *testing.F) {
 	f.Add([]byte{0, 0, 10, 1, 1, 0, 20, 0, 1, 0, 30, 1}, []byte("hello"))
 	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 1, 2, 0, 0, 8}, []byte{})
-	f.Add([]byte{0, 0xff, 0xe3, 1, 5, 0xff, 0xe3, 0}, []byte{0xaa, 0x55})                                       // 65507 bytes
-	f.Add([]byte{0, 0, 1, 0, 1, 0, 1, 0, 2, 0, 1, 0, 3, 0, 1, 0, 4, 0, 1, 0, 5, 0, 1, 0, 6, 0, 1, 0}, []byte{}) // past the limit
-	f.Add(burstOps(), []byte("burst"))                                                                          // 12 new clients at once against a limit of 5
+	// 65507 bytes, the largest UDP payload over IPv4
+	f.Add([]byte{0, 0xff, 0xe3, 1, 5, 0xff, 0xe3, 0}, []byte{0xaa, 0x55})
+	// 7 clients one by one: past the limit
+	f.Add([]byte{0, 0, 1, 0, 1, 0, 1, 0, 2, 0, 1, 0, 3, 0, 1, 0, 4, 0, 1, 0, 5, 0, 1, 0, 6, 0, 1, 0}, []byte{})
+	// 12 new clients at once against a limit of 5
+	f.Add(burstOps(), []byte("burst"))
 	fx := newUDPFuzzNet(f)
 	f.Fuzz(func(t *testing.T, ops, fill []byte) {
 		fx.run(t, ops, fill)
