@@ -130,6 +130,7 @@ func newUDPFuzzNet(f testing.TB) *udpFuzzNet {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() {
+		fx.openSessions(f, 3) // Close must end live sessions too
 		fx.stop(f)
 		for _, c := range append(fx.backends, fx.clients...) {
 			c.Close()
@@ -194,6 +195,26 @@ func (fx *udpFuzzNet) stop(tb testing.TB) {
 		if b.LiveFlows() != 0 || b.Underflows() != 0 {
 			tb.Errorf("backend %s: %d live flows, %d underflows after close", b.ID, b.LiveFlows(), b.Underflows())
 		}
+	}
+}
+
+// openSessions starts a session for each of the first n clients.
+func (fx *udpFuzzNet) openSessions(tb testing.TB, n int) {
+	for c := range n {
+		if _, err := fx.clients[c].WriteToUDPAddrPort([]byte("open"), fx.vip); err != nil {
+			tb.Errorf("client %d: %v", c, err)
+		}
+	}
+	for range n {
+		select {
+		case <-fx.arrivals:
+		case <-time.After(fuzzWait):
+			tb.Errorf("datagram lost; stats %s", fx.stats())
+			return
+		}
+	}
+	if got := fx.svc.Sessions(); got != int64(n) {
+		tb.Errorf("%d sessions, want %d", got, n)
 	}
 }
 
