@@ -7,9 +7,9 @@
 # (go_goroutines on metrics_listen), open descriptors (/proc/PID/fd) and RSS
 # (/proc/PID/status VmRSS) at rest after a warm-up and again at rest at the
 # end, and fails when one grew beyond its bound:
-#   goroutines: end <= start + MAX_GOROUTINE_GROWTH (20)
-#   descriptors: end <= start + MAX_FD_GROWTH (20)
-#   RSS:        end <= start + MAX_RSS_GROWTH_KB (65536 KiB)
+#   goroutines: end <= start + MAX_GOROUTINE_GROWTH (5)
+#   descriptors: end <= start + MAX_FD_GROWTH (5)
+#   RSS:        end <= start + MAX_RSS_GROWTH_KB (32768 KiB)
 # "At rest": the load is stopped, every backend is running and up, and
 # SETTLE seconds (session_timeout of the UDP VIP + health interval + margin)
 # have passed, so no connection or UDP session of the load is still open:
@@ -46,9 +46,9 @@ FLAP_EVERY=${FLAP_EVERY:-4}
 FLAP_DOWN=${FLAP_DOWN:-2}
 RELOAD_EVERY=${RELOAD_EVERY:-10}
 SAMPLE_EVERY=${SAMPLE_EVERY:-30}
-MAX_GOROUTINE_GROWTH=${MAX_GOROUTINE_GROWTH:-20}
-MAX_FD_GROWTH=${MAX_FD_GROWTH:-20}
-MAX_RSS_GROWTH_KB=${MAX_RSS_GROWTH_KB:-65536}
+MAX_GOROUTINE_GROWTH=${MAX_GOROUTINE_GROWTH:-5}
+MAX_FD_GROWTH=${MAX_FD_GROWTH:-5}
+MAX_RSS_GROWTH_KB=${MAX_RSS_GROWTH_KB:-32768}
 SESSION_TIMEOUT=3 # the UDP VIP's session_timeout, seconds
 SETTLE=$((SESSION_TIMEOUT + 5))
 STEP=10 # seconds of one load step (each loadgen run)
