@@ -207,8 +207,37 @@ func FuzzXDPDecap(f *testing.F) {
 			if !bytes.Equal(out[:l3-2], in[:l3-2]) || !bytes.Equal(out[l3:], in[l3+hdr:]) {
 				t.Fatalf("decapsulation changed more than the outer header\n in: %x\nout: %x", in, out)
 			}
+			checkDecapsulated(t, in[l3:], out[l3-2:], hdr)
 		default:
 			t.Fatalf("length %d -> %d", len(in), len(out))
 		}
 	})
+}
+
+// checkDecapsulated: only what the verdict table names is stripped (an
+// outer IPv4 header without options, not a fragment, or an outer IPv6
+// header, carrying IPv4 or IPv6: protocol 4 or 41, the size of its own
+// version), and the EtherType then names the inner packet's version.
+func checkDecapsulated(t *testing.T, outer, out []byte, hdr int) {
+	t.Helper()
+	var proto uint8
+	switch {
+	case hdr == 20 && outer[0] == 0x45 && binary.BigEndian.Uint16(outer[6:])&0x3fff == 0:
+		proto = outer[9]
+	case hdr == 40 && outer[0]>>4 == 6:
+		proto = outer[6]
+	default:
+		t.Fatalf("stripped %d bytes of a header that is not an outer IPv4/IPv6 header: %x", hdr, outer[:hdr])
+	}
+	inner := out[2:]
+	want := map[uint8]struct {
+		version uint8
+		etype   uint16
+	}{4: {4, 0x0800}, 41: {6, 0x86dd}}[proto]
+	if want.version == 0 || len(inner) == 0 || inner[0]>>4 != want.version {
+		t.Fatalf("stripped an outer header with protocol %d from %x", proto, outer)
+	}
+	if etype := binary.BigEndian.Uint16(out); etype != want.etype {
+		t.Fatalf("EtherType %#04x after decapsulating protocol %d", etype, proto)
+	}
 }
