@@ -18,7 +18,7 @@ DOCDIR     ?= $(PREFIX)/share/doc/l4lb
 SYSCONFDIR ?= /etc
 INSTALL    ?= install
 
-.PHONY: all build test generate generate-check demo bench bench-xdp lint clean install uninstall
+.PHONY: all build test generate generate-check demo bench bench-xdp fuzz soak lint clean install uninstall
 
 all: build
 
@@ -31,8 +31,18 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 
+# After the unit tests, a short run of every fuzz target (TEST_FUZZTIME
+# each: under 60 s in all with 9 targets).
+TEST_FUZZTIME ?= 3s
 test: build lint generate-check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) scripts/fuzz.sh
+
+# fuzz: every fuzz target for FUZZTIME each (scripts/fuzz.sh: FUZZ=regexp
+# picks targets); failing inputs land in the packages' testdata/fuzz/.
+FUZZTIME ?= 1m
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 generate:
 	$(GO) generate ./...
@@ -51,6 +61,14 @@ bench: build
 
 bench-xdp: build
 	scripts/bench-xdp.sh
+
+# soak: SOAK_TIME (10m) of mixed TCP and UDP load through bin/l4lb with
+# backends flapping and a reload every 10 s; fails when goroutines,
+# descriptors or RSS grow beyond the bounds in scripts/soak.sh. Not part
+# of `make test`.
+SOAK_TIME ?= 10m
+soak: build
+	SOAK_TIME=$(SOAK_TIME) scripts/soak.sh
 
 # install puts the binary, the systemd unit (its paths rewritten for
 # SBINDIR and SYSCONFDIR), the README and the example config in place. The

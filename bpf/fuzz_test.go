@@ -4,6 +4,7 @@ package bpf
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"testing"
 
@@ -61,7 +62,8 @@ var fuzzProxyVIPs = []l4.VIPKey{
 }
 
 // FuzzXDPLB: whatever the bytes, the program runs without error, returns
-// DROP, PASS, TX or REDIRECT, and a PASS leaves the frame as it was.
+// DROP, PASS, TX or REDIRECT, a PASS leaves the frame as it was, and a
+// forwarded frame is exactly the frame the RFCs build (checkForwarded).
 func FuzzXDPLB(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
@@ -104,11 +106,102 @@ func FuzzXDPLB(f *testing.F) {
 			if !bytes.Equal(out, in) {
 				t.Fatalf("PASS changed the frame\n in: %x\nout: %x", in, out)
 			}
-		case xdpDrop, xdpTX, xdpRedirect:
+		case xdpTX, xdpRedirect:
+			checkForwarded(t, fn, ret, in, out)
+		case xdpDrop:
 		default:
 			t.Fatalf("verdict %d", ret)
 		}
 	})
+}
+
+// checkForwarded: only a packet to a VIP is forwarded, and as the RFCs
+// build it, computed here independently of the C: l2 changes the MACs
+// alone (to a backend's, from the frame's old destination); ipip adds one
+// outer header (valid checksum, lengths of the inner packet, TTL 64, TOS
+// copied) towards the backend behind the verdict's interface (TX: be4Near
+// on lb0, REDIRECT: be6Far on lb1, as FuzzXDPLB configures them) and
+// keeps the inner packet byte for byte.
+func checkForwarded(t *testing.T, fn *fibNet, ret uint32, in, out []byte) {
+	t.Helper()
+	l3 := 14
+	if tpid := binary.BigEndian.Uint16(in[12:]); tpid == 0x8100 || tpid == 0x88a8 {
+		l3 = 18
+	}
+	ipLen, ok := toVIP(in[l3:])
+	if !ok {
+		t.Fatalf("%s of a frame that is not a well-formed packet to a VIP: %x", verdictName(ret), in)
+	}
+	switch len(out) - len(in) {
+	case 0: // l2: only the UDP VIPs (odd indexes) forward so
+		if i := indexOfMAC(out[:6]); ret != xdpTX || (i != 1 && i != 2) {
+			t.Fatalf("l2: verdict %s to MAC %x", verdictName(ret), out[:6])
+		}
+		want := append(append(append([]byte{}, out[:6]...), in[:6]...), in[12:]...)
+		sameBytes(t, "l2 frame", out, want)
+	case 20, 40:
+		src, be, dmac, smac := lbSrc4, be4Near, macNear, fn.mac0
+		if ret == xdpRedirect {
+			src, be, dmac, smac = lbSrc6, be6Far, macFar, fn.mac1
+		}
+		want := encapsulated(in, l3, ipLen, src, be, dmac, smac)
+		sameBytes(t, "ipip frame", out, want)
+		if be.Is4() && !ipv4HeaderValid(out[l3:]) {
+			t.Errorf("outer IPv4 checksum invalid: %x", out[l3:l3+20])
+		}
+	default:
+		t.Fatalf("%s: length %d -> %d", verdictName(ret), len(in), len(out))
+	}
+}
+
+// toVIP parses an IP packet the way the verdict table admits it for
+// forwarding: IPv4 without options or IPv6, its length within the bytes,
+// TCP/UDP to a VIP of FuzzXDPLB, or an ICMP error (v4 type 3, v6 type 1
+// or 2) quoting a TCP/UDP packet from a VIP. It returns the packet's
+// length by its header.
+func toVIP(ip []byte) (int, bool) {
+	n, off, proto, dst, ok := ipHeader(ip)
+	if !ok || n > len(ip) || n < off+8 {
+		return 0, false
+	}
+	l4b := ip[off:n]
+	switch {
+	case proto == 6 || proto == 17:
+		return n, isVIP(dst, binary.BigEndian.Uint16(l4b[2:]), proto)
+	case proto == 1 && l4b[0] == 3, proto == 58 && (l4b[0] == 1 || l4b[0] == 2):
+		q := l4b[8:]
+		_, qoff, qproto, _, ok := ipHeader(q) // a quote may be cut: its length is the original's
+		if !ok || len(q) < qoff+4 || (qproto != 6 && qproto != 17) {
+			return 0, false
+		}
+		src := netip.AddrFrom4([4]byte(q[12:16]))
+		if qoff == 40 {
+			src = netip.AddrFrom16([16]byte(q[8:24]))
+		}
+		return n, isVIP(src, binary.BigEndian.Uint16(q[qoff:]), qproto)
+	}
+	return 0, false
+}
+
+// ipHeader reads an IPv4 header without options or an IPv6 header.
+func ipHeader(ip []byte) (n, off int, proto uint8, dst netip.Addr, ok bool) {
+	switch {
+	case len(ip) >= 20 && ip[0] == 0x45:
+		return int(binary.BigEndian.Uint16(ip[2:])), 20, ip[9], netip.AddrFrom4([4]byte(ip[16:20])), true
+	case len(ip) >= 40 && ip[0]>>4 == 6:
+		return 40 + int(binary.BigEndian.Uint16(ip[4:])), 40, ip[6], netip.AddrFrom16([16]byte(ip[24:40])), true
+	}
+	return 0, 0, 0, netip.Addr{}, false
+}
+
+// isVIP says whether addr:port/proto is one of FuzzXDPLB's VIPs.
+func isVIP(addr netip.Addr, port uint16, proto uint8) bool {
+	for _, v := range vips {
+		if v.Addr == netip.AddrPortFrom(addr, port) && uint8(v.Proto) == proto {
+			return true
+		}
+	}
+	return false
 }
 
 // FuzzXDPDecap: always PASS; the frame is unchanged or exactly one outer
@@ -143,8 +236,37 @@ func FuzzXDPDecap(f *testing.F) {
 			if !bytes.Equal(out[:l3-2], in[:l3-2]) || !bytes.Equal(out[l3:], in[l3+hdr:]) {
 				t.Fatalf("decapsulation changed more than the outer header\n in: %x\nout: %x", in, out)
 			}
+			checkDecapsulated(t, in[l3:], out[l3-2:], hdr)
 		default:
 			t.Fatalf("length %d -> %d", len(in), len(out))
 		}
 	})
+}
+
+// checkDecapsulated: only what the verdict table names is stripped (an
+// outer IPv4 header without options, not a fragment, or an outer IPv6
+// header, carrying IPv4 or IPv6: protocol 4 or 41, the size of its own
+// version), and the EtherType then names the inner packet's version.
+func checkDecapsulated(t *testing.T, outer, out []byte, hdr int) {
+	t.Helper()
+	var proto uint8
+	switch {
+	case hdr == 20 && outer[0] == 0x45 && binary.BigEndian.Uint16(outer[6:])&0x3fff == 0:
+		proto = outer[9]
+	case hdr == 40 && outer[0]>>4 == 6:
+		proto = outer[6]
+	default:
+		t.Fatalf("stripped %d bytes of a header that is not an outer IPv4/IPv6 header: %x", hdr, outer[:hdr])
+	}
+	inner := out[2:]
+	want := map[uint8]struct {
+		version uint8
+		etype   uint16
+	}{4: {4, 0x0800}, 41: {6, 0x86dd}}[proto]
+	if want.version == 0 || len(inner) == 0 || inner[0]>>4 != want.version {
+		t.Fatalf("stripped an outer header with protocol %d from %x", proto, outer)
+	}
+	if etype := binary.BigEndian.Uint16(out); etype != want.etype {
+		t.Fatalf("EtherType %#04x after decapsulating protocol %d", etype, proto)
+	}
 }

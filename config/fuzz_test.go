@@ -1,7 +1,10 @@
-// Fuzzing Parse: no panic, and a config without error is usable.
+// Fuzzing Parse: no panic, an error is an *Error whose every problem is
+// located, and a config without error is usable and survives Format:
+// the formatted file parses to the same config and formats to itself.
 package config_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"strings"
@@ -42,7 +45,11 @@ func FuzzParse(f *testing.F) {
 		if len(c.VIPs) == 0 {
 			t.Fatal("valid config without a VIP")
 		}
-		roundTrip(t, c)
+		back := roundTrip(t, c)
+		once, twice := config.Format(c, config.FormatOptions{ShowSecrets: true}), config.Format(back, config.FormatOptions{ShowSecrets: true})
+		if !bytes.Equal(afterLine(once), afterLine(twice)) {
+			t.Fatalf("Format is not a fixed point:\n%s\nthen\n%s", once, twice)
+		}
 		for _, v := range c.VIPs {
 			if len(v.Backends) == 0 {
 				t.Fatalf("VIP %q without backends", v.Name)
@@ -57,6 +64,12 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// afterLine drops Format's first line, a comment naming the source file.
+func afterLine(b []byte) []byte {
+	_, rest, _ := bytes.Cut(b, []byte("\n"))
+	return rest
 }
 
 // checkError wants an *Error alone, with every problem named and located.

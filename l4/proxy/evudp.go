@@ -354,13 +354,14 @@ func (s *UDPService) admitSession(l *loop, src netip.Addr) (held, ok bool) {
 		s.Stats.Denied.Add(1)
 		return false, false
 	}
-	if st.MaxSessions > 0 && s.sessions.Load() >= int64(st.MaxSessions) {
+	if !s.reserveSession(st.MaxSessions) {
 		s.Stats.SessionsRefused.Add(1)
 		s.rateLog("max_sessions reached: datagram from a new client dropped", zap.Int("max_sessions", st.MaxSessions))
 		return false, false
 	}
 	switch v := s.clients.Admit(src, st.ClientLimits, l.now()); {
 	case v.Refused():
+		s.sessions.Add(-1) // the reservation
 		s.Stats.ClientLimited.Add(1)
 		if s.warnings.allow() { // fields built only for the line written: a flood allocates nothing
 			s.log.Warn("per-client limit reached: datagram from a new session dropped", zap.Stringer("listen", s.key),
@@ -381,6 +382,7 @@ func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow, held 
 	b := s.snaps.Load().Pick(flow, nil)
 	if b == nil {
 		s.releaseClient(l, f.Src.Addr(), held)
+		s.sessions.Add(-1)
 		s.Stats.NoBackend.Add(1)
 		s.rateLog("no usable backend for VIP: datagram dropped")
 		return nil
@@ -403,6 +405,7 @@ func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow, held 
 		unix.Close(fd)
 	}
 	s.releaseClient(l, f.Src.Addr(), held)
+	s.sessions.Add(-1)
 	if !b.Release() {
 		s.log.Error("live-flow count underflow: a flow was released twice", zap.String("backend", string(b.ID)))
 	}
@@ -413,9 +416,25 @@ func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow, held 
 	return nil
 }
 
-// recordSession puts a new session in the table.
+// reserveSession counts a new client's session if fewer than limit are
+// live (0 = no limit). Check and count are one step: with a load and a
+// later add, new clients on two loops could both take the last session
+// (FuzzUDPSessions found 6 sessions under max_sessions = 5).
+func (s *UDPService) reserveSession(limit int) bool {
+	for {
+		n := s.sessions.Load()
+		if limit > 0 && n >= int64(limit) {
+			return false
+		}
+		if s.sessions.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// recordSession puts a new session, already counted by reserveSession,
+// in the table.
 func (s *UDPService) recordSession(l *loop, sess *loopSession) *loopSession {
-	s.sessions.Add(1)
 	if _, inserted, err := s.table.Insert(sess.key, sess.backend, sess); !inserted {
 		// Only a closed table refuses; Insert released the count.
 		s.closeSession(l, sess, l4.EndVIPClosed)

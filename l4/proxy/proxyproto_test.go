@@ -82,6 +82,27 @@ func FuzzProxyHeader(f *testing.F) {
 		flow := l4.Flow{Src: netip.AddrPortFrom(s.Unmap(), sport), Dst: netip.AddrPortFrom(d.Unmap(), dport), Proto: l4.TCP}
 		for _, v := range []int{1, 2} {
 			checkHeader(t, v, &flow)
+			checkParsesBack(t, v, &flow)
 		}
 	})
+}
+
+// checkParsesBack: l4lb's own parser (accept_proxy_protocol) reads the
+// header l4lb writes as exactly its length and the flow's source, in the
+// mode of its version and in "any", and asks for more on every prefix.
+func checkParsesBack(t *testing.T, version int, flow *l4.Flow) {
+	t.Helper()
+	h := appendProxyHeader(nil, version, flow)
+	want := netip.AddrPortFrom(flow.Src.Addr().Unmap(), flow.Src.Port())
+	for _, mode := range []int{version, AcceptProxyAny} {
+		n, src, err := parseProxyHeader(append(h, "payload"...), mode)
+		if err != nil || n != len(h) || netip.AddrPortFrom(src.Addr().Unmap(), src.Port()) != want {
+			t.Fatalf("v%d header %q parses (mode %d) as n=%d of %d, %v, %v; want %v", version, h, mode, n, len(h), src, err, want)
+		}
+	}
+	for k := range len(h) {
+		if n, _, err := parseProxyHeader(h[:k], AcceptProxyAny); n != 0 || err != nil {
+			t.Fatalf("v%d header cut at %d of %d: n=%d, %v", version, k, len(h), n, err)
+		}
+	}
 }
