@@ -64,11 +64,17 @@ type Clients struct {
 }
 
 type shard struct {
-	mu   sync.Mutex
-	m    map[netip.Addr]*client
-	free []*client
-	_    [40]byte // keep neighbouring shards' locks off one cache line
+	mu        sync.Mutex
+	m         map[netip.Addr]*client
+	free      []*client
+	nextSweep int64    // the caller's clock: sweep on the first Admit after it
+	_         [32]byte // keep neighbouring shards' locks off one cache line
 }
+
+// sweepEvery is how often a shard forgets clients whose rate state ran out
+// (on an Admit, under the shard's lock): without it, a VIP that saw a
+// million clients once would keep them until its table filled.
+const sweepEvery = int64(2 * time.Second)
 
 // client is one address's state.
 type client struct {
@@ -106,6 +112,10 @@ func (c *Clients) Admit(addr netip.Addr, lim Limits, now int64) Verdict {
 	s := c.shardOf(addr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if now >= s.nextSweep {
+		s.sweep(now)
+		s.nextSweep = now + sweepEvery
+	}
 	cl := s.m[addr]
 	if cl == nil {
 		if len(s.m) >= c.perShard && s.sweep(now) == 0 {

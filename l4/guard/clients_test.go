@@ -182,3 +182,27 @@ func BenchmarkClientsAdmitRelease(b *testing.B) {
 		}
 	})
 }
+
+// TestClientsForgetSpentRateState: clients seen once are forgotten by the
+// shards' periodic sweep, not kept until the table fills.
+func TestClientsForgetSpentRateState(t *testing.T) {
+	c := NewClients(0)
+	lim := Limits{Rate: 10}
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}) }
+	now := int64(time.Hour)
+	for i := range 2000 {
+		c.Admit(addr(i), lim, now)
+		c.Release(addr(i), now)
+	}
+	if n := c.Len(); n != 2000 {
+		t.Fatalf("%d clients tracked while their rate state holds, want 2000", n)
+	}
+	later := now + 3*sweepEvery
+	for i := range 500 {
+		c.Admit(addr(10000+i), lim, later)
+		c.Release(addr(10000+i), later)
+	}
+	if n := c.Len(); n > 500 {
+		t.Fatalf("%d clients tracked after the first ones' state ran out, want at most the 500 new ones", n)
+	}
+}
