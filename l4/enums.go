@@ -190,6 +190,7 @@ const (
 	EndProxyUntrusted           // reset: a PROXY header was due (accept_proxy_protocol) and the source is not trusted
 	EndProxyMalformed           // reset: the PROXY header was malformed, too long, or cut short by the client
 	EndProxyTimeout             // reset: the PROXY header was not complete within connect_timeout
+	EndFirstByte                // closed (FIN): the client sent nothing within first_byte_timeout; no backend was dialed
 )
 
 var endNames = [...]string{
@@ -214,6 +215,7 @@ var endNames = [...]string{
 	EndProxyUntrusted: "proxy_untrusted",
 	EndProxyMalformed: "proxy_malformed",
 	EndProxyTimeout:   "proxy_timeout",
+	EndFirstByte:      "first_byte_timeout",
 }
 
 func (r EndReason) String() string { return enumName(r, "end", endNames[:]) }

@@ -136,6 +136,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			if t.ProxyUntrusted+t.ProxyMalformed+t.ProxyTimeouts > 0 {
 				fmt.Fprintf(w, "  proxy headers refused: untrusted %d  malformed %d  timeout %d\n", t.ProxyUntrusted, t.ProxyMalformed, t.ProxyTimeouts)
 			}
+			if t.FirstByteTimeouts > 0 {
+				fmt.Fprintf(w, "  first-byte-timeouts %d\n", t.FirstByteTimeouts)
+			}
 		}
 		if x := v.XDP; x != nil {
 			fmt.Fprintf(w, "  xdp: packets %d  bytes %s  new-flows %d  drops %d  live-flows %d\n",

@@ -158,7 +158,7 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 		c.awaitHeader(l)
 		return
 	}
-	c.dial(l)
+	c.admit(l)
 }
 
 // dial picks the next backend and starts a non-blocking connect.
@@ -280,6 +280,10 @@ func (c *evConn) pending(gen uint32) bool { return gen>>2 == c.gen && c.state !=
 func (c *evConn) connectTimer(l *loop) {
 	if c.state == evHeader {
 		c.refuseHeader(l, errProxyTimeout)
+		return
+	}
+	if c.state == evFirstByte {
+		c.firstByteTimeout(l)
 		return
 	}
 	if c.state != evConnecting {
@@ -441,6 +445,15 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 			return
 		}
 		c.readHeader(l)
+	case evFirstByte:
+		if backend {
+			return
+		}
+		if events&unix.EPOLLERR != 0 {
+			c.finish(l, false, false, l4.EndClientReset)
+			return
+		}
+		c.readFirst(l)
 	case evOpen, evClosing:
 		if events&unix.EPOLLERR != 0 {
 			c.failed(l, &sk.reg) // a reset: the other side learns by one too

@@ -79,7 +79,7 @@ func (c *evConn) readHeader(l *loop) {
 	}
 	c.state = evConnecting
 	c.gen = l.nextGen() // the header's timer must not fire on the connect
-	c.dial(l)
+	c.admit(l)
 }
 
 // refuseHeader resets a client whose header is refused (err says why),

@@ -40,6 +40,10 @@ type Settings struct {
 	// forwarded (evheader.go).
 	AcceptProxy     int
 	AcceptProxyFrom []netip.Prefix
+	// FirstByteTimeout > 0 closes a client that has sent nothing (after
+	// its PROXY header, if one is due) this long after accept, before any
+	// backend is picked (evfirst.go); 0 = off.
+	FirstByteTimeout time.Duration
 	// AffinityTimeout > 0 sends a client address's new connections to the
 	// backend it used last, while that backend is eligible, until the pin
 	// has been unused this long.
@@ -79,6 +83,9 @@ type ServiceStats struct {
 	ProxyUntrusted atomic.Uint64 // from a source outside accept_proxy_protocol_from
 	ProxyMalformed atomic.Uint64 // malformed, too long, or the client closed before it completed
 	ProxyTimeouts  atomic.Uint64 // not complete within connect_timeout
+	// FirstByteTimeouts counts clients closed for sending nothing within
+	// first_byte_timeout (no backend was dialed for them).
+	FirstByteTimeouts atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
