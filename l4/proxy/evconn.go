@@ -233,7 +233,7 @@ func (c *evConn) connectTo(l *loop, b *l4.Backend) {
 func (c *evConn) localFailure(l *loop, err error) {
 	s := c.svc
 	s.Stats.LocalErrors.Add(1)
-	s.pressure.Store(time.Now().UnixNano())
+	s.notePressure(l)
 	s.rateLog("cannot open a backend connection: local resources exhausted; accepting paused", zap.Error(err))
 	now := l.now()
 	if c.localUntil == 0 {
@@ -603,7 +603,7 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 	if d.pipe == nil {
 		p, perr := l.getPipe()
 		if perr != nil {
-			c.noPipe(perr)
+			c.noPipe(l, perr)
 			d.splice = false
 			return c.copyChunk(l, d)
 		}
@@ -636,7 +636,7 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 }
 
 // noPipe counts a chunk that goes through user space for want of a pipe.
-func (c *evConn) noPipe(err error) {
+func (c *evConn) noPipe(l *loop, err error) {
 	s := c.svc
 	s.Stats.PipelessCopies.Add(1)
 	if err == errPipeLimit {
@@ -644,7 +644,7 @@ func (c *evConn) noPipe(err error) {
 		return
 	}
 	s.Stats.LocalErrors.Add(1)
-	s.pressure.Store(time.Now().UnixNano())
+	s.notePressure(l)
 	s.rateLog("cannot open a pipe: local resources exhausted; copying in user space, accepting paused", zap.Error(err))
 }
 

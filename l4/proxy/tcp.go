@@ -109,7 +109,7 @@ type TCPService struct {
 	stop            closer      // closed by Close: ends Serve
 	Stats           ServiceStats
 
-	pressure atomic.Int64  // unix ns of the last local-resource failure; 0 = none
+	pressure atomic.Int64  // loop clock of the last local-resource failure; 0 = none
 	spliced  atomic.Uint64 // bytes written to a destination by splice (tests prove splice ran)
 
 	warnings  rateLog // per-connection failures
