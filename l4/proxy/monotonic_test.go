@@ -32,3 +32,19 @@ func TestUnderPressureUsesLoopClock(t *testing.T) {
 		}
 	}
 }
+
+// TestHandoverAgeIgnoresWallClock: a connection handed over in an upgrade
+// keeps its age by the host's monotonic clock, whatever the wall clock
+// says (here: Started an hour in the future, as after a step back); only
+// a state from an older process without it falls back to the wall clock.
+func TestHandoverAgeIgnoresWallClock(t *testing.T) {
+	const age = 5 * time.Second
+	st := ConnState{Started: time.Now().Add(time.Hour).Round(0), StartedMono: hostMono() - int64(age)}
+	if got := time.Duration(acceptAge(st)); got < age || got > age+time.Second {
+		t.Fatalf("age %v, want about %v (the wall clock must not count)", got, age)
+	}
+	old := ConnState{Started: time.Now().Add(-age).Round(0)}
+	if got := time.Duration(acceptAge(old)); got < age || got > age+time.Second {
+		t.Fatalf("age from an older process %v, want about %v", got, age)
+	}
+}
