@@ -170,6 +170,7 @@ func TestSlowPeerBoundedMemory(t *testing.T) {
 				if !download {
 					back, err := io.ReadAll(c) // the backend's sum of what it received
 					if err != nil || !bytes.Equal(back, want) {
+						t.Logf("sockets in the balancer's namespace:\n%s", tp.LB.MustExec(t, "ss", "-tnie"))
 						t.Fatalf("connection %d: the backend received bytes summing to %x (%v); want %x", i, back, err, want)
 					}
 					continue
@@ -177,6 +178,7 @@ func TestSlowPeerBoundedMemory(t *testing.T) {
 				h := sha256.New()
 				n, err := io.Copy(h, c)
 				if got := h.Sum(nil); err != nil || n != size || !bytes.Equal(got, want) {
+					t.Logf("sockets in the balancer's namespace:\n%s", tp.LB.MustExec(t, "ss", "-tnie"))
 					t.Fatalf("connection %d: client read %d bytes (%v), sum %x; want %d bytes, sum %x", i, n, err, got, size, want)
 				}
 			}
