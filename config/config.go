@@ -121,6 +121,13 @@ type VIP struct {
 	// about a second, until the kernel accepts anyway, before the backend
 	// is even contacted. Only for tcp VIPs in proxy mode.
 	DeferAccept bool
+	// FirstByteTimeout > 0 closes a client that sends nothing for this
+	// long after connecting, before any backend is dialed (counted as
+	// first_byte_timeouts); default 0 = off; 1ms..1h. For client-speaks-
+	// first protocols (HTTP, TLS, Redis, PostgreSQL) only: with MySQL or
+	// SMTP the client waits for the server's greeting and would be cut.
+	// Only for tcp VIPs in proxy mode.
+	FirstByteTimeout time.Duration
 	// AffinityTimeout > 0 keeps a client address on its last backend for
 	// this long; default 0; up to 24h.
 	AffinityTimeout time.Duration

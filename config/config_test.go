@@ -164,6 +164,7 @@ retries = 4
 proxy_protocol = "v1"
 session_timeout = "10s"
 defer_accept = true
+first_byte_timeout = "3s"
   [defaults.health]
   interval = "3s"
   rise = 5
@@ -185,6 +186,7 @@ listen = "198.18.0.11:1"
 connect_timeout = "7s"
 proxy_protocol = "off"
 defer_accept = false
+first_byte_timeout = "0s"
   [vip.health]
   type = "send_expect"
   rise = 1
@@ -201,7 +203,7 @@ protocol = "udp"
 `)
 	b, o, u := c.VIP("builtin"), c.VIP("own"), c.VIP("udp")
 	// built-in < [defaults]
-	if b.ConnectTimeout != 5*time.Second || b.Retries != 4 || b.IdleTimeout != time.Hour || b.ProxyProtocol != "v1" || !b.DeferAccept {
+	if b.ConnectTimeout != 5*time.Second || b.Retries != 4 || b.IdleTimeout != time.Hour || b.ProxyProtocol != "v1" || !b.DeferAccept || b.FirstByteTimeout != 3*time.Second {
 		t.Errorf("builtin VIP: %+v", b)
 	}
 	if b.Health.Interval != 3*time.Second || b.Health.Rise != 5 || b.Health.Fall != 3 || b.Health.Path != "/healthz" || b.Health.Status != 200 {
@@ -211,14 +213,14 @@ protocol = "udp"
 		t.Errorf("builtin VIP balancing: %+v", b)
 	}
 	// [defaults] < VIP; send_hex replaces the default send
-	if o.ConnectTimeout != 7*time.Second || o.Retries != 4 || o.ProxyProtocol != "off" || o.DeferAccept {
+	if o.ConnectTimeout != 7*time.Second || o.Retries != 4 || o.ProxyProtocol != "off" || o.DeferAccept || o.FirstByteTimeout != 0 {
 		t.Errorf("own VIP: %+v", o)
 	}
 	if o.Health.Rise != 1 || string(o.Health.Send) != "PO" || o.Health.Path != "" {
 		t.Errorf("own VIP health: %+v", o.Health)
 	}
 	// [defaults] keys that do not apply are ignored, not errors
-	if u.SessionTimeout != 10*time.Second || u.ProxyProtocol != "off" || u.DeferAccept || u.Health.Send != nil || u.Health.Path != "" {
+	if u.SessionTimeout != 10*time.Second || u.ProxyProtocol != "off" || u.DeferAccept || u.FirstByteTimeout != 0 || u.Health.Send != nil || u.Health.Path != "" {
 		t.Errorf("udp VIP: %+v", u)
 	}
 }

@@ -86,6 +86,7 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"max_conns", func() { w.int("max_conns", v.MaxConns) }},
 		{"freebind", func() { w.bool("freebind", v.Freebind) }},
 		{"defer_accept", func() { w.bool("defer_accept", v.DeferAccept) }},
+		{"first_byte_timeout", func() { w.dur("first_byte_timeout", v.FirstByteTimeout) }},
 		{"proxy_protocol", func() { w.str("proxy_protocol", fmt.Sprint(v.ProxyProtocol)) }},
 		{"accept_proxy_protocol", func() { w.str("accept_proxy_protocol", v.AcceptProxyProtocol) }},
 		{"accept_proxy_protocol_from", func() { w.raw("accept_proxy_protocol_from", prefixList(v.AcceptProxyProtocolFrom, quoteTOML)) }},

@@ -58,6 +58,7 @@ metrics_listen = "[::1]:9370"
 [defaults]
 keepalive = "0s"
 defer_accept = true
+first_byte_timeout = "250ms"
 [[vip]]
 name = "tricky"
 listen = "[2001:db8::1]:6379"

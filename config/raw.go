@@ -65,6 +65,7 @@ type rawTuning struct {
 	MaxConns          opt[int64]   `toml:"max_conns"`
 	Freebind          opt[bool]    `toml:"freebind"`
 	DeferAccept       opt[bool]    `toml:"defer_accept"`
+	FirstByteTimeout  opt[string]  `toml:"first_byte_timeout"`
 	ProxyProtocol     opt[string]  `toml:"proxy_protocol"`
 	AcceptProxy       opt[string]  `toml:"accept_proxy_protocol"`
 	AcceptProxyFrom   opt[[]any]   `toml:"accept_proxy_protocol_from"`

@@ -30,6 +30,7 @@ var vipScopes = []vipScope{
 	{"idle_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"keepalive", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"defer_accept", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"first_byte_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"rebalance_rate", isTCPProxy, "applies only to tcp VIPs in proxy mode (l4lb rebalance closes proxied connections)"},
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
@@ -116,6 +117,8 @@ func resetKey(key string, v, def *VIP) {
 		v.KeepAlive = def.KeepAlive
 	case "defer_accept":
 		v.DeferAccept = def.DeferAccept
+	case "first_byte_timeout":
+		v.FirstByteTimeout = def.FirstByteTimeout
 	case "affinity_timeout":
 		v.AffinityTimeout = def.AffinityTimeout
 	case "rebalance_rate":

@@ -192,6 +192,7 @@ const (
 	EndProxyTimeout             // reset: the PROXY header was not complete within connect_timeout
 	EndDenied                   // refused by the VIP's allow/deny lists: TCP reset, UDP datagram dropped
 	EndClientLimit              // refused by a per-client limit (max_conns_per_client, conn_rate_per_client)
+	EndFirstByte                // closed (FIN): the client sent nothing within first_byte_timeout; no backend was dialed
 )
 
 var endNames = [...]string{
@@ -218,6 +219,7 @@ var endNames = [...]string{
 	EndProxyTimeout:   "proxy_timeout",
 	EndDenied:         "denied",
 	EndClientLimit:    "client_limit",
+	EndFirstByte:      "first_byte_timeout",
 }
 
 func (r EndReason) String() string { return enumName(r, "end", endNames[:]) }

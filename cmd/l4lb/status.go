@@ -139,6 +139,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			if t.ProxyUntrusted+t.ProxyMalformed+t.ProxyTimeouts > 0 {
 				fmt.Fprintf(w, "  proxy headers refused: untrusted %d  malformed %d  timeout %d\n", t.ProxyUntrusted, t.ProxyMalformed, t.ProxyTimeouts)
 			}
+			if t.FirstByteTimeouts > 0 {
+				fmt.Fprintf(w, "  first-byte-timeouts %d\n", t.FirstByteTimeouts)
+			}
 		}
 		if v.Denied+v.ClientLimited > 0 {
 			fmt.Fprintf(w, "  refused: denied %d  client-limited %d\n", v.Denied, v.ClientLimited)

@@ -303,6 +303,11 @@ func TestConnLogEveryEnd(t *testing.T) {
 			want:     connLine{end: "connect_timeout", backend: "b0"},
 		},
 		{
+			name: "first_byte_timeout", st: Settings{FirstByteTimeout: 100 * time.Millisecond}, backends: echo,
+			client: ended,
+			want:   connLine{end: "first_byte_timeout"},
+		},
+		{
 			name: "no_backend", backends: echo, // and then none
 			client: ended,
 			want:   connLine{end: "no_backend"}, mayRefuse: true,

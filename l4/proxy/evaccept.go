@@ -90,7 +90,7 @@ func (s *TCPService) acceptOn(l *loop) {
 		if !s.takeSlots() {
 			return
 		}
-		if s.underPressure() {
+		if s.underPressure(l) {
 			s.releaseSlots()
 			s.pauseAccept(l, 20*time.Millisecond)
 			return
@@ -209,10 +209,19 @@ func (s *TCPService) stopAccepting(full func()) {
 	}
 }
 
+// pressureFor is how long accepting pauses after a local-resource failure.
+const pressureFor = 100 * time.Millisecond
+
+// notePressure records a local-resource failure at loop l's clock.
+func (s *TCPService) notePressure(l *loop) { s.pressure.Store(l.now()) }
+
 // underPressure reports whether a local resource failed very recently.
-func (s *TCPService) underPressure() bool {
+// Both times are on the loops' shared monotonic clock (never 0), so a
+// step of the wall clock cannot pause accepting for as long as it jumped
+// back (a wall-clock Unix time compared with time.Since would).
+func (s *TCPService) underPressure(l *loop) bool {
 	last := s.pressure.Load()
-	return last != 0 && time.Since(time.Unix(0, last)) < 100*time.Millisecond
+	return last != 0 && l.now()-last < int64(pressureFor)
 }
 
 // pauseAccept stops loop l accepting for d.

@@ -164,7 +164,8 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 }
 
 // admit applies the VIP's access list and per-client limits to the client
-// (the PROXY header's address when one was due), then dials. A refused
+// (the PROXY header's address when one was due), then goes on to a
+// backend (after the first byte, with first_byte_timeout). A refused
 // client is reset before any backend is chosen.
 func (c *evConn) admit(l *loop) {
 	s, addr := c.svc, c.flow.Src.Addr()
@@ -185,7 +186,7 @@ func (c *evConn) admit(l *loop) {
 	case v == guard.Admitted:
 		c.clientHeld = true
 	}
-	c.dial(l)
+	c.awaitFirstByte(l)
 }
 
 // dial picks the next backend and starts a non-blocking connect.
@@ -260,7 +261,7 @@ func (c *evConn) connectTo(l *loop, b *l4.Backend) {
 func (c *evConn) localFailure(l *loop, err error) {
 	s := c.svc
 	s.Stats.LocalErrors.Add(1)
-	s.pressure.Store(time.Now().UnixNano())
+	s.notePressure(l)
 	s.rateLog("cannot open a backend connection: local resources exhausted; accepting paused", zap.Error(err))
 	now := l.now()
 	if c.localUntil == 0 {
@@ -307,6 +308,10 @@ func (c *evConn) pending(gen uint32) bool { return gen>>2 == c.gen && c.state !=
 func (c *evConn) connectTimer(l *loop) {
 	if c.state == evHeader {
 		c.refuseHeader(l, errProxyTimeout)
+		return
+	}
+	if c.state == evFirstByte {
+		c.firstByteTimeout(l)
 		return
 	}
 	if c.state != evConnecting {
@@ -475,6 +480,15 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 			return
 		}
 		c.readHeader(l)
+	case evFirstByte:
+		if backend {
+			return
+		}
+		if events&unix.EPOLLERR != 0 {
+			c.finish(l, false, false, l4.EndClientReset)
+			return
+		}
+		c.readFirst(l)
 	case evOpen, evClosing:
 		if events&unix.EPOLLERR != 0 {
 			c.failed(l, &sk.reg) // a reset: the other side learns by one too
@@ -624,7 +638,7 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 	if d.pipe == nil {
 		p, perr := l.getPipe()
 		if perr != nil {
-			c.noPipe(perr)
+			c.noPipe(l, perr)
 			d.splice = false
 			return c.copyChunk(l, d)
 		}
@@ -657,7 +671,7 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 }
 
 // noPipe counts a chunk that goes through user space for want of a pipe.
-func (c *evConn) noPipe(err error) {
+func (c *evConn) noPipe(l *loop, err error) {
 	s := c.svc
 	s.Stats.PipelessCopies.Add(1)
 	if err == errPipeLimit {
@@ -665,7 +679,7 @@ func (c *evConn) noPipe(err error) {
 		return
 	}
 	s.Stats.LocalErrors.Add(1)
-	s.pressure.Store(time.Now().UnixNano())
+	s.notePressure(l)
 	s.rateLog("cannot open a pipe: local resources exhausted; copying in user space, accepting paused", zap.Error(err))
 }
 

@@ -269,7 +269,11 @@ func TestLoopProxyHeaderAllocatesNothing(t *testing.T) {
 
 // loopConnAllocs counts allocations of connections that send header
 // (if any), then a request.
-func loopConnAllocs(t *testing.T, st Settings, header []byte) {
+func loopConnAllocs(t *testing.T, st Settings, header []byte) { loopConnAllocsPause(t, st, header, 0) }
+
+// loopConnAllocsPause is loopConnAllocs with the client silent for pause
+// after its connect (so that the loop has accepted it and waits).
+func loopConnAllocsPause(t *testing.T, st Settings, header []byte, pause time.Duration) {
 	pipes := NewPipePool(0)
 	ts := newServiceOn(t, pipes, newLoopsForTest(t, 1, pipes), st, rawEchoServer(t))
 	vip := &unix.SockaddrInet4{Port: int(ts.addr.Port()), Addr: ts.addr.Addr().As4()}
@@ -284,6 +288,13 @@ func loopConnAllocs(t *testing.T, st Settings, header []byte) {
 		if err := unix.Connect(fd, vip); err != nil {
 			t.Fatal(err)
 		}
+		tv := unix.NsecToTimeval(int64(5 * time.Second)) // every wait has a deadline
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			t.Fatal(err)
+		}
+		if pause > 0 {
+			time.Sleep(pause)
+		}
 		if header != nil {
 			if _, err := unix.Write(fd, header); err != nil {
 				t.Fatal(err)
@@ -292,7 +303,7 @@ func loopConnAllocs(t *testing.T, st Settings, header []byte) {
 		if _, err := unix.Write(fd, msg); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := rawRead(fd, got); err != nil || n != len(msg) {
+		if n, err := readBlocking(fd, got); err != nil || n != len(msg) {
 			t.Fatalf("read %d bytes, %v", n, err)
 		}
 	}

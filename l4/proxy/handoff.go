@@ -26,6 +26,10 @@ type ConnState struct {
 	Local       netip.AddrPort `json:"local"` // the VIP address the client reached
 	Loop        int            `json:"loop"`  // the old process's loop: the new one spreads alike
 	Started     time.Time      `json:"started"`
+	// StartedMono is the accept on the host's CLOCK_MONOTONIC (shared by
+	// both processes, unlike Go's monotonic reading, and blind to steps of
+	// the wall clock); 0 from an older process: Started is used.
+	StartedMono int64 `json:"started_mono,omitempty"`
 	// ConnectTime is how long the backend took to answer (the log line's
 	// connect_time); Retries how many connects failed before it.
 	ConnectTime time.Duration `json:"connect_time,omitempty"`
@@ -201,6 +205,7 @@ func (c *evConn) handoverState(l *loop) ConnState {
 		VIP: c.svc.key.String(), Backend: c.target.ID, BackendAddr: c.target.Addr,
 		Client: c.flow.Src, Local: c.flow.Dst, Loop: l.id,
 		Started:     time.Now().Add(-time.Duration(now - c.acceptAt)),
+		StartedMono: hostMono() - (now - c.acceptAt),
 		ConnectTime: time.Duration(c.connectAt - c.acceptAt),
 		Retries:     max(c.attempts-1, 0),
 		BytesIn:     c.up.n,
@@ -331,7 +336,7 @@ func (s *TCPService) adoptOn(l *loop, st ConnState, cfd, bfd int, b *l4.Backend)
 	c.flow = l4.Flow{Src: st.Client, Dst: st.Local, Proto: l4.TCP}
 	c.client.reg, c.backend.reg = reg{fd: cfd, slot: -1}, reg{fd: bfd, slot: -1}
 	now := l.now()
-	c.acceptAt = now - int64(time.Since(st.Started))
+	c.acceptAt = now - acceptAge(st)
 	c.connectAt = c.acceptAt + max(int64(st.ConnectTime), 1) // connected: never 0
 	c.picked, c.attempts = b, 1+st.Retries
 	c.lastActive = now - int64(st.Quiet)
@@ -363,4 +368,25 @@ func CloseSockets(fds ...int) {
 			unix.Close(fd)
 		}
 	}
+}
+
+// hostMono is the host's CLOCK_MONOTONIC in nanoseconds: one clock for
+// the old and the new process of an upgrade, which a wall-clock step does
+// not move.
+func hostMono() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return ts.Nano()
+}
+
+// acceptAge is how long ago a handed-over connection was accepted: on the
+// host's monotonic clock when the old process sent it, else (an older
+// process) by the wall clock.
+func acceptAge(st ConnState) int64 {
+	if now := hostMono(); st.StartedMono > 0 && now > 0 {
+		return max(now-st.StartedMono, 0)
+	}
+	return int64(time.Since(st.Started))
 }

@@ -41,6 +41,10 @@ type Settings struct {
 	// forwarded (evheader.go).
 	AcceptProxy     int
 	AcceptProxyFrom []netip.Prefix
+	// FirstByteTimeout > 0 closes a client that has sent nothing (after
+	// its PROXY header, if one is due) this long after accept, before any
+	// backend is picked (evfirst.go); 0 = off.
+	FirstByteTimeout time.Duration
 	// AffinityTimeout > 0 sends a client address's new connections to the
 	// backend it used last, while that backend is eligible, until the pin
 	// has been unused this long.
@@ -90,6 +94,9 @@ type ServiceStats struct {
 	ProxyTimeouts  atomic.Uint64 // not complete within connect_timeout
 	Denied         atomic.Uint64 // clients refused by allow/deny: reset before any backend was chosen
 	ClientLimited  atomic.Uint64 // clients refused by a per-client limit: reset
+	// FirstByteTimeouts counts clients closed for sending nothing within
+	// first_byte_timeout (no backend was dialed for them).
+	FirstByteTimeouts atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
@@ -114,7 +121,7 @@ type TCPService struct {
 	stop            closer         // closed by Close: ends Serve
 	Stats           ServiceStats
 
-	pressure atomic.Int64  // unix ns of the last local-resource failure; 0 = none
+	pressure atomic.Int64  // loop clock of the last local-resource failure; 0 = none
 	spliced  atomic.Uint64 // bytes written to a destination by splice (tests prove splice ran)
 
 	warnings  rateLog // per-connection failures

@@ -187,6 +187,7 @@ func (p *tcpPlane) fillStatus(s *VIPStatus) {
 		AcceptErrors: st.AcceptErrors.Load(), IdleClosed: st.IdleClosed.Load(),
 		LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(), LimitWaits: st.LimitWaits.Load(),
 		ProxyUntrusted: st.ProxyUntrusted.Load(), ProxyMalformed: st.ProxyMalformed.Load(), ProxyTimeouts: st.ProxyTimeouts.Load(),
+		FirstByteTimeouts: st.FirstByteTimeouts.Load(),
 	}
 }
 

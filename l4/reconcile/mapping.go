@@ -45,6 +45,8 @@ func settings(vc *config.VIP) (proxy.Settings, error) {
 		AcceptProxy:     accept,
 		AcceptProxyFrom: vc.AcceptProxyProtocolFrom,
 
+		FirstByteTimeout: vc.FirstByteTimeout,
+
 		AffinityTimeout: vc.AffinityTimeout,
 		// Only least_time with the connect metric uses the proxy's own
 		// handshake times; others save the syscall.

@@ -95,6 +95,8 @@ type TCPStatus struct {
 	ProxyUntrusted uint64 `json:"proxy_untrusted,omitempty"` // from outside accept_proxy_protocol_from
 	ProxyMalformed uint64 `json:"proxy_malformed,omitempty"` // malformed, too long or cut short
 	ProxyTimeouts  uint64 `json:"proxy_timeouts,omitempty"`  // not complete within connect_timeout
+	// Clients closed for sending nothing within first_byte_timeout.
+	FirstByteTimeouts uint64 `json:"first_byte_timeouts,omitempty"`
 }
 
 // VIPStatus describes one running VIP.
