@@ -1,0 +1,154 @@
+// drop_capabilities through the binary: what every thread of the daemon
+// holds after start, and that reloads still work with only that.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/l4lb/l4lb/internal/privs"
+	"github.com/l4lb/l4lb/internal/testutil"
+)
+
+// wantCaps is what a daemon with drop_capabilities keeps: the names given
+// that this test process (root, as the daemon) holds itself.
+func wantCaps(t *testing.T, names ...string) []string {
+	t.Helper()
+	own, err := privs.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range own.Permitted {
+		if slices.Contains(names, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// proxyCaps and xdpCaps are the capabilities l4lb needs after start.
+var (
+	proxyCaps = []string{"cap_net_bind_service", "cap_sys_resource"}
+	xdpCaps   = append([]string{"cap_net_admin", "cap_perfmon", "cap_bpf"}, proxyCaps...)
+)
+
+// checkThreadCaps fails unless every thread of pid has exactly want in
+// its effective, permitted and bounding sets.
+func checkThreadCaps(t *testing.T, pid int, want []string) {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) < 3 {
+		t.Fatalf("l4lb has %d threads: the test means to see many", len(tasks))
+	}
+	for _, task := range tasks {
+		s, err := privs.ReadStatus(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, got := range map[string][]string{"CapEff": s.Effective, "CapPrm": s.Permitted, "CapBnd": s.Bounding} {
+			if !slices.Equal(got, want) {
+				t.Fatalf("thread %s of %d threads: %s %v, want %v", task.Name(), len(tasks), name, got, want)
+			}
+		}
+	}
+}
+
+// TestDropCapabilitiesProxy: by default l4lb keeps only what a reload
+// needs on every thread; a reload that adds a VIP on a port below 1024
+// works; status says what is held; a config file made writable by others
+// is refused at the next reload; drop_capabilities = false keeps all.
+func TestDropCapabilitiesProxy(t *testing.T) {
+	tp := testutil.NewTopology(t, 3)
+	for i := range 3 {
+		namedEcho(t, tp, i, 7000)
+	}
+	lb := startLB(t, tp, vipA)
+	lb.waitLog(t, "capabilities dropped") // just after "l4lb running"
+	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	want := wantCaps(t, proxyCaps...)
+	checkThreadCaps(t, lb.cmd.Process.Pid, want)
+	if seen := backendsSeen(t, tp, 80, 4); seen["be0"]+seen["be1"] != 4 {
+		t.Fatalf("before reload: %v", seen)
+	}
+
+	lb.writeConfig(t, strings.ReplaceAll(vipAReloaded, "@ADMIN@", admin))
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload applied")
+	if seen := backendsSeen(t, tp, 81, 2); seen["be2"] != 2 {
+		t.Fatalf("VIP b on port 81, added by a reload: %v", seen)
+	}
+	checkThreadCaps(t, lb.cmd.Process.Pid, want)
+
+	st := lbStatus(t, lb)
+	if c := st.Process.Capabilities; c == nil || !c.Dropped || !slices.Equal(c.Effective, want) || !slices.Equal(c.Bounding, want) {
+		t.Fatalf("status capabilities %+v, want %v", st.Process.Capabilities, want)
+	}
+
+	if err := os.Chmod(lb.cfg, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload refused")
+	if log := lb.log.String(); !strings.Contains(log, "chmod go-w "+lb.cfg) {
+		t.Fatalf("the refusal does not give the fix:\n%s", log)
+	}
+	if seen := backendsSeen(t, tp, 81, 1); seen["be2"] != 1 {
+		t.Fatalf("VIP b after the refused reload: %v", seen)
+	}
+}
+
+func TestKeepCapabilities(t *testing.T) {
+	tp := testutil.NewTopology(t, 2)
+	for i := range 2 {
+		namedEcho(t, tp, i, 7000)
+	}
+	lb := startLB(t, tp, strings.Replace(vipA, "[global]\n", "[global]\ndrop_capabilities = false\n", 1))
+	own, err := privs.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkThreadCaps(t, lb.cmd.Process.Pid, own.Permitted)
+	if c := lbStatus(t, lb).Process.Capabilities; c == nil || c.Dropped {
+		t.Fatalf("status capabilities %+v", c)
+	}
+}
+
+// TestDropCapabilitiesXDP: with an [xdp] table l4lb keeps what the XDP
+// maps need; a reload that changes backends, and one that moves a VIP
+// from proxy to xdp (loading and attaching the program after the drop),
+// work with only that.
+func TestDropCapabilitiesXDP(t *testing.T) {
+	n := newXDPNet(t, 3)
+	lb := startLBIn(t, n.LB.NS, n.config("", "", 0, 1))
+	lb.waitLog(t, "capabilities dropped")
+	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, xdpCaps...))
+	seen := map[string]int{}
+	for range 10 {
+		seen[n.AskTCP(t, n.vip4)]++
+	}
+	if seen["be3"] != 0 || seen["be1"]+seen["be2"] != 10 {
+		t.Fatalf("before the reload: %v", seen)
+	}
+	cfg := strings.ReplaceAll(n.config("", "", 2), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock"))
+	lb.writeConfig(t, cfg)
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload applied")
+	for range 10 {
+		if name := n.AskTCP(t, n.vip4); name != "be3" {
+			t.Fatalf("after the reload to be3 only: a new flow went to %s", name)
+		}
+	}
+	if name := n.AskUDP(t, n.vip4); name != "be3" {
+		t.Fatalf("udp after the reload: %s", name)
+	}
+	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, xdpCaps...))
+}
