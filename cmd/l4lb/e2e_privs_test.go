@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -151,4 +152,70 @@ func TestDropCapabilitiesXDP(t *testing.T) {
 		t.Fatalf("udp after the reload: %s", name)
 	}
 	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, xdpCaps...))
+}
+
+// unitCapabilities is the CapabilityBoundingSet of the shipped systemd
+// unit, as setpriv(1) names them ("net_admin").
+func unitCapabilities(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../../scripts/l4lb.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapabilityBoundingSet="); ok {
+			var out []string
+			for _, c := range strings.Fields(v) {
+				out = append(out, strings.ToLower(strings.TrimPrefix(c, "CAP_")))
+			}
+			return out
+		}
+	}
+	t.Fatal("the unit sets no CapabilityBoundingSet")
+	return nil
+}
+
+// TestHardenedUnitXDP runs l4lb in xdp mode as the shipped unit would
+// (systemd is not PID 1 on the test machines): only the unit's
+// CapabilityBoundingSet, no_new_privs, and the kernel's
+// memory-deny-write-execute (MemoryDenyWriteExecute=). It loads and
+// attaches the XDP program, forwards, drops to the kept set and reloads.
+func TestHardenedUnitXDP(t *testing.T) {
+	testutil.RequireTool(t, "setpriv")
+	n := newXDPNet(t, 2)
+	dir := t.TempDir()
+	mdwe := filepath.Join(dir, "mdwe")
+	if out, err := exec.Command("go", "build", "-o", mdwe, "./testdata/mdwe").CombinedOutput(); err != nil {
+		t.Fatalf("build mdwe: %v\n%s", err, out)
+	}
+	caps := unitCapabilities(t)
+	bounding := "-all"
+	for _, c := range caps {
+		bounding += ",+" + c
+	}
+	wrapper := filepath.Join(dir, "l4lb-hardened")
+	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set=%s --inh-caps=-all -- %s %s \"$@\"\n", bounding, mdwe, mustBin(t))
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lb := startBinaryIn(t, n.LB.NS, wrapper, n.config("", "", 0))
+	lb.waitLog(t, "capabilities dropped")
+	var inUnit []string
+	for _, c := range xdpCaps {
+		if slices.Contains(caps, strings.TrimPrefix(c, "cap_")) {
+			inUnit = append(inUnit, c)
+		}
+	}
+	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, inUnit...))
+	if name := n.AskTCP(t, n.vip4); name != "be1" {
+		t.Fatalf("answered by %q", name)
+	}
+	lb.writeConfig(t, strings.ReplaceAll(n.config("", "", 1), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")))
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload applied")
+	for range 5 {
+		if name := n.AskTCP(t, n.vip4); name != "be2" {
+			t.Fatalf("after the reload to be2: answered by %q", name)
+		}
+	}
 }
