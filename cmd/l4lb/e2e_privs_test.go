@@ -63,7 +63,12 @@ func checkThreadCaps(t *testing.T, pid int, want []string) {
 	}
 }
 
-// TestDropCapabilitiesProxy: by default l4lb keeps only what a reload
+// dropCaps turns drop_capabilities on in a config's [global] table.
+func dropCaps(cfg string) string {
+	return strings.Replace(cfg, "[global]\n", "[global]\ndrop_capabilities = true\n", 1)
+}
+
+// TestDropCapabilitiesProxy: with drop_capabilities l4lb keeps only what a reload
 // needs on every thread; a reload that adds a VIP on a port below 1024
 // works; status says what is held; a config file made writable by others
 // is refused at the next reload; drop_capabilities = false keeps all.
@@ -72,7 +77,7 @@ func TestDropCapabilitiesProxy(t *testing.T) {
 	for i := range 3 {
 		namedEcho(t, tp, i, 7000)
 	}
-	lb := startLB(t, tp, vipA)
+	lb := startLB(t, tp, dropCaps(vipA))
 	lb.waitLog(t, "capabilities dropped") // just after "l4lb running"
 	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	want := wantCaps(t, proxyCaps...)
@@ -81,7 +86,7 @@ func TestDropCapabilitiesProxy(t *testing.T) {
 		t.Fatalf("before reload: %v", seen)
 	}
 
-	lb.writeConfig(t, strings.ReplaceAll(vipAReloaded, "@ADMIN@", admin))
+	lb.writeConfig(t, dropCaps(strings.ReplaceAll(vipAReloaded, "@ADMIN@", admin)))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
 	if seen := backendsSeen(t, tp, 81, 2); seen["be2"] != 2 {
@@ -112,7 +117,7 @@ func TestKeepCapabilities(t *testing.T) {
 	for i := range 2 {
 		namedEcho(t, tp, i, 7000)
 	}
-	lb := startLB(t, tp, strings.Replace(vipA, "[global]\n", "[global]\ndrop_capabilities = false\n", 1))
+	lb := startLB(t, tp, vipA) // drop_capabilities is off by default
 	own, err := privs.Read()
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +134,7 @@ func TestKeepCapabilities(t *testing.T) {
 // work with only that.
 func TestDropCapabilitiesXDP(t *testing.T) {
 	n := newXDPNet(t, 3)
-	lb := startLBIn(t, n.LB.NS, n.config("", "", 0, 1))
+	lb := startLBIn(t, n.LB.NS, dropCaps(n.config("", "", 0, 1)))
 	lb.waitLog(t, "capabilities dropped")
 	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, xdpCaps...))
 	seen := map[string]int{}
@@ -139,7 +144,7 @@ func TestDropCapabilitiesXDP(t *testing.T) {
 	if seen["be3"] != 0 || seen["be1"]+seen["be2"] != 10 {
 		t.Fatalf("before the reload: %v", seen)
 	}
-	cfg := strings.ReplaceAll(n.config("", "", 2), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock"))
+	cfg := strings.ReplaceAll(dropCaps(n.config("", "", 2)), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock"))
 	lb.writeConfig(t, cfg)
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
@@ -198,7 +203,7 @@ func TestHardenedUnitXDP(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lb := startBinaryIn(t, n.LB.NS, wrapper, n.config("", "", 0))
+	lb := startBinaryIn(t, n.LB.NS, wrapper, dropCaps(n.config("", "", 0)))
 	lb.waitLog(t, "capabilities dropped")
 	var inUnit []string
 	for _, c := range xdpCaps {
@@ -210,12 +215,41 @@ func TestHardenedUnitXDP(t *testing.T) {
 	if name := n.AskTCP(t, n.vip4); name != "be1" {
 		t.Fatalf("answered by %q", name)
 	}
-	lb.writeConfig(t, strings.ReplaceAll(n.config("", "", 1), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")))
+	lb.writeConfig(t, strings.ReplaceAll(dropCaps(n.config("", "", 1)), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
 	for range 5 {
 		if name := n.AskTCP(t, n.vip4); name != "be2" {
 			t.Fatalf("after the reload to be2: answered by %q", name)
 		}
+	}
+}
+
+// TestDropCapabilitiesLoadXDPAfter: a file whose only VIP is proxied
+// starts without the XDP program; a reload that moves the VIP to xdp
+// loads and attaches it after the drop (cap_bpf, cap_perfmon for the
+// verifier, cap_net_admin for an XDP program and its attach).
+func TestDropCapabilitiesLoadXDPAfter(t *testing.T) {
+	n := newXDPNet(t, 2)
+	n.LB.NS.MustExec(t, "ip", "addr", "add", n.VIP4.String()+"/32", "dev", "lo") // proxy mode needs the VIP local
+	cfg := func(mode string, port int) string {
+		var b strings.Builder
+		for _, be := range n.Backends {
+			fmt.Fprintf(&b, "  [[vip.backend]]\n  address = \"%s:%d\"\n", be.Addr4, port)
+		}
+		return fmt.Sprintf("[global]\ndrop_capabilities = true\nadmin_socket = \"@ADMIN@\"\n[xdp]\ninterface = %q\n[[vip]]\nname = \"web\"\nlisten = %q\nmode = %q\n  [vip.health]\n  type = \"none\"\n%s",
+			n.LB.Link, n.vip4, mode, b.String())
+	}
+	lb := startLBIn(t, n.LB.NS, cfg("proxy", 8080))
+	lb.waitLog(t, "capabilities dropped")
+	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, xdpCaps...))
+	lb.writeConfig(t, strings.ReplaceAll(cfg("xdp", 80), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")))
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload applied")
+	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") {
+		t.Fatalf("after the move to xdp: answered by %q", name)
+	}
+	if _, v := xdpStatus(t, lb, "web"); v.XDP == nil || v.XDP.NewFlows == 0 {
+		t.Fatalf("the xdp plane forwarded nothing: %+v", v.XDP)
 	}
 }
