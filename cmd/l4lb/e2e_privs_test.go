@@ -253,3 +253,23 @@ func TestDropCapabilitiesLoadXDPAfter(t *testing.T) {
 		t.Fatalf("the xdp plane forwarded nothing: %+v", v.XDP)
 	}
 }
+
+// TestDropCapabilitiesUpgrade: an upgrade's new binary, exec'd by a
+// process that dropped its bounding set, starts (XDP program loaded and
+// attached from the pins) with only the kept set, keeps it, and serves.
+func TestDropCapabilitiesUpgrade(t *testing.T) {
+	n := newXDPNet(t, 2)
+	pins := mountBPF(t)
+	lb := startUpgradable(t, n.LB.NS, dropCaps(n.config(fmt.Sprintf("pin_path = %q", pins), "", 0, 1)))
+	want := wantCaps(t, xdpCaps...)
+	lb.waitLog(t, "capabilities dropped")
+	checkThreadCaps(t, lb.cmd.Process.Pid, want)
+	pid, _ := lb.upgradeOK(t)
+	lb.waitLogN(t, "capabilities dropped", 2) // the new process's log goes to the same file
+	for range 5 {
+		if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") {
+			t.Fatalf("after the upgrade: answered by %q", name)
+		}
+	}
+	checkThreadCaps(t, pid, want)
+}
