@@ -36,7 +36,7 @@ func wantCaps(t *testing.T, names ...string) []string {
 // proxyCaps and xdpCaps are the capabilities l4lb needs after start.
 var (
 	proxyCaps = []string{"cap_net_bind_service", "cap_sys_resource"}
-	xdpCaps   = append([]string{"cap_net_admin", "cap_perfmon", "cap_bpf"}, proxyCaps...)
+	xdpCaps   = append([]string{"cap_net_admin", "cap_sys_admin", "cap_perfmon", "cap_bpf"}, proxyCaps...)
 )
 
 // checkThreadCaps fails unless every thread of pid has exactly want in
@@ -155,6 +155,11 @@ func TestDropCapabilitiesXDP(t *testing.T) {
 	}
 	if name := n.AskUDP(t, n.vip4); name != "be3" {
 		t.Fatalf("udp after the reload: %s", name)
+	}
+	// Explain reads the inner Maglev map by its ID (cap_sys_admin).
+	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	if e := explainJSON(t, sock, "web4", "198.18.250.1:40000"); e.Backend == nil || e.Backend.ID != "be3" {
+		t.Fatalf("explain after the drop: %s %v", e.Because, e.Notes)
 	}
 	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, xdpCaps...))
 }

@@ -23,9 +23,8 @@ import (
 //   - with an [xdp] table, xdpCapabilities.
 //
 // Not kept: cap_net_raw (health checks use ordinary TCP, UDP and
-// application sockets), cap_sys_admin (nothing above needs it on this
-// kernel: cap_bpf and cap_perfmon cover BPF since 5.8), and everything
-// else root has.
+// application sockets), cap_sys_admin in proxy mode, and everything else
+// root has.
 func keptCapabilities(cfg *config.Config) []cap.Value {
 	keep := []cap.Value{cap.NET_BIND_SERVICE, cap.SYS_RESOURCE}
 	if cfg.XDP != nil {
@@ -40,8 +39,12 @@ func keptCapabilities(cfg *config.Config) []cap.Value {
 //   - cap_perfmon: a reload that moves a VIP to xdp loads the program, and
 //     the verifier refuses its pointer arithmetic without it;
 //   - cap_net_admin: loading an XDP program and attaching it, and the
-//     neighbour entries the control plane keeps resolved.
-var xdpCapabilities = []cap.Value{cap.BPF, cap.PERFMON, cap.NET_ADMIN}
+//     neighbour entries the control plane keeps resolved;
+//   - cap_sys_admin: `l4lb explain` and bpf.LB.MaglevTable open a VIP's
+//     inner Maglev map by the ID the outer map holds, and
+//     BPF_MAP_GET_FD_BY_ID needs it ("the XDP maps could not be read"
+//     without it). Keeping the inner maps' descriptors would let it go.
+var xdpCapabilities = []cap.Value{cap.BPF, cap.PERFMON, cap.NET_ADMIN, cap.SYS_ADMIN}
 
 // dropCapabilities drops every capability the daemon does not use
 // afterwards, when the config asks for it.
