@@ -15,7 +15,7 @@ func TestDropCapabilitiesKey(t *testing.T) {
 		want    bool
 		problem string
 	}{
-		{"", false, ""},
+		{"", true, ""},
 		{"drop_capabilities = true\n", true, ""},
 		{"drop_capabilities = false\n", false, ""},
 		{"drop_capabilities = \"yes\"\n", false, "drop_capabilities"},

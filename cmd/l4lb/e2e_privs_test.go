@@ -117,7 +117,7 @@ func TestKeepCapabilities(t *testing.T) {
 	for i := range 2 {
 		namedEcho(t, tp, i, 7000)
 	}
-	lb := startLB(t, tp, vipA) // drop_capabilities is off by default
+	lb := startLB(t, tp, strings.Replace(vipA, "[global]\n", "[global]\ndrop_capabilities = false\n", 1))
 	own, err := privs.Read()
 	if err != nil {
 		t.Fatal(err)
