@@ -67,6 +67,11 @@ type Global struct {
 	// TCP connections; 0 (default) = one per CPU the process may use
 	// (GOMAXPROCS); range 0..1024. Read at start only.
 	Workers int
+	// DropCapabilities: once the VIPs listen and the XDP program is
+	// attached, drop every capability the daemon does not use afterwards
+	// (from every thread and the bounding set); default true. Read at
+	// start only: a dropped capability cannot come back.
+	DropCapabilities bool
 }
 
 // VIP is one virtual service ([[vip]]).

@@ -81,7 +81,7 @@ func TestRestartOnlyKeys(t *testing.T) {
 			got = append(got, "xdp."+s.key)
 		}
 	}
-	want := []string{"global.log_format", "global.admin_socket", "global.metrics_listen", "global.pipe_size", "global.workers",
+	want := []string{"global.log_format", "global.admin_socket", "global.metrics_listen", "global.pipe_size", "global.workers", "global.drop_capabilities",
 		"xdp.interface", "xdp.attach", "xdp.pin_path", "xdp.conntrack_size"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("restart-only keys %v, want %v", got, want)

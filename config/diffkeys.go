@@ -33,6 +33,7 @@ var globalSettings = []setting[Global]{
 	{"pipe_size", func(g *Global) string { return strconv.Itoa(g.PipeSize) }, EffectRestart, "", func(n, r *Global) { n.PipeSize = r.PipeSize }},
 	{"max_pipes", func(g *Global) string { return strconv.Itoa(g.MaxPipes) }, EffectNow, "", nil},
 	{"workers", func(g *Global) string { return strconv.Itoa(g.Workers) }, EffectRestart, "", func(n, r *Global) { n.Workers = r.Workers }},
+	{"drop_capabilities", func(g *Global) string { return strconv.FormatBool(g.DropCapabilities) }, EffectRestart, "", func(n, r *Global) { n.DropCapabilities = r.DropCapabilities }},
 }
 
 // xdpSettings are the [xdp] keys. Those with EffectRestart are read when

@@ -59,6 +59,7 @@ func formatGlobal(w *tomlWriter, g *Global) {
 	w.int("pipe_size", g.PipeSize)
 	w.int("max_pipes", g.MaxPipes)
 	w.int("workers", g.Workers)
+	w.bool("drop_capabilities", g.DropCapabilities)
 }
 
 func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {

@@ -21,7 +21,8 @@ const (
 
 // readFile reads a config file: a regular file (not a device, pipe or
 // directory, which could be endless or block) of at most MaxFileSize bytes.
-func readFile(path string) ([]byte, error) {
+// check, if not nil, vets the opened file (its fstat) before it is read.
+func readFile(path string, check func(fi os.FileInfo) error) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -36,6 +37,11 @@ func readFile(path string) ([]byte, error) {
 	}
 	if fi.Size() > MaxFileSize {
 		return nil, fmt.Errorf("%s is %d bytes; a config file may have at most %d", path, fi.Size(), MaxFileSize)
+	}
+	if check != nil {
+		if err := check(fi); err != nil {
+			return nil, err
+		}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {

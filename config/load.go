@@ -10,7 +10,7 @@ import (
 // Load reads and parses the config file at path. A file that is not a
 // valid config gives an *Error listing every problem.
 func Load(path string) (*Config, error) {
-	data, err := readFile(path)
+	data, err := readFile(path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}

@@ -45,6 +45,7 @@ type rawGlobal struct {
 	PipeSize      opt[int64]  `toml:"pipe_size"`
 	MaxPipes      opt[int64]  `toml:"max_pipes"`
 	Workers       opt[int64]  `toml:"workers"`
+	DropCaps      opt[bool]   `toml:"drop_capabilities"`
 }
 
 // rawTuning is every VIP key that [defaults] may also set.

@@ -39,9 +39,10 @@ func (osHost) HasInterface(name string) bool {
 
 // loadChecked loads path and checks it against this host: an error for a
 // file that is invalid or cannot work here, else the config and its
-// warnings (the file's own, then the host's).
+// warnings (the file's own, then the host's). A file that a user other
+// than root or this process's could change is refused (config.LoadTrusted).
 func loadChecked(path string) (*config.Config, []config.Problem, error) {
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadTrusted(path, os.Geteuid())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -50,8 +50,9 @@ type daemon struct {
 	upgrades chan upgradeRequest
 	stopping chan struct{}
 
-	mu         sync.Mutex
-	lastReload *reconcile.ReloadStatus // nil until the first SIGHUP
+	mu          sync.Mutex
+	lastReload  *reconcile.ReloadStatus // nil until the first SIGHUP
+	capsDropped bool                    // drop_capabilities took effect
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -99,6 +100,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	d.logWarnings(warnings)
 	if err := d.start(cfg); err != nil {
 		log.Error("start failed", zap.Error(err))
+		up.fail(err)
+		return 1
+	}
+	// Bound and attached: what start needed and a reload does not goes.
+	// A failed drop stops the daemon: it was asked to run without them.
+	if err := d.dropCapabilities(cfg); err != nil {
+		log.Error("start failed", zap.Error(err))
+		d.stopServers()
+		d.rt.Shutdown(context.Background())
 		up.fail(err)
 		return 1
 	}
@@ -352,6 +362,7 @@ func (d *daemon) status() reconcile.Status {
 	st.Process = reconcile.ProcessStatus{
 		Version: d.build.Version, Commit: d.build.Commit, GoVersion: d.build.GoVersion, BuildDate: d.build.BuildDate,
 		PID: os.Getpid(), Started: d.started, UptimeSeconds: time.Since(d.started).Seconds(), LastReload: last,
+		Capabilities: d.capabilityStatus(),
 	}
 	return st
 }

@@ -215,6 +215,9 @@ func printProcess(w io.Writer, st reconcile.Status) {
 	p := st.Process
 	fmt.Fprintf(w, "l4lb %s (commit %s, %s), pid %d, up %s, config %s\n", p.Version, shortCommit(p.Commit), p.GoVersion,
 		p.PID, (time.Duration(p.UptimeSeconds) * time.Second).String(), st.Config)
+	if c := p.Capabilities; c != nil {
+		fmt.Fprintf(w, "capabilities: %s%s\n", capList(c.Effective), map[bool]string{true: " (drop_capabilities: the rest dropped, bounding set too)", false: ""}[c.Dropped])
+	}
 	switch r := p.LastReload; {
 	case r == nil:
 		fmt.Fprintln(w, "last reload: none since start")
@@ -223,6 +226,18 @@ func printProcess(w io.Writer, st reconcile.Status) {
 	default:
 		fmt.Fprintf(w, "last reload: %s, REFUSED (running config kept): %s\n", r.Time.Format(time.RFC3339), firstLine(r.Error))
 	}
+}
+
+// capList prints capability names without their cap_ prefix.
+func capList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	short := make([]string, len(names))
+	for i, n := range names {
+		short[i] = strings.TrimPrefix(n, "cap_")
+	}
+	return strings.Join(short, " ")
 }
 
 func shortCommit(c string) string {

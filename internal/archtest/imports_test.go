@@ -37,6 +37,7 @@ var allowedProject = map[string][]string{
 	"l4/proxy":       {"l4", "l4/snapshot", "l4/balance", "l4/guard", "conntrack"},
 	"internal/netif": {"l4"},
 	"bpf":            {"l4", "l4/balance", "l4/snapshot", "l4/guard", "conntrack"},
+	"internal/privs": {},
 }
 
 func deps(t *testing.T, pkg string) []string {

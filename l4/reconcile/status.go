@@ -30,6 +30,17 @@ type ProcessStatus struct {
 	Started       time.Time     `json:"started"`
 	UptimeSeconds float64       `json:"uptime_seconds"`
 	LastReload    *ReloadStatus `json:"last_reload,omitempty"` // nil: no reload since start
+	// Capabilities the process holds (nil: not known).
+	Capabilities *CapabilityStatus `json:"capabilities,omitempty"`
+}
+
+// CapabilityStatus is the daemon's Linux capabilities, by name
+// ("cap_net_admin"); Dropped says whether drop_capabilities took effect.
+type CapabilityStatus struct {
+	Dropped   bool     `json:"dropped"`
+	Effective []string `json:"effective"`
+	Permitted []string `json:"permitted"`
+	Bounding  []string `json:"bounding"`
 }
 
 // XDPStatus describes the XDP program.
