@@ -15,7 +15,7 @@ func TestDropCapabilitiesKey(t *testing.T) {
 		want    bool
 		problem string
 	}{
-		{"", true, ""},
+		{"", false, ""},
 		{"drop_capabilities = true\n", true, ""},
 		{"drop_capabilities = false\n", false, ""},
 		{"drop_capabilities = \"yes\"\n", false, "drop_capabilities"},

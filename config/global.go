@@ -37,7 +37,7 @@ func buildGlobal(p *problems, g *rawGlobal) Global {
 		Workers:       l.integer("workers", g.Workers, opt[int64]{}, 0, span[int64](0, MaxWorkers)),
 		// On by default, as HAProxy and nginx drop root once bound: a
 		// compromised daemon keeps only what a reload needs.
-		DropCapabilities: l.boolean("drop_capabilities", g.DropCaps, opt[bool]{}, true),
+		DropCapabilities: l.boolean("drop_capabilities", g.DropCaps, opt[bool]{}, false),
 	}
 	out.AdminSocket = checkAdminSocket(l, out.AdminSocket)
 	if out.MetricsListen != "" && !isHostPort(out.MetricsListen) {
