@@ -115,6 +115,9 @@ type evDir struct {
 	splice   bool   // bulk: move chunks with splice
 	bytes    *atomic.Uint64
 	n        uint64 // bytes moved this way (the log line's bytes_in or bytes_out; an upgrade passes them on)
+	// stallMark is n when the loop last found the direction blocked on its
+	// destination (evstall.go).
+	stallMark uint64
 }
 
 // timer kinds in the low two bits of the generation a timer carries.
@@ -604,6 +607,7 @@ func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 	c.moved(l, d, w)
 	if w < n {
 		d.dst.writable = false
+		l.watchStalls()
 		c.hold(l, d, l.buf[w:n])
 	}
 	return n, nil, false
@@ -666,6 +670,7 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 		c.putPipe(l, d)
 	} else {
 		d.dst.writable = false
+		l.watchStalls()
 	}
 	return n, nil, false
 }
@@ -717,6 +722,7 @@ func (c *evConn) writePending(l *loop, d *evDir) bool {
 	switch {
 	case err == unix.EAGAIN:
 		d.dst.writable = false
+		l.watchStalls()
 		return false
 	case err != nil:
 		c.dstFailed(l, d, err)
@@ -726,6 +732,7 @@ func (c *evConn) writePending(l *loop, d *evDir) bool {
 	d.pending -= w
 	if d.pending > 0 {
 		d.dst.writable = false
+		l.watchStalls()
 		return false
 	}
 	c.putPipe(l, d)

@@ -126,6 +126,7 @@ type loop struct {
 	freeConns    []*evConn
 	gen          uint32
 	stopping     bool
+	stallArmed   bool         // a stallCheck timer is armed (evstall.go)
 	again        []againEntry // work left over: another turn after this round's events
 	again2       []againEntry // the list being worked through (reused)
 	flushes      []*udpSock   // UDP sockets with replies to send at the end of the round

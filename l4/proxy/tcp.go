@@ -97,6 +97,10 @@ type ServiceStats struct {
 	// FirstByteTimeouts counts clients closed for sending nothing within
 	// first_byte_timeout (no backend was dialed for them).
 	FirstByteTimeouts atomic.Uint64
+	// LostWakeups counts blocked directions that moved bytes on the
+	// loop's once-a-second retry (evstall.go): a wake-up the kernel never
+	// sent.
+	LostWakeups atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
