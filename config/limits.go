@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 )
 
 // A config file is small. The TOML decoder's time and memory grow much
@@ -23,7 +24,9 @@ const (
 // directory, which could be endless or block) of at most MaxFileSize bytes.
 // check, if not nil, vets the opened file (its fstat) before it is read.
 func readFile(path string, check func(fi os.FileInfo) error) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO must not wait for a writer (the check
+	// below then refuses it); it changes nothing for a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/l4lb/l4lb/config"
@@ -65,7 +66,12 @@ func TestLoadReadsOnlyRegularFiles(t *testing.T) {
 	if err := os.WriteFile(big, make([]byte, config.MaxFileSize+1), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(dir, "fifo.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ path, want string }{
+		{fifo, "not a regular file"}, // refused at once, not after a writer comes
 		{"/dev/zero", "not a regular file (a device)"},
 		{dir, "not a regular file (a directory)"},
 		{big, "a config file may have at most"},
