@@ -22,6 +22,8 @@ admin_socket = "@ADMIN@"
 name = "web"
 listen = "198.18.2.10:80"
 first_byte_timeout = "%s"
+  [vip.health]
+  type = "none"              # the backend counts connections: no probes
   [[vip.backend]]
   address = "198.18.1.11:7000"
 `

@@ -190,6 +190,17 @@ func ended(t *testing.T, ts *testService, c *net.TCPConn) {
 	}
 }
 
+// closedWithFIN waits for a client closed in order (first_byte_timeout
+// ends a silent client with a FIN, not a reset).
+func closedWithFIN(t *testing.T, ts *testService, c *net.TCPConn) {
+	if c == nil {
+		t.Fatal("the connect failed")
+	}
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("silent client: read %d bytes, %v; want EOF (a FIN)", n, err)
+	}
+}
+
 func TestConnLogEveryEnd(t *testing.T) {
 	echo := func(t *testing.T) []netip.AddrPort { return []netip.AddrPort{startServer(t, echoHandler)} }
 	received := make(chan struct{}, 1)
@@ -304,7 +315,7 @@ func TestConnLogEveryEnd(t *testing.T) {
 		},
 		{
 			name: "first_byte_timeout", st: Settings{FirstByteTimeout: 100 * time.Millisecond}, backends: echo,
-			client: ended,
+			client: closedWithFIN,
 			want:   connLine{end: "first_byte_timeout"},
 		},
 		{
