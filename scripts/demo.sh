@@ -146,6 +146,17 @@ bin/l4lb explain --socket "$TMP/admin.sock" web 198.18.0.2:40000
 step "bin/l4lb enable: backend-1 takes new connections again"
 bin/l4lb enable --socket "$TMP/admin.sock" web backend-1
 
+step "access control: a reload denies the client's address (deny = [\"198.18.0.2\"]); its connections are reset before any backend is chosen"
+sed -i 's/^algorithm = "round_robin"$/algorithm = "round_robin"\ndeny = ["198.18.0.2"]/' "$TMP/l4lb.toml"
+bin/l4lb reload --socket "$TMP/admin.sock"
+{ inns $CLI bash -c 'exec 3<>/dev/tcp/'$VIP'/80 && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3' 2>&1 || true; } | tail -n 1 | sed 's/^/  client: /'
+bin/l4lb explain --socket "$TMP/admin.sock" web 198.18.0.2:40000 | sed -n "/^access/p;/^backend/p"
+bin/l4lb status --socket "$TMP/admin.sock" | sed -n "/^VIP/p;/^  refused/p"
+sed -i '/^deny = \["198.18.0.2"\]$/d' "$TMP/l4lb.toml"
+bin/l4lb reload --socket "$TMP/admin.sock"
+echo "deny removed: 3 more requests, replies per backend:"
+requests 3 | per_backend
+
 step "SIGTERM: l4lb drains and exits"
 stop_lb $LBPID "$TMP/l4lb.log"
 
