@@ -240,6 +240,7 @@ func (a acceptResume) pending(uint32) bool       { return true }
 
 // evConnDone is the end of a connection's accounting on the loops.
 func (s *TCPService) evConnDone(l *loop, c *evConn) {
+	l.unwait(c)
 	if c.clientHeld {
 		s.clients.Release(c.flow.Src.Addr(), l.now())
 		c.clientHeld = false
@@ -295,6 +296,38 @@ func (s *TCPService) resetWhereLoops(match func(*l4.Backend) bool, why l4.EndRea
 	return int(n.Load())
 }
 
+// resetWaitingLoops resets the service's connections still waiting for
+// a PROXY header or a first byte (a drain's end must not wait for their
+// timeouts, which may be long).
+func (s *TCPService) resetWaitingLoops() int {
+	var n atomic.Int64
+	s.ev.loops.each(func(l *loop) {
+		for c := range l.waiting {
+			if c.svc == s {
+				c.finish(l, true, false, l4.EndDrain)
+				n.Add(1)
+			}
+		}
+	})
+	return int(n.Load())
+}
+
+// wait puts c in the loop's waiting set.
+func (l *loop) wait(c *evConn) {
+	if !c.waiting {
+		c.waiting = true
+		l.waiting[c] = struct{}{}
+	}
+}
+
+// unwait takes c out of the waiting set, if it is there.
+func (l *loop) unwait(c *evConn) {
+	if c.waiting {
+		c.waiting = false
+		delete(l.waiting, c)
+	}
+}
+
 // drainLoops waits for the connections to end until ctx is done, then
 // resets the rest.
 func (s *TCPService) drainLoops(ctx context.Context) int {
@@ -307,6 +340,7 @@ func (s *TCPService) drainLoops(ctx context.Context) int {
 	}
 	s.ev.refuse.Store(true)
 	n := s.resetWhereLoops(func(*l4.Backend) bool { return true }, l4.EndDrain)
+	n += s.resetWaitingLoops()
 	<-done
 	return n
 }

@@ -86,6 +86,7 @@ type evConn struct {
 	idle            int64
 	tracked         bool
 	clientHeld      bool // counted by the VIP's per-client limits: released when it ends
+	waiting         bool // in its loop's waiting set (a PROXY header or first byte is due)
 
 	// For the connection's log line (connlog.go).
 	acceptAt  int64        // loop clock at accept (an upgrade passes it on)
@@ -194,6 +195,7 @@ func (c *evConn) admit(l *loop) {
 
 // dial picks the next backend and starts a non-blocking connect.
 func (c *evConn) dial(l *loop) {
+	l.unwait(c)
 	b := c.pickBackend()
 	if b == nil {
 		why := l4.EndNoBackend

@@ -23,6 +23,7 @@ func (c *evConn) awaitFirstByte(l *loop) {
 		return
 	}
 	c.state = evFirstByte
+	l.wait(c)
 	c.gen = l.nextGen() // a PROXY header's timer must not fire on this wait
 	l.after(c.st.FirstByteTimeout, c, c.gen<<2|timerConnect)
 	c.client.readable = true // the byte may be here already (defer_accept, a quick client)

@@ -32,6 +32,7 @@ func (c *evConn) awaitHeader(l *loop) {
 		return
 	}
 	c.state = evHeader
+	l.wait(c)
 	l.after(c.st.ConnectTimeout, c, c.gen<<2|timerConnect)
 	c.client.readable = true // the header may be here already (defer_accept, a quick client)
 	c.readHeader(l)

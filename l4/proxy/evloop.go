@@ -110,23 +110,27 @@ type loop struct {
 	clock  int64 // nanoseconds since base at the start of this round (see now)
 
 	// Owned by the loop's thread.
-	handlers     []handler // by slot; nil = free
-	gens         []uint32  // by slot: bumped when the slot is freed
-	free         []int32   // free slots
-	timers       timerHeap
-	compactAt    int // compact the timers when there are this many (compactTimers)
-	events       [128]unix.EpollEvent
-	peer         unix.RawSockaddrInet6 // accept4 writes the client's address here
-	hdr          [maxProxyHeader]byte  // a PROXY header being sent
-	buf          []byte                // copy-mode bounce buffer, shared by the loop's connections
-	pipes        []*pipe               // a small local free list before the shared pool
-	pool         *PipePool
-	shard        int
-	conns        map[*evConn]struct{}
-	freeConns    []*evConn
-	gen          uint32
-	stopping     bool
-	stallArmed   bool         // a stallCheck timer is armed (evstall.go)
+	handlers   []handler // by slot; nil = free
+	gens       []uint32  // by slot: bumped when the slot is freed
+	free       []int32   // free slots
+	timers     timerHeap
+	compactAt  int // compact the timers when there are this many (compactTimers)
+	events     [128]unix.EpollEvent
+	peer       unix.RawSockaddrInet6 // accept4 writes the client's address here
+	hdr        [maxProxyHeader]byte  // a PROXY header being sent
+	buf        []byte                // copy-mode bounce buffer, shared by the loop's connections
+	pipes      []*pipe               // a small local free list before the shared pool
+	pool       *PipePool
+	shard      int
+	conns      map[*evConn]struct{}
+	freeConns  []*evConn
+	gen        uint32
+	stopping   bool
+	stallArmed bool // a stallCheck timer is armed (evstall.go)
+	// waiting are the connections waiting for a PROXY header or a first
+	// byte, before any backend: not in conns (they have no backend), but
+	// a drain's final reset must reach them.
+	waiting      map[*evConn]struct{}
 	again        []againEntry // work left over: another turn after this round's events
 	again2       []againEntry // the list being worked through (reused)
 	flushes      []*udpSock   // UDP sockets with replies to send at the end of the round
@@ -160,7 +164,7 @@ func newLoop(id int, pipes *PipePool, base time.Time) (*loop, error) {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	l := &loop{id: id, epfd: epfd, wakefd: wakefd, base: base, compactAt: minCompactTimers, buf: make([]byte, copyChunk),
-		pool: pipes, shard: pipes.nextShard(), conns: map[*evConn]struct{}{}}
+		pool: pipes, shard: pipes.nextShard(), conns: map[*evConn]struct{}{}, waiting: map[*evConn]struct{}{}}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -1}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &ev); err != nil {
 		l.release()
