@@ -182,6 +182,9 @@ func TestSlowPeerBoundedMemory(t *testing.T) {
 					t.Fatalf("connection %d: client read %d bytes (%v), sum %x; want %d bytes, sum %x", i, n, err, got, size, want)
 				}
 			}
+			if tcp := lbStatus(t, lb).VIPs[0].TCP; tcp != nil {
+				t.Logf("lost wake-ups repaired by the once-a-second retry: %d", tcp.LostWakeups)
+			}
 		})
 	}
 }

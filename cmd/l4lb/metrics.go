@@ -60,6 +60,7 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"accept_err":  d("vip_accept_errors_total", "Failed accepts on a TCP VIP.", vipLabels),
 		"idle":        d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
 		"first_byte":  d("vip_first_byte_timeouts_total", "TCP clients closed for sending nothing within first_byte_timeout (no backend dialed).", vipLabels),
+		"lost_wake":   d("vip_lost_wakeups_total", "Blocked directions the once-a-second retry got moving: wake-ups the kernel never sent.", vipLabels),
 		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
 		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
 		"pp_refused":  d("vip_proxy_header_refused_total", "Clients reset for their PROXY header (accept_proxy_protocol): reason untrusted, malformed or timeout.", append(vipLabels[:len(vipLabels):len(vipLabels)], "reason")),
@@ -146,6 +147,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["accept_err"], counter, float64(t.AcceptErrors), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["idle"], counter, float64(t.IdleClosed), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["first_byte"], counter, float64(t.FirstByteTimeouts), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["lost_wake"], counter, float64(t.LostWakeups), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["local_err"], counter, float64(t.LocalErrors), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["pipeless"], counter, float64(t.PipelessCopies), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["limit_wait"], counter, float64(t.LimitWaits), vl...)

@@ -188,6 +188,7 @@ func (p *tcpPlane) fillStatus(s *VIPStatus) {
 		LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(), LimitWaits: st.LimitWaits.Load(),
 		ProxyUntrusted: st.ProxyUntrusted.Load(), ProxyMalformed: st.ProxyMalformed.Load(), ProxyTimeouts: st.ProxyTimeouts.Load(),
 		FirstByteTimeouts: st.FirstByteTimeouts.Load(),
+		LostWakeups:       st.LostWakeups.Load(),
 	}
 }
 

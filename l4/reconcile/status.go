@@ -108,6 +108,9 @@ type TCPStatus struct {
 	ProxyTimeouts  uint64 `json:"proxy_timeouts,omitempty"`  // not complete within connect_timeout
 	// Clients closed for sending nothing within first_byte_timeout.
 	FirstByteTimeouts uint64 `json:"first_byte_timeouts,omitempty"`
+	// LostWakeups counts blocked directions the loop's once-a-second
+	// retry got moving again: wake-ups the kernel never sent.
+	LostWakeups uint64 `json:"lost_wakeups,omitempty"`
 }
 
 // VIPStatus describes one running VIP.
