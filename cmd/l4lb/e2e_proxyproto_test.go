@@ -45,7 +45,7 @@ func addIPv6(t *testing.T, tp *testutil.Topology) {
 		}
 	}
 	run(tp.Client, "addr add 2001:db8:20::2/64 dev c0 nodad", "route add default via 2001:db8:20::1")
-	run(tp.LB, "addr add 2001:db8:20::1/64 dev x0 nodad", "addr add 2001:db8:21::1/64 dev br0 nodad", "addr add 2001:db8:22::10/128 dev lo")
+	run(tp.LB, "addr add 2001:db8:20::1/64 dev x0 nodad", "addr add 2001:db8:21::1/64 dev br0 nodad", "addr add 2001:db8:22::10/128 dev lo nodad")
 	for i, b := range tp.Backends {
 		run(b, fmt.Sprintf("addr add %s/64 dev b0 nodad", backend6(i)), "route add default via 2001:db8:21::1")
 	}

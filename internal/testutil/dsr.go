@@ -256,7 +256,15 @@ func (d *DSR) hostLines(h *DSRHost) []string {
 		}
 	case h != d.LB:
 		for _, vip := range d.VIPs() {
-			lines = append(lines, fmt.Sprintf("addr add %s dev lo", netip.PrefixFrom(vip, vip.BitLen())))
+			// nodad: an IPv6 address is tentative (bind fails with
+			// "cannot assign requested address") until duplicate address
+			// detection ends, which a loaded machine can delay past the
+			// test's first bind.
+			nodad := ""
+			if vip.Is6() {
+				nodad = " nodad"
+			}
+			lines = append(lines, fmt.Sprintf("addr add %s dev lo%s", netip.PrefixFrom(vip, vip.BitLen()), nodad))
 		}
 	}
 	return lines
