@@ -46,6 +46,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench/peers.sh
+source scripts/lib/topo.sh
 
 # ---------------------------------------------------------------------------
 # Settings. QUICK only changes defaults, so QUICK=1 DUR=5 still works.
@@ -235,26 +236,8 @@ topo_up() {
     inns "$ns" ip link set lo up
     tune "$ns"
   done
-  ip link add c0 netns $CLI type veth peer name x0 netns $LB
-  inns $CLI ip addr add 198.18.0.2/24 dev c0
-  inns $CLI ip link set c0 up
-  inns $CLI ip route add default via 198.18.0.1
-  inns $LB ip addr add 198.18.0.1/24 dev x0
-  inns $LB ip link set x0 up
-  inns $LB ip addr add $VIP/32 dev lo
+  topo_links                                  # scripts/lib/topo.sh
   inns $LB sysctl -qw net.ipv4.ip_forward=1   # the direct path is routed through here
-  inns $LB ip link add br0 type bridge
-  inns $LB ip addr add 198.18.1.1/24 dev br0
-  inns $LB ip link set br0 up
-  for i in 1 2 3; do
-    ns=${BACKEND_NS[$((i - 1))]}
-    ip link add xb$i netns $LB type veth peer name b0 netns "$ns"
-    inns $LB ip link set xb$i master br0
-    inns $LB ip link set xb$i up
-    inns "$ns" ip addr add "${BACKEND_IPS[$((i - 1))]}/24" dev b0
-    inns "$ns" ip link set b0 up
-    inns "$ns" ip route add default via 198.18.1.1
-  done
 }
 
 # backends_start: bin/testserver (HTTP, TCP echo, UDP echo, WebSocket echo) and iperf3 in

@@ -30,6 +30,7 @@
 # started here are stopped by PID and the namespaces removed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/topo.sh
 
 secs() { # secs 10m|90s|1h|90 -> seconds
   case $1 in
@@ -120,25 +121,7 @@ for ns in $CLI $LB "${BACKEND_NS[@]}"; do
   inns "$ns" ip link set lo up
   inns "$ns" sysctl -qw net.ipv4.ip_local_port_range="1024 65000" net.ipv4.tcp_tw_reuse=1
 done
-ip link add c0 netns $CLI type veth peer name x0 netns $LB
-inns $CLI ip addr add 198.18.0.2/24 dev c0
-inns $CLI ip link set c0 up
-inns $CLI ip route add default via 198.18.0.1
-inns $LB ip addr add 198.18.0.1/24 dev x0
-inns $LB ip link set x0 up
-inns $LB ip addr add $VIP/32 dev lo
-inns $LB ip link add br0 type bridge
-inns $LB ip addr add 198.18.1.1/24 dev br0
-inns $LB ip link set br0 up
-for i in 1 2 3; do
-  ns=${BACKEND_NS[$((i - 1))]}
-  ip link add xb$i netns $LB type veth peer name b0 netns "$ns"
-  inns $LB ip link set xb$i master br0
-  inns $LB ip link set xb$i up
-  inns "$ns" ip addr add "${BACKEND_IPS[$((i - 1))]}/24" dev b0
-  inns "$ns" ip link set b0 up
-  inns "$ns" ip route add default via 198.18.1.1
-done
+topo_links # scripts/lib/topo.sh
 
 # backend_start I: testserver in backend I's namespace (ip netns exec execs
 # it, so $! is its own PID).
