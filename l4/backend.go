@@ -54,6 +54,7 @@ type Backend struct {
 	vipFlows *FlowCounter
 
 	flows      FlowCounter
+	maxFlows   atomic.Int64 // cap on live flows (max_conns, max_sessions); 0 = none
 	rtt        EWMA
 	ineligible atomic.Bool // down, drained (weight 0) or removed from the config
 
@@ -88,6 +89,47 @@ func (b *Backend) Acquire() {
 		b.vipFlows.Inc()
 	}
 }
+
+// TryAcquire counts a new live flow on the backend unless it is at its cap
+// (SetMaxFlows), and reports whether it did. Uncapped it is Acquire; capped
+// it is a compare-and-swap loop, so that racing picks never push the count
+// past the cap. It does not allocate.
+func (b *Backend) TryAcquire() bool {
+	limit := b.maxFlows.Load()
+	if limit <= 0 {
+		b.Acquire()
+		return true
+	}
+	for {
+		n := b.flows.n.Load()
+		if n >= limit {
+			return false
+		}
+		if b.flows.n.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	if b.vipFlows != nil {
+		b.vipFlows.Inc()
+	}
+	return true
+}
+
+// Full reports whether the backend is at its cap on live flows: pickers
+// skip it as they skip a backend the flow already tried. Uncapped, one
+// atomic load.
+func (b *Backend) Full() bool {
+	limit := b.maxFlows.Load()
+	return limit > 0 && b.flows.n.Load() >= limit
+}
+
+// SetMaxFlows sets the cap on live flows (0 = none). The runtime sets it
+// on every apply: a reload changes it for new flows without rebuilding
+// the backend; flows above a lowered cap stay until they end.
+func (b *Backend) SetMaxFlows(n int64) { b.maxFlows.Store(max(n, 0)) }
+
+// MaxFlows returns the cap on live flows (0 = none).
+func (b *Backend) MaxFlows() int64 { return b.maxFlows.Load() }
 
 // Release counts a live flow ended. It returns false on an unmatched
 // release (a bug to log; the count stays at zero).

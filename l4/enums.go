@@ -193,6 +193,7 @@ const (
 	EndDenied                   // refused by the VIP's allow/deny lists: TCP reset, UDP datagram dropped
 	EndClientLimit              // refused by a per-client limit (max_conns_per_client, conn_rate_per_client)
 	EndFirstByte                // closed (FIN): the client sent nothing within first_byte_timeout; no backend was dialed
+	EndQueueTimeout             // reset: every backend stayed at its max_conns for queue_timeout; no backend was dialed
 )
 
 var endNames = [...]string{
@@ -220,6 +221,7 @@ var endNames = [...]string{
 	EndDenied:         "denied",
 	EndClientLimit:    "client_limit",
 	EndFirstByte:      "first_byte_timeout",
+	EndQueueTimeout:   "queue_timeout",
 }
 
 func (r EndReason) String() string { return enumName(r, "end", endNames[:]) }

@@ -39,18 +39,38 @@ func newHashed(opts Options, members []Member) hashed {
 }
 
 // walk returns a backend for the key whose preference sequence is seq read
-// from start (wrapping): the first member that is untried and within the
-// bound. Retries of one flow read the same sequence, so they go where the
-// key would go next. A run of entries of one member is checked once.
+// from start (wrapping), with a live flow acquired on it; nil when none can
+// take the flow. A member that reached its cap between the choice and the
+// acquire is seen full by the next choice, which moves on along the same
+// sequence.
 func (h *hashed) walk(seq []uint32, start int, key uint64, tried *Tried) *l4.Backend {
+	for range pickRaces {
+		i := h.choose(seq, start, key, tried)
+		if i < 0 {
+			return nil
+		}
+		if b := h.take(i); b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// choose returns the first member of the key's sequence that is untried,
+// below its cap and within the bound. Retries of one flow, and flows whose
+// member is full, read the same sequence, so they go where the key would go
+// next. A run of entries of one member is checked once.
+func (h *hashed) choose(seq []uint32, start int, key uint64, tried *Tried) int {
 	if h.factor == 0 && tried.Len() == 0 {
-		return h.take(int(seq[start]))
+		if i := int(seq[start]); !h.backends[i].Full() {
+			return i
+		}
 	}
 	total, last := int64(-1), -1
 	for k := 0; k < min(len(seq), hashWalkMax); k++ {
 		i := int(seq[wrap(start+k, len(seq))])
 		if i != last && h.eligible(i, tried, &total) {
-			return h.take(i)
+			return i
 		}
 		last = i
 	}
@@ -58,26 +78,24 @@ func (h *hashed) walk(seq []uint32, start int, key uint64, tried *Tried) *l4.Bac
 }
 
 // fallback scans the members from a key-derived start: the first eligible
-// one, else the first untried one (the bound may only be satisfiable by
-// members the flow already tried; serving beats failing).
-func (h *hashed) fallback(key uint64, tried *Tried, total *int64) *l4.Backend {
+// one, else the first untried one below its cap (the bound may only be
+// satisfiable by members the flow already tried; serving beats failing),
+// else -1.
+func (h *hashed) fallback(key uint64, tried *Tried, total *int64) int {
 	n := len(h.backends)
 	start := reduce(mix64(key^seedPick), n)
 	for k := 0; k < n; k++ {
 		if i := wrap(start+k, n); h.eligible(i, tried, total) {
-			return h.take(i)
+			return i
 		}
 	}
-	if i := h.firstUntried(start, tried); i >= 0 {
-		return h.take(i)
-	}
-	return nil
+	return h.firstUntried(start, tried)
 }
 
-// eligible reports whether member i is untried and within the bound. The
-// VIP total is read once per pick (*total < 0 means not yet).
+// eligible reports whether member i is untried, below its cap and within
+// the bound. The VIP total is read once per pick (*total < 0 means not yet).
 func (h *hashed) eligible(i int, tried *Tried, total *int64) bool {
-	if tried.Has(h.backends[i]) {
+	if h.skip(i, tried, true) {
 		return false
 	}
 	if h.factor == 0 {

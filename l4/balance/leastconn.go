@@ -20,8 +20,14 @@ func newLeastConn(members []Member) *leastConn {
 }
 
 func (p *leastConn) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
-	if i := p.leastLoaded(rand.IntN(len(p.backends)), tried); i >= 0 {
-		return p.take(i)
+	for range pickRaces {
+		i := p.leastLoaded(rand.IntN(len(p.backends)), tried)
+		if i < 0 {
+			return nil
+		}
+		if b := p.take(i); b != nil {
+			return b
+		}
 	}
 	return nil
 }

@@ -26,24 +26,45 @@ func newLeastTime(members []Member, def, bias uint64) *leastTime {
 }
 
 func (p *leastTime) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	for range pickRaces {
+		i := p.choose(tried)
+		if i < 0 {
+			return nil
+		}
+		if b := p.take(i); b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// choose returns the member of lowest cost that is untried and below its
+// cap, or -1.
+func (p *leastTime) choose(tried *Tried) int {
 	n := len(p.backends)
 	check := tried.Len() > 0
 	start := rand.IntN(n) // ties rotate, as in least_conn
-	best, bc, bw := p.scan(start, n, -1, 0, 1, tried, check)
-	best, _, _ = p.scan(0, start, best, bc, bw, tried, check)
-	if best < 0 {
-		return nil
+	best := p.scanFrom(start, tried, check, false)
+	if best >= 0 && p.backends[best].Full() { // as leastLoaded: caps checked on the winner
+		best = p.scanFrom(start, tried, check, true)
 	}
-	return p.take(best)
+	return best
+}
+
+// scanFrom is one lowest-cost scan from start, wrapping.
+func (p *leastTime) scanFrom(start int, tried *Tried, check, caps bool) int {
+	best, bc, bw := p.scan(start, len(p.backends), -1, 0, 1, tried, check, caps)
+	best, _, _ = p.scan(0, start, best, bc, bw, tried, check, caps)
+	return best
 }
 
 // scan continues the lowest-cost scan over members [lo, hi): cost per
 // weight compared by cross-multiplication in 128 bits (cost < 2^64,
 // weight < 2^32).
-func (p *leastTime) scan(lo, hi, best int, bc, bw uint64, tried *Tried, check bool) (int, uint64, uint64) {
+func (p *leastTime) scan(lo, hi, best int, bc, bw uint64, tried *Tried, check, caps bool) (int, uint64, uint64) {
 	for i := lo; i < hi; i++ {
 		b := p.backends[i]
-		if check && tried.Has(b) {
+		if check && tried.Has(b) || caps && b.Full() {
 			continue
 		}
 		c, w := p.cost(b), p.weights[i]

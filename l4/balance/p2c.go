@@ -25,10 +25,25 @@ func newP2C(members []Member) *p2c {
 }
 
 func (p *p2c) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	for range pickRaces {
+		i := p.choose(tried)
+		if i < 0 {
+			return nil
+		}
+		if b := p.take(i); b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// choose draws two candidates and returns the less loaded one below its
+// cap; when both are at their caps (or on a retry) it scans.
+func (p *p2c) choose(tried *Tried) int {
 	n := len(p.backends)
 	if tried.Len() > 0 || n == 1 {
 		// Retries are rare: take the least loaded untried member.
-		return p.retry(tried)
+		return p.leastLoaded(rand.IntN(n), tried)
 	}
 	r := rand.Uint64() // one draw, two candidates
 	i, j := p.alias.sample(uint32(r)), p.alias.sample(uint32(r>>32))
@@ -36,16 +51,13 @@ func (p *p2c) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
 		// A heavy member is often drawn twice; compare with any other.
 		j = wrap(i+1+rand.IntN(n-1), n)
 	}
-	if lessRatio(flowsOf(p.backends[j].LiveFlows()), p.weights[j],
-		flowsOf(p.backends[i].LiveFlows()), p.weights[i]) {
-		i = j
+	fi, fj := p.backends[i].Full(), p.backends[j].Full()
+	switch {
+	case fi && fj:
+		return p.leastLoaded(rand.IntN(n), tried)
+	case fi, !fj && lessRatio(flowsOf(p.backends[j].LiveFlows()), p.weights[j],
+		flowsOf(p.backends[i].LiveFlows()), p.weights[i]):
+		return j
 	}
-	return p.take(i)
-}
-
-func (p *p2c) retry(tried *Tried) *l4.Backend {
-	if i := p.leastLoaded(rand.IntN(len(p.backends)), tried); i >= 0 {
-		return p.take(i)
-	}
-	return nil
+	return i
 }

@@ -24,16 +24,28 @@ func newRandom(members []Member) *random {
 }
 
 func (r *random) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
-	for k := 0; k < randomTries; k++ {
-		i := r.alias.sample(uint32(rand.Uint64()))
-		if tried.Len() == 0 || !tried.Has(r.backends[i]) {
-			return r.take(i)
+	for range pickRaces {
+		i := r.choose(tried)
+		if i < 0 {
+			return nil
+		}
+		if b := r.take(i); b != nil {
+			return b
 		}
 	}
-	if i := r.firstUntried(rand.IntN(len(r.backends)), tried); i >= 0 {
-		return r.take(i)
-	}
 	return nil
+}
+
+// choose draws a member that is untried and below its cap, or scans for
+// one after randomTries draws, or returns -1.
+func (r *random) choose(tried *Tried) int {
+	check := tried.Len() > 0
+	for k := 0; k < randomTries; k++ {
+		if i := r.alias.sample(uint32(rand.Uint64())); !r.skip(i, tried, check) {
+			return i
+		}
+	}
+	return r.firstUntried(rand.IntN(len(r.backends)), tried)
 }
 
 // aliasTable draws index i with probability weights[i]/sum in O(1)

@@ -54,19 +54,31 @@ func newRoundRobin(members []Member) *roundRobin {
 }
 
 func (r *roundRobin) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	for range pickRaces {
+		i := r.choose(tried)
+		if i < 0 {
+			return nil
+		}
+		if b := r.take(i); b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// choose returns the next member of the sequence that is untried and
+// below its cap, or -1.
+func (r *roundRobin) choose(tried *Tried) int {
 	check := tried.Len() > 0
 	for k := 0; k < rrMaxWalk; k++ {
 		i := int(r.seq[r.next.Add(1)%uint64(len(r.seq))])
-		if !check || !tried.Has(r.backends[i]) {
-			return r.take(i)
+		if !r.skip(i, tried, check) {
+			return i
 		}
 	}
-	// Only a retry gets here, after a long run of tried members: scan, so
-	// that no pick costs O(period).
-	if i := r.firstUntried(rand.IntN(len(r.backends)), tried); i >= 0 {
-		return r.take(i)
-	}
-	return nil
+	// Only a retry (or members at their caps) gets here, after a long run
+	// of skipped members: scan, so that no pick costs O(period).
+	return r.firstUntried(rand.IntN(len(r.backends)), tried)
 }
 
 // rrSequence returns one period of the smooth weighted sequence for ws.

@@ -1,0 +1,114 @@
+// Per-backend caps (max_conns, max_sessions): every algorithm skips a full backend, never overshoots.
+package balance
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// TestPickSkipsFull: with caps 5/5/10 every algorithm fills the backends
+// exactly to their caps, then returns nil (all full) without acquiring;
+// after one release, the next pick lands on the backend that freed a slot.
+// Bounded and unbounded hashing, first picks and picks with a tried set.
+func TestPickSkipsFull(t *testing.T) {
+	caps := []int64{5, 5, 10}
+	fs := flows(256, 7)
+	for _, alg := range allAlgorithms {
+		for _, factor := range []uint32{0, 125} {
+			t.Run(fmt.Sprintf("%s/factor=%d", alg, factor), func(t *testing.T) {
+				ms := makeMembers(100, 100, 100)
+				for i, c := range caps {
+					ms[i].Backend.SetMaxFlows(c)
+				}
+				p := mustNew(t, Options{Algorithm: alg, BalanceFactor: factor}, ms)
+				for k := range 20 {
+					if b := p.Pick(&fs[k%len(fs)], nil); b == nil {
+						t.Fatalf("pick %d: nil with free slots (flows %v)", k, live(ms))
+					}
+				}
+				for i, c := range caps {
+					if got := ms[i].Backend.LiveFlows(); got != c {
+						t.Fatalf("backend %d: %d live flows, cap %d (all %v)", i, got, c, live(ms))
+					}
+				}
+				for k := range 50 { // every key, including those whose own member is full
+					if b := p.Pick(&fs[k], nil); b != nil {
+						t.Fatalf("pick at full caps: got %s (flows %v)", b.ID, live(ms))
+					}
+				}
+				var tried Tried
+				tried.Add(ms[0].Backend)
+				if b := p.Pick(&fs[0], &tried); b != nil {
+					t.Fatalf("retry at full caps: got %s", b.ID)
+				}
+				ms[1].Backend.Release()
+				for k := range 50 {
+					b := p.Pick(&fs[k], nil)
+					if b != ms[1].Backend {
+						t.Fatalf("after a release on b001: pick %d got %v, want b001", k, b)
+					}
+					b.Release()
+				}
+				if b := p.Pick(&fs[3], &tried); b != ms[1].Backend {
+					t.Fatalf("retry after a release on b001: got %v", b)
+				}
+			})
+		}
+	}
+}
+
+// TestPickCapRace: many goroutines pick and release at once against small
+// caps; no backend's count ever exceeds its cap (TryAcquire's CAS), and
+// picks keep succeeding while slots are free.
+func TestPickCapRace(t *testing.T) {
+	fs := flows(64, 3)
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			ms := makeMembers(100, 100, 100)
+			caps := []int64{2, 3, 5}
+			for i, c := range caps {
+				ms[i].Backend.SetMaxFlows(c)
+			}
+			p := mustNew(t, Options{Algorithm: alg}, ms)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var over []string
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for k := range 2000 {
+						b := p.Pick(&fs[(g*31+k)%len(fs)], nil)
+						if b == nil {
+							continue
+						}
+						for i, m := range ms {
+							if n := m.Backend.LiveFlows(); n > caps[i] {
+								mu.Lock()
+								over = append(over, fmt.Sprintf("%s=%d", m.Backend.ID, n))
+								mu.Unlock()
+							}
+						}
+						b.Release()
+					}
+				}()
+			}
+			wg.Wait()
+			if len(over) > 0 {
+				t.Fatalf("counts above caps %v: %v", caps, over[:min(len(over), 10)])
+			}
+			if got := live(ms); got[0]+got[1]+got[2] != 0 {
+				t.Fatalf("live flows left: %v", got)
+			}
+		})
+	}
+}
+
+func live(ms []Member) []int64 {
+	out := make([]int64, len(ms))
+	for i, m := range ms {
+		out[i] = m.Backend.LiveFlows()
+	}
+	return out
+}
