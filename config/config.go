@@ -133,6 +133,13 @@ type VIP struct {
 	// SMTP the client waits for the server's greeting and would be cut.
 	// Only for tcp VIPs in proxy mode.
 	FirstByteTimeout time.Duration
+	// QueueTimeout is how long a new connection waits when every backend
+	// is at its max_conns ([[vip.backend]]): it holds its VIP max_conns
+	// slot, is served in arrival order when a backend frees a slot, and
+	// is reset and counted (queue_timeouts) when the time is up. Default
+	// 5s; 0 = no wait: reset at once; up to 1h. Only for tcp VIPs in
+	// proxy mode.
+	QueueTimeout time.Duration
 	// AffinityTimeout > 0 keeps a client address on its last backend for
 	// this long; default 0; up to 24h.
 	AffinityTimeout time.Duration
@@ -249,6 +256,14 @@ type Backend struct {
 	// VIP.BackupMode says whether the first eligible backup or all of them
 	// take over. Default false.
 	Backup bool
+	// MaxConns caps the backend's open connections (tcp VIPs in proxy
+	// mode) and MaxSessions its UDP sessions (udp VIPs in proxy mode); 0 =
+	// no cap (the default), up to 10M. A backend at its cap is skipped by
+	// every algorithm; a new connection that finds every backend full
+	// waits up to the VIP's queue_timeout, a new UDP session is dropped.
+	// A reload changes a cap for new flows without cutting any.
+	MaxConns    int
+	MaxSessions int
 	// Line is where the backend is defined in the file ([[vip.backend]]
 	// header or inline table); 0 if unknown.
 	Line int

@@ -302,3 +302,45 @@ protocol = "udp"
 		t.Errorf("udp VIP health type %q, want none", got)
 	}
 }
+
+// TestBackendCaps: per-backend caps and queue_timeout load, with their
+// defaults, and survive a Format round trip.
+func TestBackendCaps(t *testing.T) {
+	c := mustParse(t, `
+[[vip]]
+name = "pg"
+listen = "198.18.0.10:5432"
+  [[vip.backend]]
+  address = "198.18.1.11:5432"
+  max_conns = 5
+  [[vip.backend]]
+  address = "198.18.1.12:5432"
+[[vip]]
+name = "q"
+listen = "198.18.0.10:5433"
+queue_timeout = "0s"
+  [[vip.backend]]
+  address = "198.18.1.11:5433"
+[[vip]]
+name = "dns"
+listen = "198.18.0.20:53"
+protocol = "udp"
+  [[vip.backend]]
+  address = "198.18.1.11:53"
+  max_sessions = 7
+`)
+	pg, q, dns := c.VIPs[0], c.VIPs[1], c.VIPs[2]
+	if pg.Backends[0].MaxConns != 5 || pg.Backends[1].MaxConns != 0 || pg.QueueTimeout != 5*time.Second {
+		t.Errorf("pg: max_conns %d/%d, queue_timeout %v; want 5/0, 5s", pg.Backends[0].MaxConns, pg.Backends[1].MaxConns, pg.QueueTimeout)
+	}
+	if q.QueueTimeout != 0 {
+		t.Errorf("q: queue_timeout %v, want 0", q.QueueTimeout)
+	}
+	if dns.Backends[0].MaxSessions != 7 || dns.QueueTimeout != 5*time.Second {
+		t.Errorf("dns: max_sessions %d, queue_timeout %v (built-in)", dns.Backends[0].MaxSessions, dns.QueueTimeout)
+	}
+	again := mustParse(t, string(config.Format(c, config.FormatOptions{})))
+	if again.VIPs[0].Backends[0].MaxConns != 5 || again.VIPs[2].Backends[0].MaxSessions != 7 || again.VIPs[1].QueueTimeout != 0 {
+		t.Errorf("Format round trip lost a cap: %+v", again.VIPs)
+	}
+}

@@ -74,6 +74,8 @@ func backendChange(ob, b *Backend, v *VIP) (BackendChange, bool) {
 	add("address", ob.Address.String(), b.Address.String())
 	add("weight", strconv.Itoa(ob.Weight), strconv.Itoa(b.Weight))
 	add("backup", strconv.FormatBool(ob.Backup), strconv.FormatBool(b.Backup))
+	add("max_conns", strconv.Itoa(ob.MaxConns), strconv.Itoa(b.MaxConns))
+	add("max_sessions", strconv.Itoa(ob.MaxSessions), strconv.Itoa(b.MaxSessions))
 	return c, len(c.Changes) > 0
 }
 

@@ -88,6 +88,7 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"freebind", func() { w.bool("freebind", v.Freebind) }},
 		{"defer_accept", func() { w.bool("defer_accept", v.DeferAccept) }},
 		{"first_byte_timeout", func() { w.dur("first_byte_timeout", v.FirstByteTimeout) }},
+		{"queue_timeout", func() { w.dur("queue_timeout", v.QueueTimeout) }},
 		{"proxy_protocol", func() { w.str("proxy_protocol", fmt.Sprint(v.ProxyProtocol)) }},
 		{"accept_proxy_protocol", func() { w.str("accept_proxy_protocol", v.AcceptProxyProtocol) }},
 		{"accept_proxy_protocol_from", func() { w.raw("accept_proxy_protocol_from", prefixList(v.AcceptProxyProtocolFrom, quoteTOML)) }},
@@ -122,6 +123,12 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		w.int("weight", b.Weight)
 		if b.Backup {
 			w.bool("backup", true)
+		}
+		if b.MaxConns > 0 {
+			w.int("max_conns", b.MaxConns)
+		}
+		if b.MaxSessions > 0 {
+			w.int("max_sessions", b.MaxSessions)
 		}
 	}
 }

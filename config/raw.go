@@ -67,6 +67,7 @@ type rawTuning struct {
 	Freebind          opt[bool]    `toml:"freebind"`
 	DeferAccept       opt[bool]    `toml:"defer_accept"`
 	FirstByteTimeout  opt[string]  `toml:"first_byte_timeout"`
+	QueueTimeout      opt[string]  `toml:"queue_timeout"`
 	ProxyProtocol     opt[string]  `toml:"proxy_protocol"`
 	AcceptProxy       opt[string]  `toml:"accept_proxy_protocol"`
 	AcceptProxyFrom   opt[[]any]   `toml:"accept_proxy_protocol_from"`
@@ -131,6 +132,9 @@ type rawBackend struct {
 	Address opt[string] `toml:"address"`
 	Weight  opt[int64]  `toml:"weight"`
 	Backup  opt[bool]   `toml:"backup"`
+	// Per-backend caps on live flows (proxy mode).
+	MaxConns    opt[int64] `toml:"max_conns"`
+	MaxSessions opt[int64] `toml:"max_sessions"`
 }
 
 type rawXDP struct {

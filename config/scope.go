@@ -31,6 +31,7 @@ var vipScopes = []vipScope{
 	{"keepalive", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"defer_accept", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"first_byte_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"queue_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode (it is how long a connection waits when every backend is at its max_conns)"},
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"rebalance_rate", isTCPProxy, "applies only to tcp VIPs in proxy mode (l4lb rebalance closes proxied connections)"},
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
@@ -119,6 +120,8 @@ func resetKey(key string, v, def *VIP) {
 		v.DeferAccept = def.DeferAccept
 	case "first_byte_timeout":
 		v.FirstByteTimeout = def.FirstByteTimeout
+	case "queue_timeout":
+		v.QueueTimeout = def.QueueTimeout
 	case "affinity_timeout":
 		v.AffinityTimeout = def.AffinityTimeout
 	case "rebalance_rate":
@@ -155,6 +158,26 @@ func resetKey(key string, v, def *VIP) {
 		v.LogConnectionsRate = def.LogConnectionsRate
 	default:
 		panic("config: resetKey: no field for " + key) // a vipScopes entry without a case here
+	}
+}
+
+// checkBackendCaps reports a backend cap where it does not apply: caps
+// count the flows the proxy holds, so xdp VIPs (the kernel forwards, l4lb
+// never sees a flow end) have none, and each protocol has its own key.
+func checkBackendCaps(l *layer, v *VIP) {
+	for j, b := range v.Backends {
+		switch {
+		case v.Mode == l4.ModeXDP && (b.MaxConns > 0 || b.MaxSessions > 0):
+			key := "max_conns"
+			if b.MaxConns == 0 {
+				key = "max_sessions"
+			}
+			l.p.add(l.vip, l.backendKey(j, key), "per-backend caps do not apply in mode xdp: the kernel forwards an xdp VIP's flows, so l4lb cannot count them")
+		case v.Protocol == l4.UDP && b.MaxConns > 0:
+			l.p.add(l.vip, l.backendKey(j, "max_conns"), "applies only to tcp VIPs (udp VIPs: max_sessions)")
+		case v.Protocol == l4.TCP && b.MaxSessions > 0:
+			l.p.add(l.vip, l.backendKey(j, "max_sessions"), "applies only to udp VIPs (tcp VIPs: max_conns)")
+		}
 	}
 }
 

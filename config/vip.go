@@ -23,6 +23,7 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	checkScopes(l, &v)
 	checkAccess(l, &v)
 	checkBackups(l, &v)
+	checkBackendCaps(l, &v)
 	checkMaglev(l, &v)
 	if v.Mode == l4.ModeXDP {
 		checkXDPVIP(l, &v, hasXDP)
@@ -104,6 +105,7 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.Freebind = l.boolean("freebind", o.Freebind, d.Freebind, false)
 	v.DeferAccept = l.boolean("defer_accept", o.DeferAccept, d.DeferAccept, false)
 	v.FirstByteTimeout = l.duration("first_byte_timeout", o.FirstByteTimeout, d.FirstByteTimeout, 0, orOff(time.Millisecond, time.Hour))
+	v.QueueTimeout = l.duration("queue_timeout", o.QueueTimeout, d.QueueTimeout, 5*time.Second, orOff(time.Millisecond, time.Hour))
 	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))
 	v.RebalanceRate = l.integer("rebalance_rate", o.RebalanceRate, d.RebalanceRate, 10, span[int64](0, 10000))
 	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
@@ -178,6 +180,8 @@ func buildBackend(l *layer, rb *rawBackend) Backend {
 	}
 	b.Weight = l.integer("weight", rb.Weight, opt[int64]{}, 100, span[int64](0, 1000))
 	b.Backup = l.boolean("backup", rb.Backup, opt[bool]{}, false)
+	b.MaxConns = l.integer("max_conns", rb.MaxConns, opt[int64]{}, 0, span[int64](0, 10_000_000))
+	b.MaxSessions = l.integer("max_sessions", rb.MaxSessions, opt[int64]{}, 0, span[int64](0, 10_000_000))
 	b.Address = l.addrPort("address", rb.Address)
 	if b.Address.IsValid() && b.Address.Addr().IsUnspecified() {
 		l.problem("address", "%s is not a backend address", b.Address.Addr())

@@ -124,3 +124,19 @@ func (s *Store) Store(snap *Snapshot) {
 	}
 	s.p.Store(snap)
 }
+
+// Full reports whether some member the flow has not tried is at its cap:
+// a Pick that returned nil then means "wait for a slot" rather than "no
+// backend". Called only after a nil Pick, so its scan costs nothing on the
+// common path.
+func (s *Snapshot) Full(tried *balance.Tried) bool {
+	if s == nil {
+		return false
+	}
+	for _, m := range s.Members {
+		if m.Backend.Full() && !tried.Has(m.Backend) {
+			return true
+		}
+	}
+	return false
+}
