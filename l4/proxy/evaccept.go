@@ -241,6 +241,10 @@ func (a acceptResume) pending(uint32) bool       { return true }
 // evConnDone is the end of a connection's accounting on the loops.
 func (s *TCPService) evConnDone(l *loop, c *evConn) {
 	l.unwait(c)
+	if c.inQueue {
+		s.queue.remove(c)
+		c.inQueue = false
+	}
 	if c.clientHeld {
 		s.clients.Release(c.flow.Src.Addr(), l.now())
 		c.clientHeld = false

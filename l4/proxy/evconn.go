@@ -85,8 +85,10 @@ type evConn struct {
 	lastActive      int64
 	idle            int64
 	tracked         bool
-	clientHeld      bool // counted by the VIP's per-client limits: released when it ends
-	waiting         bool // in its loop's waiting set (a PROXY header or first byte is due)
+	clientHeld      bool  // counted by the VIP's per-client limits: released when it ends
+	waiting         bool  // in its loop's waiting set (a PROXY header or first byte is due, or a backend slot)
+	inQueue         bool  // entered in the VIP's wait queue and not yet served from it (evqueue.go)
+	queueUntil      int64 // loop clock when its wait for a backend slot runs out
 
 	// For the connection's log line (connlog.go).
 	acceptAt  int64        // loop clock at accept (an upgrade passes it on)
@@ -196,8 +198,16 @@ func (c *evConn) admit(l *loop) {
 // dial picks the next backend and starts a non-blocking connect.
 func (c *evConn) dial(l *loop) {
 	l.unwait(c)
+	if c.attempts == 0 && c.svc.queue.n.Load() > 0 && c.st.QueueTimeout > 0 {
+		c.enqueue(l) // others wait for a slot already: arrival order
+		return
+	}
 	b := c.pickBackend()
 	if b == nil {
+		if c.attempts <= c.st.Retries && c.snap.Full(&c.tried) {
+			c.enqueue(l) // every backend left is at its max_conns: wait for a slot
+			return
+		}
 		why := l4.EndNoBackend
 		if c.attempts > 0 {
 			why = c.lastFail
@@ -205,6 +215,11 @@ func (c *evConn) dial(l *loop) {
 		c.noBackend(l, balance.ErrNoBackend, why)
 		return
 	}
+	c.start(l, b)
+}
+
+// start connects to b, which the pick acquired.
+func (c *evConn) start(l *loop, b *l4.Backend) {
 	c.tried.Add(b)
 	c.target, c.picked = b, b
 	c.attempts++
@@ -219,9 +234,8 @@ func (c *evConn) pickBackend() *l4.Backend {
 		return nil
 	}
 	if c.aff != nil && c.tried.Len() == 0 {
-		if b, ok := c.aff.Get(c.svc.key, c.flow.Src.Addr()); ok && b.Eligible() {
-			b.Acquire()
-			return b
+		if b, ok := c.aff.Get(c.svc.key, c.flow.Src.Addr()); ok && b.Eligible() && b.TryAcquire() {
+			return b // a pinned backend at its cap leaves the choice to the balancer
 		}
 	}
 	return c.snap.Pick(&c.flow, &c.tried)
@@ -317,6 +331,10 @@ func (c *evConn) connectTimer(l *loop) {
 	}
 	if c.state == evFirstByte {
 		c.firstByteTimeout(l)
+		return
+	}
+	if c.state == evQueued {
+		c.queueTimer(l)
 		return
 	}
 	if c.state != evConnecting {
@@ -494,6 +512,10 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 			return
 		}
 		c.readFirst(l)
+	case evQueued:
+		if !backend && events&unix.EPOLLERR != 0 {
+			c.finish(l, false, false, l4.EndClientReset) // gave up waiting; bytes and a FIN wait for the backend
+		}
 	case evOpen, evClosing:
 		if events&unix.EPOLLERR != 0 {
 			c.failed(l, &sk.reg) // a reset: the other side learns by one too

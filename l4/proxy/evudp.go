@@ -379,10 +379,16 @@ func (s *UDPService) admitSession(l *loop, src netip.Addr) (held, ok bool) {
 func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow, held bool) *loopSession {
 	flow := &f
 	st := s.settings.Load()
-	b := s.snaps.Load().Pick(flow, nil)
+	snap := s.snaps.Load()
+	b := snap.Pick(flow, nil)
 	if b == nil {
 		s.releaseClient(l, f.Src.Addr(), held)
 		s.sessions.Add(-1)
+		if snap.Full(nil) {
+			s.Stats.BackendsFull.Add(1)
+			s.rateLog("every backend is at its max_sessions: datagram from a new session dropped")
+			return nil
+		}
 		s.Stats.NoBackend.Add(1)
 		s.rateLog("no usable backend for VIP: datagram dropped")
 		return nil

@@ -45,6 +45,11 @@ type Settings struct {
 	// its PROXY header, if one is due) this long after accept, before any
 	// backend is picked (evfirst.go); 0 = off.
 	FirstByteTimeout time.Duration
+	// QueueTimeout is how long a new connection waits, holding its
+	// max_conns slot, when every backend is at its cap (Backend.Full):
+	// waiting connections are served in arrival order as backends free
+	// slots, and reset when it runs out (evqueue.go); 0 = reset at once.
+	QueueTimeout time.Duration
 	// AffinityTimeout > 0 sends a client address's new connections to the
 	// backend it used last, while that backend is eligible, until the pin
 	// has been unused this long.
@@ -101,6 +106,11 @@ type ServiceStats struct {
 	// loop's once-a-second retry (evstall.go): a wake-up the kernel never
 	// sent.
 	LostWakeups atomic.Uint64
+	// QueueWaits counts connections that waited for a backend slot (every
+	// backend at its max_conns); QueueTimeouts those reset when
+	// queue_timeout ran out (or at once, with queue_timeout 0).
+	QueueWaits    atomic.Uint64
+	QueueTimeouts atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
@@ -132,6 +142,8 @@ type TCPService struct {
 	acceptLog rateLog // accept failures (every 5s)
 	limitLog  rateLog // waits at a connection limit (every 5s)
 	connLog   lineLimit
+
+	queue waitQueue // connections waiting for a backend slot (evqueue.go)
 
 	wg         sync.WaitGroup // connections
 	serving    atomic.Bool    // Serve ran: Close waits for it
@@ -300,6 +312,9 @@ func acceptBackoff(err error, prev time.Duration) time.Duration {
 func (s *TCPService) release(b *l4.Backend) {
 	if !b.Release() {
 		s.log.Error("live-flow count underflow: a flow was released twice", zap.String("backend", string(b.ID)), zap.Uint64("underflows", b.Underflows()))
+	}
+	if s.queue.n.Load() > 0 { // one load when nobody waits
+		s.ServeQueue()
 	}
 }
 

@@ -59,6 +59,7 @@ type UDPStats struct {
 	SessionsCreated atomic.Uint64
 	SessionsRefused atomic.Uint64 // new clients turned away at max_sessions
 	NoBackend       atomic.Uint64 // datagrams dropped: no eligible backend
+	BackendsFull    atomic.Uint64 // datagrams dropped: a new session found every backend at its max_sessions
 	Moved           atomic.Uint64 // sessions moved off a backend that went down
 	ReadErrors      atomic.Uint64
 	ConnLogDropped  atomic.Uint64 // session log lines dropped over the rate limit

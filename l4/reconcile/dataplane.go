@@ -148,8 +148,12 @@ func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) 
 	return &tcpPlane{svc: svc}, nil
 }
 
-func (p *tcpPlane) serve()                           { go p.svc.Serve() }
-func (p *tcpPlane) publish(*snapshot.Snapshot) error { return nil } // the service reads the store
+func (p *tcpPlane) serve() { go p.svc.Serve() }
+
+// publish: the service reads the store; a new snapshot (a backend up, a
+// reload that raised a cap) may have room for connections waiting for a
+// backend slot.
+func (p *tcpPlane) publish(*snapshot.Snapshot) error { p.svc.ServeQueue(); return nil }
 func (p *tcpPlane) stopAccepting()                   { _ = p.svc.Close() }
 func (p *tcpPlane) drain(ctx context.Context) int    { return p.svc.Drain(ctx) }
 func (p *tcpPlane) closeNow()                        { _ = p.svc.Close() }

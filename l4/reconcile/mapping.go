@@ -46,6 +46,7 @@ func settings(vc *config.VIP) (proxy.Settings, error) {
 		AcceptProxyFrom: vc.AcceptProxyProtocolFrom,
 
 		FirstByteTimeout: vc.FirstByteTimeout,
+		QueueTimeout:     vc.QueueTimeout,
 
 		AffinityTimeout: vc.AffinityTimeout,
 		// Only least_time with the connect metric uses the proxy's own
@@ -74,6 +75,18 @@ func udpSettings(vc *config.VIP) (proxy.UDPSettings, error) {
 		Access:         acl,
 		ClientLimits:   guard.Limits{MaxOpen: vc.MaxSessionsPerClient, Rate: vc.ConnRatePerClient},
 	}, nil
+}
+
+// backendCap is the cap on b's live flows in vc: max_conns for tcp,
+// max_sessions for udp (0 = none; config refuses caps in xdp mode).
+func backendCap(vc *config.VIP, b *config.Backend) int64 {
+	if vc.Mode != l4.ModeProxy {
+		return 0
+	}
+	if vc.Protocol == l4.UDP {
+		return int64(b.MaxSessions)
+	}
+	return int64(b.MaxConns)
 }
 
 // accessList builds the VIP's allow/deny list (nil when it has none).

@@ -293,6 +293,7 @@ func (v *vip) commit(p *plan) error {
 	v.trials.Store(trials)
 	for _, b := range p.backends {
 		b.b.SetEligible(b.keepsPinned())
+		b.b.SetMaxFlows(backendCap(p.conf, &b.conf))
 	}
 	v.backends = p.backends
 	v.conf.Store(p.conf)

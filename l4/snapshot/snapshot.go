@@ -140,3 +140,17 @@ func (s *Snapshot) Full(tried *balance.Tried) bool {
 	}
 	return false
 }
+
+// Room reports whether some member is below its cap: connections waiting
+// for a slot may be served.
+func (s *Snapshot) Room() bool {
+	if s == nil {
+		return false
+	}
+	for _, m := range s.Members {
+		if !m.Backend.Full() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,184 @@
+// Connections waiting for a backend slot: every backend of the VIP was at
+// its max_conns when they came. FIFO per VIP across the loops.
+package proxy
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/balance"
+)
+
+// evQueued: accepted, no backend dialed, waiting in the VIP's queue for a
+// backend to free a slot (declared here, beside its code, after
+// evfirst.go's state).
+const evQueued = evFirstByte + 1
+
+// queuePoll is how often a waiting connection looks for room itself: the
+// wake-ups on release and publish serve waiters at once, this only bounds
+// the delay of one that lost a race (a slot freed while the waiter was
+// between a pick and its place in the queue, or taken by a retry).
+const queuePoll = 200 * time.Millisecond
+
+// waitQueue is a VIP's connections waiting for a backend slot, oldest
+// first. Any loop may serve or leave it, so it is locked; the paths that
+// run when nobody waits (every release) read only n.
+type waitQueue struct {
+	n  atomic.Int64 // len(q)
+	mu sync.Mutex
+	q  []waiter
+}
+
+// waiter is a connection in the queue, on the loop that owns it; gen tells
+// a reused connection struct from the one that queued.
+type waiter struct {
+	l   *loop
+	c   *evConn
+	gen uint32
+}
+
+func (q *waitQueue) push(w waiter, front bool) {
+	q.mu.Lock()
+	if front {
+		q.q = slices.Insert(q.q, 0, w)
+	} else {
+		q.q = append(q.q, w)
+	}
+	q.n.Store(int64(len(q.q)))
+	q.mu.Unlock()
+}
+
+// pop takes the oldest waiter.
+func (q *waitQueue) pop() (waiter, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.q) == 0 {
+		return waiter{}, false
+	}
+	w := q.q[0]
+	q.q[0] = waiter{}
+	q.q = q.q[1:]
+	q.n.Store(int64(len(q.q)))
+	return w, true
+}
+
+// remove takes c out (it ended while waiting); a no-op when it was popped
+// already (serveWaiter then finds it gone and passes the slot on).
+func (q *waitQueue) remove(c *evConn) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.IndexFunc(q.q, func(w waiter) bool { return w.c == c && w.gen == c.gen }); i >= 0 {
+		q.q = slices.Delete(q.q, i, i+1)
+		q.n.Store(int64(len(q.q)))
+	}
+}
+
+// Queued returns how many connections wait for a backend slot now.
+func (s *TCPService) Queued() int { return int(s.queue.n.Load()) }
+
+// ServeQueue hands the oldest waiting connection to its loop to pick
+// again: a backend released a slot, or a new snapshot (a backend up, a
+// reload that raised a cap) may have room. Safe from any goroutine; a
+// no-op when nobody waits, and once a drain ran out of time (its reset
+// of the waiting set must find them all; none is dialed then).
+func (s *TCPService) ServeQueue() {
+	if s.queue.n.Load() == 0 || s.ev.refuse.Load() {
+		return
+	}
+	if w, ok := s.queue.pop(); ok {
+		w.l.post(func() { s.serveWaiter(w.l, w.c, w.gen) })
+	}
+}
+
+// enqueue parks c until a backend frees a slot or queue_timeout runs out
+// (at once when it is 0). c keeps its max_conns slot; it is in the loop's
+// waiting set, so a drain's end resets it.
+func (c *evConn) enqueue(l *loop) {
+	s := c.svc
+	if c.st.QueueTimeout <= 0 {
+		c.queueTimeout(l)
+		return
+	}
+	s.Stats.QueueWaits.Add(1)
+	c.state = evQueued
+	l.wait(c)
+	c.gen = l.nextGen() // an earlier wait's or connect's timer must not fire on this one
+	c.queueUntil = l.now() + int64(c.st.QueueTimeout)
+	c.inQueue = true
+	s.queue.push(waiter{l: l, c: c, gen: c.gen}, false)
+	c.armQueueTimer(l)
+	// A slot freed between the pick and the push saw nobody waiting.
+	if s.snaps.Load().Room() {
+		s.ServeQueue()
+	}
+}
+
+// armQueueTimer arms the next look for room, or the timeout if sooner.
+func (c *evConn) armQueueTimer(l *loop) {
+	l.after(time.Duration(min(c.queueUntil-l.now(), int64(queuePoll))), c, c.gen<<2|timerConnect)
+}
+
+// queueTimer: the wait ran out, or it is time to look for room.
+func (c *evConn) queueTimer(l *loop) {
+	if l.now() >= c.queueUntil {
+		c.queueTimeout(l)
+		return
+	}
+	if c.svc.snaps.Load().Room() {
+		c.svc.ServeQueue() // the oldest waiter first, which may not be c
+	}
+	c.armQueueTimer(l)
+}
+
+// serveWaiter picks a backend for a waiter the queue handed out, on the
+// loop that owns it. One that ended meanwhile passes the slot on; one
+// that finds every backend full again goes back to the head of the queue.
+func (s *TCPService) serveWaiter(l *loop, c *evConn, gen uint32) {
+	if c.gen != gen || c.state != evQueued || c.svc != s {
+		s.ServeQueue()
+		return
+	}
+	if s.ev.refuse.Load() {
+		return // a drain's end resets the waiting set, this one with it
+	}
+	c.inQueue = false
+	c.snap = s.snaps.Load() // a reload or health change since it came
+	b := c.pickBackend()
+	if b == nil {
+		if c.snap.Full(&c.tried) {
+			c.inQueue = true
+			s.queue.push(waiter{l: l, c: c, gen: gen}, true) // its timers run on: same gen
+			return
+		}
+		c.state = evConnecting
+		c.noBackend(l, balance.ErrNoBackend, l4.EndNoBackend)
+		return
+	}
+	l.unwait(c)
+	c.state = evConnecting
+	c.gen = l.nextGen() // the wait's timer must not fire on the connect
+	c.start(l, b)
+	if s.queue.n.Load() > 0 && s.snaps.Load().Room() {
+		s.ServeQueue() // more room (a raised cap, a backend up): the next one
+	}
+}
+
+// queueTimeout resets a client that waited queue_timeout for a backend
+// slot (or found every backend full with queue_timeout 0): counted and
+// logged, rate-limited; no backend was dialed.
+func (c *evConn) queueTimeout(l *loop) {
+	s := c.svc
+	s.Stats.QueueTimeouts.Add(1)
+	s.rateLog("every backend is at its max_conns: client reset after queue_timeout",
+		zap.Stringer("client", c.flow.Src), zap.Duration("queue_timeout", c.st.QueueTimeout))
+	if c.inQueue {
+		s.queue.remove(c)
+		c.inQueue = false
+	}
+	c.resetClient(l, l4.EndQueueTimeout)
+}

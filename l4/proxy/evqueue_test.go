@@ -1,0 +1,260 @@
+// Per-backend max_conns on real sockets: caps hold, waiters are served in order, time out, drain.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testutil"
+)
+
+// capServer is an echo backend that counts its open connections and the
+// most it ever had open at once.
+type capServer struct {
+	addr       netip.AddrPort
+	live, peak atomic.Int64
+	total      atomic.Int64
+}
+
+func startCapServer(t *testing.T) *capServer {
+	t.Helper()
+	s := &capServer{}
+	s.addr = startServer(t, func(c *net.TCPConn) {
+		n := s.live.Add(1)
+		s.total.Add(1)
+		for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+		}
+		defer s.live.Add(-1)
+		echoHandler(c)
+	})
+	return s
+}
+
+// cappedService is a round-robin service over fresh capServers with the
+// given caps.
+func cappedService(t *testing.T, st Settings, caps ...int64) (*testService, []*capServer) {
+	t.Helper()
+	var srv []*capServer
+	var addrs []netip.AddrPort
+	for range caps {
+		s := startCapServer(t)
+		srv, addrs = append(srv, s), append(addrs, s.addr)
+	}
+	ts := newService(t, st, addrs...)
+	for i, c := range caps {
+		ts.backends[i].SetMaxFlows(c)
+	}
+	return ts, srv
+}
+
+// echoed reports whether c's byte b comes back within d: the client has
+// a backend.
+func echoed(c *net.TCPConn, b byte, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	defer c.SetReadDeadline(time.Now().Add(waitBound))
+	var got [1]byte
+	n, err := c.Read(got[:])
+	return err == nil && n == 1 && got[0] == b
+}
+
+// TestQueueIssueScenario is the issue's test: caps 5/5/10 and 30
+// long-lived clients. The caps hold 20 of them (the counts never exceed
+// the caps); the other 10 wait, and so does a 31st; as clients close,
+// waiters are served in arrival order, the 31st once 11 have closed.
+func TestQueueIssueScenario(t *testing.T) {
+	caps := []int64{5, 5, 10}
+	ts, srv := cappedService(t, Settings{QueueTimeout: waitBound}, caps...)
+	var cs []*net.TCPConn
+	for i := range 31 {
+		c := ts.dial(t)
+		c.Write([]byte{byte(i)})
+		cs = append(cs, c)
+		if i < 20 {
+			if !echoed(c, byte(i), 5*time.Second) {
+				t.Fatalf("client %d not served with free slots", i)
+			}
+		} else {
+			testutil.Eventually(t, 5*time.Second, fmt.Sprintf("client %d queued", i), func() bool { return ts.Queued() == i-19 })
+		}
+	}
+	checkPeaks(t, srv, caps)
+	for i := 20; i < 31; i++ {
+		if echoed(cs[i], byte(i), 100*time.Millisecond) {
+			t.Fatalf("client %d served beyond the caps", i)
+		}
+	}
+	for k := range 11 { // close client k: waiter 20+k is next, nobody behind it
+		cs[k].Close()
+		if !echoed(cs[20+k], byte(20+k), 5*time.Second) {
+			t.Fatalf("after %d closes, waiter %d not served", k+1, 20+k)
+		}
+		for j := 21 + k; j < 31; j++ {
+			if echoed(cs[j], byte(j), 20*time.Millisecond) {
+				t.Fatalf("after %d closes, waiter %d served before waiter %d", k+1, j, 20+k)
+			}
+		}
+	}
+	checkPeaks(t, srv, caps)
+	if n := ts.Stats.QueueWaits.Load(); n != 11 {
+		t.Fatalf("%d queue waits, want 11", n)
+	}
+	if n := ts.Stats.QueueTimeouts.Load(); n != 0 || ts.Queued() != 0 {
+		t.Fatalf("%d queue timeouts, %d still queued", n, ts.Queued())
+	}
+}
+
+func checkPeaks(t *testing.T, srv []*capServer, caps []int64) {
+	t.Helper()
+	for i, s := range srv {
+		if p := s.peak.Load(); p > caps[i] {
+			t.Fatalf("backend %d had %d connections open at once, cap %d", i, p, caps[i])
+		}
+	}
+}
+
+// TestQueueBurst: 200 clients at once against caps 5/5/10; every backend
+// stays within its cap at every instant (its own count of open
+// connections), and every client is served (they wait their turn).
+func TestQueueBurst(t *testing.T) {
+	caps := []int64{5, 5, 10}
+	ts, srv := cappedService(t, Settings{QueueTimeout: waitBound}, caps...)
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp4", ts.addr.String(), 5*time.Second)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(waitBound))
+			c.Write([]byte{byte(i)})
+			if !echoed(c.(*net.TCPConn), byte(i), waitBound) {
+				errs <- fmt.Errorf("client %d not served", i)
+				return
+			}
+			served.Add(1)
+			time.Sleep(20 * time.Millisecond) // hold the slot a little
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	checkPeaks(t, srv, caps)
+	if served.Load() != 200 {
+		t.Fatalf("%d of 200 served", served.Load())
+	}
+	var total int64
+	for _, s := range srv {
+		total += s.total.Load()
+	}
+	if total != 200 {
+		t.Fatalf("backends saw %d connections, want 200", total)
+	}
+	if ts.Stats.QueueWaits.Load() == 0 {
+		t.Fatalf("nobody waited: the burst did not reach the caps")
+	}
+}
+
+// TestQueueTimeout: a client that waits queue_timeout for a slot is reset
+// (ECONNRESET) and counted, and no backend sees it; with queue_timeout 0
+// it is reset at once.
+func TestQueueTimeout(t *testing.T) {
+	for _, wait := range []time.Duration{300 * time.Millisecond, 0} {
+		t.Run(wait.String(), func(t *testing.T) {
+			ts, srv := cappedService(t, Settings{QueueTimeout: wait}, 1)
+			a := ts.dial(t)
+			a.Write([]byte{1})
+			if !echoed(a, 1, 5*time.Second) {
+				t.Fatal("first client not served")
+			}
+			start := time.Now()
+			b, err := net.DialTimeout("tcp4", ts.addr.String(), 2*time.Second)
+			switch {
+			case err == nil:
+				defer b.Close()
+				readReset(t, b, "waiting client")
+			case wait > 0 || !errors.Is(err, syscall.ECONNRESET):
+				// With no wait the reset may beat the dial's own check of
+				// the socket: the dial fails with it.
+				t.Fatalf("dial: %v", err)
+			}
+			took := time.Since(start)
+			if took < wait || took > wait+3*time.Second {
+				t.Fatalf("reset after %v, want about %v", took, wait)
+			}
+			testutil.Eventually(t, 2*time.Second, "timeout counted", func() bool {
+				return ts.Stats.QueueTimeouts.Load() == 1 && ts.Queued() == 0 && ts.Stats.Active.Load() == 1
+			})
+			if n := srv[0].total.Load(); n != 1 {
+				t.Fatalf("backend saw %d connections, want 1", n)
+			}
+		})
+	}
+}
+
+// TestQueueRaisedCap: a cap raised while clients wait (a reload: the
+// runtime sets the cap, then publishes, which serves the queue) serves as
+// many waiters as the new cap allows, at once.
+func TestQueueRaisedCap(t *testing.T) {
+	ts, srv := cappedService(t, Settings{QueueTimeout: waitBound}, 1)
+	var cs []*net.TCPConn
+	for i := range 4 {
+		c := ts.dial(t)
+		c.Write([]byte{byte(i)})
+		cs = append(cs, c)
+	}
+	if !echoed(cs[0], 0, 5*time.Second) {
+		t.Fatal("first client not served")
+	}
+	testutil.Eventually(t, 5*time.Second, "three queued", func() bool { return ts.Queued() == 3 })
+	ts.backends[0].SetMaxFlows(3)
+	ts.ServeQueue()
+	for i := 1; i < 3; i++ {
+		if !echoed(cs[i], byte(i), 2*time.Second) {
+			t.Fatalf("waiter %d not served after the cap rose to 3", i)
+		}
+	}
+	if echoed(cs[3], 3, 100*time.Millisecond) || ts.Queued() != 1 {
+		t.Fatalf("waiter 3 served beyond the raised cap (queued %d)", ts.Queued())
+	}
+	checkPeaks(t, srv, []int64{3})
+}
+
+// TestQueueDrain: a drain that runs out resets the clients still waiting
+// for a slot, instead of leaving them to queue_timeout.
+func TestQueueDrain(t *testing.T) {
+	ts, _ := cappedService(t, Settings{QueueTimeout: waitBound}, 1)
+	a := ts.dial(t)
+	a.Write([]byte{1})
+	if !echoed(a, 1, 5*time.Second) {
+		t.Fatal("first client not served")
+	}
+	b := ts.dial(t)
+	testutil.Eventually(t, 5*time.Second, "one queued", func() bool { return ts.Queued() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan int, 1)
+	go func() { done <- ts.Drain(ctx) }()
+	readReset(t, b, "waiting client at drain")
+	if n := within(t, done, "drain"); n != 2 {
+		t.Fatalf("drain reset %d connections, want 2 (one open, one waiting)", n)
+	}
+	if ts.Queued() != 0 {
+		t.Fatalf("%d still queued after drain", ts.Queued())
+	}
+}
