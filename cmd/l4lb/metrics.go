@@ -59,6 +59,10 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"limit_wait":  d("vip_limit_waits_total", "Times accepting paused at max_conns or the process-wide connection budget.", vipLabels),
 		"accept_err":  d("vip_accept_errors_total", "Failed accepts on a TCP VIP.", vipLabels),
 		"idle":        d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
+		"queued":      d("vip_queued", "TCP connections waiting now for a backend slot (every backend at its max_conns).", vipLabels),
+		"queue_to":    d("vip_queue_timeouts_total", "TCP clients reset after waiting queue_timeout for a backend slot.", vipLabels),
+		"udp_full":    d("vip_udp_backends_full_total", "Datagrams dropped because a new session found every backend at its max_sessions.", vipLabels),
+		"b_max":       d("backend_max_flows", "The backend's cap on live flows (max_conns, max_sessions); 0 = none.", backendLabels),
 		"first_byte":  d("vip_first_byte_timeouts_total", "TCP clients closed for sending nothing within first_byte_timeout (no backend dialed).", vipLabels),
 		"lost_wake":   d("vip_lost_wakeups_total", "Blocked directions the once-a-second retry got moving: wake-ups the kernel never sent.", vipLabels),
 		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
@@ -147,6 +151,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["accept_err"], counter, float64(t.AcceptErrors), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["idle"], counter, float64(t.IdleClosed), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["first_byte"], counter, float64(t.FirstByteTimeouts), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["queued"], gauge, float64(t.Queued), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["queue_to"], counter, float64(t.QueueTimeouts), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["lost_wake"], counter, float64(t.LostWakeups), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["local_err"], counter, float64(t.LocalErrors), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["pipeless"], counter, float64(t.PipelessCopies), vl...)
@@ -176,6 +182,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_dropped"], counter, float64(u.Dropped), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_refused"], counter, float64(u.SessionsRefused), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_moved"], counter, float64(u.Moved), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_full"], counter, float64(u.BackendsFull), vl...)
 		}
 		for _, b := range v.Backends {
 			bl := []string{v.Name, b.ID, b.Address}
@@ -194,6 +201,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["b_up"], gauge, up, bl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["b_rtt"], gauge, b.RTT.Seconds(), bl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["b_weight"], gauge, float64(b.Weight), bl...)
+			if v.XDP == nil {
+				ch <- prometheus.MustNewConstMetric(c.descs["b_max"], gauge, float64(b.MaxFlows), bl...)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -145,6 +146,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			if t.FirstByteTimeouts > 0 {
 				fmt.Fprintf(w, "  first-byte-timeouts %d\n", t.FirstByteTimeouts)
 			}
+			if t.Queued > 0 || t.QueueWaits > 0 {
+				fmt.Fprintf(w, "  backends full: queued %d  queue-waits %d  queue-timeouts %d\n", t.Queued, t.QueueWaits, t.QueueTimeouts)
+			}
 		}
 		if v.Denied+v.ClientLimited > 0 {
 			fmt.Fprintf(w, "  refused: denied %d  client-limited %d\n", v.Denied, v.ClientLimited)
@@ -162,6 +166,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		if u := v.UDP; u != nil {
 			fmt.Fprintf(w, "  datagrams %d  replies %d  dropped %d  truncated %d  sessions-refused %d  moved %d\n",
 				u.Datagrams, u.Replies, u.Dropped, u.Truncated, u.SessionsRefused, u.Moved)
+			if u.BackendsFull > 0 {
+				fmt.Fprintf(w, "  backends full: new sessions dropped %d\n", u.BackendsFull)
+			}
 		}
 		if rb := v.Rebalance; rb != nil {
 			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
@@ -184,12 +191,21 @@ func printStatus(w io.Writer, st reconcile.Status) {
 				health += "/" + strings.ToUpper(b.Override)
 				last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n",
-				b.ID, b.Address, b.Weight, health, b.LiveFlows, b.Flows, b.ConnectFails,
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
+				b.ID, b.Address, b.Weight, health, liveString(b), b.Flows, b.ConnectFails,
 				bytesString(b.BytesIn), bytesString(b.BytesOut), rttString(b.RTT), last)
 		}
 		tw.Flush()
 	}
+}
+
+// liveString is a backend's live flows, "n/cap" when it has a cap
+// (max_conns, max_sessions).
+func liveString(b reconcile.BackendStatus) string {
+	if b.MaxFlows > 0 {
+		return fmt.Sprintf("%d/%d", b.LiveFlows, b.MaxFlows)
+	}
+	return strconv.FormatInt(b.LiveFlows, 10)
 }
 
 func pinned(path string) string {

@@ -258,3 +258,48 @@ func TestQueueDrain(t *testing.T) {
 		t.Fatalf("%d still queued after drain", ts.Queued())
 	}
 }
+
+// TestUDPBackendCaps: with max_sessions 2 and 1 on two backends, three
+// clients get sessions; the next new clients' datagrams are dropped and
+// counted (backends_full, not no_backend) while established sessions go
+// on; once sessions expire, a new client is served again.
+func TestUDPBackendCaps(t *testing.T) {
+	a, b := udpEcho(t, "a"), udpEcho(t, "b")
+	ts := newUDPService(t, "127.0.0.1:0", UDPSettings{SessionTimeout: 2 * time.Second, MaxSessions: 100}, a, b)
+	caps := []int64{2, 1}
+	for i, c := range caps {
+		ts.backends[i].SetMaxFlows(c)
+	}
+	var kept []*net.UDPConn
+	for i := range 3 {
+		c := dialUDP(t, ts.addr)
+		if _, err := exchange(t, c, []byte("hello")); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		kept = append(kept, c)
+	}
+	for i := range 5 {
+		c := dialUDP(t, ts.addr)
+		c.Write([]byte("over"))
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		var buf [64]byte
+		if n, err := c.Read(buf[:]); err == nil {
+			t.Fatalf("client %d past the caps got %q", 3+i, buf[:n])
+		}
+	}
+	for i, bk := range ts.backends {
+		if n := bk.LiveFlows(); n != caps[i] {
+			t.Fatalf("backend %d: %d sessions, cap %d", i, n, caps[i])
+		}
+	}
+	if full, none := ts.Stats.BackendsFull.Load(), ts.Stats.NoBackend.Load(); full != 5 || none != 0 {
+		t.Fatalf("backends_full %d, no_backend %d; want 5, 0", full, none)
+	}
+	if _, err := exchange(t, kept[0], []byte("still")); err != nil {
+		t.Fatalf("established session broken: %v", err)
+	}
+	testutil.Eventually(t, 10*time.Second, "sessions expired", func() bool { return ts.backends[0].LiveFlows()+ts.backends[1].LiveFlows() == 0 })
+	if _, err := exchange(t, dialUDP(t, ts.addr), []byte("again")); err != nil {
+		t.Fatalf("new client after expiry: %v", err)
+	}
+}

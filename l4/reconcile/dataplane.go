@@ -193,6 +193,9 @@ func (p *tcpPlane) fillStatus(s *VIPStatus) {
 		ProxyUntrusted: st.ProxyUntrusted.Load(), ProxyMalformed: st.ProxyMalformed.Load(), ProxyTimeouts: st.ProxyTimeouts.Load(),
 		FirstByteTimeouts: st.FirstByteTimeouts.Load(),
 		LostWakeups:       st.LostWakeups.Load(),
+		Queued:            int64(p.svc.Queued()),
+		QueueWaits:        st.QueueWaits.Load(),
+		QueueTimeouts:     st.QueueTimeouts.Load(),
 	}
 }
 
@@ -268,5 +271,6 @@ func (p *udpPlane) fillStatus(s *VIPStatus) {
 		Datagrams: st.Datagrams.Load(), Replies: st.Replies.Load(),
 		Truncated: st.Truncated.Load(), Dropped: st.Dropped.Load(),
 		SessionsRefused: st.SessionsRefused.Load(), Moved: st.Moved.Load(),
+		BackendsFull: st.BackendsFull.Load(),
 	}
 }

@@ -111,6 +111,12 @@ type TCPStatus struct {
 	// LostWakeups counts blocked directions the loop's once-a-second
 	// retry got moving again: wake-ups the kernel never sent.
 	LostWakeups uint64 `json:"lost_wakeups,omitempty"`
+	// Queued is how many connections wait for a backend slot now (every
+	// backend at its max_conns); QueueWaits how many ever did, and
+	// QueueTimeouts those reset when queue_timeout ran out.
+	Queued        int64  `json:"queued"`
+	QueueWaits    uint64 `json:"queue_waits,omitempty"`
+	QueueTimeouts uint64 `json:"queue_timeouts,omitempty"`
 }
 
 // VIPStatus describes one running VIP.
@@ -158,6 +164,9 @@ type UDPStatus struct {
 	Dropped         uint64 `json:"dropped"`
 	SessionsRefused uint64 `json:"sessions_refused"`
 	Moved           uint64 `json:"moved"`
+	// BackendsFull counts datagrams dropped because a new session found
+	// every backend at its max_sessions.
+	BackendsFull uint64 `json:"backends_full,omitempty"`
 }
 
 // BackendStatus describes one backend of a VIP.
@@ -178,9 +187,12 @@ type BackendStatus struct {
 	Backup bool `json:"backup,omitempty"`
 	// Removed: a reload took the backend out of the config; it is listed
 	// (health "removed") until its last flow ends.
-	Removed      bool          `json:"removed,omitempty"`
-	Reason       string        `json:"reason,omitempty"`
-	LiveFlows    int64         `json:"live_flows"`
+	Removed   bool   `json:"removed,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	LiveFlows int64  `json:"live_flows"`
+	// MaxFlows is the backend's cap on live flows (max_conns for tcp,
+	// max_sessions for udp); absent: none.
+	MaxFlows     int64         `json:"max_flows,omitempty"`
 	Flows        uint64        `json:"flows"`
 	ConnectFails uint64        `json:"connect_fails"`
 	BytesIn      uint64        `json:"bytes_in"`
@@ -310,7 +322,7 @@ func (b *backend) status() BackendStatus {
 	rtt, _ := b.b.RTT().Value()
 	bs := BackendStatus{
 		ID: string(b.b.ID), Address: b.b.Addr.String(), Index: b.b.Index, Weight: b.weight,
-		Health: b.health.String(), LiveFlows: b.b.LiveFlows(),
+		Health: b.health.String(), LiveFlows: b.b.LiveFlows(), MaxFlows: b.b.MaxFlows(),
 		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(),
 		BytesIn: b.b.Stats.BytesIn.Load(), BytesOut: b.b.Stats.BytesOut.Load(), RTT: rtt,
 		Underflows: b.b.Underflows(),
