@@ -127,8 +127,12 @@ func TestBackendCapsDaemon(t *testing.T) {
 			t.Fatalf("client %d served by %s beyond the caps", i, be)
 		}
 	}
-	if out, _, _ := l4lbCmd(t, "status", "--socket", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")); !strings.Contains(out, "queued 11") || !strings.Contains(out, "5/5") {
+	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	if out, _, _ := l4lbCmd(t, "status", "--socket", sock); !strings.Contains(out, "queued 11") || !strings.Contains(out, "5/5") {
 		t.Fatalf("status text lacks the queue or the caps:\n%s", out)
+	}
+	if out, _, _ := l4lbCmd(t, "explain", "--socket", sock, "db", tp.ClientIP.String()); !strings.Contains(out, "FULL: at its cap of 10, skipped") {
+		t.Fatalf("explain does not say the backends are full:\n%s", out)
 	}
 
 	// One closes: the oldest waiter, and only it, takes the slot.

@@ -189,8 +189,10 @@ func boundText(h *reconcile.HashPath, choice string) string {
 	switch {
 	case h.Fallback:
 		return fmt.Sprintf("; over the load bound (%d%%) early in its sequence, a scan chose %s", h.BalanceFactor, choice)
+	case len(h.Skipped) > 0 && h.BalanceFactor == 0:
+		return fmt.Sprintf("; %s at max_conns, passed by for %s", strings.Join(h.Skipped, ", "), choice)
 	case len(h.Skipped) > 0:
-		return fmt.Sprintf("; %s over the load bound (%d%%), passed by for %s", strings.Join(h.Skipped, ", "), h.BalanceFactor, choice)
+		return fmt.Sprintf("; %s over the load bound (%d%%) or at max_conns, passed by for %s", strings.Join(h.Skipped, ", "), h.BalanceFactor, choice)
 	}
 	return ""
 }
@@ -235,6 +237,9 @@ func scoreText(c reconcile.Candidate) string {
 	}
 	if c.OverBound {
 		s += ", over the load bound"
+	}
+	if c.Full {
+		s += fmt.Sprintf(", FULL: at its cap of %d, skipped", c.MaxFlows)
 	}
 	return s
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // TestPickSkipsFull: with caps 5/5/10 every algorithm fills the backends
@@ -111,4 +113,46 @@ func live(ms []Member) []int64 {
 		out[i] = m.Backend.LiveFlows()
 	}
 	return out
+}
+
+// TestExplainFull: explain says what Pick does with a full member: the
+// hashing algorithms name the next member of the key's sequence (and list
+// the full one as passed by), least_conn leaves the full one out even
+// when it is the least loaded.
+func TestExplainFull(t *testing.T) {
+	fs := flows(64, 11)
+	for _, alg := range []l4.Algorithm{l4.Maglev, l4.SourceHash} {
+		for _, factor := range []uint32{0, 125} {
+			t.Run(fmt.Sprintf("%s/factor=%d", alg, factor), func(t *testing.T) {
+				ms := makeMembers(100, 100, 100, 100)
+				p := mustNew(t, Options{Algorithm: alg, BalanceFactor: factor}, ms)
+				x := p.(Explainer)
+				for k := range fs {
+					owner := x.Explain(&fs[k]).Chosen
+					ms[owner].Backend.SetMaxFlows(1)
+					ms[owner].Backend.Acquire() // full
+					e := x.Explain(&fs[k])
+					b := p.Pick(&fs[k], nil)
+					if e.Chosen < 0 || ms[e.Chosen].Backend != b || !e.Members[owner].Full || len(e.Hash.Skipped) == 0 || e.Hash.Skipped[0] != owner {
+						t.Fatalf("flow %d: explain chose %d (skipped %v, full %v), pick %v; owner %d is full", k, e.Chosen, e.Hash.Skipped, e.Members[owner].Full, b.ID, owner)
+					}
+					b.Release()
+					ms[owner].Backend.Release()
+					ms[owner].Backend.SetMaxFlows(0)
+				}
+			})
+		}
+	}
+	t.Run("least_conn", func(t *testing.T) {
+		ms := makeMembers(100, 100)
+		ms[1].Backend.Acquire()
+		ms[1].Backend.Acquire()
+		ms[0].Backend.SetMaxFlows(1)
+		ms[0].Backend.Acquire() // least loaded, and full
+		p := mustNew(t, Options{Algorithm: l4.LeastConn}, ms)
+		if e := p.(Explainer).Explain(nil); e.Chosen != 1 || !e.Members[0].Full {
+			t.Fatalf("explain chose %d (full %v), want 1", e.Chosen, e.Members[0].Full)
+		}
+		releaseAll(ms)
+	})
 }

@@ -61,6 +61,9 @@ type MemberScore struct {
 	// OverBound: a hashing algorithm with a balance factor passes the
 	// member by (it carries more than its bound).
 	OverBound bool
+	// Full: the member is at its cap on live flows (max_conns,
+	// max_sessions); every algorithm skips it as a tried one.
+	Full bool
 }
 
 // HashPath is how a hashing algorithm placed a flow.
@@ -82,7 +85,7 @@ type HashPath struct {
 	// unbounded.
 	BalanceFactor uint32
 	// Skipped lists the members the key's sequence reached before Chosen
-	// that were over the bound, in the order met.
+	// that were over the bound or at their cap, in the order met.
 	Skipped []int
 	// Fallback: no member within the bound among the sequence's first
 	// entries; a scan from a key-derived start chose.
@@ -100,6 +103,7 @@ const (
 	ruleMaglev     = "Maglev: the flow hash selects a slot of the lookup table, and the slot's backend takes the flow"
 	ruleBound      = "; a backend over the load bound is passed by for the next one in the key's own sequence"
 	ruleNone       = "no eligible backend: new flows are refused"
+	ruleFull       = "; a backend at its max_conns (max_sessions) is skipped as if tried"
 )
 
 // explanation starts an answer over the pool: every member with its
@@ -110,10 +114,15 @@ func (p *pool) explanation(a l4.Algorithm, rule string) Explanation {
 	for _, w := range p.weights {
 		sum += w
 	}
+	full := false
 	for i, b := range p.backends {
-		e.Members[i] = MemberScore{Backend: b, Weight: uint32(p.weights[i]), LiveFlows: b.LiveFlows(), Share: float64(p.weights[i]) / float64(sum)}
+		e.Members[i] = MemberScore{Backend: b, Weight: uint32(p.weights[i]), LiveFlows: b.LiveFlows(), Share: float64(p.weights[i]) / float64(sum), Full: b.Full()}
+		full = full || e.Members[i].Full
 	}
-	if len(p.backends) == 1 {
+	if full {
+		e.Rule += ruleFull
+	}
+	if len(p.backends) == 1 && !full {
 		e.Chosen = 0 // whatever the rule, the one member takes the flow
 	}
 	return e
@@ -177,11 +186,11 @@ func (p *leastTime) Explain(*l4.Flow) Explanation {
 
 // decide sets Chosen to the member with the lowest score per weight, or
 // Tied to the members that share it, comparing as Pick does (exact
-// cross-multiplication).
+// cross-multiplication, members at their cap left out).
 func (e *Explanation) decide(score, weight []uint64) {
 	best := -1
 	for i := range score {
-		if best < 0 || lessRatio(score[i], weight[i], score[best], weight[best]) {
+		if !e.Members[i].Full && (best < 0 || lessRatio(score[i], weight[i], score[best], weight[best])) {
 			best = i
 		}
 	}
@@ -190,7 +199,7 @@ func (e *Explanation) decide(score, weight []uint64) {
 	}
 	var tied []int
 	for i := range score {
-		if !lessRatio(score[best], weight[best], score[i], weight[i]) {
+		if !e.Members[i].Full && !lessRatio(score[best], weight[best], score[i], weight[i]) {
 			tied = append(tied, i) // not above the best: equal
 		}
 	}
@@ -234,14 +243,16 @@ func (r *ring) Explain(f *l4.Flow) Explanation {
 // member chosen, and those the bound passed by on the way.
 func (h *hashed) explainWalk(e *Explanation, seq []uint32, start int, key uint64) {
 	e.Hash.BalanceFactor = uint32(h.factor)
-	if h.factor == 0 {
-		e.Chosen = int(seq[start])
+	if i := int(seq[start]); h.factor == 0 && !e.Members[i].Full {
+		e.Chosen = i
 		return
 	}
-	e.Rule += ruleBound
 	total := int64(-1)
-	for i := range e.Members {
-		e.Members[i].OverBound = !h.eligible(i, nil, &total)
+	if h.factor > 0 {
+		e.Rule += ruleBound
+		for i := range e.Members {
+			e.Members[i].OverBound = !e.Members[i].Full && !h.eligible(i, nil, &total)
+		}
 	}
 	last := -1
 	for k := 0; k < min(len(seq), hashWalkMax); k++ {
@@ -265,7 +276,7 @@ func (h *hashed) explainWalk(e *Explanation, seq []uint32, start int, key uint64
 			return
 		}
 	}
-	e.Chosen = first // Pick's last resort: the first untried member
+	e.Chosen = h.firstUntried(first, nil) // Pick's last resort: the first member below its cap (-1: none)
 }
 
 // appendNew appends i unless s holds it.

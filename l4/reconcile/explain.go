@@ -166,6 +166,10 @@ type Candidate struct {
 	RTTSampled bool          `json:"rtt_sampled,omitempty"`
 	Cost       time.Duration `json:"cost_ns,omitempty"`
 	OverBound  bool          `json:"over_bound,omitempty"`
+	// Full: at its max_conns (max_sessions), so skipped by new flows;
+	// MaxFlows is that cap (0 = none).
+	Full     bool  `json:"full,omitempty"`
+	MaxFlows int64 `json:"max_flows,omitempty"`
 
 	b *l4.Backend // the backend the candidate describes
 }
@@ -398,7 +402,7 @@ func (q *explainQuery) explainPick() {
 	}
 	for _, m := range x.Members {
 		if c := q.byPtr[m.Backend]; c != nil {
-			c.Share, c.Load, c.OverBound = m.Share, m.Load, m.OverBound
+			c.Share, c.Load, c.OverBound, c.Full, c.MaxFlows = m.Share, m.Load, m.OverBound, m.Full, m.Backend.MaxFlows()
 			if vc.Algorithm == l4.LeastTime {
 				c.RTT, c.RTTSampled, c.Cost = m.RTT, m.RTTSampled, time.Duration(m.Cost)
 			}
@@ -478,8 +482,10 @@ func bound(h *HashPath, p *Pick) string {
 	switch {
 	case h.Fallback:
 		return fmt.Sprintf("; every backend early in its sequence was over the load bound (%d%%), a scan chose %s", h.BalanceFactor, p.Backend.ID)
+	case len(h.Skipped) > 0 && h.BalanceFactor == 0:
+		return fmt.Sprintf("; %v at max_conns, passed by", h.Skipped)
 	case len(h.Skipped) > 0:
-		return fmt.Sprintf("; %v over the load bound (%d%%), passed by", h.Skipped, h.BalanceFactor)
+		return fmt.Sprintf("; %v over the load bound (%d%%) or at max_conns, passed by", h.Skipped, h.BalanceFactor)
 	}
 	return ""
 }
