@@ -4,6 +4,7 @@ package balance
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/l4lb/l4lb/l4"
@@ -155,4 +156,68 @@ func TestExplainFull(t *testing.T) {
 		}
 		releaseAll(ms)
 	})
+}
+
+// TestPickCapFill: 8 goroutines fill capped backends at once, holding
+// every flow: exactly the caps' sum of picks succeed, each backend ends
+// exactly at its cap, and the rest are nil.
+func TestPickCapFill(t *testing.T) {
+	fs := flows(64, 5)
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			ms := makeMembers(100, 100, 100)
+			caps := []int64{2, 3, 5}
+			for i, c := range caps {
+				ms[i].Backend.SetMaxFlows(c)
+			}
+			p := mustNew(t, Options{Algorithm: alg}, ms)
+			var won atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for k := range 10 {
+						if p.Pick(&fs[(g*10+k)%len(fs)], nil) != nil {
+							won.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if got := live(ms); won.Load() != 10 || got[0] != 2 || got[1] != 3 || got[2] != 5 {
+				t.Fatalf("%d picks won, live %v; want 10, %v", won.Load(), got, caps)
+			}
+			releaseAll(ms)
+		})
+	}
+}
+
+// TestPickOneFreeAmongMany: 32 members, all but one at their caps: every
+// pick of every algorithm finds the free one (a full candidate is moved
+// past, not merely retried at random until the race loop gives up).
+func TestPickOneFreeAmongMany(t *testing.T) {
+	fs := flows(256, 9)
+	for _, alg := range allAlgorithms {
+		for _, factor := range []uint32{0, 125} {
+			t.Run(fmt.Sprintf("%s/factor=%d", alg, factor), func(t *testing.T) {
+				ms := makeMembers(equal(32, 100)...)
+				for _, m := range ms {
+					m.Backend.SetMaxFlows(1)
+					m.Backend.Acquire()
+				}
+				free := ms[17].Backend
+				free.Release()
+				p := mustNew(t, Options{Algorithm: alg, BalanceFactor: factor}, ms)
+				for k := range fs {
+					b := p.Pick(&fs[k], nil)
+					if b != free {
+						t.Fatalf("pick %d: %v, want the one free member %s", k, b, free.ID)
+					}
+					b.Release()
+				}
+				releaseAll(ms)
+			})
+		}
+	}
 }
