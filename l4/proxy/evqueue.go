@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -120,7 +121,8 @@ func (c *evConn) enqueue(l *loop) {
 
 // armQueueTimer arms the next look for room, or the timeout if sooner.
 func (c *evConn) armQueueTimer(l *loop) {
-	l.after(time.Duration(min(c.queueUntil-l.now(), int64(queuePoll))), c, c.gen<<2|timerConnect)
+	poll := cmp.Or(c.st.queuePoll, queuePoll)
+	l.after(time.Duration(min(c.queueUntil-l.now(), int64(poll))), c, c.gen<<2|timerConnect)
 }
 
 // queueTimer: the wait ran out, or it is time to look for room.

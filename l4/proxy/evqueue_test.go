@@ -68,10 +68,11 @@ func echoed(c *net.TCPConn, b byte, d time.Duration) bool {
 // TestQueueIssueScenario is the issue's test: caps 5/5/10 and 30
 // long-lived clients. The caps hold 20 of them (the counts never exceed
 // the caps); the other 10 wait, and so does a 31st; as clients close,
-// waiters are served in arrival order, the 31st once 11 have closed.
+// waiters are served in arrival order, the 31st once 11 have closed. The
+// waiters' own polling is off: each close's release must wake the next.
 func TestQueueIssueScenario(t *testing.T) {
 	caps := []int64{5, 5, 10}
-	ts, srv := cappedService(t, Settings{QueueTimeout: waitBound}, caps...)
+	ts, srv := cappedService(t, Settings{QueueTimeout: waitBound, queuePoll: time.Hour}, caps...) // served by wake-ups alone
 	var cs []*net.TCPConn
 	for i := range 31 {
 		c := ts.dial(t)
@@ -209,9 +210,10 @@ func TestQueueTimeout(t *testing.T) {
 
 // TestQueueRaisedCap: a cap raised while clients wait (a reload: the
 // runtime sets the cap, then publishes, which serves the queue) serves as
-// many waiters as the new cap allows, at once.
+// many waiters as the new cap allows, at once: one wake-up, each served
+// waiter passing the room on.
 func TestQueueRaisedCap(t *testing.T) {
-	ts, srv := cappedService(t, Settings{QueueTimeout: waitBound}, 1)
+	ts, srv := cappedService(t, Settings{QueueTimeout: waitBound, queuePoll: time.Hour}, 1) // served by wake-ups alone
 	var cs []*net.TCPConn
 	for i := range 4 {
 		c := ts.dial(t)

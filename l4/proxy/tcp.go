@@ -50,6 +50,10 @@ type Settings struct {
 	// waiting connections are served in arrival order as backends free
 	// slots, and reset when it runs out (evqueue.go); 0 = reset at once.
 	QueueTimeout time.Duration
+	// queuePoll overrides how often a waiting connection looks for room
+	// itself (0 = queuePoll): tests turn it off to prove that the wake-ups
+	// on release and publish are what serve the queue.
+	queuePoll time.Duration
 	// AffinityTimeout > 0 sends a client address's new connections to the
 	// backend it used last, while that backend is eligible, until the pin
 	// has been unused this long.
