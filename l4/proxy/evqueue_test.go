@@ -305,3 +305,45 @@ func TestUDPBackendCaps(t *testing.T) {
 		t.Fatalf("new client after expiry: %v", err)
 	}
 }
+
+// TestQueueArrivalOrder: a client arriving while others wait queues
+// behind them even when a slot is free (here: a cap raised with no
+// wake-up yet), and its arrival serves the oldest waiter, not itself.
+func TestQueueArrivalOrder(t *testing.T) {
+	ts, srv := cappedService(t, Settings{QueueTimeout: waitBound, queuePoll: time.Hour}, 1)
+	a := ts.dial(t)
+	a.Write([]byte{0})
+	if !echoed(a, 0, 5*time.Second) {
+		t.Fatal("first client not served")
+	}
+	w := ts.dial(t)
+	w.Write([]byte{1})
+	testutil.Eventually(t, 5*time.Second, "one queued", func() bool { return ts.Queued() == 1 })
+	ts.backends[0].SetMaxFlows(2) // room, and nobody told
+	n := ts.dial(t)
+	n.Write([]byte{2})
+	if !echoed(w, 1, 5*time.Second) {
+		t.Fatal("the waiter was not served when a newcomer found room")
+	}
+	if echoed(n, 2, 100*time.Millisecond) || ts.Queued() != 1 {
+		t.Fatalf("the newcomer took a slot ahead of the queue (queued %d)", ts.Queued())
+	}
+	checkPeaks(t, srv, []int64{2})
+}
+
+// TestQueueAffinityFull: a client pinned (affinity_timeout) to a backend
+// at its cap goes to another backend with room instead of past the cap.
+func TestQueueAffinityFull(t *testing.T) {
+	ts, srv := cappedService(t, Settings{QueueTimeout: waitBound, AffinityTimeout: time.Minute}, 1, 1)
+	for i := range 2 {
+		c := ts.dial(t)
+		c.Write([]byte{byte(i)})
+		if !echoed(c, byte(i), 5*time.Second) {
+			t.Fatalf("client %d not served", i)
+		}
+	}
+	checkPeaks(t, srv, []int64{1, 1})
+	if srv[0].total.Load() != 1 || srv[1].total.Load() != 1 {
+		t.Fatalf("backends saw %d and %d connections, want 1 each", srv[0].total.Load(), srv[1].total.Load())
+	}
+}
