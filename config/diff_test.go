@@ -213,6 +213,12 @@ udp_responses = 1`),
 			},
 		},
 		{
+			name: "backend caps change for new flows", running: diffBase,
+			next: edit(t, diffBase, "address = \"198.18.1.11:7000\"", "address = \"198.18.1.11:7000\"\n  max_conns = 5",
+				"address = \"198.18.1.11:53\"", "address = \"198.18.1.11:53\"\n  max_sessions = 9"),
+			want: []string{"~vip a ~backend be0 max_conns 0->5 new_flows", "~vip u ~backend d0 max_sessions 0->9 new_flows"},
+		},
+		{
 			name: "weight 0 drains", running: diffBase, next: edit(t, diffBase, "address = \"198.18.1.11:7000\"", "address = \"198.18.1.11:7000\"\n  weight = 0",
 				"address = \"198.18.1.11:53\"", "address = \"198.18.1.11:53\"\n  weight = 0"),
 			want:  []string{"~vip a ~backend be0 weight 100->0 new_flows", "~vip u ~backend d0 weight 100->0 now"},
