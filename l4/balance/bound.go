@@ -44,14 +44,25 @@ func newHashed(opts Options, members []Member) hashed {
 // acquire is seen full by the next choice, which moves on along the same
 // sequence.
 func (h *hashed) walk(seq []uint32, start int, key uint64, tried *Tried) *l4.Backend {
+	if h.factor == 0 && tried.Len() == 0 {
+		if b := h.takeUncapped(int(seq[start])); b != nil {
+			return b // the common case, inline
+		}
+	}
+	i := h.choose(seq, start, key, tried)
+	if i >= 0 {
+		if b := h.takeUncapped(i); b != nil {
+			return b
+		}
+	}
 	for range pickRaces {
-		i := h.choose(seq, start, key, tried)
 		if i < 0 {
 			return nil
 		}
 		if b := h.take(i); b != nil {
 			return b
 		}
+		i = h.choose(seq, start, key, tried)
 	}
 	return nil
 }

@@ -20,14 +20,20 @@ func newLeastConn(members []Member) *leastConn {
 }
 
 func (p *leastConn) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	i := p.leastLoaded(rand.IntN(len(p.backends)), tried)
+	if i >= 0 {
+		if b := p.takeUncapped(i); b != nil {
+			return b // the common case, inline
+		}
+	}
 	for range pickRaces {
-		i := p.leastLoaded(rand.IntN(len(p.backends)), tried)
 		if i < 0 {
 			return nil
 		}
 		if b := p.take(i); b != nil {
 			return b
 		}
+		i = p.leastLoaded(rand.IntN(len(p.backends)), tried)
 	}
 	return nil
 }

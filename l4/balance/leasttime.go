@@ -26,14 +26,20 @@ func newLeastTime(members []Member, def, bias uint64) *leastTime {
 }
 
 func (p *leastTime) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	i := p.choose(tried)
+	if i >= 0 {
+		if b := p.takeUncapped(i); b != nil {
+			return b // the common case, inline
+		}
+	}
 	for range pickRaces {
-		i := p.choose(tried)
 		if i < 0 {
 			return nil
 		}
 		if b := p.take(i); b != nil {
 			return b
 		}
+		i = p.choose(tried)
 	}
 	return nil
 }
@@ -51,20 +57,41 @@ func (p *leastTime) choose(tried *Tried) int {
 	return best
 }
 
-// scanFrom is one lowest-cost scan from start, wrapping.
+// scanFrom is one lowest-cost scan from start, wrapping; with caps it
+// skips full members (a separate loop, as leastFrom's).
 func (p *leastTime) scanFrom(start int, tried *Tried, check, caps bool) int {
-	best, bc, bw := p.scan(start, len(p.backends), -1, 0, 1, tried, check, caps)
-	best, _, _ = p.scan(0, start, best, bc, bw, tried, check, caps)
+	if caps {
+		best, bc, bw := p.scanBelowCap(start, len(p.backends), -1, 0, 1, tried, check)
+		best, _, _ = p.scanBelowCap(0, start, best, bc, bw, tried, check)
+		return best
+	}
+	best, bc, bw := p.scan(start, len(p.backends), -1, 0, 1, tried, check)
+	best, _, _ = p.scan(0, start, best, bc, bw, tried, check)
 	return best
 }
 
 // scan continues the lowest-cost scan over members [lo, hi): cost per
 // weight compared by cross-multiplication in 128 bits (cost < 2^64,
 // weight < 2^32).
-func (p *leastTime) scan(lo, hi, best int, bc, bw uint64, tried *Tried, check, caps bool) (int, uint64, uint64) {
+func (p *leastTime) scan(lo, hi, best int, bc, bw uint64, tried *Tried, check bool) (int, uint64, uint64) {
 	for i := lo; i < hi; i++ {
 		b := p.backends[i]
-		if check && tried.Has(b) || caps && b.Full() {
+		if check && tried.Has(b) {
+			continue
+		}
+		c, w := p.cost(b), p.weights[i]
+		if best < 0 || lessRatio(c, w, bc, bw) {
+			best, bc, bw = i, c, w
+		}
+	}
+	return best, bc, bw
+}
+
+// scanBelowCap is scan skipping members at their caps.
+func (p *leastTime) scanBelowCap(lo, hi, best int, bc, bw uint64, tried *Tried, check bool) (int, uint64, uint64) {
+	for i := lo; i < hi; i++ {
+		b := p.backends[i]
+		if check && tried.Has(b) || b.Full() {
 			continue
 		}
 		c, w := p.cost(b), p.weights[i]

@@ -25,6 +25,21 @@ func newP2C(members []Member) *p2c {
 }
 
 func (p *p2c) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	if n := len(p.backends); tried.Len() == 0 && n > 1 {
+		r := rand.Uint64() // one draw, two candidates
+		i, j := p.alias.sample(uint32(r)), p.alias.sample(uint32(r>>32))
+		if j == i {
+			j = wrap(i+1+rand.IntN(n-1), n)
+		}
+		bi, bj := p.backends[i], p.backends[j]
+		if bi.MaxFlows() == 0 && bj.MaxFlows() == 0 { // the common case, as before caps
+			if lessRatio(flowsOf(bj.LiveFlows()), p.weights[j], flowsOf(bi.LiveFlows()), p.weights[i]) {
+				bi = bj
+			}
+			bi.Acquire()
+			return bi
+		}
+	}
 	for range pickRaces {
 		i := p.choose(tried)
 		if i < 0 {

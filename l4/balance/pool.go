@@ -43,6 +43,18 @@ func (p *pool) take(i int) *l4.Backend {
 	return b
 }
 
+// takeUncapped is take for a member without a cap, nil for one with a
+// cap: the pickers' first try, small enough to inline, so that a VIP
+// without caps picks as it did before caps existed (one more load).
+func (p *pool) takeUncapped(i int) *l4.Backend {
+	b := p.backends[i]
+	if b.MaxFlows() != 0 {
+		return nil
+	}
+	b.Acquire()
+	return b
+}
+
 // skip reports whether member i cannot take this flow: tried already
 // (checked only when check is set) or at its cap. A full backend is
 // treated as a tried one, so every algorithm moves on exactly as on a
@@ -82,20 +94,42 @@ func (p *pool) leastLoaded(start int, tried *Tried) int {
 	return best
 }
 
-// leastFrom is one least-loaded scan from start, wrapping.
+// leastFrom is one least-loaded scan from start, wrapping; with caps it
+// skips full members (a separate loop: the common scan stays as tight as
+// it was before caps existed).
 func (p *pool) leastFrom(start int, tried *Tried, check, caps bool) int {
-	best, bl, bw := p.scanLeast(start, len(p.backends), -1, 0, 1, tried, check, caps)
-	best, _, _ = p.scanLeast(0, start, best, bl, bw, tried, check, caps)
+	if caps {
+		best, bl, bw := p.scanLeastBelowCap(start, len(p.backends), -1, 0, 1, tried, check)
+		best, _, _ = p.scanLeastBelowCap(0, start, best, bl, bw, tried, check)
+		return best
+	}
+	best, bl, bw := p.scanLeast(start, len(p.backends), -1, 0, 1, tried, check)
+	best, _, _ = p.scanLeast(0, start, best, bl, bw, tried, check)
 	return best
 }
 
-// scanLeast continues a least-loaded scan over members [lo, hi), skipping
-// full members when caps is set. Counts are capped at loadCap so that
-// count x weight fits in 64 bits: one multiply per side, no division.
-func (p *pool) scanLeast(lo, hi, best int, bl, bw uint64, tried *Tried, check, caps bool) (int, uint64, uint64) {
+// scanLeast continues a least-loaded scan over members [lo, hi). Counts
+// are capped at loadCap so that count x weight fits in 64 bits: one
+// multiply per side, no division.
+func (p *pool) scanLeast(lo, hi, best int, bl, bw uint64, tried *Tried, check bool) (int, uint64, uint64) {
 	for i := lo; i < hi; i++ {
 		b := p.backends[i]
-		if check && tried.Has(b) || caps && b.Full() {
+		if check && tried.Has(b) {
+			continue
+		}
+		l, w := min(flowsOf(b.LiveFlows()), loadCap), p.weights[i]
+		if best < 0 || l*bw < bl*w {
+			best, bl, bw = i, l, w
+		}
+	}
+	return best, bl, bw
+}
+
+// scanLeastBelowCap is scanLeast skipping members at their caps.
+func (p *pool) scanLeastBelowCap(lo, hi, best int, bl, bw uint64, tried *Tried, check bool) (int, uint64, uint64) {
+	for i := lo; i < hi; i++ {
+		b := p.backends[i]
+		if check && tried.Has(b) || b.Full() {
 			continue
 		}
 		l, w := min(flowsOf(b.LiveFlows()), loadCap), p.weights[i]

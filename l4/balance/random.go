@@ -24,6 +24,11 @@ func newRandom(members []Member) *random {
 }
 
 func (r *random) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	if tried.Len() == 0 {
+		if b := r.takeUncapped(r.alias.sample(uint32(rand.Uint64()))); b != nil {
+			return b // the common case, inline
+		}
+	}
 	for range pickRaces {
 		i := r.choose(tried)
 		if i < 0 {

@@ -54,22 +54,32 @@ func newRoundRobin(members []Member) *roundRobin {
 }
 
 func (r *roundRobin) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
+	i := int(r.seq[r.next.Add(1)%uint64(len(r.seq))])
+	if tried.Len() == 0 {
+		if b := r.takeUncapped(i); b != nil {
+			return b // the common case, inline
+		}
+	}
+	i = r.choose(tried, i)
 	for range pickRaces {
-		i := r.choose(tried)
 		if i < 0 {
 			return nil
 		}
 		if b := r.take(i); b != nil {
 			return b
 		}
+		i = r.choose(tried, -1)
 	}
 	return nil
 }
 
-// choose returns the next member of the sequence that is untried and
-// below its cap, or -1.
-func (r *roundRobin) choose(tried *Tried) int {
+// choose returns first when it is untried and below its cap, else the
+// next such member of the sequence, or -1.
+func (r *roundRobin) choose(tried *Tried, first int) int {
 	check := tried.Len() > 0
+	if first >= 0 && !r.skip(first, tried, check) {
+		return first
+	}
 	for k := 0; k < rrMaxWalk; k++ {
 		i := int(r.seq[r.next.Add(1)%uint64(len(r.seq))])
 		if !r.skip(i, tried, check) {
