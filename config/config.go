@@ -133,6 +133,16 @@ type VIP struct {
 	// SMTP the client waits for the server's greeting and would be cut.
 	// Only for tcp VIPs in proxy mode.
 	FirstByteTimeout time.Duration
+	// SNITimeout bounds the wait for a client's whole TLS ClientHello on a
+	// VIP with Routes (it stands for first_byte_timeout there): a client
+	// that has not sent one by then is reset, no backend dialed, counted
+	// as sni_timeouts; default 5s; 1ms..5m.
+	SNITimeout time.Duration
+	// SNINoMatch says where a connection goes when no route takes it (a
+	// name no route lists, no name, not TLS or a malformed hello):
+	// "default" (the VIP's own backends; the default) or "close" (reset,
+	// no backend dialed). Counted either way (sni_no_match, sni_not_tls).
+	SNINoMatch string
 	// AffinityTimeout > 0 keeps a client address on its last backend for
 	// this long; default 0; up to 24h.
 	AffinityTimeout time.Duration
@@ -191,6 +201,9 @@ type VIP struct {
 
 	Health   Health
 	Backends []Backend
+	// Routes are the VIP's SNI routes ([[vip.route]], tcp VIPs in proxy
+	// mode); Backends is then the default route.
+	Routes []Route
 
 	// Line is where the VIP's [[vip]] header is in the file.
 	Line int

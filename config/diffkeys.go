@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // setting is one key Diff compares: how to read it and when a changed
@@ -71,6 +72,9 @@ var vipSettingList = []setting[VIP]{
 	{"freebind", func(v *VIP) string { return strconv.FormatBool(v.Freebind) }, EffectNextBind, "the running socket is bound already", nil},
 	{"defer_accept", func(v *VIP) string { return strconv.FormatBool(v.DeferAccept) }, EffectNewFlows, "set on the running listener", nil},
 	{"first_byte_timeout", func(v *VIP) string { return fmtDuration(v.FirstByteTimeout) }, EffectNewFlows, "", nil},
+	{"sni_timeout", func(v *VIP) string { return fmtDuration(v.SNITimeout) }, EffectNewFlows, "", nil},
+	{"sni_no_match", func(v *VIP) string { return v.SNINoMatch }, EffectNewFlows, "", nil},
+	{"route", func(v *VIP) string { return routesText(v.Routes) }, EffectNewFlows, "connections already routed keep their route and backend", nil},
 	{"affinity_timeout", func(v *VIP) string { return fmtDuration(v.AffinityTimeout) }, EffectNewFlows, "the affinity table starts empty: clients' pins are forgotten", nil},
 	{"session_timeout", func(v *VIP) string { return fmtDuration(v.SessionTimeout) }, EffectNow, "every session, established ones too", nil},
 	{"max_sessions", func(v *VIP) string { return strconv.Itoa(v.MaxSessions) }, EffectNewFlows, "no session is ended", nil},
@@ -256,4 +260,24 @@ func keepRestartOnly[T any](list []setting[T], next, running *T) {
 			s.keep(next, running)
 		}
 	}
+}
+
+// routesText sums up a VIP's SNI routes for a Change: each route's name,
+// server names, algorithm, health check and backends.
+func routesText(rs []Route) string {
+	if len(rs) == 0 {
+		return "(none)"
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		bs := make([]string, len(r.Backends))
+		for j, b := range r.Backends {
+			bs[j] = fmt.Sprintf("%s=%s/%d", b.ID(), b.Address, b.Weight)
+			if b.Backup {
+				bs[j] += "/backup"
+			}
+		}
+		parts[i] = fmt.Sprintf("%s %v %s health %s/%s [%s]", r.Name, r.Names, r.Algorithm, r.Health.Type, fmtDuration(r.Health.Interval), strings.Join(bs, " "))
+	}
+	return strings.Join(parts, "; ")
 }

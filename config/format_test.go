@@ -23,6 +23,15 @@ func sameConfig(a, b *config.Config) bool {
 			for j := range n.VIPs[i].Backends {
 				n.VIPs[i].Backends[j].Line = 0
 			}
+			n.VIPs[i].Routes = append([]config.Route(nil), c.VIPs[i].Routes...)
+			for j := range n.VIPs[i].Routes {
+				r := &n.VIPs[i].Routes[j]
+				r.Line = 0
+				r.Backends = append([]config.Backend(nil), r.Backends...)
+				for k := range r.Backends {
+					r.Backends[k].Line = 0
+				}
+			}
 		}
 		return n
 	}

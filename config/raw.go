@@ -67,6 +67,8 @@ type rawTuning struct {
 	Freebind          opt[bool]    `toml:"freebind"`
 	DeferAccept       opt[bool]    `toml:"defer_accept"`
 	FirstByteTimeout  opt[string]  `toml:"first_byte_timeout"`
+	SNITimeout        opt[string]  `toml:"sni_timeout"`
+	SNINoMatch        opt[string]  `toml:"sni_no_match"`
 	ProxyProtocol     opt[string]  `toml:"proxy_protocol"`
 	AcceptProxy       opt[string]  `toml:"accept_proxy_protocol"`
 	AcceptProxyFrom   opt[[]any]   `toml:"accept_proxy_protocol_from"`
@@ -98,6 +100,15 @@ type rawVIP struct {
 	Protocol opt[string] `toml:"protocol"`
 	rawTuning
 	Backends []rawBackend `toml:"backend"`
+	Routes   []rawRoute   `toml:"route"`
+}
+
+type rawRoute struct {
+	Name      opt[string]  `toml:"name"`
+	Names     opt[[]any]   `toml:"names"`
+	Algorithm opt[string]  `toml:"algorithm"`
+	Health    rawHealth    `toml:"health"`
+	Backends  []rawBackend `toml:"backend"`
 }
 
 type rawHealth struct {

@@ -31,6 +31,8 @@ var vipScopes = []vipScope{
 	{"keepalive", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"defer_accept", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"first_byte_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
+	{"sni_timeout", hasRoutes, "applies only to VIPs with [[vip.route]] tables (SNI routing)"},
+	{"sni_no_match", hasRoutes, "applies only to VIPs with [[vip.route]] tables (SNI routing)"},
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"rebalance_rate", isTCPProxy, "applies only to tcp VIPs in proxy mode (l4lb rebalance closes proxied connections)"},
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
@@ -54,6 +56,7 @@ func isHashing(v *VIP) bool   { return v.Algorithm.Hashing() }
 func isLeastTime(v *VIP) bool { return v.Algorithm == l4.LeastTime }
 func isTCPProxy(v *VIP) bool  { return v.Protocol == l4.TCP && v.Mode == l4.ModeProxy }
 func isProxy(v *VIP) bool     { return v.Mode == l4.ModeProxy }
+func hasRoutes(v *VIP) bool   { return len(v.Routes) > 0 }
 
 // checkScopes reports keys the VIP sets where they do not apply, and gives
 // every key that does not apply its built-in value, so that a Config holds
@@ -119,6 +122,10 @@ func resetKey(key string, v, def *VIP) {
 		v.DeferAccept = def.DeferAccept
 	case "first_byte_timeout":
 		v.FirstByteTimeout = def.FirstByteTimeout
+	case "sni_timeout":
+		v.SNITimeout = def.SNITimeout
+	case "sni_no_match":
+		v.SNINoMatch = def.SNINoMatch
 	case "affinity_timeout":
 		v.AffinityTimeout = def.AffinityTimeout
 	case "rebalance_rate":
