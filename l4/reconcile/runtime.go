@@ -98,6 +98,9 @@ func (r *Runtime) publishIndex() {
 	idx := make(map[string]*vip, len(r.vips))
 	for k, v := range r.vips {
 		idx[k.String()] = v
+		for _, rv := range v.routeVIPs() {
+			idx[rv.id] = rv
+		}
 	}
 	r.index.Store(&idx)
 }
@@ -177,9 +180,11 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	for key, p := range plans {
 		r.vips[key].apply(p)
 		r.syncHealth(r.vips[key], p.removed)
+		r.applyRoutes(r.vips[key], p.conf)
 	}
 	for _, v := range started {
 		r.vips[v.key] = v
+		r.applyRoutes(v, v.cfg()) // before the listener serves: the first client is routed
 		v.serve()
 		r.log.Info("vip started", zap.String("vip", v.name()), zap.Stringer("listen", v.key), zap.Int("backends", len(v.cfg().Backends)))
 	}
@@ -232,6 +237,9 @@ func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 	// VIP's lock: never call it holding v.mu.
 	for _, id := range ids {
 		r.health.Remove(v.target(id))
+	}
+	for _, rv := range v.routeVIPs() {
+		r.stopRoute(rv)
 	}
 	r.log.Info("vip removed, draining", zap.String("vip", v.name()), zap.Stringer("listen", key), zap.Duration("drain_timeout", drain))
 	// The listener closes now, not in the drain goroutine, so a reload that

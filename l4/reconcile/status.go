@@ -136,6 +136,9 @@ type VIPStatus struct {
 	XDPGuard *XDPGuardStatus `json:"xdp_guard,omitempty"`
 	// Rebalance is the running or last rebalance (l4lb rebalance), if any.
 	Rebalance *RebalanceStatus `json:"rebalance,omitempty"`
+	// SNI is the VIP's SNI routing, when it has [[vip.route]] tables
+	// (its Backends are then the default route).
+	SNI *SNIStatus `json:"sni,omitempty"`
 
 	// ConnLogDropped counts log_connections lines dropped over log_connections_rate.
 	ConnLogDropped uint64 `json:"conn_log_dropped,omitempty"`
@@ -224,6 +227,7 @@ func (r *Runtime) Status() Status {
 				r.healthStatus(v, &vs.Backends[i])
 			}
 		}
+		r.sniStatus(v, &vs)
 		st.VIPs = append(st.VIPs, vs)
 	}
 	for v := range r.drainingVIPs {
