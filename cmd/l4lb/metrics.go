@@ -60,6 +60,9 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"accept_err":  d("vip_accept_errors_total", "Failed accepts on a TCP VIP.", vipLabels),
 		"idle":        d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
 		"first_byte":  d("vip_first_byte_timeouts_total", "TCP clients closed for sending nothing within first_byte_timeout (no backend dialed).", vipLabels),
+		"sni":         d("vip_sni_total", "Connections of a VIP with SNI routes that no route took: event no_match (an unlisted name or none), not_tls (not TLS or malformed), timeout (no whole ClientHello within sni_timeout: reset), default (sent to the VIP's own backends).", append(vipLabels[:len(vipLabels):len(vipLabels)], "event")),
+		"route_conns": d("vip_route_connections_total", "Connections an SNI route took (its names matched the ClientHello).", []string{"vip", "route"}),
+		"route_elig":  d("vip_route_eligible_backends", "Backends of an SNI route new connections may go to.", []string{"vip", "route"}),
 		"lost_wake":   d("vip_lost_wakeups_total", "Blocked directions the once-a-second retry got moving: wake-ups the kernel never sent.", vipLabels),
 		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
 		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
@@ -177,24 +180,42 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_refused"], counter, float64(u.SessionsRefused), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_moved"], counter, float64(u.Moved), vl...)
 		}
-		for _, b := range v.Backends {
-			bl := []string{v.Name, b.ID, b.Address}
-			up := 1.0
-			if b.Health == "down" {
-				up = 0
+		c.collectBackends(ch, v.Name, v.XDP != nil, v.Backends)
+		if sni := v.SNI; sni != nil {
+			for event, n := range map[string]uint64{"no_match": sni.NoMatchCount, "not_tls": sni.NotTLS, "timeout": sni.Timeouts, "default": sni.Default} {
+				ch <- prometheus.MustNewConstMetric(c.descs["sni"], counter, float64(n), append(vl[:len(vl):len(vl)], event)...)
 			}
-			ch <- prometheus.MustNewConstMetric(c.descs["b_live"], gauge, float64(b.LiveFlows), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_flows"], counter, float64(b.Flows), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_fails"], counter, float64(b.ConnectFails), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_in"], counter, float64(b.BytesIn), bl...)
-			if v.XDP != nil {
-				ch <- prometheus.MustNewConstMetric(c.descs["b_packets"], counter, float64(b.Packets), bl...)
+			for _, r := range sni.Routes {
+				ch <- prometheus.MustNewConstMetric(c.descs["route_conns"], counter, float64(r.Routed), v.Name, r.Name)
+				ch <- prometheus.MustNewConstMetric(c.descs["route_elig"], gauge, float64(r.Eligible), v.Name, r.Name)
+				// A route's backends are the VIP's "NAME/ROUTE" (its
+				// backend names may repeat the VIP's own).
+				c.collectBackends(ch, v.Name+"/"+r.Name, false, r.Backends)
 			}
-			ch <- prometheus.MustNewConstMetric(c.descs["b_out"], counter, float64(b.BytesOut), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_up"], gauge, up, bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_rtt"], gauge, b.RTT.Seconds(), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_weight"], gauge, float64(b.Weight), bl...)
 		}
+	}
+}
+
+// collectBackends sends the series of a VIP's (or an SNI route's) backends.
+func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip string, xdp bool, bs []reconcile.BackendStatus) {
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	for _, b := range bs {
+		bl := []string{vip, b.ID, b.Address}
+		up := 1.0
+		if b.Health == "down" {
+			up = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs["b_live"], gauge, float64(b.LiveFlows), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_flows"], counter, float64(b.Flows), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_fails"], counter, float64(b.ConnectFails), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_in"], counter, float64(b.BytesIn), bl...)
+		if xdp {
+			ch <- prometheus.MustNewConstMetric(c.descs["b_packets"], counter, float64(b.Packets), bl...)
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs["b_out"], counter, float64(b.BytesOut), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_up"], gauge, up, bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_rtt"], gauge, b.RTT.Seconds(), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_weight"], gauge, float64(b.Weight), bl...)
 	}
 }
 
