@@ -209,3 +209,38 @@ func TestSNIWebSocketDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestSNIUpgradeKeepsRoutedConns: an upgrade hands a connection an SNI
+// route chose to the new l4lb, which counts it on the route's backend; the
+// wss:// WebSocket goes on echoing.
+func TestSNIUpgradeKeepsRoutedConns(t *testing.T) {
+	tp := testutil.NewTopology(t, 3)
+	cert, roots := testutil.SelfSignedTLS(t, "api.example.test")
+	wssServer(t, tp.Backends[0], "198.18.1.11:9443", "def", cert)
+	wssServer(t, tp.Backends[1], "198.18.1.12:9443", "api", cert)
+	wssServer(t, tp.Backends[0], "198.18.1.11:9444", "db", cert)
+	wssServer(t, tp.Backends[2], "198.18.1.13:9443", "chat", cert)
+	lb := startUpgradable(t, tp.LB, strings.Replace(sniConfig, "@MORE@", "", 1))
+	ws := wss(t, tp, "api.example.test", roots)
+	if ws.Backend != "api" {
+		t.Fatalf("wss://api.example.test reached %q", ws.Backend)
+	}
+	pid, _ := lb.upgradeOK(t)
+	select {
+	case <-lb.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the old l4lb did not exit after the upgrade")
+	}
+	for i := range 3 {
+		if err := ws.Echo(fmt.Appendf(nil, "after the upgrade #%d", i), time.Now().Add(5*time.Second)); err != nil {
+			t.Fatalf("the routed WebSocket after the upgrade: %v", err)
+		}
+	}
+	st := lb.status(t)
+	if st.Process.PID != pid || st.VIPs[0].SNI == nil {
+		t.Fatalf("status after the upgrade: pid %d, %+v", st.Process.PID, st.VIPs[0].SNI)
+	}
+	if bs := st.VIPs[0].SNI.Routes[0].Backends; len(bs) != 1 || bs[0].ID != "api0" || bs[0].LiveFlows != 1 {
+		t.Fatalf("route api after the upgrade: %+v", bs)
+	}
+}

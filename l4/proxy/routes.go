@@ -97,3 +97,19 @@ func (t *Routes) Lookup(name, low []byte) *Route {
 	}
 	return nil
 }
+
+// byName returns the route called name, or nil (an upgrade's handover:
+// not a hot path).
+func (t *Routes) byName(name string) *Route {
+	if t == nil {
+		return nil
+	}
+	for _, m := range [2]map[string]*Route{t.exact, t.wild} {
+		for _, r := range m {
+			if r.Name == name {
+				return r
+			}
+		}
+	}
+	return nil
+}
