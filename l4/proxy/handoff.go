@@ -19,7 +19,7 @@ import (
 // besides its two sockets. Bytes the old process read and had not written
 // are flushed before, so none are in flight outside the sockets.
 type ConnState struct {
-	VIP         string         `json:"vip"` // l4.VIPKey.String()
+	VIP         string         `json:"vip"`             // l4.VIPKey.String()
 	Route       string         `json:"route,omitempty"` // the SNI route that chose its backend; "" = the VIP's own backends
 	Backend     l4.BackendID   `json:"backend"`
 	BackendAddr netip.AddrPort `json:"backend_addr"`
