@@ -277,7 +277,9 @@ func routesText(rs []Route) string {
 				bs[j] += "/backup"
 			}
 		}
-		parts[i] = fmt.Sprintf("%s %v %s health %s/%s [%s]", r.Name, r.Names, r.Algorithm, r.Health.Type, fmtDuration(r.Health.Interval), strings.Join(bs, " "))
+		h := r.Health
+		parts[i] = fmt.Sprintf("%s %v %s health %s/%s/%s/%d/%d/%d/%s [%s]", r.Name, r.Names, r.Algorithm, h.Type, fmtDuration(h.Interval),
+			fmtDuration(h.Timeout), h.Rise, h.Fall, h.Port, h.OnDown, strings.Join(bs, " "))
 	}
 	return strings.Join(parts, "; ")
 }
