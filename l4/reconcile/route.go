@@ -131,10 +131,11 @@ func (v *vip) routeVIPs() []*vip {
 	return out
 }
 
-// applyRoutes syncs v's routes after a start or a reload, and their
-// health targets; a route that could not start is logged (the VIP's
-// other routes and its own backends run).
-func (r *Runtime) applyRoutes(v *vip, vc *config.VIP) {
+// applyRoutes syncs v's routes after a start or a reload; a route that
+// could not start is logged (the VIP's other routes and its own backends
+// run). It returns the health sync of the routes, to run once the index
+// holds them (a probe's report must find its route).
+func (r *Runtime) applyRoutes(v *vip, vc *config.VIP) func() {
 	removed, stopped, err := v.syncRoutes(vc)
 	if err != nil {
 		r.log.Error("SNI route not started", zap.String("vip", vc.Name), zap.Error(err))
@@ -142,8 +143,10 @@ func (r *Runtime) applyRoutes(v *vip, vc *config.VIP) {
 	for _, rv := range stopped {
 		r.stopRoute(rv)
 	}
-	for rv, ids := range removed {
-		r.syncHealth(rv, ids)
+	return func() {
+		for rv, ids := range removed {
+			r.syncHealth(rv, ids)
+		}
 	}
 }
 

@@ -177,20 +177,24 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 			r.remove(key, v, cfg.Global.DrainTimeout)
 		}
 	}
+	var routeHealth []func()
 	for key, p := range plans {
 		r.vips[key].apply(p)
 		r.syncHealth(r.vips[key], p.removed)
-		r.applyRoutes(r.vips[key], p.conf)
+		routeHealth = append(routeHealth, r.applyRoutes(r.vips[key], p.conf))
 	}
 	for _, v := range started {
 		r.vips[v.key] = v
-		r.applyRoutes(v, v.cfg()) // before the listener serves: the first client is routed
+		routeHealth = append(routeHealth, r.applyRoutes(v, v.cfg())) // before the listener serves: the first client is routed
 		v.serve()
 		r.log.Info("vip started", zap.String("vip", v.name()), zap.Stringer("listen", v.key), zap.Int("backends", len(v.cfg().Backends)))
 	}
 	r.publishIndex()
 	for _, v := range started {
 		r.syncHealth(v, nil)
+	}
+	for _, sync := range routeHealth {
+		sync()
 	}
 	r.pipes.SetMax(r.opts.pipeCap(cfg.Global))
 	if r.xdp != nil {
