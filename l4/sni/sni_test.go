@@ -163,9 +163,9 @@ func FuzzParse(f *testing.F) {
 		case !more && err == nil && !validName(name):
 			t.Fatalf("invalid name %q", name)
 		}
-		if name != nil && len(in) < 2048 { // prefixes: quadratic
+		if name != nil { // some prefixes (all of them would be quadratic)
 			got := string(name)
-			for i := range in {
+			for i := 0; i < len(in); i += 1 + len(in)/32 {
 				n2, more2, err2 := Parse(in[:i], scratch)
 				if !more2 && err2 == nil && string(n2) != got {
 					t.Fatalf("prefix %d gave %q, whole gave %q", i, n2, got)
