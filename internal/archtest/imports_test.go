@@ -11,33 +11,35 @@ const mod = "github.com/l4lb/l4lb/"
 // rules: for each package, project packages and other imports it must not
 // depend on (directly or not).
 var rules = map[string][]string{
-	"l4":             {mod},
-	"config":         {mod + "l4/", mod + "health", mod + "conntrack", mod + "bpf", mod + "internal", "go.uber.org/zap"},
-	"l4/balance":     {mod + "config", mod + "conntrack", mod + "health", mod + "l4/proxy", "net", "go.uber.org/zap"},
-	"l4/guard":       {mod, "net", "go.uber.org/zap"},
-	"conntrack":      {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
-	"health":         {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
-	"l4/snapshot":    {mod + "config", mod + "health", mod + "l4/proxy", "net"},
-	"l4/proxy":       {mod + "config", mod + "health", mod + "bpf"},
-	"internal/netif": {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", "go.uber.org/zap"},
-	"bpf":            {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal", "go.uber.org/zap"},
-	"l4/reconcile":   {mod + "cmd"},
-	"internal/admin": {mod + "cmd"},
+	"l4":               {mod},
+	"config":           {mod + "l4/", mod + "health", mod + "conntrack", mod + "bpf", mod + "internal", "go.uber.org/zap"},
+	"l4/balance":       {mod + "config", mod + "conntrack", mod + "health", mod + "l4/proxy", "net", "go.uber.org/zap"},
+	"l4/guard":         {mod, "net", "go.uber.org/zap"},
+	"conntrack":        {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
+	"health":           {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
+	"l4/snapshot":      {mod + "config", mod + "health", mod + "l4/proxy", "net"},
+	"l4/proxy":         {mod + "config", mod + "health", mod + "bpf"},
+	"internal/netif":   {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", "go.uber.org/zap"},
+	"bpf":              {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal", "go.uber.org/zap"},
+	"internal/resolve": {mod, "go.uber.org/zap"},
+	"l4/reconcile":     {mod + "cmd"},
+	"internal/admin":   {mod + "cmd"},
 }
 
 // allowedProject lists the project packages each may import at all.
 var allowedProject = map[string][]string{
-	"l4":             {},
-	"config":         {"l4"},
-	"l4/balance":     {"l4"},
-	"l4/guard":       {},
-	"conntrack":      {"l4"},
-	"health":         {"l4"},
-	"l4/snapshot":    {"l4", "l4/balance"},
-	"l4/proxy":       {"l4", "l4/snapshot", "l4/balance", "l4/guard", "conntrack"},
-	"internal/netif": {"l4"},
-	"bpf":            {"l4", "l4/balance", "l4/snapshot", "l4/guard", "conntrack"},
-	"internal/privs": {},
+	"l4":               {},
+	"config":           {"l4"},
+	"l4/balance":       {"l4"},
+	"l4/guard":         {},
+	"conntrack":        {"l4"},
+	"health":           {"l4"},
+	"l4/snapshot":      {"l4", "l4/balance"},
+	"l4/proxy":         {"l4", "l4/snapshot", "l4/balance", "l4/guard", "conntrack"},
+	"internal/netif":   {"l4"},
+	"bpf":              {"l4", "l4/balance", "l4/snapshot", "l4/guard", "conntrack"},
+	"internal/privs":   {},
+	"internal/resolve": {},
 }
 
 func deps(t *testing.T, pkg string) []string {
