@@ -52,10 +52,17 @@ func StartDNSServer(t testing.TB, ns *Netns, addr string) *DNSServer {
 		return err
 	}
 	var err error
-	if ns != nil {
-		err = ns.Do(listen)
-	} else {
-		err = listen()
+	// With port 0 the TCP listener takes the port the UDP socket got,
+	// which another socket may hold: try a few.
+	for range 20 {
+		if ns != nil {
+			err = ns.Do(listen)
+		} else {
+			err = listen()
+		}
+		if err == nil || !strings.HasSuffix(addr, ":0") {
+			break
+		}
 	}
 	if err != nil {
 		t.Fatalf("dns server: %v", err)
