@@ -108,6 +108,14 @@ func TestDNSNamedBackends(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "be2 joins vip a", func() bool {
 		return slices.Equal(nameIDs(lbStatus(t, lb), "a"), []string{"be0", "be1", "be2"})
 	})
+	// The kept addresses are the same backends: counts and the
+	// established flow carry over.
+	if n := backendFlows(t, lb, "a", "pg.db.test:7000@198.18.1.12:7000"); flowsBe1 == 0 || n < flowsBe1 {
+		t.Fatalf("be1's flow count went from %d to %d: the DNS change made it a new backend", flowsBe1, n)
+	}
+	if b := backendOf(t, lb, "a", "pg.db.test:7000@198.18.1.11:7000"); b.LiveFlows != 1 {
+		t.Fatalf("be0 after the DNS change: %d live flows, want the established one", b.LiveFlows)
+	}
 	if seen := backendsSeen(t, tp, 80, 30); seen["be2"] == 0 {
 		t.Fatalf("no new flow reached the added address: %v", seen)
 	}
@@ -185,11 +193,16 @@ func TestDNSNamedBackends(t *testing.T) {
 
 func backendFlows(t *testing.T, lb *lbProcess, vip, id string) uint64 {
 	t.Helper()
+	return backendOf(t, lb, vip, id).Flows
+}
+
+func backendOf(t *testing.T, lb *lbProcess, vip, id string) reconcile.BackendStatus {
+	t.Helper()
 	for _, b := range vipOf(lbStatus(t, lb), vip).Backends {
 		if b.ID == id && !b.Removed {
-			return b.Flows
+			return b
 		}
 	}
 	t.Fatalf("vip %s has no backend %s", vip, id)
-	return 0
+	return reconcile.BackendStatus{}
 }
