@@ -5,6 +5,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -177,7 +178,10 @@ func (d *dnsNames) onResult(n *dnsName, res resolve.Result) {
 	name := zap.Stringer("name", n.q)
 	if res.Err != nil {
 		n.errors.Add(1)
-		if n.err == nil || n.err.Error() != res.Err.Error() {
+		// Logged when lookups start failing, and when they go from
+		// failing to answering empty or back; not per retry (a timeout's
+		// text differs every time: it names the local port).
+		if n.err == nil || errors.Is(n.err, resolve.ErrNoRecords) != errors.Is(res.Err, resolve.ErrNoRecords) {
 			if n.err == nil {
 				n.errSince = res.At
 			}

@@ -3,6 +3,7 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/l4lb/l4lb/internal/testutil"
 )
@@ -75,7 +79,14 @@ func TestNamedBackendFollowsDNS(t *testing.T) {
 	a11, a12, a13 := netip.MustParseAddr("127.0.0.11"), netip.MustParseAddr("127.0.0.12"), netip.MustParseAddr("127.0.0.13")
 	dns.SetHost("svc.test", 1, a11, a12)
 	listen := testutil.FreeTCPAddr(t)
-	rt := startRuntime(t, dnsVIP(dns.Addr, listen, fmt.Sprintf("svc.test:%d", port)))
+	core, logs := observer.New(zap.InfoLevel)
+	rt := New(zap.New(core), Options{})
+	apply(t, rt, dnsVIP(dns.Addr, listen, fmt.Sprintf("svc.test:%d", port)))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rt.Shutdown(ctx)
+	})
 	id := func(ip string) string { return fmt.Sprintf("svc.test:%d@%s:%d", port, ip, port) }
 
 	// At start: the answer's two addresses are the backends.
@@ -122,9 +133,9 @@ func TestNamedBackendFollowsDNS(t *testing.T) {
 	// The server stops answering: the last good answer stays, status says
 	// why and how old it is.
 	dns.SetSilent(true)
-	testutil.Eventually(t, 10*time.Second, "status shows the failing lookup", func() bool {
+	testutil.Eventually(t, 30*time.Second, "status shows three failed lookups", func() bool {
 		ns := vipStatus(rt, "svc").Names
-		return len(ns) == 1 && ns[0].Error != "" && ns[0].AnswerAge > 1.5
+		return len(ns) == 1 && ns[0].Error != "" && ns[0].AnswerAge > 1.5 && ns[0].Errors >= 3
 	})
 	if ns := vipStatus(rt, "svc").Names[0]; fmt.Sprint(ns.Addresses) != fmt.Sprintf("[127.0.0.12:%d]", port) || liveIDs(vipStatus(rt, "svc")) != id("127.0.0.12") {
 		t.Fatalf("while DNS fails: names %+v, backends %q", ns, liveIDs(vipStatus(rt, "svc")))
@@ -137,6 +148,12 @@ func TestNamedBackendFollowsDNS(t *testing.T) {
 		ns := vipStatus(rt, "svc").Names
 		return len(ns) == 1 && ns[0].Error == "" && ns[0].AnswerAge < 1.5
 	})
+	// Logged once per change of state, not per failed lookup.
+	failed := logs.FilterMessage("backend name lookup failed: keeping the last good answer").Len()
+	again := logs.FilterMessage("backend name resolves again").Len()
+	if errs := vipStatus(rt, "svc").Names[0].Errors; failed != 1 || again != 1 || errs < 3 {
+		t.Errorf("%d failed lookups logged %d times, recovery %d times; want once each", errs, failed, again)
+	}
 	_ = servers
 }
 
