@@ -232,3 +232,33 @@ func echo(t *testing.T, c net.Conn, msg string) {
 		t.Fatalf("established flow: echo %q, %v", buf, err)
 	}
 }
+
+// SRV: one backend per target address on the record's port; the lowest
+// priority's targets are primaries, the others backups.
+func TestSRVBackends(t *testing.T) {
+	dns := testutil.StartDNSServer(t, nil, "127.0.0.1:0")
+	_, port := namedOnPort(t, "127.0.0.31", "127.0.0.32")
+	dns.SetHost("t1.test", 1, netip.MustParseAddr("127.0.0.31"))
+	dns.SetHost("t2.test", 1, netip.MustParseAddr("127.0.0.32"))
+	dns.SetSRV("_svc._tcp.test", 1, testutil.SRVRecord{Priority: 10, Port: port, Target: "t2.test"}, testutil.SRVRecord{Priority: 5, Port: port, Target: "t1.test"})
+	listen := testutil.FreeTCPAddr(t)
+	toml := strings.Replace(dnsVIP(dns.Addr, listen, ""), "  address = \"\"\n", "  name = \"pool\"\n  srv = \"_svc._tcp.test\"\n", 1)
+	rt := startRuntime(t, toml)
+	backup := map[string]bool{}
+	for _, b := range vipStatus(rt, "svc").Backends {
+		backup[b.ID] = b.Backup
+	}
+	p1, p2 := fmt.Sprintf("pool@127.0.0.31:%d", port), fmt.Sprintf("pool@127.0.0.32:%d", port)
+	if len(backup) != 2 || backup[p1] || !backup[p2] {
+		t.Fatalf("backends (id: backup) = %v, want %s primary and %s backup", backup, p1, p2)
+	}
+	if seen := dialMany(t, listen, 10); seen["127.0.0.31"] != 10 {
+		t.Fatalf("flows %v, want all on the lowest priority", seen)
+	}
+	// The primary's record leaves: the backup target serves.
+	dns.SetSRV("_svc._tcp.test", 1, testutil.SRVRecord{Priority: 10, Port: port, Target: "t2.test"})
+	testutil.Eventually(t, 10*time.Second, "the remaining target becomes the primary", func() bool {
+		name, err := dialName(listen)
+		return err == nil && name == "127.0.0.32"
+	})
+}
