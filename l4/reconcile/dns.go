@@ -348,15 +348,20 @@ func (r *Runtime) startNames() {
 	}
 }
 
-// close stops every watcher and the apply loop (the Runtime's mu not held:
-// the loop may be waiting for it).
-func (d *dnsNames) close(names map[resolve.Query]*dnsName) {
-	for _, n := range names {
-		n.w.Stop()
-	}
-	if d.loopStop != nil {
-		close(d.loopStop)
-		<-d.loopDone
+// detach takes every name and the apply loop out of d (the Runtime's mu
+// held) and returns what stops them, to be called without mu: the loop
+// may be waiting for it.
+func (d *dnsNames) detach() func() {
+	names, stop, done := d.names, d.loopStop, d.loopDone
+	d.names, d.loopStop, d.loopDone = map[resolve.Query]*dnsName{}, nil, nil
+	return func() {
+		for _, n := range names {
+			n.w.Stop()
+		}
+		if stop != nil {
+			close(stop)
+			<-done
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,24 @@ func TestNamedBackendNeverResolved(t *testing.T) {
 		name, err := dialName(listen)
 		return err == nil && name == "127.0.0.21"
 	})
+	// Shutdown stops the watcher and the loop that applies answers.
+	if n := nameGoroutines(); n != 2 {
+		t.Fatalf("%d watcher and apply goroutines before Shutdown, want 2", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rt.Shutdown(ctx)
+	if n := nameGoroutines(); n != 0 {
+		t.Fatalf("%d watcher and apply goroutines after Shutdown", n)
+	}
+}
+
+// nameGoroutines counts the goroutines of name watchers and of the
+// runtime's loop that applies their answers.
+func nameGoroutines() int {
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	return strings.Count(stacks, "resolve.(*Watcher).run(") + strings.Count(stacks, "reconcile.(*Runtime).runNames(")
 }
 
 func mustBackend(t *testing.T, rt *Runtime, id string) BackendStatus {

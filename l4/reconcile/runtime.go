@@ -13,7 +13,6 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/health"
-	"github.com/l4lb/l4lb/internal/resolve"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
@@ -309,10 +308,9 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	vips := r.vips
 	r.vips = map[l4.VIPKey]*vip{}
 	r.publishIndex()
-	names := r.dns.names
-	r.dns.names = map[resolve.Query]*dnsName{}
+	stopNames := r.dns.detach()
 	r.mu.Unlock()
-	r.dns.close(names)
+	stopNames()
 	r.health.Close()
 	for _, v := range vips {
 		v.stopRebalance("l4lb is shutting down") // before the loops it asks stop
