@@ -281,3 +281,33 @@ func TestSRVBackends(t *testing.T) {
 		return err == nil && name == "127.0.0.32"
 	})
 }
+
+// A reload keeps a name's watcher and answer (and so its backends); a
+// reload that drops the name stops its watcher.
+func TestNamedBackendReload(t *testing.T) {
+	dns := testutil.StartDNSServer(t, nil, "127.0.0.1:0")
+	_, port := namedOnPort(t, "127.0.0.41", "127.0.0.42")
+	dns.SetHost("svc.test", 60, netip.MustParseAddr("127.0.0.41"))
+	listen := testutil.FreeTCPAddr(t)
+	named := dnsVIP(dns.Addr, listen, fmt.Sprintf("svc.test:%d", port))
+	rt := startRuntime(t, named)
+	id := fmt.Sprintf("svc.test:%d@127.0.0.41:%d", port, port)
+	dialMany(t, listen, 5)
+	queries := dns.Queries()
+
+	apply(t, rt, strings.Replace(named, "  [[vip.backend]]\n", "  [[vip.backend]]\n  weight = 50\n", 1))
+	if b := mustBackend(t, rt, id); b.Flows != 5 || b.Weight != 50 {
+		t.Fatalf("after a reload that changed the weight: %+v", b)
+	}
+	if n, q := nameGoroutines(), dns.Queries(); n != 2 || q != queries {
+		t.Fatalf("after the reload: %d watcher and apply goroutines (want 2), %d queries (want %d: no new lookup)", n, q, queries)
+	}
+
+	apply(t, rt, strings.Replace(named, fmt.Sprintf("svc.test:%d", port), fmt.Sprintf("127.0.0.42:%d", port), 1))
+	if vs := vipStatus(rt, "svc"); len(vs.Names) != 0 || liveIDs(vs) != fmt.Sprintf("127.0.0.42:%d", port) {
+		t.Fatalf("after a reload without the name: names %+v, backends %q", vs.Names, liveIDs(vs))
+	}
+	if n := nameGoroutines(); n != 1 {
+		t.Fatalf("%d watcher and apply goroutines after the name left the config, want the apply loop only", n)
+	}
+}
