@@ -104,7 +104,8 @@ func (d *dnsNames) add(cfg *config.Config) {
 	}
 	g := cfg.Global
 	bounds := resolve.Bounds{Min: g.ResolveMin, Max: g.ResolveMax}
-	if d.looker == nil || bounds != d.bounds || !slices.Equal(g.Resolvers, d.servers) {
+	_, noClient := d.looker.(failingLooker) // resolv.conf may be readable by now
+	if d.looker == nil || noClient || bounds != d.bounds || !slices.Equal(g.Resolvers, d.servers) {
 		d.setResolvers(g.Resolvers, bounds)
 	}
 	var fresh []*dnsName
@@ -404,7 +405,7 @@ func (r *Runtime) applyNames() {
 			v.log.Error("backends from DNS not applied", zap.Error(err))
 			continue
 		}
-		before := backendIDs(v)
+		before := backendCount(v)
 		v.apply(p)
 		r.syncHealth(v, p.removed)
 		v.log.Info("backends changed by DNS", zap.Strings("backends", idList(maps.Keys(p.backends))), zap.Int("before", before))
@@ -414,7 +415,7 @@ func (r *Runtime) applyNames() {
 	}
 }
 
-func backendIDs(v *vip) int {
+func backendCount(v *vip) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return len(v.backends)
