@@ -61,10 +61,11 @@ func TestDiffKnowsEveryField(t *testing.T) {
 	// changedVIP, health and backends on their own.
 	skip := map[string]bool{"Listen": true, "Protocol": true, "Name": true, "Mode": true, "Health": true, "Backends": true, "Line": true}
 	everyField(t, skip, func(o, v *VIP) []Change { return compare(vipSettingList, "", o, v, all) })
-	// Name, Address, Weight and Backup make a backend; Line is where it is.
+	// Name, Address (or Host and Port, or SRV), Weight and Backup make a
+	// backend; Line is where it is.
 	var b Backend
-	if n := reflect.TypeOf(b).NumField(); n != 5 {
-		t.Errorf("Backend has %d fields; backendChange compares name, address, weight and backup: teach it the new one", n)
+	if n := reflect.TypeOf(b).NumField(); n != 8 {
+		t.Errorf("Backend has %d fields; backendChange compares name, address, srv, weight and backup: teach it the new one", n)
 	}
 }
 

@@ -60,6 +60,9 @@ func formatGlobal(w *tomlWriter, g *Global) {
 	w.int("max_pipes", g.MaxPipes)
 	w.int("workers", g.Workers)
 	w.bool("drop_capabilities", g.DropCapabilities)
+	w.raw("resolvers", addrList(g.Resolvers))
+	w.dur("resolve_min", g.ResolveMin)
+	w.dur("resolve_max", g.ResolveMax)
 }
 
 func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
@@ -134,7 +137,12 @@ func formatBackends(w *tomlWriter, name string, bs []Backend) {
 		if b.Name != "" {
 			w.str("name", b.Name)
 		}
-		w.str("address", b.Address.String())
+		switch {
+		case b.SRV != "":
+			w.str("srv", b.SRV)
+		default:
+			w.str("address", addressText(b))
+		}
 		w.int("weight", b.Weight)
 		if b.Backup {
 			w.bool("backup", true)

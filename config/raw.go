@@ -46,6 +46,9 @@ type rawGlobal struct {
 	MaxPipes      opt[int64]  `toml:"max_pipes"`
 	Workers       opt[int64]  `toml:"workers"`
 	DropCaps      opt[bool]   `toml:"drop_capabilities"`
+	Resolvers     opt[[]any]  `toml:"resolvers"`
+	ResolveMin    opt[string] `toml:"resolve_min"`
+	ResolveMax    opt[string] `toml:"resolve_max"`
 }
 
 // rawTuning is every VIP key that [defaults] may also set.
@@ -140,6 +143,7 @@ type rawHealth struct {
 type rawBackend struct {
 	Name    opt[string] `toml:"name"`
 	Address opt[string] `toml:"address"`
+	SRV     opt[string] `toml:"srv"`
 	Weight  opt[int64]  `toml:"weight"`
 	Backup  opt[bool]   `toml:"backup"`
 }

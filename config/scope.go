@@ -191,6 +191,13 @@ func checkXDPVIP(l *layer, v *VIP, hasXDP bool) {
 		l.problem("listen", "mode xdp needs a concrete address, not %s", v.Listen.Addr())
 	}
 	for j, b := range v.Backends {
+		if b.SRV != "" {
+			l.p.add(l.vip, l.backendKey(j, "srv"), "srv needs mode proxy: SRV records choose each target's port, and mode xdp forwards packets unchanged")
+		}
+		if b.Host != "" && v.Listen.IsValid() && b.Port != v.Listen.Port() {
+			l.p.add(l.vip, l.backendKey(j, "address"), "port %d must equal the listen port %d in mode xdp (packets are forwarded unchanged)",
+				b.Port, v.Listen.Port())
+		}
 		if !b.Address.IsValid() || !v.Listen.IsValid() {
 			continue
 		}

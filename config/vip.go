@@ -149,7 +149,7 @@ type backendsSeen struct {
 
 // check reports b, at own, if an earlier backend has its identity or address.
 func (s backendsSeen) check(l *layer, own string, b Backend) {
-	if b.Name == "" && !b.Address.IsValid() {
+	if b.Name == "" && !b.Address.IsValid() && !b.IsNamed() {
 		return // no identity; its address problem is reported
 	}
 	if prev, dup := s.id[b.ID()]; dup {
@@ -181,11 +181,7 @@ func buildBackend(l *layer, rb *rawBackend) Backend {
 	}
 	b.Weight = l.integer("weight", rb.Weight, opt[int64]{}, 100, span[int64](0, 1000))
 	b.Backup = l.boolean("backup", rb.Backup, opt[bool]{}, false)
-	b.Address = l.addrPort("address", rb.Address)
-	if b.Address.IsValid() && b.Address.Addr().IsUnspecified() {
-		l.problem("address", "%s is not a backend address", b.Address.Addr())
-		b.Address = netip.AddrPort{}
-	}
+	backendTarget(l, rb, &b)
 	return b
 }
 

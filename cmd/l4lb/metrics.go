@@ -26,6 +26,9 @@ type statusCollector struct {
 
 var vipLabels, backendLabels = []string{"vip", "protocol"}, []string{"vip", "backend", "address"}
 
+// nameLabels: a named backend's VIP, identity, and what it looks up (name:port or the SRV name).
+var nameLabels = []string{"vip", "backend", "name"}
+
 func newStatusCollector(status func() reconcile.Status) *statusCollector {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("l4lb_"+name, help, labels, nil)
@@ -71,6 +74,9 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"serving_bk":  d("vip_serving_backups", "1 while the VIP's backup backends take its new flows (no primary is eligible); VIPs with backups only.", vipLabels),
 		"denied":      d("vip_denied_total", "Clients refused by the VIP's allow/deny lists in user space (TCP connections reset, UDP datagrams dropped).", vipLabels),
 		"client_lim":  d("vip_client_limited_total", "Clients refused by a per-client limit (TCP connections reset, UDP datagrams dropped).", vipLabels),
+		"dns_errors":  d("dns_lookup_errors_total", "Failed or empty lookups of a named backend's DNS name (the last good answer stays in use).", nameLabels),
+		"dns_age":     d("dns_answer_age_seconds", "Seconds since a named backend's name last gave a good answer; absent until it has.", nameLabels),
+		"dns_addrs":   d("dns_addresses", "Addresses (backends) in a named backend's last good answer; 0 = never resolved.", nameLabels),
 		"pipes_open":  d("pipes_open", "Splice pipes with open descriptors.", nil),
 		"pipes_lent":  d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
 		"pipes_max":   d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
@@ -142,6 +148,14 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.descs["draining"], gauge, draining, vl...)
 		if v.Serving != "" {
 			ch <- prometheus.MustNewConstMetric(c.descs["serving_bk"], gauge, boolGauge(v.Serving == "backups"), vl...)
+		}
+		for _, n := range v.Names {
+			nl := []string{v.Name, n.Backend, n.Lookup}
+			ch <- prometheus.MustNewConstMetric(c.descs["dns_errors"], counter, float64(n.Errors), nl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["dns_addrs"], gauge, float64(len(n.Addresses)), nl...)
+			if n.AnswerAge > 0 {
+				ch <- prometheus.MustNewConstMetric(c.descs["dns_age"], gauge, n.AnswerAge, nl...)
+			}
 		}
 		if v.XDP == nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["log_drop"], counter, float64(v.ConnLogDropped), vl...)

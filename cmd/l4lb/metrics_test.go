@@ -17,7 +17,9 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 		Process: reconcile.ProcessStatus{Version: "v", LastReload: &reconcile.ReloadStatus{OK: true}},
 		XDP:     &reconcile.XDPStatus{Interface: "eth0", Counters: map[string]uint64{"tx": 5, "drop_no_neigh": 1}},
 		VIPs: []reconcile.VIPStatus{
-			{Name: "t", Protocol: "tcp", TCP: &reconcile.TCPStatus{LimitWaits: 2}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:80"}}},
+			{Name: "t", Protocol: "tcp", TCP: &reconcile.TCPStatus{LimitWaits: 2}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:80"}},
+				Names: []reconcile.NameStatus{{Backend: "p", Lookup: "pg.db:80", Addresses: []string{"198.18.1.1:80"}, AnswerAge: 2, Errors: 1},
+					{Backend: "q", Lookup: "pg.db:80"}}},
 			{Name: "t", Protocol: "tcp", Draining: true, TCP: &reconcile.TCPStatus{}},
 			{Name: "u", Protocol: "udp", UDP: &reconcile.UDPStatus{Datagrams: 3}},
 			{Name: "x", Protocol: "udp", XDP: &reconcile.XDPVIPStatus{Packets: 7}, Backends: []reconcile.BackendStatus{{ID: "b", Address: "198.18.1.2:53", Packets: 7}}},
@@ -34,7 +36,8 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 		names[f.GetName()] = true
 	}
 	for _, want := range []string{"l4lb_vip_draining", "l4lb_vip_limit_waits_total", "l4lb_vip_udp_datagrams_total",
-		"l4lb_vip_xdp_packets_total", "l4lb_xdp_events_total", "l4lb_backend_packets_total", "l4lb_last_reload_successful", "l4lb_build_info"} {
+		"l4lb_vip_xdp_packets_total", "l4lb_xdp_events_total", "l4lb_backend_packets_total", "l4lb_last_reload_successful", "l4lb_build_info",
+		"l4lb_dns_lookup_errors_total", "l4lb_dns_answer_age_seconds", "l4lb_dns_addresses"} {
 		if !names[want] {
 			t.Errorf("no %s among %d families", want, len(families))
 		}

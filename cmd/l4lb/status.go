@@ -166,6 +166,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		if rb := v.Rebalance; rb != nil {
 			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
 		}
+		for _, n := range v.Names {
+			fmt.Fprintf(w, "  dns %s\n", nameSummary(n))
+		}
 		backendTable(w, "  ", v.Backends)
 		if sni := v.SNI; sni != nil {
 			fmt.Fprintf(w, "  sni: timeout %s  no-match %s  default %d  sni-no-match %d  sni-not-tls %d  sni-timeouts %d\n",
@@ -289,4 +292,23 @@ func rttString(d time.Duration) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
+
+// nameSummary is one named backend's line: its last good answer, how old,
+// and the error while lookups fail.
+func nameSummary(n reconcile.NameStatus) string {
+	s := n.Lookup + ": "
+	if len(n.Addresses) == 0 {
+		s += "NOT RESOLVED (no backends from it)"
+	} else {
+		s += fmt.Sprintf("%s (answer %s old)", strings.Join(n.Addresses, " "), secondsString(n.AnswerAge))
+	}
+	if n.Error != "" {
+		s += fmt.Sprintf("  FAILING for %s: %s", secondsString(n.FailingFor), n.Error)
+	}
+	return s
+}
+
+func secondsString(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(100 * time.Millisecond).String()
 }

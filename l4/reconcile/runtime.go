@@ -30,6 +30,8 @@ type Runtime struct {
 	xdpAt  atomic.Pointer[xdpRuntime]
 	health *health.Manager
 
+	dns *dnsNames // the names of named backends (their map under mu)
+
 	// index maps a VIP key's string (health target names use it) to the
 	// running VIP, for the health callback, which must not take mu.
 	index atomic.Pointer[map[string]*vip]
@@ -79,7 +81,7 @@ func New(log *zap.Logger, opts Options) *Runtime {
 		log = zap.NewNop()
 	}
 	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
-		indexes: newIndexPool(MaxBackends)}
+		indexes: newIndexPool(MaxBackends), dns: newDNSNames(log)}
 	if opts.MaxConns > 0 {
 		r.budget = proxy.NewConnBudget(opts.MaxConns)
 	}
@@ -125,9 +127,15 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	if r.closed {
 		return errors.New("runtime is shut down")
 	}
+	// Names of named backends: watched from now on, and no longer when
+	// the config in force after this Apply (cfg, or the old one when
+	// refused) does not use them.
+	r.dns.add(cfg)
+	r.startNames()
+	defer func() { r.dns.prune(r.cfg) }()
 	desired := make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs))
 	for i := range cfg.VIPs {
-		desired[cfg.VIPs[i].Key()] = &cfg.VIPs[i]
+		desired[cfg.VIPs[i].Key()] = r.dns.expand(&cfg.VIPs[i])
 	}
 	plans := make(map[l4.VIPKey]*plan)
 	abandon := func() {
@@ -312,7 +320,9 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	vips := r.vips
 	r.vips = map[l4.VIPKey]*vip{}
 	r.publishIndex()
+	stopNames := r.dns.detach()
 	r.mu.Unlock()
+	stopNames()
 	r.health.Close()
 	for _, v := range vips {
 		v.stopRebalance("l4lb is shutting down") // before the loops it asks stop

@@ -151,6 +151,9 @@ type VIPStatus struct {
 	// "backups" (no primary is eligible) or "none"; absent when the VIP
 	// has no backup backend.
 	Serving string `json:"serving,omitempty"`
+	// Names are the DNS names of the VIP's named backends: each one's
+	// last good answer (its backends), its age, and the last error.
+	Names []NameStatus `json:"names,omitempty"`
 }
 
 // UDPStatus holds a UDP VIP's datagram counters.
@@ -220,8 +223,14 @@ func (r *Runtime) Status() Status {
 	if r.xdp != nil {
 		st.XDP = r.xdp.status()
 	}
+	now := time.Now()
 	for _, v := range r.vips {
 		vs := v.status()
+		if r.cfg != nil {
+			if tv := r.cfg.VIP(vs.Name); tv != nil {
+				vs.Names = r.dns.status(tv, now)
+			}
+		}
 		for i := range vs.Backends {
 			if !vs.Backends[i].Removed {
 				r.healthStatus(v, &vs.Backends[i])
