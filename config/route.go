@@ -85,6 +85,16 @@ func buildRoute(l *layer, rr *rawRoute, v *VIP, health *rawHealth) Route {
 	hl := newLayer(l.p, l.vip, l.own+".health", l.def+".health")
 	r.Health = buildHealth(hl, &rr.Health, health, v.Protocol)
 	r.Backends = buildBackends(l, rr.Backends)
+	for j, b := range r.Backends {
+		if b.IsNamed() {
+			key := "address"
+			if b.SRV != "" {
+				key = "srv"
+			}
+			l.p.add(l.vip, fmt.Sprintf("%s.backend[%d].%s", l.own, j, key),
+				"a route's backends are addresses (ip:port): DNS-named backends are for the VIP's own [[vip.backend]] list only")
+		}
+	}
 	if r.Algorithm == l4.Maglev && v.MaglevTableSize < 100*len(r.Backends) {
 		l.problem("algorithm", "maglev: the VIP's maglev_table_size %d is too small for %d backends (use a prime >= %d)",
 			v.MaglevTableSize, len(r.Backends), 100*len(r.Backends))
