@@ -91,7 +91,7 @@ func TestRoutesReload(t *testing.T) {
 	_, openA := tlsName(t, vip, "a.example.com")
 	_, openB := tlsName(t, vip, "y.b.example.com")
 
-	st := vipStatus(t, rt, "tls")
+	st := sniVIPStatus(t, rt, "tls")
 	if st.SNI == nil || len(st.SNI.Routes) != 2 || st.SNI.Routes[0].Name != "a" || st.SNI.Routes[0].Routed != 2 ||
 		len(st.SNI.Routes[0].Backends) != 1 || st.SNI.Routes[0].Backends[0].ID != "a1" || st.SNI.Default != 2 || st.SNI.NoMatchCount != 2 {
 		t.Fatalf("status: %+v", st.SNI)
@@ -111,7 +111,7 @@ func TestRoutesReload(t *testing.T) {
 			t.Fatalf("a connection routed before the reload: %q, %v", buf, err)
 		}
 	}
-	st = vipStatus(t, rt, "tls")
+	st = sniVIPStatus(t, rt, "tls")
 	var names []string
 	for _, r := range st.SNI.Routes {
 		names = append(names, r.Name)
@@ -124,7 +124,7 @@ func TestRoutesReload(t *testing.T) {
 	if got, _ := tlsName(t, vip, "a.example.com"); got != "def" {
 		t.Fatalf("routes removed: a.example.com reached %q", got)
 	}
-	if st := vipStatus(t, rt, "tls"); st.SNI != nil {
+	if st := sniVIPStatus(t, rt, "tls"); st.SNI != nil {
 		t.Fatalf("status still shows routes: %+v", st.SNI)
 	}
 }
@@ -139,7 +139,7 @@ func TestRouteHealth(t *testing.T) {
 		"    [vip.route.health]\n    type = \"tcp\"\n    interval = \"100ms\"\n    timeout = \"50ms\"\n    fall = 1\n"+
 			routeBackend("a1", a1)+routeBackend("dead", dead))))
 	testutil.Eventually(t, 5*time.Second, "the dead route backend marked down", func() bool {
-		st := vipStatus(t, rt, "tls")
+		st := sniVIPStatus(t, rt, "tls")
 		for _, b := range st.SNI.Routes[0].Backends {
 			if b.ID == "dead" {
 				return b.Health == "down" && st.SNI.Routes[0].Eligible == 1
@@ -158,7 +158,7 @@ func TestRouteHealth(t *testing.T) {
 	}
 }
 
-func vipStatus(t *testing.T, rt *Runtime, name string) VIPStatus {
+func sniVIPStatus(t *testing.T, rt *Runtime, name string) VIPStatus {
 	t.Helper()
 	for _, v := range rt.Status().VIPs {
 		if v.Name == name {
