@@ -351,3 +351,27 @@ func rawHelloServer(t *testing.T, want int) netip.AddrPort {
 	})
 	return sockaddrAddrPort(sa)
 }
+
+// TestSNIAfterProxyHeader: behind another balancer, the ClientHello is
+// read after the PROXY header (consumed) and routed; an oversized hello
+// (a 64 KiB handshake message) is not TLS to route by.
+func TestSNIAfterProxyHeader(t *testing.T) {
+	rig := newSNIRig(t, 5*time.Second, NoRouteClose)
+	rig.ts.Update(Settings{AcceptProxy: AcceptProxyV1, AcceptProxyFrom: loopback})
+	c := rig.ts.dial(t)
+	c.Write([]byte("PROXY TCP4 203.0.113.7 198.18.0.10 40001 443\r\n"))
+	if got := hello(t, c, "db.example.net"); got != "db" {
+		t.Fatalf("hello after a PROXY header reached %q, want db", got)
+	}
+	big := rig.ts.dial(t)
+	big.Write([]byte("PROXY TCP4 203.0.113.7 198.18.0.10 40002 443\r\n"))
+	big.Write([]byte{0x16, 3, 1, 0x40, 0, 1, 1, 0, 0}) // handshake of 64 KiB
+	start := time.Now()
+	readReset(t, big, "an oversized ClientHello with sni_no_match close")
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("an oversized hello was reset after %v: refused only at sni_timeout", took)
+	}
+	if n := rig.ts.Stats.SNINotTLS.Load(); n != 1 {
+		t.Fatalf("not-TLS count %d, want 1", n)
+	}
+}

@@ -68,6 +68,9 @@ func handshake(data, scratch []byte) (hs []byte, more bool, err error) {
 	if len(data) > 1 && data[1] != 3 {
 		return nil, false, ErrNotTLS
 	}
+	if err := early(data); err != nil {
+		return nil, false, err
+	}
 	body, rest, more, err := record(data)
 	if more || err != nil {
 		return nil, more, err
@@ -87,6 +90,23 @@ func handshake(data, scratch []byte) (hs []byte, more bool, err error) {
 		return body[:4+n], false, nil
 	}
 	return gather(body, rest, scratch)
+}
+
+// early refuses, before its first record is complete, a hello that is
+// not one or claims more than MaxHello: a client cannot make the proxy
+// wait for bytes it would refuse anyway.
+func early(data []byte) error {
+	if len(data) < recordHeader+4 || int(data[3])<<8|int(data[4]) < 4 {
+		return nil
+	}
+	hs := data[recordHeader:]
+	if hs[0] != handshakeHello {
+		return ErrNotTLS
+	}
+	if int(hs[1])<<16|int(hs[2])<<8|int(hs[3]) > MaxHello {
+		return ErrTooLarge
+	}
+	return nil
 }
 
 // record splits the TLS record at the start of data into its body and

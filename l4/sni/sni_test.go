@@ -78,6 +78,8 @@ func TestParse(t *testing.T) {
 		{"empty record", []byte{0x16, 3, 1, 0, 0}, "", ErrMalformed},
 		{"record too long", []byte{0x16, 3, 1, 0x40, 0x01}, "", ErrMalformed},
 		{"hello too large", []byte{0x16, 3, 1, 0, 4, 1, 0, 0x40, 0x01}, "", ErrTooLarge},
+		{"too large, record incomplete", []byte{0x16, 3, 1, 0x40, 0, 1, 1, 0, 0}, "", ErrTooLarge},
+		{"not a hello, record incomplete", []byte{0x16, 3, 1, 0x40, 0, 2, 0, 0, 4}, "", ErrNotTLS},
 		{"hello truncated inside", []byte{0x16, 3, 1, 0, 6, 1, 0, 0, 2, 3, 3}, "", ErrMalformed},
 	}
 	scratch := make([]byte, MaxHello+4)
