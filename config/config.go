@@ -72,6 +72,16 @@ type Global struct {
 	// (from every thread and the bounding set); default true. Read at
 	// start only: a dropped capability cannot come back.
 	DropCapabilities bool
+	// Resolvers are the DNS servers that named backends are looked up
+	// at, in order; empty (default) = the nameservers of /etc/resolv.conf.
+	// A file value without a port means port 53.
+	Resolvers []netip.AddrPort
+	// ResolveMin and ResolveMax bound how often a backend name is looked
+	// up again: its record's TTL, clamped to [ResolveMin, ResolveMax];
+	// failures are retried from ResolveMin, backing off. Defaults 5s
+	// (100ms..1h) and 5m (1s..24h); ResolveMin <= ResolveMax.
+	ResolveMin time.Duration
+	ResolveMax time.Duration
 }
 
 // VIP is one virtual service ([[vip]]).
@@ -140,6 +150,16 @@ type VIP struct {
 	// 5s; 0 = no wait: reset at once; up to 1h. Only for tcp VIPs in
 	// proxy mode.
 	QueueTimeout time.Duration
+	// SNITimeout bounds the wait for a client's whole TLS ClientHello on a
+	// VIP with Routes (it stands for first_byte_timeout there): a client
+	// that has not sent one by then is reset, no backend dialed, counted
+	// as sni_timeouts; default 5s; 1ms..5m.
+	SNITimeout time.Duration
+	// SNINoMatch says where a connection goes when no route takes it (a
+	// name no route lists, no name, not TLS or a malformed hello):
+	// "default" (the VIP's own backends; the default) or "close" (reset,
+	// no backend dialed). Counted either way (sni_no_match, sni_not_tls).
+	SNINoMatch string
 	// AffinityTimeout > 0 keeps a client address on its last backend for
 	// this long; default 0; up to 24h.
 	AffinityTimeout time.Duration
@@ -198,6 +218,9 @@ type VIP struct {
 
 	Health   Health
 	Backends []Backend
+	// Routes are the VIP's SNI routes ([[vip.route]], tcp VIPs in proxy
+	// mode); Backends is then the default route.
+	Routes []Route
 
 	// Line is where the VIP's [[vip]] header is in the file.
 	Line int
@@ -250,7 +273,17 @@ type Backend struct {
 	// within a VIP.
 	Name    string
 	Address netip.AddrPort // IPv4-mapped IPv6 is stored as IPv4; not unspecified; in xdp mode its port is the VIP's
-	Weight  int            // 0..1000, default 100; 0 = no new flows (drain)
+	// A named backend has no Address: it stands for the addresses a DNS
+	// name has (the reconciler looks them up and expands it into one
+	// backend per address). Host and Port come from address = "name:port"
+	// (A and AAAA records; in xdp mode Port is the VIP's), SRV from
+	// srv = "_service._proto.domain" (targets and ports from the SRV
+	// records; proxy mode only). Names are stored lower case without the
+	// trailing dot.
+	Host   string
+	Port   uint16
+	SRV    string
+	Weight int // 0..1000, default 100; 0 = no new flows (drain)
 	// Backup: the backend takes new flows only while no primary (non-
 	// backup) backend of the VIP is eligible (HAProxy and nginx `backup`);
 	// VIP.BackupMode says whether the first eligible backup or all of them
@@ -272,10 +305,14 @@ type Backend struct {
 // Key is what identifies the VIP to the kernel: its listen address and protocol.
 func (v *VIP) Key() l4.VIPKey { return l4.VIPKey{Addr: v.Listen, Proto: v.Protocol} }
 
-// ID returns the backend's stable identity: its name or its address.
+// ID returns the backend's stable identity: its name, its address, or
+// for a named backend what it looks up (name:port or the SRV name).
 func (b Backend) ID() string {
-	if b.Name != "" {
+	switch {
+	case b.Name != "":
 		return b.Name
+	case b.IsNamed():
+		return b.Lookup()
 	}
 	return b.Address.String()
 }

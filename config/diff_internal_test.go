@@ -61,11 +61,11 @@ func TestDiffKnowsEveryField(t *testing.T) {
 	// changedVIP, health and backends on their own.
 	skip := map[string]bool{"Listen": true, "Protocol": true, "Name": true, "Mode": true, "Health": true, "Backends": true, "Line": true}
 	everyField(t, skip, func(o, v *VIP) []Change { return compare(vipSettingList, "", o, v, all) })
-	// Name, Address, Weight, Backup, MaxConns and MaxSessions make a
-	// backend; Line is where it is.
+	// Name, Address (or Host and Port, or SRV), Weight, Backup, MaxConns
+	// and MaxSessions make a backend; Line is where it is.
 	var b Backend
-	if n := reflect.TypeOf(b).NumField(); n != 7 {
-		t.Errorf("Backend has %d fields; backendChange compares name, address, weight, backup, max_conns and max_sessions: teach it the new one", n)
+	if n := reflect.TypeOf(b).NumField(); n != 10 {
+		t.Errorf("Backend has %d fields; backendChange compares name, address, srv, weight, backup, max_conns and max_sessions: teach it the new one", n)
 	}
 }
 

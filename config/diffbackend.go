@@ -58,7 +58,7 @@ func backendChange(ob, b *Backend, v *VIP) (BackendChange, bool) {
 		return c, true
 	}
 	c.Op = OpChange
-	replaced := ob.ID() != b.ID() || ob.Address != b.Address
+	replaced := ob.ID() != b.ID() || ob.Address != b.Address || ob.Lookup() != b.Lookup()
 	if replaced {
 		effect, note := leaves(v)
 		c.Effect, c.Note = effect, "a new backend to l4lb, with health unknown until probed and counters from 0; the old one leaves: "+note
@@ -71,7 +71,8 @@ func backendChange(ob, b *Backend, v *VIP) (BackendChange, bool) {
 		}
 	}
 	add("name", quoteOrNone(ob.Name), quoteOrNone(b.Name))
-	add("address", ob.Address.String(), b.Address.String())
+	add("address", orNone(addressText(*ob)), orNone(addressText(*b)))
+	add("srv", quoteOrNone(ob.SRV), quoteOrNone(b.SRV))
 	add("weight", strconv.Itoa(ob.Weight), strconv.Itoa(b.Weight))
 	add("backup", strconv.FormatBool(ob.Backup), strconv.FormatBool(b.Backup))
 	add("max_conns", strconv.Itoa(ob.MaxConns), strconv.Itoa(b.MaxConns))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // setting is one key Diff compares: how to read it and when a changed
@@ -34,6 +35,9 @@ var globalSettings = []setting[Global]{
 	{"max_pipes", func(g *Global) string { return strconv.Itoa(g.MaxPipes) }, EffectNow, "", nil},
 	{"workers", func(g *Global) string { return strconv.Itoa(g.Workers) }, EffectRestart, "", func(n, r *Global) { n.Workers = r.Workers }},
 	{"drop_capabilities", func(g *Global) string { return strconv.FormatBool(g.DropCapabilities) }, EffectRestart, "", func(n, r *Global) { n.DropCapabilities = r.DropCapabilities }},
+	{"resolvers", func(g *Global) string { return addrList(g.Resolvers) }, EffectNow, "every backend name is looked up again at the new resolvers", nil},
+	{"resolve_min", func(g *Global) string { return fmtDuration(g.ResolveMin) }, EffectNow, "from each name's next lookup", nil},
+	{"resolve_max", func(g *Global) string { return fmtDuration(g.ResolveMax) }, EffectNow, "from each name's next lookup", nil},
 }
 
 // xdpSettings are the [xdp] keys. Those with EffectRestart are read when
@@ -72,6 +76,9 @@ var vipSettingList = []setting[VIP]{
 	{"defer_accept", func(v *VIP) string { return strconv.FormatBool(v.DeferAccept) }, EffectNewFlows, "set on the running listener", nil},
 	{"first_byte_timeout", func(v *VIP) string { return fmtDuration(v.FirstByteTimeout) }, EffectNewFlows, "", nil},
 	{"queue_timeout", func(v *VIP) string { return fmtDuration(v.QueueTimeout) }, EffectNewFlows, "connections already waiting keep the time they started with", nil},
+	{"sni_timeout", func(v *VIP) string { return fmtDuration(v.SNITimeout) }, EffectNewFlows, "", nil},
+	{"sni_no_match", func(v *VIP) string { return v.SNINoMatch }, EffectNewFlows, "", nil},
+	{"route", func(v *VIP) string { return routesText(v.Routes) }, EffectNewFlows, "connections already routed keep their route and backend", nil},
 	{"affinity_timeout", func(v *VIP) string { return fmtDuration(v.AffinityTimeout) }, EffectNewFlows, "the affinity table starts empty: clients' pins are forgotten", nil},
 	{"session_timeout", func(v *VIP) string { return fmtDuration(v.SessionTimeout) }, EffectNow, "every session, established ones too", nil},
 	{"max_sessions", func(v *VIP) string { return strconv.Itoa(v.MaxSessions) }, EffectNewFlows, "no session is ended", nil},
@@ -257,4 +264,26 @@ func keepRestartOnly[T any](list []setting[T], next, running *T) {
 			s.keep(next, running)
 		}
 	}
+}
+
+// routesText sums up a VIP's SNI routes for a Change: each route's name,
+// server names, algorithm, health check and backends.
+func routesText(rs []Route) string {
+	if len(rs) == 0 {
+		return "(none)"
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		bs := make([]string, len(r.Backends))
+		for j, b := range r.Backends {
+			bs[j] = fmt.Sprintf("%s=%s/%d", b.ID(), b.Address, b.Weight)
+			if b.Backup {
+				bs[j] += "/backup"
+			}
+		}
+		h := r.Health
+		parts[i] = fmt.Sprintf("%s %v %s health %s/%s/%s/%d/%d/%d/%s [%s]", r.Name, r.Names, r.Algorithm, h.Type, fmtDuration(h.Interval),
+			fmtDuration(h.Timeout), h.Rise, h.Fall, h.Port, h.OnDown, strings.Join(bs, " "))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -16,7 +16,7 @@ func TestExampleShowsEveryKey(t *testing.T) {
 	}
 	for table, v := range map[string]any{
 		"global": rawGlobal{}, "vip": rawVIP{}, "defaults": rawTuning{},
-		"health": rawHealth{}, "backend": rawBackend{}, "xdp": rawXDP{},
+		"health": rawHealth{}, "backend": rawBackend{}, "xdp": rawXDP{}, "route": rawRoute{},
 	} {
 		for _, key := range tomlKeys(reflect.TypeOf(v)) {
 			// set, or shown commented out: "key = ..." or "# key = ..."
@@ -36,7 +36,7 @@ func tomlKeys(t reflect.Type) []string {
 			keys = append(keys, tomlKeys(f.Type)...)
 			continue
 		}
-		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != "" && tag != "health" && tag != "backend" {
+		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != "" && tag != "health" && tag != "backend" && tag != "route" {
 			keys = append(keys, tag)
 		}
 	}

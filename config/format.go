@@ -60,6 +60,9 @@ func formatGlobal(w *tomlWriter, g *Global) {
 	w.int("max_pipes", g.MaxPipes)
 	w.int("workers", g.Workers)
 	w.bool("drop_capabilities", g.DropCapabilities)
+	w.raw("resolvers", addrList(g.Resolvers))
+	w.dur("resolve_min", g.ResolveMin)
+	w.dur("resolve_max", g.ResolveMax)
 }
 
 func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
@@ -92,6 +95,8 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"proxy_protocol", func() { w.str("proxy_protocol", fmt.Sprint(v.ProxyProtocol)) }},
 		{"accept_proxy_protocol", func() { w.str("accept_proxy_protocol", v.AcceptProxyProtocol) }},
 		{"accept_proxy_protocol_from", func() { w.raw("accept_proxy_protocol_from", prefixList(v.AcceptProxyProtocolFrom, quoteTOML)) }},
+		{"sni_timeout", func() { w.dur("sni_timeout", v.SNITimeout) }},
+		{"sni_no_match", func() { w.str("sni_no_match", v.SNINoMatch) }},
 		{"affinity_timeout", func() { w.dur("affinity_timeout", v.AffinityTimeout) }},
 		{"rebalance_rate", func() { w.int("rebalance_rate", v.RebalanceRate) }},
 		{"session_timeout", func() { w.dur("session_timeout", v.SessionTimeout) }},
@@ -113,13 +118,32 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 			k.write()
 		}
 	}
-	formatHealth(w, &v.Health, opts)
-	for _, b := range v.Backends {
-		w.array("vip.backend")
+	formatHealth(w, "vip.health", &v.Health, opts)
+	formatBackends(w, "vip.backend", v.Backends)
+	for i := range v.Routes {
+		r := &v.Routes[i]
+		w.array("vip.route")
+		w.str("name", r.Name)
+		w.raw("names", stringList(r.Names))
+		w.str("algorithm", fmt.Sprint(r.Algorithm))
+		formatHealth(w, "vip.route.health", &r.Health, opts)
+		formatBackends(w, "vip.route.backend", r.Backends)
+	}
+}
+
+// formatBackends writes bs as the array of tables name.
+func formatBackends(w *tomlWriter, name string, bs []Backend) {
+	for _, b := range bs {
+		w.array(name)
 		if b.Name != "" {
 			w.str("name", b.Name)
 		}
-		w.str("address", b.Address.String())
+		switch {
+		case b.SRV != "":
+			w.str("srv", b.SRV)
+		default:
+			w.str("address", addressText(b))
+		}
 		w.int("weight", b.Weight)
 		if b.Backup {
 			w.bool("backup", true)
@@ -133,6 +157,15 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 	}
 }
 
+// stringList is a TOML array of strings.
+func stringList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = quoteTOML(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
 // vipKeyApplies reports whether key applies to v (see vipScopes).
 func vipKeyApplies(key string, v *VIP) bool {
 	for _, s := range vipScopes {
@@ -143,8 +176,8 @@ func vipKeyApplies(key string, v *VIP) bool {
 	return true
 }
 
-func formatHealth(w *tomlWriter, h *Health, opts FormatOptions) {
-	w.table("vip.health")
+func formatHealth(w *tomlWriter, table string, h *Health, opts FormatOptions) {
+	w.table(table)
 	w.str("type", fmt.Sprint(h.Type))
 	w.dur("interval", h.Interval)
 	w.dur("timeout", h.Timeout)

@@ -23,6 +23,15 @@ func sameConfig(a, b *config.Config) bool {
 			for j := range n.VIPs[i].Backends {
 				n.VIPs[i].Backends[j].Line = 0
 			}
+			n.VIPs[i].Routes = append([]config.Route(nil), c.VIPs[i].Routes...)
+			for j := range n.VIPs[i].Routes {
+				r := &n.VIPs[i].Routes[j]
+				r.Line = 0
+				r.Backends = append([]config.Backend(nil), r.Backends...)
+				for k := range r.Backends {
+					r.Backends[k].Line = 0
+				}
+			}
 		}
 		return n
 	}
@@ -54,6 +63,9 @@ func TestFormatRoundTrip(t *testing.T) {
 	c2 := mustParse(t, `
 [global]
 admin_socket = "off"
+resolvers = ["198.18.0.53", "[2001:db8::53]:5353"]
+resolve_min = "1s"
+resolve_max = "30s"
 metrics_listen = "[::1]:9370"
 [defaults]
 keepalive = "0s"
@@ -73,6 +85,17 @@ hash_balance_factor = 150
   name = "r1"
   address = "[2001:db8::2]:6379"
   weight = 0
+[[vip]]
+name = "named"
+listen = "198.18.0.2:5432"
+  [[vip.backend]]
+  address = "pg-a.db.internal:5432"
+  [[vip.backend]]
+  name = "pool"
+  srv = "_postgresql._tcp.db.internal"
+  backup = true
+  [[vip.backend]]
+  address = "198.18.1.1:5432"
 [[vip]]
 name = "sx"
 listen = "198.18.0.1:7"

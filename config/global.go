@@ -39,6 +39,7 @@ func buildGlobal(p *problems, g *rawGlobal) Global {
 		// compromised daemon keeps only what a reload needs.
 		DropCapabilities: l.boolean("drop_capabilities", g.DropCaps, opt[bool]{}, false),
 	}
+	buildResolve(l, g, &out)
 	out.AdminSocket = checkAdminSocket(l, out.AdminSocket)
 	if out.MetricsListen != "" && !isHostPort(out.MetricsListen) {
 		l.problem("metrics_listen", "%q is not host:port (such as 127.0.0.1:9370 or [::1]:9370)", out.MetricsListen)

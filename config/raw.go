@@ -46,6 +46,9 @@ type rawGlobal struct {
 	MaxPipes      opt[int64]  `toml:"max_pipes"`
 	Workers       opt[int64]  `toml:"workers"`
 	DropCaps      opt[bool]   `toml:"drop_capabilities"`
+	Resolvers     opt[[]any]  `toml:"resolvers"`
+	ResolveMin    opt[string] `toml:"resolve_min"`
+	ResolveMax    opt[string] `toml:"resolve_max"`
 }
 
 // rawTuning is every VIP key that [defaults] may also set.
@@ -68,6 +71,8 @@ type rawTuning struct {
 	DeferAccept       opt[bool]    `toml:"defer_accept"`
 	FirstByteTimeout  opt[string]  `toml:"first_byte_timeout"`
 	QueueTimeout      opt[string]  `toml:"queue_timeout"`
+	SNITimeout        opt[string]  `toml:"sni_timeout"`
+	SNINoMatch        opt[string]  `toml:"sni_no_match"`
 	ProxyProtocol     opt[string]  `toml:"proxy_protocol"`
 	AcceptProxy       opt[string]  `toml:"accept_proxy_protocol"`
 	AcceptProxyFrom   opt[[]any]   `toml:"accept_proxy_protocol_from"`
@@ -99,6 +104,15 @@ type rawVIP struct {
 	Protocol opt[string] `toml:"protocol"`
 	rawTuning
 	Backends []rawBackend `toml:"backend"`
+	Routes   []rawRoute   `toml:"route"`
+}
+
+type rawRoute struct {
+	Name      opt[string]  `toml:"name"`
+	Names     opt[[]any]   `toml:"names"`
+	Algorithm opt[string]  `toml:"algorithm"`
+	Health    rawHealth    `toml:"health"`
+	Backends  []rawBackend `toml:"backend"`
 }
 
 type rawHealth struct {
@@ -130,6 +144,7 @@ type rawHealth struct {
 type rawBackend struct {
 	Name    opt[string] `toml:"name"`
 	Address opt[string] `toml:"address"`
+	SRV     opt[string] `toml:"srv"`
 	Weight  opt[int64]  `toml:"weight"`
 	Backup  opt[bool]   `toml:"backup"`
 	// Per-backend caps on live flows (proxy mode).

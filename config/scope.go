@@ -32,6 +32,8 @@ var vipScopes = []vipScope{
 	{"defer_accept", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"first_byte_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"queue_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode (it is how long a connection waits when every backend is at its max_conns)"},
+	{"sni_timeout", hasRoutes, "applies only to VIPs with [[vip.route]] tables (SNI routing)"},
+	{"sni_no_match", hasRoutes, "applies only to VIPs with [[vip.route]] tables (SNI routing)"},
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"rebalance_rate", isTCPProxy, "applies only to tcp VIPs in proxy mode (l4lb rebalance closes proxied connections)"},
 	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
@@ -55,6 +57,7 @@ func isHashing(v *VIP) bool   { return v.Algorithm.Hashing() }
 func isLeastTime(v *VIP) bool { return v.Algorithm == l4.LeastTime }
 func isTCPProxy(v *VIP) bool  { return v.Protocol == l4.TCP && v.Mode == l4.ModeProxy }
 func isProxy(v *VIP) bool     { return v.Mode == l4.ModeProxy }
+func hasRoutes(v *VIP) bool   { return len(v.Routes) > 0 }
 
 // checkScopes reports keys the VIP sets where they do not apply, and gives
 // every key that does not apply its built-in value, so that a Config holds
@@ -122,6 +125,10 @@ func resetKey(key string, v, def *VIP) {
 		v.FirstByteTimeout = def.FirstByteTimeout
 	case "queue_timeout":
 		v.QueueTimeout = def.QueueTimeout
+	case "sni_timeout":
+		v.SNITimeout = def.SNITimeout
+	case "sni_no_match":
+		v.SNINoMatch = def.SNINoMatch
 	case "affinity_timeout":
 		v.AffinityTimeout = def.AffinityTimeout
 	case "rebalance_rate":
@@ -207,6 +214,13 @@ func checkXDPVIP(l *layer, v *VIP, hasXDP bool) {
 		l.problem("listen", "mode xdp needs a concrete address, not %s", v.Listen.Addr())
 	}
 	for j, b := range v.Backends {
+		if b.SRV != "" {
+			l.p.add(l.vip, l.backendKey(j, "srv"), "srv needs mode proxy: SRV records choose each target's port, and mode xdp forwards packets unchanged")
+		}
+		if b.Host != "" && v.Listen.IsValid() && b.Port != v.Listen.Port() {
+			l.p.add(l.vip, l.backendKey(j, "address"), "port %d must equal the listen port %d in mode xdp (packets are forwarded unchanged)",
+				b.Port, v.Listen.Port())
+		}
 		if !b.Address.IsValid() || !v.Listen.IsValid() {
 			continue
 		}

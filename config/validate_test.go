@@ -89,6 +89,10 @@ func TestGlobalProblems(t *testing.T) {
 		{"pipe_size type", g(`pipe_size = "1M"`), "global.pipe_size", "", "must be an integer, not a string"},
 		{"max_pipes negative", g(`max_pipes = -1`), "global.max_pipes", "", "-1 is out of range 0..4194304"},
 		{"workers too many", g(`workers = 1025`), "global.workers", "", "1025 is out of range 0..1024"},
+		{"resolvers", g(`resolvers = ["dns.example"]`), "global.resolvers", "", "is not ip or ip:port"},
+		{"resolvers type", g(`resolvers = [53]`), "global.resolvers", "", "[0] must be an address"},
+		{"resolve_min range", g(`resolve_min = "10ms"`), "global.resolve_min", "", "out of range 100ms..1h"},
+		{"resolve_min above max", g(`resolve_min = "10m"`), "global.resolve_min", "", "is above resolve_max 5m"},
 	} {
 		t.Run(c.name, c.run)
 	}
@@ -223,6 +227,10 @@ func TestXDPProblems(t *testing.T) {
 		{"backend max_conns", xdp + "[[vip]]\nname = \"pg\"\nlisten = \"198.18.0.10:5432\"\nmode = \"xdp\"\n[[vip.backend]]\naddress = \"198.18.1.41:5432\"\nmax_conns = 5 " + marker + "\n",
 			"vip[0].backend[0].max_conns", "pg", "per-backend caps do not apply in mode xdp"},
 		{"hash_balance_factor", xv(`hash_balance_factor = 150 ` + marker), "vip[0].hash_balance_factor", "dns", "in proxy mode"},
+		{"named backend port", xdp + "[[vip]]\nname = \"dns\"\nlisten = \"198.18.0.20:53\"\nmode = \"xdp\"\n[[vip.backend]]\naddress = \"ns.db.internal:5353\" " + marker + "\n",
+			"vip[0].backend[0].address", "dns", "must equal the listen port 53"},
+		{"srv backend", xdp + "[[vip]]\nname = \"dns\"\nlisten = \"198.18.0.20:53\"\nmode = \"xdp\"\n[[vip.backend]]\nsrv = \"_dns._udp.db.internal\" " + marker + "\n",
+			"vip[0].backend[0].srv", "dns", "srv needs mode proxy"},
 		{"backend port", xdp + "[[vip]]\nname = \"dns\"\nlisten = \"198.18.0.20:53\"\nmode = \"xdp\"\n[[vip.backend]]\naddress = \"198.18.1.41:5353\" " + marker + "\n",
 			"vip[0].backend[0].address", "dns", "must equal the listen port 53"},
 		{"unspecified listen", xdp + "[[vip]]\nname = \"dns\"\nlisten = \"0.0.0.0:53\" " + marker + "\nmode = \"xdp\"\n[[vip.backend]]\naddress = \"198.18.1.41:53\"\n",
@@ -257,6 +265,12 @@ func TestBackendProblems(t *testing.T) {
 		{"duplicate address", b(`address = "198.18.1.11:5432"`), "vip[0].backend[1].address", "pg", `backend "198.18.1.11:5432" is defined twice (first as vip[0].backend[0])`},
 		{"duplicate address v4-mapped", b(`address = "[::ffff:198.18.1.11]:5432"`), "vip[0].backend[1].address", "pg", "is defined twice"},
 		{"duplicate address named", b("name = \"b\"\naddress = \"198.18.1.11:5432\""), "vip[0].backend[1].address", "pg", "198.18.1.11:5432 is already the address of vip[0].backend[0]"},
+		{"address name", b(`address = "pg_a.db:5432"`), "vip[0].backend[1].address", "pg", "or name:port"},
+		{"address name no port", b(`address = "pg-a.db.internal"`), "vip[0].backend[1].address", "pg", "is not ip:port"},
+		{"address numeric name", b(`address = "198.18.1:5432"`), "vip[0].backend[1].address", "pg", "is not ip:port"},
+		{"address and srv", b("address = \"pg-a.db:5432\"\nsrv = \"_pg._tcp.db\""), "vip[0].backend[1].srv", "pg", "address or srv, not both"},
+		{"srv syntax", b(`srv = "pg.db.internal"`), "vip[0].backend[1].srv", "pg", "is not an SRV name"},
+		{"duplicate name:port", b(`address = "PG-A.db.:5432"` + "\n  [[vip.backend]]\n  address = \"pg-a.db:5432\""), "vip[0].backend[2].address", "pg", `backend "pg-a.db:5432" is defined twice`},
 		{"name", b(`name = "a b"`), "vip[0].backend[1].name", "pg", "must be 1 to 64"},
 		{"duplicate name", "[[vip]]\nname = \"pg\"\nlisten = \"198.18.0.10:5432\"\n  [[vip.backend]]\n  name = \"a\"\n  address = \"198.18.1.11:5432\"\n  [[vip.backend]]\n  name = \"a\" " + marker + "\n  address = \"198.18.1.12:5432\"\n",
 			"vip[0].backend[1].name", "pg", `backend "a" is defined twice`},
@@ -357,5 +371,46 @@ func TestDefaultsProblemReportedOnce(t *testing.T) {
 	}
 	if got := cerr.Problems[0].String(); got != `test.toml:2: vip "pg": defaults.retries: 99 is out of range 0..15` {
 		t.Errorf("got %q", got)
+	}
+}
+
+// Named backends load as templates: nothing is resolved, so a file with
+// names that no DNS knows loads (l4lb check passes without DNS).
+func TestNamedBackends(t *testing.T) {
+	c, err := config.Parse("test.toml", []byte(`[global]
+resolvers = ["198.18.0.53", "198.18.0.54:5353"]
+[[vip]]
+name = "pg"
+listen = "198.18.0.10:5432"
+  [[vip.backend]]
+  address = "PG-A.db.internal.:5432"
+  [[vip.backend]]
+  name = "pool"
+  srv = "_postgresql._tcp.nowhere.invalid."
+  [[vip.backend]]
+  address = "198.18.1.11:5432"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Global
+	if fmt.Sprint(g.Resolvers) != "[198.18.0.53:53 198.18.0.54:5353]" || g.ResolveMin.String() != "5s" || g.ResolveMax.String() != "5m0s" {
+		t.Errorf("global = %v %v %v", g.Resolvers, g.ResolveMin, g.ResolveMax)
+	}
+	bs := c.VIPs[0].Backends
+	want := []struct {
+		id, host, srv string
+		port          uint16
+		named         bool
+	}{
+		{"pg-a.db.internal:5432", "pg-a.db.internal", "", 5432, true},
+		{"pool", "", "_postgresql._tcp.nowhere.invalid", 0, true},
+		{"198.18.1.11:5432", "", "", 0, false},
+	}
+	for i, w := range want {
+		b := bs[i]
+		if b.ID() != w.id || b.Host != w.host || b.SRV != w.srv || b.Port != w.port || b.IsNamed() != w.named || b.Address.IsValid() == w.named {
+			t.Errorf("backend %d = %+v (id %q), want %+v", i, b, b.ID(), w)
+		}
 	}
 }

@@ -20,6 +20,7 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	vipTraffic(l, &rv.rawTuning, def, &v)
 	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health, v.Protocol)
 	v.Backends = buildBackends(l, rv.Backends)
+	v.Routes = buildRoutes(l, rv, def, &v)
 	checkScopes(l, &v)
 	checkAccess(l, &v)
 	checkBackups(l, &v)
@@ -106,6 +107,8 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.DeferAccept = l.boolean("defer_accept", o.DeferAccept, d.DeferAccept, false)
 	v.FirstByteTimeout = l.duration("first_byte_timeout", o.FirstByteTimeout, d.FirstByteTimeout, 0, orOff(time.Millisecond, time.Hour))
 	v.QueueTimeout = l.duration("queue_timeout", o.QueueTimeout, d.QueueTimeout, 5*time.Second, orOff(time.Millisecond, time.Hour))
+	v.SNITimeout = l.duration("sni_timeout", o.SNITimeout, d.SNITimeout, 5*time.Second, span(time.Millisecond, 5*time.Minute))
+	v.SNINoMatch = l.oneOf("sni_no_match", o.SNINoMatch, d.SNINoMatch, "default", "default", "close")
 	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))
 	v.RebalanceRate = l.integer("rebalance_rate", o.RebalanceRate, d.RebalanceRate, 10, span[int64](0, 10000))
 	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
@@ -148,7 +151,7 @@ type backendsSeen struct {
 
 // check reports b, at own, if an earlier backend has its identity or address.
 func (s backendsSeen) check(l *layer, own string, b Backend) {
-	if b.Name == "" && !b.Address.IsValid() {
+	if b.Name == "" && !b.Address.IsValid() && !b.IsNamed() {
 		return // no identity; its address problem is reported
 	}
 	if prev, dup := s.id[b.ID()]; dup {
@@ -182,11 +185,7 @@ func buildBackend(l *layer, rb *rawBackend) Backend {
 	b.Backup = l.boolean("backup", rb.Backup, opt[bool]{}, false)
 	b.MaxConns = l.integer("max_conns", rb.MaxConns, opt[int64]{}, 0, span[int64](0, 10_000_000))
 	b.MaxSessions = l.integer("max_sessions", rb.MaxSessions, opt[int64]{}, 0, span[int64](0, 10_000_000))
-	b.Address = l.addrPort("address", rb.Address)
-	if b.Address.IsValid() && b.Address.Addr().IsUnspecified() {
-		l.problem("address", "%s is not a backend address", b.Address.Addr())
-		b.Address = netip.AddrPort{}
-	}
+	backendTarget(l, rb, &b)
 	return b
 }
 

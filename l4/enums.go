@@ -194,6 +194,8 @@ const (
 	EndClientLimit              // refused by a per-client limit (max_conns_per_client, conn_rate_per_client)
 	EndFirstByte                // closed (FIN): the client sent nothing within first_byte_timeout; no backend was dialed
 	EndQueueTimeout             // reset: every backend stayed at its max_conns for queue_timeout; no backend was dialed
+	EndSNITimeout               // reset: no complete TLS ClientHello within sni_timeout (a VIP with SNI routes); no backend was dialed
+	EndSNINoMatch               // reset: the ClientHello matched no SNI route (not TLS, no server name, or an unlisted one) and sni_no_match = "close"
 )
 
 var endNames = [...]string{
@@ -222,6 +224,8 @@ var endNames = [...]string{
 	EndClientLimit:    "client_limit",
 	EndFirstByte:      "first_byte_timeout",
 	EndQueueTimeout:   "queue_timeout",
+	EndSNITimeout:     "sni_timeout",
+	EndSNINoMatch:     "sni_no_match",
 }
 
 func (r EndReason) String() string { return enumName(r, "end", endNames[:]) }

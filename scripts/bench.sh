@@ -18,7 +18,10 @@
 # and server are installed), and T8 WebSocket hold: T8_CONNS WebSockets
 # (testserver -ws in the three backends) each sending a message a second
 # for T8_HOLD seconds, reporting the balancer's RSS, its CPU per message
-# and the echo p99.
+# and the echo p99. T9 (l4lb only): new connections that send a TLS
+# ClientHello to an echo server, through a plain VIP and through one with an
+# SNI route: the report gives the CPU per new connection of each and their
+# ratio, the cost of peeking and routing.
 #
 #   make bench                      # 3 rounds, about 30 minutes with both peers
 #   QUICK=1 scripts/bench.sh        # smoke run: 1 round, short steps (2-3 minutes)
@@ -29,7 +32,7 @@
 # T5_CONNS (5000), T5_HOLD (10), T6_DUR (DUR: seconds of pgbench -S), PG_SCALE
 # (10: pgbench -i scale, about 150 MB), T7_REQS (200000 requests per redis-benchmark
 # command: it has no duration flag), T8_CONNS (5000), T8_HOLD (10),
-# WORKLOADS ("T1 T2 T3 T4 T5 T6 T7 T8"), PATHS
+# WORKLOADS ("T1 T2 T3 T4 T5 T6 T7 T8 T9"), PATHS
 # ("direct l4lb l4lb-log iocopy haproxy nginx"; a peer that is not installed is
 # left out with one line saying so), CONNLOG_RATE (l4lb-log's log_connections_rate;
 # unset: the built-in 1000 a second per VIP; 0 = no cap), SETTLE (1 s between steps),
@@ -73,7 +76,7 @@ PG_SCALE=${PG_SCALE:-10}
 T7_REQS=${T7_REQS:-200000}
 T8_CONNS=${T8_CONNS:-5000}
 T8_HOLD=${T8_HOLD:-10}
-WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5 T6 T7 T8}
+WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5 T6 T7 T8 T9}
 PATHS=${PATHS:-direct l4lb l4lb-log iocopy haproxy nginx}
 CONNLOG_RATE=${CONNLOG_RATE:-}
 SETTLE=${SETTLE:-1}
@@ -90,6 +93,7 @@ BACKEND_NS=($S-b1 $S-b2 $S-b3)
 BACKEND_IPS=(198.18.1.11 198.18.1.12 198.18.1.13)
 VIP=198.18.2.10
 BULK_PORT=5201 HTTP_PORT=8080 ECHO_PORT=7000 UDP_PORT=9000 WS_PORT=8090
+TLS_PLAIN_PORT=8443 TLS_SNI_PORT=8444 # T9: l4lb's VIPs without and with an SNI route, both to the echo servers
 PG_PORT=5432 REDIS_PORT=6379
 # DB_SERVICES: "name:port" of the one-backend database services of this
 # run (T6: pg, T7: redis), on backend 1; every path gets a VIP for each.
@@ -410,6 +414,34 @@ $(backend_list $UDP_PORT)
 TOML
 }
 
+# sni_vips: T9: two VIPs to the echo servers, one plain, one whose
+# ClientHellos are peeked and routed by server name (an SNI route to the
+# same servers): the two differ only by the peek.
+sni_vips() {
+  cat <<TOML
+
+# T9: new connections sending a TLS ClientHello, without and with SNI routing
+[[vip]]
+name = "tls-plain"
+listen = "$VIP:$TLS_PLAIN_PORT"
+protocol = "tcp"
+algorithm = "round_robin"
+$(backend_list $ECHO_PORT)
+
+[[vip]]
+name = "tls-sni"
+listen = "$VIP:$TLS_SNI_PORT"
+protocol = "tcp"
+algorithm = "round_robin"
+sni_no_match = "close"
+$(backend_list $ECHO_PORT)
+  [[vip.route]]
+  name = "bench"
+  names = ["bench.example", "*.bench.example"]
+$(backend_list $ECHO_PORT | sed 's/vip.backend/vip.route.backend/')
+TOML
+}
+
 # db_vip NAME PORT: T6, T7: a VIP with backend 1 only.
 db_vip() {
   cat <<TOML
@@ -473,6 +505,7 @@ algorithm = "round_robin"
 $(backend_list $WS_PORT)
 TOML
   if [ $UDP = 1 ]; then udp_vip >>"$RUN/l4lb.toml"; fi
+  sni_vips >>"$RUN/l4lb.toml"
   local svc
   for svc in "${DB_SERVICES[@]}"; do db_vip "${svc%%:*}" "${svc##*:}" >>"$RUN/l4lb.toml"; done
   inns $LB bin/l4lb check --config "$RUN/l4lb.toml" >&2 # there, it sees the VIP
@@ -637,6 +670,15 @@ run_path() {
   fi
   if runs T2; then
     measure T2 "$path" "$round" $((DUR + 40)) connrate -addr $host:$HTTP_PORT -c 64 -d "${DUR}s" -warmup 1s
+  fi
+  if runs T9 && [ "$path" = l4lb ]; then
+    # The same ClientHello to both VIPs; which goes first alternates by round.
+    local v vips=(plain:$TLS_PLAIN_PORT sni:$TLS_SNI_PORT)
+    [ $((round % 2)) = 0 ] && vips=(sni:$TLS_SNI_PORT plain:$TLS_PLAIN_PORT)
+    for v in "${vips[@]}"; do
+      measure "T9-${v%%:*}" "$path" "$round" $((DUR + 40)) connrate -addr "$VIP:${v##*:}" -hello bench.example \
+        -c 64 -d "${DUR}s" -warmup 1s
+    done
   fi
   if runs T3; then
     measure T3 "$path" "$round" $((DUR + 40)) rr -addr $host:$ECHO_PORT -c 4 -rate 2000 -d "${DUR}s"

@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
+
+// checkNamesTimeout bounds the lookups of named backends in `l4lb check`.
+const checkNamesTimeout = 5 * time.Second
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("check", stdout, stderr)
@@ -33,6 +37,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	// Names are looked up, but one that does not resolve is a warning:
+	// run starts without its backends, and the file is still right.
+	warnings = append(warnings, reconcile.CheckNames(cfg, checkNamesTimeout)...)
 	socket := *sock
 	if socket == "" {
 		socket = cfg.Global.AdminSocket

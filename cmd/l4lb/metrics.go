@@ -26,6 +26,9 @@ type statusCollector struct {
 
 var vipLabels, backendLabels = []string{"vip", "protocol"}, []string{"vip", "backend", "address"}
 
+// nameLabels: a named backend's VIP, identity, and what it looks up (name:port or the SRV name).
+var nameLabels = []string{"vip", "backend", "name"}
+
 func newStatusCollector(status func() reconcile.Status) *statusCollector {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("l4lb_"+name, help, labels, nil)
@@ -64,6 +67,9 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"udp_full":    d("vip_udp_backends_full_total", "Datagrams dropped because a new session found every backend at its max_sessions.", vipLabels),
 		"b_max":       d("backend_max_flows", "The backend's cap on live flows (max_conns, max_sessions); 0 = none.", backendLabels),
 		"first_byte":  d("vip_first_byte_timeouts_total", "TCP clients closed for sending nothing within first_byte_timeout (no backend dialed).", vipLabels),
+		"sni":         d("vip_sni_total", "Connections of a VIP with SNI routes that no route took: event no_match (an unlisted name or none), not_tls (not TLS or malformed), timeout (no whole ClientHello within sni_timeout: reset), default (sent to the VIP's own backends).", append(vipLabels[:len(vipLabels):len(vipLabels)], "event")),
+		"route_conns": d("vip_route_connections_total", "Connections an SNI route took (its names matched the ClientHello).", []string{"vip", "route"}),
+		"route_elig":  d("vip_route_eligible_backends", "Backends of an SNI route new connections may go to.", []string{"vip", "route"}),
 		"lost_wake":   d("vip_lost_wakeups_total", "Blocked directions the once-a-second retry got moving: wake-ups the kernel never sent.", vipLabels),
 		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
 		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
@@ -72,6 +78,9 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"serving_bk":  d("vip_serving_backups", "1 while the VIP's backup backends take its new flows (no primary is eligible); VIPs with backups only.", vipLabels),
 		"denied":      d("vip_denied_total", "Clients refused by the VIP's allow/deny lists in user space (TCP connections reset, UDP datagrams dropped).", vipLabels),
 		"client_lim":  d("vip_client_limited_total", "Clients refused by a per-client limit (TCP connections reset, UDP datagrams dropped).", vipLabels),
+		"dns_errors":  d("dns_lookup_errors_total", "Failed or empty lookups of a named backend's DNS name (the last good answer stays in use).", nameLabels),
+		"dns_age":     d("dns_answer_age_seconds", "Seconds since a named backend's name last gave a good answer; absent until it has.", nameLabels),
+		"dns_addrs":   d("dns_addresses", "Addresses (backends) in a named backend's last good answer; 0 = never resolved.", nameLabels),
 		"pipes_open":  d("pipes_open", "Splice pipes with open descriptors.", nil),
 		"pipes_lent":  d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
 		"pipes_max":   d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
@@ -144,6 +153,14 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if v.Serving != "" {
 			ch <- prometheus.MustNewConstMetric(c.descs["serving_bk"], gauge, boolGauge(v.Serving == "backups"), vl...)
 		}
+		for _, n := range v.Names {
+			nl := []string{v.Name, n.Backend, n.Lookup}
+			ch <- prometheus.MustNewConstMetric(c.descs["dns_errors"], counter, float64(n.Errors), nl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["dns_addrs"], gauge, float64(len(n.Addresses)), nl...)
+			if n.AnswerAge > 0 {
+				ch <- prometheus.MustNewConstMetric(c.descs["dns_age"], gauge, n.AnswerAge, nl...)
+			}
+		}
 		if v.XDP == nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["log_drop"], counter, float64(v.ConnLogDropped), vl...)
 		}
@@ -184,26 +201,44 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_moved"], counter, float64(u.Moved), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_full"], counter, float64(u.BackendsFull), vl...)
 		}
-		for _, b := range v.Backends {
-			bl := []string{v.Name, b.ID, b.Address}
-			up := 1.0
-			if b.Health == "down" {
-				up = 0
+		c.collectBackends(ch, v.Name, v.XDP != nil, v.Backends)
+		if sni := v.SNI; sni != nil {
+			for event, n := range map[string]uint64{"no_match": sni.NoMatchCount, "not_tls": sni.NotTLS, "timeout": sni.Timeouts, "default": sni.Default} {
+				ch <- prometheus.MustNewConstMetric(c.descs["sni"], counter, float64(n), append(vl[:len(vl):len(vl)], event)...)
 			}
-			ch <- prometheus.MustNewConstMetric(c.descs["b_live"], gauge, float64(b.LiveFlows), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_flows"], counter, float64(b.Flows), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_fails"], counter, float64(b.ConnectFails), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_in"], counter, float64(b.BytesIn), bl...)
-			if v.XDP != nil {
-				ch <- prometheus.MustNewConstMetric(c.descs["b_packets"], counter, float64(b.Packets), bl...)
+			for _, r := range sni.Routes {
+				ch <- prometheus.MustNewConstMetric(c.descs["route_conns"], counter, float64(r.Routed), v.Name, r.Name)
+				ch <- prometheus.MustNewConstMetric(c.descs["route_elig"], gauge, float64(r.Eligible), v.Name, r.Name)
+				// A route's backends are the VIP's "NAME/ROUTE" (its
+				// backend names may repeat the VIP's own).
+				c.collectBackends(ch, v.Name+"/"+r.Name, false, r.Backends)
 			}
-			ch <- prometheus.MustNewConstMetric(c.descs["b_out"], counter, float64(b.BytesOut), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_up"], gauge, up, bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_rtt"], gauge, b.RTT.Seconds(), bl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["b_weight"], gauge, float64(b.Weight), bl...)
-			if v.XDP == nil {
-				ch <- prometheus.MustNewConstMetric(c.descs["b_max"], gauge, float64(b.MaxFlows), bl...)
-			}
+		}
+	}
+}
+
+// collectBackends sends the series of a VIP's (or an SNI route's) backends.
+func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip string, xdp bool, bs []reconcile.BackendStatus) {
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	for _, b := range bs {
+		bl := []string{vip, b.ID, b.Address}
+		up := 1.0
+		if b.Health == "down" {
+			up = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs["b_live"], gauge, float64(b.LiveFlows), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_flows"], counter, float64(b.Flows), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_fails"], counter, float64(b.ConnectFails), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_in"], counter, float64(b.BytesIn), bl...)
+		if xdp {
+			ch <- prometheus.MustNewConstMetric(c.descs["b_packets"], counter, float64(b.Packets), bl...)
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs["b_out"], counter, float64(b.BytesOut), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_up"], gauge, up, bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_rtt"], gauge, b.RTT.Seconds(), bl...)
+		ch <- prometheus.MustNewConstMetric(c.descs["b_weight"], gauge, float64(b.Weight), bl...)
+		if !xdp {
+			ch <- prometheus.MustNewConstMetric(c.descs["b_max"], gauge, float64(b.MaxFlows), bl...)
 		}
 	}
 }

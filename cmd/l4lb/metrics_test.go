@@ -17,10 +17,17 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 		Process: reconcile.ProcessStatus{Version: "v", LastReload: &reconcile.ReloadStatus{OK: true}},
 		XDP:     &reconcile.XDPStatus{Interface: "eth0", Counters: map[string]uint64{"tx": 5, "drop_no_neigh": 1}},
 		VIPs: []reconcile.VIPStatus{
-			{Name: "t", Protocol: "tcp", TCP: &reconcile.TCPStatus{LimitWaits: 2}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:80"}}},
+			{Name: "t", Protocol: "tcp", TCP: &reconcile.TCPStatus{LimitWaits: 2}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:80"}},
+				Names: []reconcile.NameStatus{{Backend: "p", Lookup: "pg.db:80", Addresses: []string{"198.18.1.1:80"}, AnswerAge: 2, Errors: 1},
+					{Backend: "q", Lookup: "pg.db:80"}}},
 			{Name: "t", Protocol: "tcp", Draining: true, TCP: &reconcile.TCPStatus{}},
 			{Name: "u", Protocol: "udp", UDP: &reconcile.UDPStatus{Datagrams: 3}},
 			{Name: "x", Protocol: "udp", XDP: &reconcile.XDPVIPStatus{Packets: 7}, Backends: []reconcile.BackendStatus{{ID: "b", Address: "198.18.1.2:53", Packets: 7}}},
+			// SNI routes: a route's backend may share the VIP's backend's
+			// name and address; its series are the VIP's "NAME/ROUTE".
+			{Name: "s", Protocol: "tcp", TCP: &reconcile.TCPStatus{}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:443"}},
+				SNI: &reconcile.SNIStatus{NoMatch: "default", Timeouts: 2, Routes: []reconcile.RouteStatus{
+					{Name: "api", Names: []string{"api.example.test"}, Routed: 5, Eligible: 1, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:443"}}}}}},
 		},
 	}
 	reg := prometheus.NewRegistry()
@@ -34,14 +41,32 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 		names[f.GetName()] = true
 	}
 	for _, want := range []string{"l4lb_vip_draining", "l4lb_vip_limit_waits_total", "l4lb_vip_udp_datagrams_total",
-		"l4lb_vip_xdp_packets_total", "l4lb_xdp_events_total", "l4lb_backend_packets_total", "l4lb_last_reload_successful", "l4lb_build_info"} {
+		"l4lb_vip_xdp_packets_total", "l4lb_xdp_events_total", "l4lb_backend_packets_total", "l4lb_last_reload_successful", "l4lb_build_info",
+		"l4lb_dns_lookup_errors_total", "l4lb_dns_answer_age_seconds", "l4lb_dns_addresses",
+		"l4lb_vip_sni_total", "l4lb_vip_route_connections_total", "l4lb_vip_route_eligible_backends"} {
 		if !names[want] {
 			t.Errorf("no %s among %d families", want, len(families))
 		}
 	}
 	for _, f := range families {
-		if strings.HasPrefix(f.GetName(), "l4lb_vip_draining") && len(f.GetMetric()) != 3 {
-			t.Errorf("%s: %d series, want one per VIP name (3)", f.GetName(), len(f.GetMetric()))
+		if strings.HasPrefix(f.GetName(), "l4lb_vip_draining") && len(f.GetMetric()) != 4 {
+			t.Errorf("%s: %d series, want one per VIP name (4)", f.GetName(), len(f.GetMetric()))
+		}
+		if f.GetName() == "l4lb_backend_live_flows" {
+			vips := map[string]bool{}
+			for _, m := range f.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "vip" {
+						vips[lp.GetValue()] = true
+					}
+				}
+			}
+			if !vips["s"] || !vips["s/api"] {
+				t.Errorf("backend series by vip: %v, want s and s/api", vips)
+			}
+		}
+		if f.GetName() == "l4lb_vip_route_connections_total" && (len(f.GetMetric()) != 1 || f.GetMetric()[0].GetCounter().GetValue() != 5) {
+			t.Errorf("%s: %v", f.GetName(), f.GetMetric())
 		}
 	}
 }

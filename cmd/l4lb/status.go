@@ -173,29 +173,19 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		if rb := v.Rebalance; rb != nil {
 			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
 		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS\tIN\tOUT\tRTT\tLAST CHECK")
-		for _, b := range v.Backends {
-			last := b.LastCheck
-			if b.Reason != "" && b.Reason != last {
-				last = strings.TrimSpace(last + " (down: " + b.Reason + ")")
-			}
-			health := b.Health
-			if b.Trial {
-				health += "/trial"
-			}
-			if b.Backup {
-				health += "/backup"
-			}
-			if b.Override != "" {
-				health += "/" + strings.ToUpper(b.Override)
-				last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
-				b.ID, b.Address, b.Weight, health, liveString(b), b.Flows, b.ConnectFails,
-				bytesString(b.BytesIn), bytesString(b.BytesOut), rttString(b.RTT), last)
+		for _, n := range v.Names {
+			fmt.Fprintf(w, "  dns %s\n", nameSummary(n))
 		}
-		tw.Flush()
+		backendTable(w, "  ", v.Backends)
+		if sni := v.SNI; sni != nil {
+			fmt.Fprintf(w, "  sni: timeout %s  no-match %s  default %d  sni-no-match %d  sni-not-tls %d  sni-timeouts %d\n",
+				sni.Timeout, sni.NoMatch, sni.Default, sni.NoMatchCount, sni.NotTLS, sni.Timeouts)
+			for _, r := range sni.Routes {
+				fmt.Fprintf(w, "  route %s  %s  %s  eligible %d/%d  routed %d\n",
+					r.Name, strings.Join(r.Names, ","), r.Algorithm, r.Eligible, len(r.Backends), r.Routed)
+				backendTable(w, "    ", r.Backends)
+			}
+		}
 	}
 }
 
@@ -206,6 +196,33 @@ func liveString(b reconcile.BackendStatus) string {
 		return fmt.Sprintf("%d/%d", b.LiveFlows, b.MaxFlows)
 	}
 	return strconv.FormatInt(b.LiveFlows, 10)
+}
+
+// backendTable writes a backend table, each line indented by indent.
+func backendTable(w io.Writer, indent string, bs []reconcile.BackendStatus) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, indent+"BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS\tIN\tOUT\tRTT\tLAST CHECK")
+	for _, b := range bs {
+		last := b.LastCheck
+		if b.Reason != "" && b.Reason != last {
+			last = strings.TrimSpace(last + " (down: " + b.Reason + ")")
+		}
+		health := b.Health
+		if b.Trial {
+			health += "/trial"
+		}
+		if b.Backup {
+			health += "/backup"
+		}
+		if b.Override != "" {
+			health += "/" + strings.ToUpper(b.Override)
+			last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))
+		}
+		fmt.Fprintf(tw, indent+"%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
+			b.ID, b.Address, b.Weight, health, liveString(b), b.Flows, b.ConnectFails,
+			bytesString(b.BytesIn), bytesString(b.BytesOut), rttString(b.RTT), last)
+	}
+	tw.Flush()
 }
 
 func pinned(path string) string {
@@ -291,4 +308,23 @@ func rttString(d time.Duration) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
+
+// nameSummary is one named backend's line: its last good answer, how old,
+// and the error while lookups fail.
+func nameSummary(n reconcile.NameStatus) string {
+	s := n.Lookup + ": "
+	if len(n.Addresses) == 0 {
+		s += "NOT RESOLVED (no backends from it)"
+	} else {
+		s += fmt.Sprintf("%s (answer %s old)", strings.Join(n.Addresses, " "), secondsString(n.AnswerAge))
+	}
+	if n.Error != "" {
+		s += fmt.Sprintf("  FAILING for %s: %s", secondsString(n.FailingFor), n.Error)
+	}
+	return s
+}
+
+func secondsString(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(100 * time.Millisecond).String()
 }

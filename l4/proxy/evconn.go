@@ -69,6 +69,11 @@ type evConn struct {
 	snap *snapshot.Snapshot
 	aff  *conntrack.Affinity
 	flow l4.Flow
+	// routes: the VIP's SNI routes when the connection was accepted (nil =
+	// none); rt: the route its ClientHello chose (nil = the VIP's own
+	// backends).
+	routes *Routes
+	rt     *Route
 
 	client, backend sock
 	cEnd, bEnd      evEnd
@@ -141,7 +146,7 @@ const keepAliveAfter = time.Second
 // startConn begins proxying a freshly accepted client socket.
 func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 	c := l.newConn()
-	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), gen: c.gen}
+	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), routes: s.routes.Load(), gen: c.gen}
 	c.backend.reg = reg{fd: -1, slot: -1}
 	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
 	c.flow = l4.Flow{Src: src, Dst: s.key.Addr, Proto: l4.TCP}
@@ -198,7 +203,7 @@ func (c *evConn) admit(l *loop) {
 // dial picks the next backend and starts a non-blocking connect.
 func (c *evConn) dial(l *loop) {
 	l.unwait(c)
-	if c.attempts == 0 && c.svc.queue.n.Load() > 0 && c.st.QueueTimeout > 0 {
+	if c.attempts == 0 && c.svc.queue.n.Load() > 0 && c.st.QueueTimeout > 0 && c.svc.queue.has(c.store()) {
 		c.enqueue(l) // others wait for a slot already: arrival order
 		return
 	}
@@ -337,6 +342,10 @@ func (c *evConn) connectTimer(l *loop) {
 		c.queueTimer(l)
 		return
 	}
+	if c.state == evHello {
+		c.helloTimeout(l)
+		return
+	}
 	if c.state != evConnecting {
 		return
 	}
@@ -365,8 +374,8 @@ func (c *evConn) connectFailed(l *loop, err error) {
 	if !localFailure(err) {
 		b.Stats.ConnectFails.Add(1)
 		s.Stats.ConnectFails.Add(1)
-		if s.obs != nil {
-			s.obs.ConnectFailed(b, err)
+		if o := c.observer(); o != nil {
+			o.ConnectFailed(b, err)
 		}
 	}
 	s.release(b)
@@ -434,12 +443,12 @@ func (c *evConn) connected(l *loop, events uint32) {
 	if c.aff != nil {
 		_ = c.aff.Set(s.key, c.flow.Src.Addr(), b)
 	}
-	if s.obs != nil {
+	if o := c.observer(); o != nil {
 		var rtt time.Duration
 		if c.st.MeasureConnect {
 			rtt = tcpInfoRTT(c.backend.fd, time.Duration(l.now()-c.dialAt))
 		}
-		s.obs.ConnectOK(b, rtt)
+		o.ConnectOK(b, rtt)
 	}
 	if err := c.sendProxyHeader(l); err != nil {
 		c.connectFailed(l, err)
@@ -516,6 +525,15 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 		if !backend && events&unix.EPOLLERR != 0 {
 			c.finish(l, false, false, l4.EndClientReset) // gave up waiting; bytes and a FIN wait for the backend
 		}
+	case evHello:
+		if backend {
+			return
+		}
+		if events&unix.EPOLLERR != 0 {
+			c.finish(l, false, false, l4.EndClientReset)
+			return
+		}
+		c.readHello(l)
 	case evOpen, evClosing:
 		if events&unix.EPOLLERR != 0 {
 			c.failed(l, &sk.reg) // a reset: the other side learns by one too

@@ -18,6 +18,10 @@ const evFirstByte = evHanding + 1
 // or first a wait for the client's first byte. The wait arms one timer on the loop's heap (the connect timer's
 // kind: connectTimer tells the states apart) and allocates nothing.
 func (c *evConn) awaitFirstByte(l *loop) {
+	if c.routes != nil { // the ClientHello's wait stands for the first byte's
+		c.awaitHello(l)
+		return
+	}
 	if c.st.FirstByteTimeout <= 0 {
 		c.dial(l)
 		return

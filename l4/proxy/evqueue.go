@@ -13,12 +13,13 @@ import (
 
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
 // evQueued: accepted, no backend dialed, waiting in the VIP's queue for a
 // backend to free a slot (declared here, beside its code, after
-// evfirst.go's state).
-const evQueued = evFirstByte + 1
+// evhello.go's state).
+const evQueued = evHello + 1
 
 // queuePoll is how often a waiting connection looks for room itself: the
 // wake-ups on release and publish serve waiters at once, this only bounds
@@ -28,7 +29,10 @@ const queuePoll = 200 * time.Millisecond
 
 // waitQueue is a VIP's connections waiting for a backend slot, oldest
 // first. Any loop may serve or leave it, so it is locked; the paths that
-// run when nobody waits (every release) read only n.
+// run when nobody waits (every release) read only n. A VIP with SNI routes
+// keeps one queue for all of them, each waiter with the store it picks
+// from: a slot is offered to the oldest waiter whose store has room, so a
+// full route never holds up another one.
 type waitQueue struct {
 	n  atomic.Int64 // len(q)
 	mu sync.Mutex
@@ -36,11 +40,13 @@ type waitQueue struct {
 }
 
 // waiter is a connection in the queue, on the loop that owns it; gen tells
-// a reused connection struct from the one that queued.
+// a reused connection struct from the one that queued; store is what it
+// picks from (the VIP's, or its SNI route's).
 type waiter struct {
-	l   *loop
-	c   *evConn
-	gen uint32
+	l     *loop
+	c     *evConn
+	gen   uint32
+	store *snapshot.Store
 }
 
 func (q *waitQueue) push(w waiter, front bool) {
@@ -54,18 +60,32 @@ func (q *waitQueue) push(w waiter, front bool) {
 	q.mu.Unlock()
 }
 
-// pop takes the oldest waiter.
+// pop takes the oldest waiter whose store has a backend below its cap
+// (each store's snapshot is looked at once).
 func (q *waitQueue) pop() (waiter, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.q) == 0 {
-		return waiter{}, false
+	var full []*snapshot.Store // stores seen without room: few (a VIP and its routes)
+	for i, w := range q.q {
+		if slices.Contains(full, w.store) {
+			continue
+		}
+		if !w.store.Load().Room() {
+			full = append(full, w.store)
+			continue
+		}
+		q.q = slices.Delete(q.q, i, i+1)
+		q.n.Store(int64(len(q.q)))
+		return w, true
 	}
-	w := q.q[0]
-	q.q[0] = waiter{}
-	q.q = q.q[1:]
-	q.n.Store(int64(len(q.q)))
-	return w, true
+	return waiter{}, false
+}
+
+// has reports whether a connection picking from store waits.
+func (q *waitQueue) has(store *snapshot.Store) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.ContainsFunc(q.q, func(w waiter) bool { return w.store == store })
 }
 
 // remove takes c out (it ended while waiting); a no-op when it was popped
@@ -82,9 +102,9 @@ func (q *waitQueue) remove(c *evConn) {
 // Queued returns how many connections wait for a backend slot now.
 func (s *TCPService) Queued() int { return int(s.queue.n.Load()) }
 
-// ServeQueue hands the oldest waiting connection to its loop to pick
-// again: a backend released a slot, or a new snapshot (a backend up, a
-// reload that raised a cap) may have room. Safe from any goroutine; a
+// ServeQueue hands the oldest waiting connection that has room to its loop
+// to pick again: a backend released a slot, or a new snapshot (a backend
+// up, a reload that raised a cap) may have room. Safe from any goroutine; a
 // no-op when nobody waits, and once a drain ran out of time (its reset
 // of the waiting set must find them all; none is dialed then).
 func (s *TCPService) ServeQueue() {
@@ -111,12 +131,20 @@ func (c *evConn) enqueue(l *loop) {
 	c.gen = l.nextGen() // an earlier wait's or connect's timer must not fire on this one
 	c.queueUntil = l.now() + int64(c.st.QueueTimeout)
 	c.inQueue = true
-	s.queue.push(waiter{l: l, c: c, gen: c.gen}, false)
+	s.queue.push(waiter{l: l, c: c, gen: c.gen, store: c.store()}, false)
 	c.armQueueTimer(l)
 	// A slot freed between the pick and the push saw nobody waiting.
-	if s.snaps.Load().Room() {
+	if c.store().Load().Room() {
 		s.ServeQueue()
 	}
+}
+
+// store is where c picks from: its SNI route's snapshots, or the VIP's.
+func (c *evConn) store() *snapshot.Store {
+	if c.rt != nil {
+		return c.rt.Snapshots
+	}
+	return c.svc.snaps
 }
 
 // armQueueTimer arms the next look for room, or the timeout if sooner.
@@ -131,8 +159,8 @@ func (c *evConn) queueTimer(l *loop) {
 		c.queueTimeout(l)
 		return
 	}
-	if c.svc.snaps.Load().Room() {
-		c.svc.ServeQueue() // the oldest waiter first, which may not be c
+	if c.store().Load().Room() {
+		c.svc.ServeQueue() // the oldest waiter with room first, which may not be c
 	}
 	c.armQueueTimer(l)
 }
@@ -149,12 +177,12 @@ func (s *TCPService) serveWaiter(l *loop, c *evConn, gen uint32) {
 		return // a drain's end resets the waiting set, this one with it
 	}
 	c.inQueue = false
-	c.snap = s.snaps.Load() // a reload or health change since it came
+	c.snap = c.store().Load() // a reload or health change since it came
 	b := c.pickBackend()
 	if b == nil {
 		if c.snap.Full(&c.tried) {
 			c.inQueue = true
-			s.queue.push(waiter{l: l, c: c, gen: gen}, true) // its timers run on: same gen
+			s.queue.push(waiter{l: l, c: c, gen: gen, store: c.store()}, true) // its timers run on: same gen
 			return
 		}
 		c.state = evConnecting
@@ -165,9 +193,8 @@ func (s *TCPService) serveWaiter(l *loop, c *evConn, gen uint32) {
 	c.state = evConnecting
 	c.gen = l.nextGen() // the wait's timer must not fire on the connect
 	c.start(l, b)
-	if s.queue.n.Load() > 0 && s.snaps.Load().Room() {
-		s.ServeQueue() // more room (a raised cap, a backend up): the next one
-	}
+	s.ServeQueue() // more room (a raised cap, a backend up): the next one
+
 }
 
 // queueTimeout resets a client that waited queue_timeout for a backend

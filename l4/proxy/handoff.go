@@ -19,7 +19,8 @@ import (
 // besides its two sockets. Bytes the old process read and had not written
 // are flushed before, so none are in flight outside the sockets.
 type ConnState struct {
-	VIP         string         `json:"vip"` // l4.VIPKey.String()
+	VIP         string         `json:"vip"`             // l4.VIPKey.String()
+	Route       string         `json:"route,omitempty"` // the SNI route that chose its backend; "" = the VIP's own backends
 	Backend     l4.BackendID   `json:"backend"`
 	BackendAddr netip.AddrPort `json:"backend_addr"`
 	Client      netip.AddrPort `json:"client"`
@@ -201,8 +202,12 @@ func (l *loop) restoreHanding() int {
 // handoverState is the connection's state for the next process.
 func (c *evConn) handoverState(l *loop) ConnState {
 	now := l.now()
+	route := ""
+	if c.rt != nil {
+		route = c.rt.Name
+	}
 	return ConnState{
-		VIP: c.svc.key.String(), Backend: c.target.ID, BackendAddr: c.target.Addr,
+		VIP: c.svc.key.String(), Route: route, Backend: c.target.ID, BackendAddr: c.target.Addr,
 		Client: c.flow.Src, Local: c.flow.Dst, Loop: l.id,
 		Started:     time.Now().Add(-time.Duration(now - c.acceptAt)),
 		StartedMono: hostMono() - (now - c.acceptAt),
@@ -332,6 +337,9 @@ func (s *TCPService) AdoptConn(st ConnState, cfd, bfd int, b *l4.Backend) {
 func (s *TCPService) adoptOn(l *loop, st ConnState, cfd, bfd int, b *l4.Backend) {
 	c := l.newConn()
 	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), gen: c.gen, target: b, state: evHanding}
+	if st.Route != "" {
+		c.rt = s.routes.Load().byName(st.Route) // its passive marks go to the route's health
+	}
 	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
 	c.flow = l4.Flow{Src: st.Client, Dst: st.Local, Proto: l4.TCP}
 	c.client.reg, c.backend.reg = reg{fd: cfd, slot: -1}, reg{fd: bfd, slot: -1}

@@ -115,6 +115,14 @@ type ServiceStats struct {
 	// queue_timeout ran out (or at once, with queue_timeout 0).
 	QueueWaits    atomic.Uint64
 	QueueTimeouts atomic.Uint64
+	// SNI routing (a VIP with routes): clients whose ClientHello was not
+	// TLS or malformed, had no server name or one no route lists, or was
+	// not complete within sni_timeout; and those the VIP's own backends
+	// took for want of a route.
+	SNINotTLS   atomic.Uint64
+	SNINoMatch  atomic.Uint64
+	SNITimeouts atomic.Uint64
+	SNIDefault  atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
@@ -130,6 +138,7 @@ type TCPService struct {
 	// listenKeepAlive is what the listener applies to accepted sockets.
 	listenKeepAlive time.Duration
 	affinity        atomic.Pointer[conntrack.Affinity] // nil = no affinity
+	routes          atomic.Pointer[Routes]             // nil = no SNI routing
 	limit           limiter
 	clients         *guard.Clients // per-client counts; they outlive reloads
 	budget          *ConnBudget    // process-wide; nil = none
@@ -205,6 +214,10 @@ func NewTCPService(cfg TCPConfig) (*TCPService, error) {
 	s.Update(cfg.Settings)
 	return s, nil
 }
+
+// SetRoutes swaps in the SNI routes new connections use (nil = none);
+// connections already routed keep their route.
+func (s *TCPService) SetRoutes(r *Routes) { s.routes.Store(r) }
 
 // Key returns the VIP's listen address and protocol.
 func (s *TCPService) Key() l4.VIPKey { return s.key }

@@ -27,7 +27,7 @@ func healthSpec(h config.Health, metric string) health.Spec {
 }
 
 func (v *vip) target(id l4.BackendID) health.TargetKey {
-	return health.TargetKey{VIP: v.key.String(), Backend: id}
+	return health.TargetKey{VIP: v.id, Backend: id}
 }
 
 // syncHealth gives every backend of the VIP its probe target with the

@@ -30,6 +30,8 @@ type Runtime struct {
 	xdpAt  atomic.Pointer[xdpRuntime]
 	health *health.Manager
 
+	dns *dnsNames // the names of named backends (their map under mu)
+
 	// index maps a VIP key's string (health target names use it) to the
 	// running VIP, for the health callback, which must not take mu.
 	index atomic.Pointer[map[string]*vip]
@@ -79,7 +81,7 @@ func New(log *zap.Logger, opts Options) *Runtime {
 		log = zap.NewNop()
 	}
 	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
-		indexes: newIndexPool(MaxBackends)}
+		indexes: newIndexPool(MaxBackends), dns: newDNSNames(log)}
 	if opts.MaxConns > 0 {
 		r.budget = proxy.NewConnBudget(opts.MaxConns)
 	}
@@ -98,6 +100,9 @@ func (r *Runtime) publishIndex() {
 	idx := make(map[string]*vip, len(r.vips))
 	for k, v := range r.vips {
 		idx[k.String()] = v
+		for _, rv := range v.routeVIPs() {
+			idx[rv.id] = rv
+		}
 	}
 	r.index.Store(&idx)
 }
@@ -122,9 +127,15 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	if r.closed {
 		return errors.New("runtime is shut down")
 	}
+	// Names of named backends: watched from now on, and no longer when
+	// the config in force after this Apply (cfg, or the old one when
+	// refused) does not use them.
+	r.dns.add(cfg)
+	r.startNames()
+	defer func() { r.dns.prune(r.cfg) }()
 	desired := make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs))
 	for i := range cfg.VIPs {
-		desired[cfg.VIPs[i].Key()] = &cfg.VIPs[i]
+		desired[cfg.VIPs[i].Key()] = r.dns.expand(&cfg.VIPs[i])
 	}
 	plans := make(map[l4.VIPKey]*plan)
 	abandon := func() {
@@ -174,18 +185,24 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 			r.remove(key, v, cfg.Global.DrainTimeout)
 		}
 	}
+	var routeHealth []func()
 	for key, p := range plans {
 		r.vips[key].apply(p)
 		r.syncHealth(r.vips[key], p.removed)
+		routeHealth = append(routeHealth, r.applyRoutes(r.vips[key], p.conf))
 	}
 	for _, v := range started {
 		r.vips[v.key] = v
+		routeHealth = append(routeHealth, r.applyRoutes(v, v.cfg())) // before the listener serves: the first client is routed
 		v.serve()
 		r.log.Info("vip started", zap.String("vip", v.name()), zap.Stringer("listen", v.key), zap.Int("backends", len(v.cfg().Backends)))
 	}
 	r.publishIndex()
 	for _, v := range started {
 		r.syncHealth(v, nil)
+	}
+	for _, sync := range routeHealth {
+		sync()
 	}
 	r.pipes.SetMax(r.opts.pipeCap(cfg.Global))
 	if r.xdp != nil {
@@ -232,6 +249,9 @@ func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 	// VIP's lock: never call it holding v.mu.
 	for _, id := range ids {
 		r.health.Remove(v.target(id))
+	}
+	for _, rv := range v.routeVIPs() {
+		r.stopRoute(rv)
 	}
 	r.log.Info("vip removed, draining", zap.String("vip", v.name()), zap.Stringer("listen", key), zap.Duration("drain_timeout", drain))
 	// The listener closes now, not in the drain goroutine, so a reload that
@@ -300,7 +320,9 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	vips := r.vips
 	r.vips = map[l4.VIPKey]*vip{}
 	r.publishIndex()
+	stopNames := r.dns.detach()
 	r.mu.Unlock()
+	stopNames()
 	r.health.Close()
 	for _, v := range vips {
 		v.stopRebalance("l4lb is shutting down") // before the loops it asks stop

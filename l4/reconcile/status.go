@@ -142,6 +142,9 @@ type VIPStatus struct {
 	XDPGuard *XDPGuardStatus `json:"xdp_guard,omitempty"`
 	// Rebalance is the running or last rebalance (l4lb rebalance), if any.
 	Rebalance *RebalanceStatus `json:"rebalance,omitempty"`
+	// SNI is the VIP's SNI routing, when it has [[vip.route]] tables
+	// (its Backends are then the default route).
+	SNI *SNIStatus `json:"sni,omitempty"`
 
 	// ConnLogDropped counts log_connections lines dropped over log_connections_rate.
 	ConnLogDropped uint64 `json:"conn_log_dropped,omitempty"`
@@ -154,6 +157,9 @@ type VIPStatus struct {
 	// "backups" (no primary is eligible) or "none"; absent when the VIP
 	// has no backup backend.
 	Serving string `json:"serving,omitempty"`
+	// Names are the DNS names of the VIP's named backends: each one's
+	// last good answer (its backends), its age, and the last error.
+	Names []NameStatus `json:"names,omitempty"`
 }
 
 // UDPStatus holds a UDP VIP's datagram counters.
@@ -229,13 +235,20 @@ func (r *Runtime) Status() Status {
 	if r.xdp != nil {
 		st.XDP = r.xdp.status()
 	}
+	now := time.Now()
 	for _, v := range r.vips {
 		vs := v.status()
+		if r.cfg != nil {
+			if tv := r.cfg.VIP(vs.Name); tv != nil {
+				vs.Names = r.dns.status(tv, now)
+			}
+		}
 		for i := range vs.Backends {
 			if !vs.Backends[i].Removed {
 				r.healthStatus(v, &vs.Backends[i])
 			}
 		}
+		r.sniStatus(v, &vs)
 		st.VIPs = append(st.VIPs, vs)
 	}
 	for v := range r.drainingVIPs {

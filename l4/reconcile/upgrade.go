@@ -271,6 +271,15 @@ func (r *Runtime) AdoptConn(st proxy.ConnState, cfd, bfd int) error {
 	if !ok {
 		return errAdoptNoVIP
 	}
+	if st.Route != "" { // its backend is the route's
+		r.mu.Lock()
+		rt, ok := v.routes[st.Route]
+		r.mu.Unlock()
+		if !ok {
+			return errAdoptNoBackend
+		}
+		v = rt.v
+	}
 	v.mu.Lock()
 	be, ok := v.backends[st.Backend]
 	v.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 // vip is a running virtual service.
 type vip struct {
 	key     l4.VIPKey
+	id      string // health and index key: key.String(), or a route's (route.go)
 	log     *zap.Logger
 	health  *health.Manager
 	flows   l4.FlowCounter   // VIP-wide live flows (bounded-load hashing reads it)
@@ -45,6 +46,10 @@ type vip struct {
 	// carry is what the previous l4lb knew of the backends (an upgrade),
 	// for the first plan only.
 	carry map[l4.BackendID]BackendState
+
+	// routes are the VIP's SNI routes by name (route.go); changed only
+	// under the runtime's lock.
+	routes map[string]*sniRoute
 }
 
 // backend is a backend as the runtime tracks it.
@@ -103,7 +108,7 @@ type plan struct {
 }
 
 func newVIP(key l4.VIPKey, vc *config.VIP, deps planeDeps, hm *health.Manager) (*vip, error) {
-	v := &vip{key: key, log: deps.log.With(zap.String("vip", vc.Name)), health: hm, self: deps.self, indexes: deps.indexes, backends: map[l4.BackendID]*backend{},
+	v := &vip{key: key, id: key.String(), log: deps.log.With(zap.String("vip", vc.Name)), health: hm, self: deps.self, indexes: deps.indexes, backends: map[l4.BackendID]*backend{},
 		carry: deps.carry[key.String()]}
 	p, err := v.plan(vc)
 	v.carry = nil

@@ -35,14 +35,19 @@ func runConnRate(args []string) (record, error) {
 	dur := fs.Duration("d", 8*time.Second, "measured duration")
 	warm := fs.Duration("warmup", time.Second, "warm-up before measuring")
 	timeout := fs.Duration("timeout", 5*time.Second, "limit for one connection, connect to EOF")
+	hello := fs.String("hello", "", "send a TLS ClientHello with this server name to an echo server and read it back, instead of an HTTP GET (SNI routing's cost)")
 	if err := parse(fs, &c, args); err != nil {
 		return nil, err
+	}
+	one := oneHTTPConn
+	if *hello != "" {
+		one = helloConn(clientHello(*hello))
 	}
 	watchdog(*warm + *dur + 2**timeout + 10*time.Second)
 	t0 := time.Now()
 	w := window{t0.Add(*warm), t0.Add(*warm + *dur)}
 	cpu := cpuWindow(c.lbPid, w)
-	lat, errs := connRateWorkers(c.addr, *conc, w, *timeout)
+	lat, errs := connRateWorkers(c.addr, *conc, w, *timeout, one)
 	rec := c.labels("connrate")
 	rec["conc"], rec["secs"] = *conc, dur.Seconds()
 	rec["conns"], rec["conn_per_s"] = len(lat), round3(float64(len(lat))/dur.Seconds())
@@ -56,7 +61,7 @@ func runConnRate(args []string) (record, error) {
 
 // connRateWorkers runs conc workers until w ends and returns the spans
 // that fall inside w and all errors.
-func connRateWorkers(addr string, conc int, w window, timeout time.Duration) ([]time.Duration, *errorCounter) {
+func connRateWorkers(addr string, conc int, w window, timeout time.Duration, one connFunc) ([]time.Duration, *errorCounter) {
 	var mu sync.Mutex
 	var all []time.Duration
 	errs := newErrorCounter()
@@ -65,7 +70,7 @@ func connRateWorkers(addr string, conc int, w window, timeout time.Duration) ([]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lat, e := connRateWorker(addr, w, timeout)
+			lat, e := connRateWorker(addr, w, timeout, one)
 			mu.Lock()
 			all = append(all, lat...)
 			errs.merge(e)
@@ -76,7 +81,11 @@ func connRateWorkers(addr string, conc int, w window, timeout time.Duration) ([]
 	return all, errs
 }
 
-func connRateWorker(addr string, w window, timeout time.Duration) ([]time.Duration, *errorCounter) {
+// connFunc makes one connection and its exchange; on error it returns the
+// failing step's name.
+type connFunc func(addr string, timeout time.Duration, buf []byte) (string, error)
+
+func connRateWorker(addr string, w window, timeout time.Duration, one connFunc) ([]time.Duration, *errorCounter) {
 	var lat []time.Duration
 	errs := newErrorCounter()
 	buf := make([]byte, 4096)
@@ -85,7 +94,7 @@ func connRateWorker(addr string, w window, timeout time.Duration) ([]time.Durati
 		if start.After(w.to) {
 			return lat, errs
 		}
-		kind, err := oneHTTPConn(addr, timeout, buf)
+		kind, err := one(addr, timeout, buf)
 		end := time.Now()
 		switch {
 		case err != nil:

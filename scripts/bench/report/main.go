@@ -68,8 +68,12 @@ var rows = []row{
 	{test: "T8", key: "p50_us", label: "T8 WebSocket message echo p50", unit: "µs", lower: true},
 	{test: "T8", key: "p99_us", label: "T8 WebSocket message echo p99", unit: "µs", lower: true},
 	{test: "T8", key: "rss_mib", label: "T8 LB RSS holding the WebSockets", unit: "MiB", prec: 1, lbOnly: true, lower: true},
+	{test: "T9-plain", key: "conn_per_s", label: "T9 new connections sending a ClientHello, plain VIP (c=64)", unit: "conn/s", lbOnly: true},
+	{test: "T9-sni", key: "conn_per_s", label: "T9 the same through an SNI route", unit: "conn/s", lbOnly: true},
 	{test: "T1-8", key: "gbit_per_lb_core", label: "LB cost: bulk Gbit/s per LB core (T1, 8 streams)", unit: "Gbit/s/core", prec: 1, lbOnly: true},
 	{test: "T2", key: "lb_cpu_us_per_conn", label: "LB cost: CPU per new connection (T2)", unit: "µs", prec: 1, lbOnly: true, lower: true},
+	{test: "T9-plain", key: "lb_cpu_us_per_conn", label: "LB cost: CPU per new connection, plain VIP (T9)", unit: "µs", prec: 1, lbOnly: true, lower: true},
+	{test: "T9-sni", key: "lb_cpu_us_per_conn", label: "LB cost: CPU per new connection, SNI route (T9)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 	{test: "T3b", key: "lb_cpu_us_per_req", label: "LB cost: CPU per keep-alive request (T3b)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 	{test: "T4", key: "lb_cpu_us_per_req", label: "LB cost: CPU per UDP request+reply (T4)", unit: "µs", prec: 1, lbOnly: true, lower: true},
 	{test: "T6", key: "lb_cpu_us_per_tx", label: "LB cost: CPU per pgbench transaction (T6)", unit: "µs", prec: 1, lbOnly: true, lower: true},
@@ -104,6 +108,7 @@ func main() {
 	d.header(*cmdline, *knobs, *pinning, *peerInfo)
 	d.table()
 	d.connLog()
+	d.sniCost()
 	d.balancers(*lbDir)
 	d.rounds()
 	os.Stdout.Write(doc.Bytes())
@@ -516,6 +521,31 @@ func (d *document) connLog() {
 	}
 	mOn, mOff := median(slices.Collect(maps.Values(on))), median(slices.Collect(maps.Values(off)))
 	d.printf("\n**CPU per new connection, log_connections on / off (T2): %.3f×** (medians %.1f / %.1f µs)", mOn/mOff, mOn, mOff)
+	if len(perRound) > 0 {
+		d.printf("; round by round: %s, median %.3f×", strings.Join(shown, ", "), median(perRound))
+	}
+	d.printf(".\n")
+}
+
+// sniCost writes what SNI routing costs: l4lb's CPU per new connection
+// through a VIP with an SNI route over a plain VIP's, the same ClientHello
+// sent to both (T9), as connLog does for the log.
+func (d *document) sniCost() {
+	const key = "lb_cpu_us_per_conn"
+	sni, plain := d.roundValues("T9-sni", "l4lb", key), d.roundValues("T9-plain", "l4lb", key)
+	if len(sni) == 0 || len(plain) == 0 {
+		return
+	}
+	var perRound []float64
+	var shown []string
+	for _, r := range slices.Sorted(maps.Keys(sni)) {
+		if v, w := sni[r], plain[r]; w > 0 {
+			perRound = append(perRound, v/w)
+			shown = append(shown, fmt.Sprintf("%.3f", v/w))
+		}
+	}
+	mS, mP := median(slices.Collect(maps.Values(sni))), median(slices.Collect(maps.Values(plain)))
+	d.printf("\n**CPU per new connection, SNI route / plain VIP (T9): %.3f×** (medians %.1f / %.1f µs)", mS/mP, mS, mP)
 	if len(perRound) > 0 {
 		d.printf("; round by round: %s, median %.3f×", strings.Join(shown, ", "), median(perRound))
 	}

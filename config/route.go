@@ -1,0 +1,170 @@
+// [[vip.route]] tables: SNI routes of a tcp proxy VIP, each a server-name
+// list with its own backends, algorithm and health check.
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/l4lb/l4lb/l4"
+)
+
+// Route sends the TLS connections whose ClientHello names one of Names to
+// its own backends. A VIP with routes peeks each client's ClientHello
+// (never terminating TLS) before it picks a backend; its own
+// [[vip.backend]] list is the default route, for names no route lists
+// (and, with sni_no_match = "default", for clients that send no name or
+// no TLS at all).
+type Route struct {
+	// Name identifies the route in status, metrics and health (a-z A-Z
+	// 0-9 _ . -, unique within the VIP).
+	Name string
+	// Names are server names, lower case without a trailing dot: exact
+	// ("api.example.com") or wildcards ("*.example.com": one label or
+	// more before ".example.com", not example.com itself). An exact name
+	// beats every wildcard and a longer wildcard a shorter one; a name is
+	// listed by one route of the VIP at most.
+	Names []string
+	// Algorithm balances the route's backends; default the VIP's. Its
+	// options (hash_key, maglev_table_size, least_time_*) are the VIP's.
+	Algorithm l4.Algorithm
+	// Health checks the route's backends: its [vip.route.health] keys,
+	// else the VIP's [vip.health], else [defaults.health].
+	Health   Health
+	Backends []Backend
+	// Line is where the route's [[vip.route]] header is in the file.
+	Line int
+}
+
+// buildRoutes resolves and checks the VIP's [[vip.route]] tables.
+func buildRoutes(l *layer, rv *rawVIP, def *rawTuning, v *VIP) []Route {
+	if len(rv.Routes) == 0 {
+		return nil
+	}
+	if !isTCPProxy(v) {
+		l.p.add(l.vip, l.own+".route", "SNI routes apply only to tcp VIPs in proxy mode (l4lb reads the TLS ClientHello)")
+		return nil
+	}
+	health := mergeHealth(&rv.Health, &def.Health)
+	out := make([]Route, 0, len(rv.Routes))
+	names, seen := map[string]string{}, map[string]bool{}
+	for k := range rv.Routes {
+		own := fmt.Sprintf("%s.route[%d]", l.own, k)
+		rl := newLayer(l.p, l.vip, own, l.own)
+		r := buildRoute(rl, &rv.Routes[k], v, health)
+		if r.Name != "" && seen[r.Name] {
+			rl.problem("name", "route %q is defined twice", r.Name)
+		}
+		seen[r.Name] = true
+		for _, n := range r.Names {
+			if prev, dup := names[n]; dup {
+				rl.problem("names", "%q is already a name of route %q", n, prev)
+			}
+			names[n] = r.Name
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// buildRoute resolves one [[vip.route]] table; health is the table its
+// [vip.route.health] falls back on.
+func buildRoute(l *layer, rr *rawRoute, v *VIP, health *rawHealth) Route {
+	var none opt[string]
+	r := Route{Line: l.p.lines.line(l.own)}
+	r.Name = l.str("name", rr.Name, none, "")
+	switch {
+	case !l.has("name"):
+		l.problem("name", "is required")
+	case l.ok("name") && !validName(r.Name):
+		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", r.Name)
+	}
+	r.Names = routeNames(l, rr.Names)
+	r.Algorithm = enum(l, "algorithm", rr.Algorithm, none, v.Algorithm, l4.ParseAlgorithm, l4.AlgorithmNames())
+	hl := newLayer(l.p, l.vip, l.own+".health", l.def+".health")
+	r.Health = buildHealth(hl, &rr.Health, health, v.Protocol)
+	r.Backends = buildBackends(l, rr.Backends)
+	for j, b := range r.Backends {
+		if b.IsNamed() {
+			key := "address"
+			if b.SRV != "" {
+				key = "srv"
+			}
+			l.p.add(l.vip, fmt.Sprintf("%s.backend[%d].%s", l.own, j, key),
+				"a route's backends are addresses (ip:port): DNS-named backends are for the VIP's own [[vip.backend]] list only")
+		}
+	}
+	if r.Algorithm == l4.Maglev && v.MaglevTableSize < 100*len(r.Backends) {
+		l.problem("algorithm", "maglev: the VIP's maglev_table_size %d is too small for %d backends (use a prime >= %d)",
+			v.MaglevTableSize, len(r.Backends), 100*len(r.Backends))
+	}
+	return r
+}
+
+// routeNames resolves a route's names: each normalised (lower case, no
+// trailing dot) and checked.
+func routeNames(l *layer, own opt[[]any]) []string {
+	raw := value(l, "names", own, opt[[]any]{}, nil, "an array of server names")
+	if !l.has("names") {
+		l.problem("names", "is required: the server names the route takes, such as [\"api.example.com\", \"*.example.com\"]")
+		return nil
+	}
+	if len(raw) == 0 {
+		l.problem("names", "must list at least one server name")
+	}
+	var out []string
+	for i, e := range raw {
+		s, ok := e.(string)
+		if !ok {
+			l.problem("names", "[%d] must be a server name such as \"api.example.com\", not %s", i, tomlType(e))
+			continue
+		}
+		n := strings.TrimSuffix(strings.ToLower(s), ".")
+		if err := checkServerName(n); err != nil {
+			l.problem("names", "[%d] %q: %v", i, s, err)
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// checkServerName accepts a DNS name, or "*." and a DNS name of two
+// labels or more.
+func checkServerName(n string) error {
+	host, wild := strings.CutPrefix(n, "*.")
+	if strings.Contains(host, "*") {
+		return fmt.Errorf("a wildcard is \"*.\" and a domain at the start, such as \"*.example.com\"")
+	}
+	if wild && !strings.Contains(host, ".") {
+		return fmt.Errorf("a wildcard needs a domain of two labels or more (\"*.example.com\", not \"*.com\")")
+	}
+	if len(host) == 0 || len(host) > 253 {
+		return fmt.Errorf("not a server name (1 to 253 characters)")
+	}
+	for _, label := range strings.Split(host, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("label %q: 1 to 63 of a-z 0-9 - _, not starting or ending with -", label)
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("label %q: 1 to 63 of a-z 0-9 - _, not starting or ending with -", label)
+			}
+		}
+	}
+	return nil
+}
+
+// mergeHealth returns the health keys a route falls back on: the VIP's
+// own, else [defaults.health].
+func mergeHealth(vip, def *rawHealth) *rawHealth {
+	out := *def
+	src, dst := reflect.ValueOf(vip).Elem(), reflect.ValueOf(&out).Elem()
+	for i := range src.NumField() {
+		if src.Field(i).FieldByName("set").Bool() {
+			dst.Field(i).Set(src.Field(i))
+		}
+	}
+	return &out
+}

@@ -1,0 +1,125 @@
+// The state before a backend is picked on a VIP with SNI routes: the
+// client's TLS ClientHello is peeked (never read: the backend gets every
+// byte, and TLS ends there), its server name picks the route, and only
+// then is a backend of that route dialed.
+package proxy
+
+import (
+	"errors"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/sni"
+)
+
+// evHello: waiting for the client's ClientHello (after evFirstByte).
+const evHello = evFirstByte + 1
+
+// The loop's copy buffer holds a hello's peek, the parser's scratch for
+// a hello split over records, and the lower-cased name: no per-connection
+// buffer, nothing allocated.
+const (
+	helloScratchAt = sni.MaxPeek
+	helloLowAt     = helloScratchAt + sni.MaxHello + 4
+	helloBufLen    = helloLowAt + maxName
+)
+
+// The loop's buffer must hold them (a compile-time check).
+var _ = [copyChunk - helloBufLen]struct{}{}
+
+// awaitHello waits for the ClientHello, up to the routes' timeout, on
+// one timer of the loop's heap (as awaitFirstByte does).
+func (c *evConn) awaitHello(l *loop) {
+	c.state = evHello
+	l.wait(c)
+	c.gen = l.nextGen() // a PROXY header's timer must not fire on this wait
+	l.after(c.routes.Timeout, c, c.gen<<2|timerConnect)
+	c.client.readable = true // the hello may be here already
+	c.readHello(l)
+}
+
+// readHello peeks what the client sent so far and parses it: more to
+// come waits for the next readable edge (the bytes stay queued, new ones
+// wake the loop again); a name or a verdict picks the route and dials.
+func (c *evConn) readHello(l *loop) {
+	if !c.client.readable {
+		return
+	}
+	n, err := peekRetry(c.client.fd, l.buf[:sni.MaxPeek])
+	switch {
+	case err == unix.EAGAIN:
+		c.client.readable = false
+		return
+	case err != nil:
+		c.finish(l, false, false, l4.EndClientReset)
+		return
+	case n == 0: // a FIN before a whole hello: the backend learns of it as before
+		c.route(l, nil, sni.ErrMalformed)
+		return
+	}
+	name, more, perr := sni.Parse(l.buf[:n], l.buf[helloScratchAt:helloLowAt])
+	if more {
+		if n < sni.MaxPeek {
+			c.client.readable = false
+			return
+		}
+		perr = sni.ErrTooLarge
+	}
+	c.route(l, name, perr)
+}
+
+// route picks the connection's route from the parse's outcome and dials,
+// or resets the client when nothing matched and sni_no_match is close.
+func (c *evConn) route(l *loop, name []byte, perr error) {
+	s := c.svc
+	var r *Route
+	switch {
+	case perr == nil:
+		if r = c.routes.Lookup(name, l.buf[helloLowAt:helloBufLen]); r == nil {
+			s.Stats.SNINoMatch.Add(1)
+		}
+	case errors.Is(perr, sni.ErrNoName):
+		s.Stats.SNINoMatch.Add(1)
+	default:
+		s.Stats.SNINotTLS.Add(1)
+	}
+	if r == nil && c.routes.NoMatch == NoRouteClose {
+		if ce := s.log.Check(zap.DebugLevel, "no SNI route for the client: reset"); ce != nil {
+			ce.Write(zap.Stringer("client", c.flow.Src), zap.ByteString("sni", name), zap.NamedError("parse", perr))
+		}
+		c.resetClient(l, l4.EndSNINoMatch)
+		return
+	}
+	if r != nil {
+		r.Routed.Add(1)
+		c.rt, c.snap, c.aff = r, r.Snapshots.Load(), nil // affinity pins are the default route's
+	} else {
+		s.Stats.SNIDefault.Add(1)
+	}
+	c.state = evConnecting
+	c.gen = l.nextGen() // the wait's timer must not fire on the connect
+	c.dial(l)
+}
+
+// helloTimeout resets a client whose ClientHello was not complete within
+// sni_timeout (unread bytes make the kernel's close a reset anyway).
+func (c *evConn) helloTimeout(l *loop) {
+	s := c.svc
+	s.Stats.SNITimeouts.Add(1)
+	if s.warnings.allow() {
+		s.log.Info("client sent no complete TLS ClientHello within sni_timeout: reset, no backend dialed",
+			zap.Stringer("client", c.flow.Src), zap.Duration("sni_timeout", c.routes.Timeout), zap.Stringer("listen", s.key))
+	}
+	c.finish(l, true, false, l4.EndSNITimeout)
+}
+
+// observer is where the connection's connects are reported: its route's
+// health, or the VIP's.
+func (c *evConn) observer() Observer {
+	if c.rt != nil {
+		return c.rt.Observer
+	}
+	return c.svc.obs
+}

@@ -1,0 +1,115 @@
+// SNI routes of a TCP VIP: which snapshot a connection picks from, by the
+// server name of its TLS ClientHello (evhello.go peeks it).
+package proxy
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/l4lb/l4lb/l4/snapshot"
+)
+
+// NoRoute says what happens to a connection whose ClientHello matches no
+// route: not TLS, malformed, without a server name, or a name no route
+// lists.
+type NoRoute uint8
+
+const (
+	NoRouteDefault NoRoute = iota // the VIP's own backends take it
+	NoRouteClose                  // it is reset, no backend dialed
+)
+
+// Route is one SNI route: its names' connections pick from Snapshots and
+// report connects to Observer (the route's health). The runtime keeps a
+// Route across reloads, so its counter goes on.
+type Route struct {
+	Name      string
+	Snapshots *snapshot.Store
+	Observer  Observer // nil = none
+	// Routed counts the connections sent to the route.
+	Routed atomic.Uint64
+}
+
+// Routes is a VIP's SNI routing table; immutable once built. Names are
+// lower case without a trailing dot; "*.example.com" matches any name
+// ending in ".example.com" (one label or more before it, as nginx's
+// server_name and HAProxy's `req.ssl_sni -m end` do). An exact name beats
+// every wildcard, and a longer wildcard beats a shorter one.
+type Routes struct {
+	exact map[string]*Route
+	wild  map[string]*Route // by the suffix after "*."
+	// Timeout bounds the wait for a complete ClientHello (sni_timeout).
+	Timeout time.Duration
+	NoMatch NoRoute
+}
+
+// NewRoutes builds a table from each route's names. A name listed twice
+// is an error (config validation refuses it first).
+func NewRoutes(routes []*Route, names [][]string, timeout time.Duration, noMatch NoRoute) (*Routes, error) {
+	t := &Routes{exact: map[string]*Route{}, wild: map[string]*Route{}, Timeout: timeout, NoMatch: noMatch}
+	for i, r := range routes {
+		for _, n := range names[i] {
+			n = strings.TrimSuffix(strings.ToLower(n), ".")
+			m, key := t.exact, n
+			if rest, ok := strings.CutPrefix(n, "*."); ok {
+				m, key = t.wild, rest
+			}
+			if _, dup := m[key]; dup || key == "" {
+				return nil, fmt.Errorf("sni route %q: name %q listed twice or empty", r.Name, n)
+			}
+			m[key] = r
+		}
+	}
+	return t, nil
+}
+
+// maxName bounds a server name (DNS: 255 bytes).
+const maxName = 255
+
+// Lookup returns the route for a server name as the client sent it, or
+// nil. low is a buffer of maxName bytes for the lower-cased name: the
+// lookup allocates nothing.
+func (t *Routes) Lookup(name, low []byte) *Route {
+	if len(name) > 0 && name[len(name)-1] == '.' {
+		name = name[:len(name)-1]
+	}
+	if len(name) == 0 || len(name) > maxName || len(low) < len(name) {
+		return nil
+	}
+	low = low[:len(name)]
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		low[i] = c
+	}
+	if r := t.exact[string(low)]; r != nil {
+		return r
+	}
+	for i, c := range low {
+		if c == '.' {
+			if r := t.wild[string(low[i+1:])]; r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// byName returns the route called name, or nil (an upgrade's handover:
+// not a hot path).
+func (t *Routes) byName(name string) *Route {
+	if t == nil {
+		return nil
+	}
+	for _, m := range [2]map[string]*Route{t.exact, t.wild} {
+		for _, r := range m {
+			if r.Name == name {
+				return r
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,492 @@
+// Named backends: the DNS names the VIPs' backends look up, their
+// watchers and last good answers, and the expansion of a VIP's named
+// backends into one backend per address.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/resolve"
+	"github.com/l4lb/l4lb/l4"
+)
+
+// firstAnswerWait bounds how long Apply waits for the first answers of
+// names it has not looked up before, so that a VIP starts with its
+// backends when DNS answers, and starts anyway (without them) when not.
+const firstAnswerWait = 3 * time.Second
+
+// dnsNames holds every name the running config looks up. Its map and
+// settings change under the Runtime's mu; each name's answer under the
+// name's own lock, which the watcher goroutines take (never the
+// Runtime's).
+type dnsNames struct {
+	log  *zap.Logger
+	poke chan struct{} // capacity 1: some name has a new answer to apply
+
+	// Guarded by the Runtime's mu.
+	names    map[resolve.Query]*dnsName
+	looker   resolve.Looker
+	servers  []netip.AddrPort
+	bounds   resolve.Bounds
+	loopStop chan struct{} // nil until the first name; closed by close
+	loopDone chan struct{}
+}
+
+// dnsName is one name: its watcher and what it last answered.
+type dnsName struct {
+	q      resolve.Query
+	w      *resolve.Watcher
+	errors atomic.Uint64 // failed or empty lookups, for metrics
+
+	mu       sync.Mutex
+	good     []resolve.Target // the last good answer; nil: none yet
+	goodAt   time.Time        // when a lookup last gave a good answer
+	changed  bool             // good changed since the runtime last expanded it
+	err      error            // the last lookup's error while failing
+	errSince time.Time        // first failure of the current run of failures
+}
+
+func newDNSNames(log *zap.Logger) *dnsNames {
+	return &dnsNames{log: log.Named("dns"), poke: make(chan struct{}, 1), names: map[resolve.Query]*dnsName{}}
+}
+
+// queryOf is what named backend b of VIP vc looks up. An xdp VIP keeps
+// only addresses of its own family (it forwards IPv4 to IPv4).
+func queryOf(vc *config.VIP, b *config.Backend) resolve.Query {
+	q := resolve.Query{Name: b.Host, Port: b.Port}
+	if b.SRV != "" {
+		q = resolve.Query{Name: b.SRV, SRV: true}
+	}
+	if vc.Mode == l4.ModeXDP {
+		q.Family = resolve.IPv6
+		if vc.Listen.Addr().Is4() {
+			q.Family = resolve.IPv4
+		}
+	}
+	return q
+}
+
+// wanted lists the queries of every named backend of cfg.
+func wanted(cfg *config.Config) map[resolve.Query]bool {
+	out := map[resolve.Query]bool{}
+	if cfg == nil {
+		return out
+	}
+	for i := range cfg.VIPs {
+		vc := &cfg.VIPs[i]
+		for j := range vc.Backends {
+			if vc.Backends[j].IsNamed() {
+				out[queryOf(vc, &vc.Backends[j])] = true
+			}
+		}
+	}
+	return out
+}
+
+// add starts watching the names of cfg not watched yet (all of them again
+// when the resolvers or bounds changed, keeping their answers) and waits a
+// little for the first answers of new ones.
+func (d *dnsNames) add(cfg *config.Config) {
+	want := wanted(cfg)
+	if len(want) == 0 {
+		return
+	}
+	g := cfg.Global
+	bounds := resolve.Bounds{Min: g.ResolveMin, Max: g.ResolveMax}
+	_, noClient := d.looker.(failingLooker) // resolv.conf may be readable by now
+	if d.looker == nil || noClient || bounds != d.bounds || !slices.Equal(g.Resolvers, d.servers) {
+		d.setResolvers(g.Resolvers, bounds)
+	}
+	var fresh []*dnsName
+	for q := range want {
+		if _, ok := d.names[q]; !ok {
+			n := &dnsName{q: q}
+			d.names[q] = n
+			d.watch(n)
+			fresh = append(fresh, n)
+		}
+	}
+	deadline := time.NewTimer(firstAnswerWait)
+	defer deadline.Stop()
+	for _, n := range fresh {
+		select {
+		case <-n.w.First():
+		case <-deadline.C:
+			d.log.Warn("backend names not answered yet: their backends join when they are", zap.Duration("waited", firstAnswerWait))
+			return
+		}
+	}
+}
+
+// setResolvers makes the client for servers (resolv.conf when empty) and
+// restarts the watchers with it.
+func (d *dnsNames) setResolvers(servers []netip.AddrPort, b resolve.Bounds) {
+	d.servers, d.bounds = slices.Clone(servers), b
+	c, err := resolve.NewClient(resolve.Options{Servers: servers})
+	if err != nil {
+		d.log.Error("no DNS resolver: named backends cannot be looked up", zap.Error(err))
+		d.looker = failingLooker{err}
+	} else {
+		d.looker = c
+		d.log.Info("resolvers", zap.Strings("servers", c.Servers()), zap.Duration("resolve_min", b.Min), zap.Duration("resolve_max", b.Max))
+	}
+	for _, n := range d.names {
+		n.w.Stop()
+		d.watch(n)
+	}
+}
+
+// failingLooker stands in for a client that could not be made: every
+// lookup fails with why, which status shows.
+type failingLooker struct{ err error }
+
+func (f failingLooker) Lookup(context.Context, resolve.Query) (resolve.Answer, error) {
+	return resolve.Answer{}, f.err
+}
+
+func (d *dnsNames) watch(n *dnsName) {
+	n.w = resolve.Watch(d.looker, n.q, d.bounds, func(res resolve.Result) { d.onResult(n, res) })
+}
+
+// prune stops watching names that cfg does not use.
+func (d *dnsNames) prune(cfg *config.Config) {
+	want := wanted(cfg)
+	for q, n := range d.names {
+		if !want[q] {
+			n.w.Stop()
+			delete(d.names, q)
+		}
+	}
+}
+
+// onResult records a lookup's result. A failed or empty answer keeps the
+// last good one; a new good answer is marked for the runtime to apply.
+// Logged once per change of state, not per lookup.
+func (d *dnsNames) onResult(n *dnsName, res resolve.Result) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	name := zap.Stringer("name", n.q)
+	if res.Err != nil {
+		n.errors.Add(1)
+		// Logged when lookups start failing, and when they go from
+		// failing to answering empty or back; not per retry (a timeout's
+		// text differs every time: it names the local port).
+		if n.err == nil || errors.Is(n.err, resolve.ErrNoRecords) != errors.Is(res.Err, resolve.ErrNoRecords) {
+			if n.err == nil {
+				n.errSince = res.At
+			}
+			if n.good == nil {
+				d.log.Warn("backend name does not resolve: its backends are absent until it does", name, zap.Error(res.Err), zap.Duration("retry_in", res.Next))
+			} else {
+				d.log.Warn("backend name lookup failed: keeping the last good answer", name, zap.Error(res.Err),
+					zap.Strings("addresses", targetStrings(n.good)), zap.Duration("answer_age", res.At.Sub(n.goodAt)), zap.Duration("retry_in", res.Next))
+			}
+		}
+		n.err = res.Err
+		return
+	}
+	if n.err != nil {
+		d.log.Info("backend name resolves again", name, zap.Duration("failed_for", res.At.Sub(n.errSince)))
+		n.err = nil
+	}
+	n.goodAt = res.At
+	if n.good != nil && slices.Equal(n.good, res.Answer.Targets) {
+		return
+	}
+	d.log.Info("backend name answer changed", name, zap.Strings("addresses", targetStrings(res.Answer.Targets)),
+		zap.Strings("before", targetStrings(n.good)), zap.Duration("ttl", res.Answer.TTL), zap.Duration("next_lookup", res.Next))
+	n.good, n.changed = res.Answer.Targets, true
+	select {
+	case d.poke <- struct{}{}:
+	default:
+	}
+}
+
+func targetStrings(ts []resolve.Target) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Addr.String()
+	}
+	return out
+}
+
+// answer returns a name's last good answer (nil: none yet).
+func (d *dnsNames) answer(q resolve.Query) []resolve.Target {
+	n, ok := d.names[q]
+	if !ok {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.good
+}
+
+// takeChanged returns the names whose answer changed since the last call.
+func (d *dnsNames) takeChanged() map[resolve.Query]bool {
+	out := map[resolve.Query]bool{}
+	for q, n := range d.names {
+		n.mu.Lock()
+		if n.changed {
+			out[q], n.changed = true, false
+		}
+		n.mu.Unlock()
+	}
+	return out
+}
+
+// expand returns vc with each named backend replaced by one backend per
+// address of its name's last good answer (none before the first). An
+// expanded backend's identity is the named backend's identity and its
+// address ("pg-a.db.internal:5432@198.18.1.11:5432"): a later answer
+// that keeps the address keeps the backend, its health and its counts.
+// Of SRV targets, those of the lowest priority are primaries and the
+// others backups (RFC 2782: higher priorities only when the lower are
+// unreachable); the file's weight applies to each (SRV weights are not
+// used). An address already in the VIP is skipped. vc itself is returned
+// when it has no named backend.
+func (d *dnsNames) expand(vc *config.VIP) *config.VIP {
+	if !slices.ContainsFunc(vc.Backends, config.Backend.IsNamed) {
+		return vc
+	}
+	out := *vc
+	out.Backends = make([]config.Backend, 0, len(vc.Backends))
+	seen := map[netip.AddrPort]bool{}
+	for _, b := range vc.Backends {
+		if !b.IsNamed() {
+			seen[b.Address] = true
+		}
+	}
+	for i, b := range vc.Backends {
+		if !b.IsNamed() {
+			out.Backends = append(out.Backends, b)
+			continue
+		}
+		ts := d.answer(queryOf(vc, &vc.Backends[i]))
+		for _, t := range ts {
+			if seen[t.Addr] {
+				continue
+			}
+			seen[t.Addr] = true
+			e := b
+			e.Host, e.Port, e.SRV = "", 0, ""
+			e.Name, e.Address = b.ID()+"@"+t.Addr.String(), t.Addr
+			e.Backup = b.Backup || t.Priority > ts[0].Priority
+			out.Backends = append(out.Backends, e)
+		}
+	}
+	return &out
+}
+
+// usesAny reports whether a named backend of vc looks up one of qs.
+func usesAny(vc *config.VIP, qs map[resolve.Query]bool) bool {
+	for i := range vc.Backends {
+		if vc.Backends[i].IsNamed() && qs[queryOf(vc, &vc.Backends[i])] {
+			return true
+		}
+	}
+	return false
+}
+
+// NameStatus is what a named backend's name answered.
+type NameStatus struct {
+	Backend string `json:"backend"` // the named backend's identity
+	Lookup  string `json:"lookup"`  // name:port or the SRV name
+	// Addresses are the last good answer, in use; empty: the name has
+	// never resolved and the backend is absent.
+	Addresses []string `json:"addresses"`
+	// AnswerAge is how long ago a lookup last gave a good answer (0: never).
+	AnswerAge float64 `json:"answer_age_seconds"`
+	// Error is the last lookup's error while lookups fail (the last good
+	// answer stays in use); FailingFor how long they have.
+	Error      string  `json:"error,omitempty"`
+	FailingFor float64 `json:"failing_for_seconds,omitempty"`
+	Errors     uint64  `json:"errors"` // failed or empty lookups since the name was first watched
+}
+
+// status describes the names of the named backends of vc.
+func (d *dnsNames) status(vc *config.VIP, now time.Time) []NameStatus {
+	var out []NameStatus
+	for i := range vc.Backends {
+		b := &vc.Backends[i]
+		if !b.IsNamed() {
+			continue
+		}
+		ns := NameStatus{Backend: b.ID(), Lookup: b.Lookup(), Addresses: []string{}}
+		if n, ok := d.names[queryOf(vc, b)]; ok {
+			n.mu.Lock()
+			ns.Addresses = targetStrings(n.good)
+			if !n.goodAt.IsZero() {
+				ns.AnswerAge = now.Sub(n.goodAt).Seconds()
+			}
+			if n.err != nil {
+				ns.Error, ns.FailingFor = n.err.Error(), now.Sub(n.errSince).Seconds()
+			}
+			n.mu.Unlock()
+			ns.Errors = n.errors.Load()
+		}
+		out = append(out, ns)
+	}
+	return out
+}
+
+// startNames starts, once there are names, the goroutine that applies
+// their new answers (r.mu held).
+func (r *Runtime) startNames() {
+	if r.dns.loopStop == nil && len(r.dns.names) > 0 {
+		r.dns.loopStop, r.dns.loopDone = make(chan struct{}), make(chan struct{})
+		go r.runNames(r.dns.loopStop, r.dns.loopDone)
+	}
+}
+
+// detach takes every name and the apply loop out of d (the Runtime's mu
+// held) and returns what stops them, to be called without mu: the loop
+// may be waiting for it.
+func (d *dnsNames) detach() func() {
+	names, stop, done := d.names, d.loopStop, d.loopDone
+	d.names, d.loopStop, d.loopDone = map[resolve.Query]*dnsName{}, nil, nil
+	return func() {
+		for _, n := range names {
+			n.w.Stop()
+		}
+		if stop != nil {
+			close(stop)
+			<-done
+		}
+	}
+}
+
+// runNames applies new answers as they come, until the names close.
+func (r *Runtime) runNames(stop, done chan struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-r.dns.poke:
+			r.applyNames()
+		}
+	}
+}
+
+// applyNames re-plans the VIPs whose names answered something new, as a
+// reload of those VIPs would: kept addresses keep their backends,
+// removed ones stop taking new flows and their established flows stay
+// until they end.
+func (r *Runtime) applyNames() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.cfg == nil {
+		return
+	}
+	changed := r.dns.takeChanged()
+	if len(changed) == 0 {
+		return
+	}
+	for i := range r.cfg.VIPs {
+		tv := &r.cfg.VIPs[i]
+		v, ok := r.vips[tv.Key()]
+		if !ok || !usesAny(tv, changed) {
+			continue
+		}
+		vc := r.dns.expand(tv)
+		p, err := v.plan(vc)
+		if err != nil {
+			v.log.Error("backends from DNS not applied", zap.Error(err))
+			continue
+		}
+		before := backendCount(v)
+		v.apply(p)
+		r.syncHealth(v, p.removed)
+		v.log.Info("backends changed by DNS", zap.Strings("backends", idList(maps.Keys(p.backends))), zap.Int("before", before))
+	}
+	if r.xdp != nil {
+		r.xdp.settle(r.indexes)
+	}
+}
+
+func backendCount(v *vip) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.backends)
+}
+
+func idList(ids func(func(l4.BackendID) bool)) []string {
+	var out []string
+	for id := range ids {
+		out = append(out, string(id))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CheckNames looks up every name of cfg's named backends once, within
+// timeout, and returns a warning for each that does not resolve now:
+// `l4lb check` says which, and passes (run starts without them, and adds
+// them when they resolve).
+func CheckNames(cfg *config.Config, timeout time.Duration) []config.Problem {
+	type named struct {
+		vip, key string
+		line     int
+		q        resolve.Query
+	}
+	var all []named
+	for i := range cfg.VIPs {
+		vc := &cfg.VIPs[i]
+		for j := range vc.Backends {
+			if b := &vc.Backends[j]; b.IsNamed() {
+				key := fmt.Sprintf("vip[%d].backend[%d].address", i, j)
+				if b.SRV != "" {
+					key = fmt.Sprintf("vip[%d].backend[%d].srv", i, j)
+				}
+				all = append(all, named{vc.Name, key, b.Line, queryOf(vc, b)})
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	c, err := resolve.NewClient(resolve.Options{Servers: cfg.Global.Resolvers, Timeout: min(timeout, 2*time.Second)})
+	if err != nil {
+		return []config.Problem{{File: cfg.Path, Key: "global.resolvers", Msg: fmt.Sprintf("named backends cannot be looked up: %v", err)}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	errs := map[resolve.Query]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range all {
+		mu.Lock()
+		_, asked := errs[n.q]
+		errs[n.q] = nil
+		mu.Unlock()
+		if asked {
+			continue
+		}
+		wg.Go(func() {
+			_, err := c.Lookup(ctx, n.q)
+			mu.Lock()
+			errs[n.q] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	var out []config.Problem
+	for _, n := range all {
+		if err := errs[n.q]; err != nil {
+			out = append(out, config.Problem{File: cfg.Path, Line: n.line, VIP: n.vip, Key: n.key,
+				Msg: fmt.Sprintf("%s does not resolve now (%v): the backend is absent until it does", n.q, err)})
+		}
+	}
+	return out
+}
