@@ -3,6 +3,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -345,5 +346,41 @@ func TestQueueAffinityFull(t *testing.T) {
 	checkPeaks(t, srv, []int64{1, 1})
 	if srv[0].total.Load() != 1 || srv[1].total.Load() != 1 {
 		t.Fatalf("backends saw %d and %d connections, want 1 each", srv[0].total.Load(), srv[1].total.Load())
+	}
+}
+
+// TestQueueSNIRoutes: on a VIP with SNI routes a client waiting for a full
+// route does not hold up a client of the VIP's own backends (which have
+// room), and is served when the route's backend frees its slot.
+func TestQueueSNIRoutes(t *testing.T) {
+	rig := newSNIRig(t, 5*time.Second, NoRouteDefault)
+	rig.ts.setBackends(t, startServer(t, echoHandler))
+	rig.ts.Update(Settings{QueueTimeout: waitBound, queuePoll: time.Hour})
+	rig.routes[0].Snapshots.Load().Members[0].Backend.SetMaxFlows(1) // route "api"
+	a := rig.ts.dial(t)
+	if got := hello(t, a, "api.example.com"); got != "api" {
+		t.Fatalf("first api client reached %q", got)
+	}
+	b := rig.ts.dial(t)
+	served := make(chan string, 1)
+	go func() {
+		tc := tls.Client(b, &tls.Config{ServerName: "api.example.com", InsecureSkipVerify: true})
+		buf := make([]byte, 64)
+		if tc.Handshake() != nil {
+			served <- "handshake failed"
+			return
+		}
+		n, _ := tc.Read(buf)
+		served <- string(buf[:max(n-1, 0)])
+	}()
+	testutil.Eventually(t, 5*time.Second, "the second api client queued", func() bool { return rig.ts.Queued() == 1 })
+	c := rig.ts.dial(t)
+	c.Write([]byte{7})
+	if !echoed(c, 7, 2*time.Second) {
+		t.Fatal("a client of the VIP's own backends waited behind a full route")
+	}
+	a.Close()
+	if got := within(t, served, "the queued api client"); got != "api" {
+		t.Fatalf("queued api client: %q", got)
 	}
 }
