@@ -350,8 +350,9 @@ func TestQueueAffinityFull(t *testing.T) {
 }
 
 // TestQueueSNIRoutes: on a VIP with SNI routes a client waiting for a full
-// route does not hold up a client of the VIP's own backends (which have
-// room), and is served when the route's backend frees its slot.
+// route holds up neither a new client of the VIP's own backends (which
+// have room) nor one queued behind it for them when their slot frees; it
+// is served itself when the route's backend frees its slot.
 func TestQueueSNIRoutes(t *testing.T) {
 	rig := newSNIRig(t, 5*time.Second, NoRouteDefault)
 	rig.ts.setBackends(t, startServer(t, echoHandler))
@@ -374,10 +375,18 @@ func TestQueueSNIRoutes(t *testing.T) {
 		served <- string(buf[:max(n-1, 0)])
 	}()
 	testutil.Eventually(t, 5*time.Second, "the second api client queued", func() bool { return rig.ts.Queued() == 1 })
+	rig.ts.backends[0].SetMaxFlows(1) // the VIP's own backend: one client
 	c := rig.ts.dial(t)
 	c.Write([]byte{7})
 	if !echoed(c, 7, 2*time.Second) {
 		t.Fatal("a client of the VIP's own backends waited behind a full route")
+	}
+	d := rig.ts.dial(t)
+	d.Write([]byte{8})
+	testutil.Eventually(t, 5*time.Second, "a default client queued behind the api one", func() bool { return rig.ts.Queued() == 2 })
+	c.Close() // a slot for d, whose waiter is second in line behind a full route's
+	if !echoed(d, 8, 2*time.Second) {
+		t.Fatal("a slot on the VIP's own backend did not reach its waiter behind a full route's")
 	}
 	a.Close()
 	if got := within(t, served, "the queued api client"); got != "api" {
