@@ -58,12 +58,27 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("VIP %q listen %v", v.Name, v.Listen)
 			}
 			for _, b := range v.Backends {
-				if !b.Address.IsValid() || b.Address.Port() == 0 {
-					t.Fatalf("VIP %q backend %v", v.Name, b.Address)
-				}
+				checkBackend(t, v.Name, b)
 			}
 		}
 	})
+}
+
+// checkBackend wants a concrete address with a port, or a DNS-named
+// backend (a host name with a port, or an SRV name) and no address.
+func checkBackend(t *testing.T, vip string, b config.Backend) {
+	switch {
+	case b.SRV != "":
+		if b.Address.IsValid() || b.Host != "" {
+			t.Fatalf("VIP %q backend srv %q with an address too", vip, b.SRV)
+		}
+	case b.Host != "":
+		if b.Address.IsValid() || b.Port == 0 {
+			t.Fatalf("VIP %q backend %q port %d address %v", vip, b.Host, b.Port, b.Address)
+		}
+	case !b.Address.IsValid() || b.Address.Port() == 0:
+		t.Fatalf("VIP %q backend %v", vip, b.Address)
+	}
 }
 
 // afterLine drops Format's first line, a comment naming the source file.
