@@ -94,6 +94,10 @@ func buildRoute(l *layer, rr *rawRoute, v *VIP, health *rawHealth) Route {
 			l.p.add(l.vip, fmt.Sprintf("%s.backend[%d].%s", l.own, j, key),
 				"a route's backends are addresses (ip:port): DNS-named backends are for the VIP's own [[vip.backend]] list only")
 		}
+		if b.MaxSessions > 0 {
+			l.p.add(l.vip, fmt.Sprintf("%s.backend[%d].max_sessions", l.own, j),
+				"applies only to udp VIPs (routes are on tcp VIPs: max_conns)")
+		}
 	}
 	if r.Algorithm == l4.Maglev && v.MaglevTableSize < 100*len(r.Backends) {
 		l.problem("algorithm", "maglev: the VIP's maglev_table_size %d is too small for %d backends (use a prime >= %d)",

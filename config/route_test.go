@@ -133,6 +133,13 @@ protocol = "udp"
     [[vip.route.backend]]
     address = "api.example.com:443" # <-
 `), "vip[0].route[0].backend[0].address", "pg", "DNS-named backends"},
+		{"route backend max_sessions", oneVIP(`  [[vip.route]]
+  name = "a"
+  names = ["a.example.com"]
+    [[vip.route.backend]]
+    address = "198.18.1.21:443"
+    max_sessions = 5 # <-
+`), "vip[0].route[0].backend[0].max_sessions", "pg", "only to udp VIPs"},
 		{"sni_timeout without routes", oneVIP(`sni_timeout = "1s" # <-`), "vip[0].sni_timeout", "pg", "[[vip.route]]"},
 		{"sni_no_match value", oneVIP(`sni_no_match = "drop" # <-
   [[vip.route]]
