@@ -416,7 +416,9 @@ TOML
 
 # sni_vips: T9: two VIPs to the echo servers, one plain, one whose
 # ClientHellos are peeked and routed by server name (an SNI route to the
-# same servers): the two differ only by the peek.
+# same servers): the two differ only by the peek. The SNI VIP sets
+# defer_accept, as the README advises for SNI VIPs (TLS clients speak
+# first): the ClientHello is then queued when the connection is accepted.
 sni_vips() {
   cat <<TOML
 
@@ -434,6 +436,7 @@ listen = "$VIP:$TLS_SNI_PORT"
 protocol = "tcp"
 algorithm = "round_robin"
 sni_no_match = "close"
+defer_accept = true
 $(backend_list $ECHO_PORT)
   [[vip.route]]
   name = "bench"
