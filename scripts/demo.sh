@@ -49,7 +49,7 @@ for i in 1 2 3; do
   inns "$ns" ip addr add 198.18.1.1$i/24 dev b0 && inns "$ns" ip link set b0 up
   inns "$ns" ip route add default via 198.18.1.1
   # `ip netns exec` execs the program, so $! is the server's own PID
-  ip netns exec "$ns" bin/testserver -name backend-$i -http 198.18.1.1$i:8080 > "$TMP/backend-$i.log" 2>&1 &
+  ip netns exec "$ns" bin/testserver -name backend-$i -http 198.18.1.1$i:8080 -https 198.18.1.1$i:8443 > "$TMP/backend-$i.log" 2>&1 &
   PIDS+=($!); BPIDS+=($!)
 done
 
@@ -156,6 +156,38 @@ sed -i '/^deny = \["198.18.0.2"\]$/d' "$TMP/l4lb.toml"
 bin/l4lb reload --socket "$TMP/admin.sock"
 echo "deny removed: 3 more requests, replies per backend:"
 requests 3 | per_backend
+
+step "TLS routed by server name: a reload adds VIP tls ($VIP:443) with SNI routes; TLS ends at the backends, l4lb only peeks the ClientHello"
+cat >> "$TMP/l4lb.toml" <<TOML
+
+[[vip]]
+name = "tls"
+listen = "$VIP:443"
+algorithm = "round_robin"
+defer_accept = true             # TLS clients speak first
+sni_no_match = "default"        # other names: the VIP's own backends
+  [vip.health]
+  type = "tcp"
+  interval = "500ms"
+  timeout = "300ms"
+  [[vip.backend]]
+  name = "backend-3"
+  address = "198.18.1.13:8443"
+  [[vip.route]]
+  name = "api"
+  names = ["api.demo.test"]
+    [[vip.route.backend]]
+    name = "backend-1"
+    address = "198.18.1.11:8443"
+TOML
+sed -n '/^name = "tls"/,$p' "$TMP/l4lb.toml" | sed 's/^/  /'
+bin/l4lb reload --socket "$TMP/admin.sock"
+sleep 1.2 # the new backends' first health checks
+for name in api.demo.test www.demo.test; do
+  printf '  https://%s/ -> ' $name
+  inns $CLI bin/testserver -get "https://$name/" -connect $VIP:443
+done
+bin/l4lb status --socket "$TMP/admin.sock" | sed -n '/^VIP tls/,/^$/p'
 
 step "SIGTERM: l4lb drains and exits"
 stop_lb $LBPID "$TMP/l4lb.log"
