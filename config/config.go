@@ -24,6 +24,8 @@ type Config struct {
 	VIPs   []VIP
 	// XDP is set only when the file has an [xdp] table.
 	XDP *XDP
+	// BGP is set only when the file has a [bgp] table.
+	BGP *BGP
 	// Warnings are what the file allows but is probably wrong (a VIP whose
 	// weights are all 0, say): `l4lb check` prints them, run logs them.
 	Warnings []Problem

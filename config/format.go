@@ -37,6 +37,7 @@ func Format(c *Config, opts FormatOptions) []byte {
 		w.dur("weight_refresh", c.XDP.WeightRefresh)
 		w.int("syn_rate_per_source", c.XDP.SYNRatePerSource)
 	}
+	formatBGP(w, c.BGP, opts)
 	for i := range c.VIPs {
 		formatVIP(w, &c.VIPs[i], opts)
 	}
