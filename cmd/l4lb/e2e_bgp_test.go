@@ -276,4 +276,3 @@ func TestBGPECMPTwoBalancers(t *testing.T) {
 		t.Errorf("detection took %v, more than the 9s hold time", d)
 	}
 }
-
