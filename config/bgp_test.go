@@ -103,3 +103,22 @@ func TestBGPDiff(t *testing.T) {
 		})
 	}
 }
+
+func TestAnnounceKey(t *testing.T) {
+	cases := []struct {
+		name, src string
+		want      bool
+	}{
+		{"default", bgpVIP, true},
+		{"vip off", strings.Replace(bgpVIP, "listen =", "announce = false\nlisten =", 1), false},
+		{"defaults off", "[defaults]\nannounce = false\n" + bgpVIP, false},
+		{"vip wins", "[defaults]\nannounce = false\n" + strings.Replace(bgpVIP, "listen =", "announce = true\nlisten =", 1), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mustParse(t, tc.src).VIP("web").Announce; got != tc.want {
+				t.Fatalf("Announce = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -70,6 +70,7 @@ type rawTuning struct {
 	MaxConns          opt[int64]   `toml:"max_conns"`
 	Freebind          opt[bool]    `toml:"freebind"`
 	DeferAccept       opt[bool]    `toml:"defer_accept"`
+	Announce          opt[bool]    `toml:"announce"`
 	FirstByteTimeout  opt[string]  `toml:"first_byte_timeout"`
 	QueueTimeout      opt[string]  `toml:"queue_timeout"`
 	SNITimeout        opt[string]  `toml:"sni_timeout"`

@@ -29,7 +29,8 @@ func (s *servedSignal) poke() {
 func (r *Runtime) ServingChanged() <-chan struct{} { return r.served.ch }
 
 // Serving lists, sorted and without repeats, the addresses of the running
-// VIPs that have at least one eligible backend (an SNI route's backends
+// VIPs that announce (config announce, default true) and have at least
+// one eligible backend (an SNI route's backends
 // count for its VIP): the host routes a BGP speaker announces. A VIP a
 // reload removed, or one that stopped accepting on shutdown, is not
 // listed. It reads the lock-free index and the snapshots, so it may run
@@ -37,7 +38,7 @@ func (r *Runtime) ServingChanged() <-chan struct{} { return r.served.ch }
 func (r *Runtime) Serving() []netip.Addr {
 	var out []netip.Addr
 	for _, v := range *r.index.Load() {
-		if v.stopped.Load() || v.store.Load().Len() == 0 {
+		if v.stopped.Load() || !v.cfg().Announce || v.store.Load().Len() == 0 {
 			continue
 		}
 		out = append(out, v.key.Addr.Addr().Unmap())

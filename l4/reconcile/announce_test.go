@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,14 @@ func TestServingFollowsEligibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitServing(t, rt, "b's backend back", lo1, lo2)
+
+	// announce = false opts a VIP out; a reload turning it back on
+	// announces again.
+	optOut := strings.Replace(fmt.Sprintf(servingVIP, "a", a1, s1.addr), "listen =", "announce = false\nlisten =", 1)
+	apply(t, rt, "[global]\nadmin_socket = \"off\"\n"+optOut+fmt.Sprintf(servingVIP, "b", a2, s1.addr))
+	waitServing(t, rt, "a opted out", lo2)
+	apply(t, rt, both)
+	waitServing(t, rt, "a opted in again", lo1, lo2)
 
 	apply(t, rt, "[global]\nadmin_socket = \"off\"\n"+fmt.Sprintf(servingVIP, "b", a2, s1.addr))
 	waitServing(t, rt, "a removed by a reload", lo2)
