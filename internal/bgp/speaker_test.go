@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
@@ -17,6 +18,7 @@ import (
 // it accepts the speaker's session and records what it learns.
 type router struct {
 	srv  *server.BgpServer
+	addr netip.Addr
 	port uint16
 }
 
@@ -32,10 +34,17 @@ func freePort(t *testing.T) uint16 {
 
 func startRouter(t *testing.T, holdSeconds uint64) *router {
 	t.Helper()
-	r := &router{srv: server.NewBgpServer(), port: freePort(t)}
+	return startRouterOn(t, netip.MustParseAddr("127.0.0.1"), holdSeconds)
+}
+
+// startRouterOn listens on addr (a loopback address); the speaker's
+// session comes from 127.0.0.1.
+func startRouterOn(t *testing.T, addr netip.Addr, holdSeconds uint64) *router {
+	t.Helper()
+	r := &router{srv: server.NewBgpServer(), addr: addr, port: freePort(t)}
 	go r.srv.Serve()
 	ctx := context.Background()
-	err := r.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: 65000, RouterId: "198.18.255.1", ListenPort: int32(r.port), ListenAddresses: []string{"127.0.0.1"}}})
+	err := r.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: 65000, RouterId: "198.18.255.1", ListenPort: int32(r.port), ListenAddresses: []string{addr.String()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,4 +204,49 @@ func TestStopClosesSession(t *testing.T) {
 	start := time.Now()
 	waitFor(t, "routes gone after Stop", 5*time.Second, func() bool { return len(r.routes(t)) == 0 })
 	t.Logf("routes gone %v after Stop", time.Since(start))
+}
+
+// TestReconfigureKeepsOtherSessions: adding and removing peers leaves the
+// other sessions up and the routes announced; a change of the speaker's
+// own settings asks for a restart.
+func TestReconfigureKeepsOtherSessions(t *testing.T) {
+	r1 := startRouter(t, 9)
+	r2 := startRouterOn(t, netip.MustParseAddr("127.0.0.2"), 9)
+	s := startSpeaker(t, r1)
+	ctx := context.Background()
+	if err := s.SetAnnounced(ctx, []netip.Addr{netip.MustParseAddr("198.18.10.1")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "announced to r1", 10*time.Second, func() bool { return len(r1.routes(t)) == 1 })
+	since := s.PeerStates()[0].Since
+	base := s.set
+	base.Peers = nil
+	p1 := Peer{Address: r1.addr, ASN: 65000, Port: r1.port}
+	p2 := Peer{Address: r2.addr, ASN: 65000, Port: r2.port}
+
+	both := base
+	both.Peers = []Peer{p1, p2}
+	if err := s.Reconfigure(ctx, both); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "announced to the added peer", 15*time.Second, func() bool { return len(r2.routes(t)) == 1 })
+	if ps := s.PeerStates(); !ps[0].Up || !ps[0].Since.Equal(since) {
+		t.Fatalf("adding a peer disturbed the first session: %+v (up since %v before)", ps[0], since)
+	}
+
+	only2 := base
+	only2.Peers = []Peer{p2}
+	if err := s.Reconfigure(ctx, only2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "r1's session gone", 10*time.Second, func() bool { return len(r1.routes(t)) == 0 })
+	if ps := s.PeerStates(); len(ps) != 1 || !ps[0].Up || len(r2.routes(t)) != 1 {
+		t.Fatalf("after removing r1: %+v, r2 routes %v", ps, r2.routes(t))
+	}
+
+	other := only2
+	other.ASN = 65002
+	if err := s.Reconfigure(ctx, other); !errors.Is(err, ErrRestart) {
+		t.Fatalf("ASN change: %v, want ErrRestart", err)
+	}
 }
