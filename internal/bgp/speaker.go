@@ -243,6 +243,9 @@ func (s *Speaker) WithdrawAll(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.frozen = true
+	if s.stopped {
+		return nil
+	}
 	var errs []error
 	for a := range s.announced {
 		errs = append(errs, s.withdrawLocked(ctx, a))
@@ -268,12 +271,13 @@ func (s *Speaker) Stop() {
 
 // PeerStates returns every peer's session, in configured order.
 func (s *Speaker) PeerStates() []PeerState {
+	// Under the lock: a stopped server never answers, so ListPeer must
+	// not race with Stop.
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	peers := s.set.Peers
-	stopped := s.stopped
-	s.mu.Unlock()
 	byAddr := map[string]*api.Peer{}
-	if !stopped {
+	if !s.stopped {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = s.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
