@@ -18,7 +18,7 @@ DOCDIR     ?= $(PREFIX)/share/doc/l4lb
 SYSCONFDIR ?= /etc
 INSTALL    ?= install
 
-.PHONY: all build test generate generate-check demo bench bench-xdp fuzz soak lint clean install uninstall
+.PHONY: all build test generate generate-check demo demo-ecmp bench bench-xdp fuzz soak lint clean install uninstall
 
 all: build
 
@@ -54,6 +54,11 @@ generate-check:
 
 demo: build
 	scripts/demo.sh
+
+# demo-ecmp: two balancers behind a BIRD router announce the VIP over BGP
+# (needs bird2).
+demo-ecmp: build
+	scripts/demo-ecmp.sh
 
 bench: build
 	scripts/bench.sh

@@ -24,6 +24,8 @@ type Config struct {
 	VIPs   []VIP
 	// XDP is set only when the file has an [xdp] table.
 	XDP *XDP
+	// BGP is set only when the file has a [bgp] table.
+	BGP *BGP
 	// Warnings are what the file allows but is probably wrong (a VIP whose
 	// weights are all 0, say): `l4lb check` prints them, run logs them.
 	Warnings []Problem
@@ -136,6 +138,10 @@ type VIP struct {
 	// about a second, until the kernel accepts anyway, before the backend
 	// is even contacted. Only for tcp VIPs in proxy mode.
 	DeferAccept bool
+	// Announce: with [bgp], the VIP's address is announced while the VIP
+	// has an eligible backend; false opts the VIP out (its address is
+	// still announced for another VIP on it that announces). Default true.
+	Announce bool
 	// FirstByteTimeout > 0 closes a client that sends nothing for this
 	// long after connecting, before any backend is dialed (counted as
 	// first_byte_timeouts); default 0 = off; 1ms..1h. For client-speaks-

@@ -4,6 +4,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/l4lb/l4lb/l4"
 )
@@ -107,7 +108,7 @@ type DiffOptions struct {
 func Diff(running, next *Config, opts DiffOptions) Changes {
 	loaded := opts.XDPLoaded || hasXDPVIP(running)
 	return Changes{
-		Global: append(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, hasXDPVIP(next))...),
+		Global: slices.Concat(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, hasXDPVIP(next)), diffBGP(running.BGP, next.BGP)),
 		VIPs:   diffVIPs(running, next),
 	}
 }

@@ -74,6 +74,7 @@ var vipSettingList = []setting[VIP]{
 	{"accept_proxy_protocol_from", func(v *VIP) string { return prefixList(v.AcceptProxyProtocolFrom, strconv.Quote) }, EffectNewFlows, "", nil},
 	{"freebind", func(v *VIP) string { return strconv.FormatBool(v.Freebind) }, EffectNextBind, "the running socket is bound already", nil},
 	{"defer_accept", func(v *VIP) string { return strconv.FormatBool(v.DeferAccept) }, EffectNewFlows, "set on the running listener", nil},
+	{"announce", func(v *VIP) string { return strconv.FormatBool(v.Announce) }, EffectNow, "the address is announced or withdrawn over BGP at once", nil},
 	{"first_byte_timeout", func(v *VIP) string { return fmtDuration(v.FirstByteTimeout) }, EffectNewFlows, "", nil},
 	{"queue_timeout", func(v *VIP) string { return fmtDuration(v.QueueTimeout) }, EffectNewFlows, "connections already waiting keep the time they started with", nil},
 	{"sni_timeout", func(v *VIP) string { return fmtDuration(v.SNITimeout) }, EffectNewFlows, "", nil},

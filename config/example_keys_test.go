@@ -17,6 +17,7 @@ func TestExampleShowsEveryKey(t *testing.T) {
 	for table, v := range map[string]any{
 		"global": rawGlobal{}, "vip": rawVIP{}, "defaults": rawTuning{},
 		"health": rawHealth{}, "backend": rawBackend{}, "xdp": rawXDP{}, "route": rawRoute{},
+		"bgp": rawBGP{}, "bgp.peer": rawBGPPeer{},
 	} {
 		for _, key := range tomlKeys(reflect.TypeOf(v)) {
 			// set, or shown commented out: "key = ..." or "# key = ..."
@@ -36,7 +37,7 @@ func tomlKeys(t reflect.Type) []string {
 			keys = append(keys, tomlKeys(f.Type)...)
 			continue
 		}
-		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != "" && tag != "health" && tag != "backend" && tag != "route" {
+		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != "" && tag != "health" && tag != "backend" && tag != "route" && tag != "peer" {
 			keys = append(keys, tag)
 		}
 	}

@@ -37,6 +37,7 @@ func Format(c *Config, opts FormatOptions) []byte {
 		w.dur("weight_refresh", c.XDP.WeightRefresh)
 		w.int("syn_rate_per_source", c.XDP.SYNRatePerSource)
 	}
+	formatBGP(w, c.BGP, opts)
 	for i := range c.VIPs {
 		formatVIP(w, &c.VIPs[i], opts)
 	}
@@ -90,6 +91,7 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"max_conns", func() { w.int("max_conns", v.MaxConns) }},
 		{"freebind", func() { w.bool("freebind", v.Freebind) }},
 		{"defer_accept", func() { w.bool("defer_accept", v.DeferAccept) }},
+		{"announce", func() { w.bool("announce", v.Announce) }},
 		{"first_byte_timeout", func() { w.dur("first_byte_timeout", v.FirstByteTimeout) }},
 		{"queue_timeout", func() { w.dur("queue_timeout", v.QueueTimeout) }},
 		{"proxy_protocol", func() { w.str("proxy_protocol", fmt.Sprint(v.ProxyProtocol)) }},

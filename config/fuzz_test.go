@@ -33,6 +33,7 @@ func FuzzParse(f *testing.F) {
 		"[[vip]]\nname = \"a\"\nlisten = \"198.18.0.1:1\"\n[vip.health]\ntype = \"send_expect\"\nexpect_regex = \"(\"\nsend_hex = \"zz\"\n",
 		"[global]\ndrain_timeout = \"-1s\"\npipe_size = 1e9\n",
 		"[[vip]]\nName = \"a\"\n[[vip.Backend]]\n",
+		"[bgp]\nasn = 65001\nrouter_id = \"198.18.0.2\"\nnext_hop = \"2001:db8::1\"\ncommunities = [\"65001:100\"]\n[[bgp.peer]]\naddress = \"198.18.0.1\"\nasn = 65000\npassword = \"p\"\nhold_time = \"3s\"\n[[vip]]\nname = \"a\"\nlisten = \"198.18.0.10:80\"\nannounce = false\n[[vip.backend]]\naddress = \"198.18.1.1:80\"\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -45,6 +45,7 @@ func build(p *problems, raw *rawFile) *Config {
 	c := &Config{
 		Global: buildGlobal(p, &raw.Global),
 		XDP:    buildXDP(p, raw.XDP),
+		BGP:    buildBGP(p, raw.BGP),
 	}
 	if len(raw.VIPs) == 0 {
 		p.add("", "vip", "no [[vip]] table: at least one VIP is required")

@@ -34,6 +34,7 @@ type rawFile struct {
 	Defaults rawTuning `toml:"defaults"`
 	VIPs     []rawVIP  `toml:"vip"`
 	XDP      *rawXDP   `toml:"xdp"`
+	BGP      *rawBGP   `toml:"bgp"`
 }
 
 type rawGlobal struct {
@@ -69,6 +70,7 @@ type rawTuning struct {
 	MaxConns          opt[int64]   `toml:"max_conns"`
 	Freebind          opt[bool]    `toml:"freebind"`
 	DeferAccept       opt[bool]    `toml:"defer_accept"`
+	Announce          opt[bool]    `toml:"announce"`
 	FirstByteTimeout  opt[string]  `toml:"first_byte_timeout"`
 	QueueTimeout      opt[string]  `toml:"queue_timeout"`
 	SNITimeout        opt[string]  `toml:"sni_timeout"`
@@ -159,4 +161,23 @@ type rawXDP struct {
 	ConntrackSize opt[int64]  `toml:"conntrack_size"`
 	WeightRefresh opt[string] `toml:"weight_refresh"`
 	SYNRate       opt[int64]  `toml:"syn_rate_per_source"`
+}
+
+type rawBGP struct {
+	ASN           opt[int64]   `toml:"asn"`
+	RouterID      opt[string]  `toml:"router_id"`
+	NextHop       opt[string]  `toml:"next_hop"`
+	Communities   opt[[]any]   `toml:"communities"`
+	HoldTime      opt[string]  `toml:"hold_time"`
+	ConnectRetry  opt[string]  `toml:"connect_retry"`
+	ShutdownGrace opt[string]  `toml:"shutdown_grace"`
+	Peers         []rawBGPPeer `toml:"peer"`
+}
+
+type rawBGPPeer struct {
+	Address  opt[string] `toml:"address"`
+	ASN      opt[int64]  `toml:"asn"`
+	Password opt[string] `toml:"password"`
+	HoldTime opt[string] `toml:"hold_time"`
+	Port     opt[int64]  `toml:"port"`
 }

@@ -105,6 +105,7 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.AcceptProxyProtocolFrom = l.prefixes("accept_proxy_protocol_from", o.AcceptProxyFrom, d.AcceptProxyFrom)
 	v.Freebind = l.boolean("freebind", o.Freebind, d.Freebind, false)
 	v.DeferAccept = l.boolean("defer_accept", o.DeferAccept, d.DeferAccept, false)
+	v.Announce = l.boolean("announce", o.Announce, d.Announce, true)
 	v.FirstByteTimeout = l.duration("first_byte_timeout", o.FirstByteTimeout, d.FirstByteTimeout, 0, orOff(time.Millisecond, time.Hour))
 	v.QueueTimeout = l.duration("queue_timeout", o.QueueTimeout, d.QueueTimeout, 5*time.Second, orOff(time.Millisecond, time.Hour))
 	v.SNITimeout = l.duration("sni_timeout", o.SNITimeout, d.SNITimeout, 5*time.Second, span(time.Millisecond, 5*time.Minute))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -94,6 +95,10 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"b_up":        d("backend_up", "1 when health checks say up (or unknown), 0 when down.", backendLabels),
 		"b_rtt":       d("backend_rtt_seconds", "Handshake RTT estimate (EWMA).", backendLabels),
 		"b_weight":    d("backend_weight", "Configured weight.", backendLabels),
+		"bgp_peer_up": d("bgp_peer_up", "1 while the BGP session with the peer is established.", []string{"peer"}),
+		"bgp_sent":    d("bgp_peer_prefixes_sent", "Routes sent to the BGP peer.", []string{"peer"}),
+		"bgp_routes":  d("bgp_announced_prefixes", "Host routes l4lb announces (VIP addresses with an eligible backend).", nil),
+		"announced":   d("vip_announced", "1 while the VIP's address is announced over BGP; absent without [bgp].", vipLabels),
 	}}
 }
 
@@ -122,6 +127,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["xdp_counter"], counter, float64(v), name)
 		}
 	}
+	c.collectBGP(ch, st)
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_open"], gauge, float64(st.Pipes.Open))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_lent"], gauge, float64(st.Pipes.Lent))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
@@ -276,4 +282,26 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// collectBGP reports the sessions, the routes and which VIPs they cover.
+func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st reconcile.Status) {
+	b := st.BGP
+	if b == nil {
+		return
+	}
+	for _, p := range b.Peers {
+		ch <- prometheus.MustNewConstMetric(c.descs["bgp_peer_up"], prometheus.GaugeValue, boolGauge(p.Up), p.Address)
+		ch <- prometheus.MustNewConstMetric(c.descs["bgp_sent"], prometheus.GaugeValue, float64(p.PrefixesSent), p.Address)
+	}
+	ch <- prometheus.MustNewConstMetric(c.descs["bgp_routes"], prometheus.GaugeValue, float64(len(b.Announced)))
+	seen := map[[2]string]bool{}
+	for _, v := range st.VIPs {
+		ap, err := netip.ParseAddrPort(v.Listen)
+		if v.Draining || err != nil || seen[[2]string{v.Name, v.Protocol}] {
+			continue
+		}
+		seen[[2]string{v.Name, v.Protocol}] = true
+		ch <- prometheus.MustNewConstMetric(c.descs["announced"], prometheus.GaugeValue, boolGauge(announcedAddr(b, ap.Addr())), v.Name, v.Protocol)
+	}
 }

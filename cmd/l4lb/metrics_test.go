@@ -16,8 +16,10 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 	st := reconcile.Status{
 		Process: reconcile.ProcessStatus{Version: "v", LastReload: &reconcile.ReloadStatus{OK: true}},
 		XDP:     &reconcile.XDPStatus{Interface: "eth0", Counters: map[string]uint64{"tx": 5, "drop_no_neigh": 1}},
+		BGP: &reconcile.BGPStatus{ASN: 65001, Announced: []string{"198.18.0.10/32"},
+			Peers: []reconcile.BGPPeerStatus{{Address: "198.18.0.1", ASN: 65000, State: "established", Up: true, PrefixesSent: 1}}},
 		VIPs: []reconcile.VIPStatus{
-			{Name: "t", Protocol: "tcp", TCP: &reconcile.TCPStatus{LimitWaits: 2}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:80"}},
+			{Name: "t", Protocol: "tcp", Listen: "198.18.0.10:80", TCP: &reconcile.TCPStatus{LimitWaits: 2}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:80"}},
 				Names: []reconcile.NameStatus{{Backend: "p", Lookup: "pg.db:80", Addresses: []string{"198.18.1.1:80"}, AnswerAge: 2, Errors: 1},
 					{Backend: "q", Lookup: "pg.db:80"}}},
 			{Name: "t", Protocol: "tcp", Draining: true, TCP: &reconcile.TCPStatus{}},
@@ -43,7 +45,8 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 	for _, want := range []string{"l4lb_vip_draining", "l4lb_vip_limit_waits_total", "l4lb_vip_udp_datagrams_total",
 		"l4lb_vip_xdp_packets_total", "l4lb_xdp_events_total", "l4lb_backend_packets_total", "l4lb_last_reload_successful", "l4lb_build_info",
 		"l4lb_dns_lookup_errors_total", "l4lb_dns_answer_age_seconds", "l4lb_dns_addresses",
-		"l4lb_vip_sni_total", "l4lb_vip_route_connections_total", "l4lb_vip_route_eligible_backends"} {
+		"l4lb_vip_sni_total", "l4lb_vip_route_connections_total", "l4lb_vip_route_eligible_backends",
+		"l4lb_bgp_peer_up", "l4lb_bgp_peer_prefixes_sent", "l4lb_bgp_announced_prefixes", "l4lb_vip_announced"} {
 		if !names[want] {
 			t.Errorf("no %s among %d families", want, len(families))
 		}

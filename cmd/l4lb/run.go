@@ -34,6 +34,7 @@ type daemon struct {
 	started time.Time
 	build   buildInfo
 	rt      *reconcile.Runtime
+	bgp     *announcer // announces the served VIPs over BGP; set once start succeeds
 	admin   *admin.Server
 	metrics *http.Server
 	notify  notifier
@@ -149,6 +150,9 @@ func (d *daemon) start(cfg *config.Config) error {
 	if d.up != nil {
 		// The admin socket and metrics follow once the old process is
 		// done (takeOver): it still answers the upgrade's caller.
+		if err := d.startBGP(cfg); err != nil {
+			return err
+		}
 		d.log.Info("l4lb running", zap.String("version", d.build.Version), zap.String("commit", d.build.Commit), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()), zap.Bool("upgrade", true))
 		return nil
 	}
@@ -169,7 +173,25 @@ func (d *daemon) start(cfg *config.Config) error {
 		}
 		d.metrics, d.metricsLn = m, ln
 	}
+	if err := d.startBGP(cfg); err != nil {
+		return err
+	}
 	d.log.Info("l4lb running", zap.String("version", d.build.Version), zap.String("commit", d.build.Commit), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()))
+	return nil
+}
+
+// startBGP starts the announcer once the VIPs run, so that the first
+// announcement already knows which have backends.
+func (d *daemon) startBGP(cfg *config.Config) error {
+	a, err := startAnnouncer(d.log.Named("bgp"), d.rt, cfg.BGP)
+	if err != nil {
+		d.stopServers()
+		d.rt.Shutdown(context.Background())
+		return fmt.Errorf("bgp: %w", err)
+	}
+	d.mu.Lock()
+	d.bgp = a
+	d.mu.Unlock()
 	return nil
 }
 
@@ -206,7 +228,11 @@ func (d *daemon) loop(cfg *config.Config, sigs chan os.Signal) int {
 		close(d.stopping)
 		d.tellManager(d.notify.stopping())
 		d.log.Info("shutting down", zap.Stringer("signal", sig), zap.Duration("drain_timeout", cfg.Global.DrainTimeout))
+		// Routers first: withdraw every VIP and give them shutdown_grace
+		// to move new flows to the other balancers, then drain.
+		d.bgp.withdraw()
 		d.shutdown(cfg.Global.DrainTimeout, sigs)
+		d.bgp.close()
 		return 0
 	}
 }
@@ -218,6 +244,10 @@ func (d *daemon) loop(cfg *config.Config, sigs chan os.Signal) int {
 func (d *daemon) exitAfterUpgrade(cfg *config.Config, sigs chan os.Signal) int {
 	close(d.stopping)
 	d.log.Info("old process exiting after the upgrade", zap.Duration("drain_timeout", cfg.Global.DrainTimeout))
+	// The new process runs its own speaker: this one's sessions close
+	// now (without a withdraw: the new process announces the same
+	// routes as soon as its session is up).
+	d.bgp.close()
 	d.shutdown(cfg.Global.DrainTimeout, sigs)
 	return 0
 }
@@ -339,6 +369,9 @@ func (d *daemon) applyFile(running *config.Config) (cfg *config.Config, warnings
 		d.log.Error("reload failed, running config kept", zap.Error(err))
 		return nil, nil, nil, err
 	}
+	if err := d.bgpNow().reconfigure(cfg.BGP); err != nil {
+		d.log.Error("reload: bgp settings not fully applied", zap.Error(err))
+	}
 	return cfg, warnings, restart, nil
 }
 
@@ -359,6 +392,7 @@ func (d *daemon) status() reconcile.Status {
 	d.mu.Lock()
 	last := d.lastReload
 	d.mu.Unlock()
+	st.BGP = d.bgpNow().status()
 	st.Process = reconcile.ProcessStatus{
 		Version: d.build.Version, Commit: d.build.Commit, GoVersion: d.build.GoVersion, BuildDate: d.build.BuildDate,
 		PID: os.Getpid(), Started: d.started, UptimeSeconds: time.Since(d.started).Seconds(), LastReload: last,

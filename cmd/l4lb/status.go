@@ -120,6 +120,7 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			fmt.Fprintf(w, "  counters: %s\n", counterList(x.Counters))
 		}
 	}
+	printBGP(w, st.BGP)
 	fmt.Fprintln(w)
 	for i, v := range st.VIPs {
 		if i > 0 {
@@ -327,4 +328,26 @@ func nameSummary(n reconcile.NameStatus) string {
 
 func secondsString(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(100 * time.Millisecond).String()
+}
+
+// printBGP shows the speaker: each session and the announced routes.
+func printBGP(w io.Writer, b *reconcile.BGPStatus) {
+	if b == nil {
+		return
+	}
+	announced := "none"
+	if len(b.Announced) > 0 {
+		announced = strings.Join(b.Announced, " ")
+	}
+	if b.Withdrawn {
+		announced += " (WITHDRAWN: shutting down)"
+	}
+	fmt.Fprintf(w, "bgp: as %d, router id %s, announced: %s\n", b.ASN, b.RouterID, announced)
+	for _, p := range b.Peers {
+		up := ""
+		if p.Up {
+			up = " for " + secondsString(p.UptimeSeconds)
+		}
+		fmt.Fprintf(w, "  peer %s as %d  %s%s  prefixes sent %d\n", p.Address, p.ASN, p.State, up, p.PrefixesSent)
+	}
 }

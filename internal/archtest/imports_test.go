@@ -25,7 +25,12 @@ var rules = map[string][]string{
 	"internal/resolve": {mod, "go.uber.org/zap"},
 	"l4/reconcile":     {mod + "cmd"},
 	"internal/admin":   {mod + "cmd"},
+	"internal/bgp":     {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", mod + "internal/"},
 }
+
+// onlyBGP are imports that the BGP speaker package alone may bring in:
+// everything else in l4lb stays free of GoBGP and gRPC.
+var onlyBGP = []string{"github.com/osrg/gobgp/", "google.golang.org/grpc"}
 
 // allowedProject lists the project packages each may import at all.
 var allowedProject = map[string][]string{
@@ -42,6 +47,7 @@ var allowedProject = map[string][]string{
 	"bpf":              {"l4", "l4/balance", "l4/snapshot", "l4/guard", "conntrack"},
 	"internal/privs":   {},
 	"internal/resolve": {},
+	"internal/bgp":     {"l4"},
 }
 
 func deps(t *testing.T, pkg string) []string {
@@ -102,6 +108,28 @@ func TestDirectImportsAllowed(t *testing.T) {
 		for _, d := range strings.Fields(string(out)) {
 			if strings.HasPrefix(d, mod) && !ok[d] {
 				t.Errorf("%s imports project package %s directly; allowed: %v", pkg, d, allowed)
+			}
+		}
+	}
+}
+
+// TestOnlyBGPImportsGoBGP: of the packages that cmd/l4lb does not link, only
+// internal/bgp may depend on GoBGP or gRPC; cmd/l4lb links it and is exempt.
+func TestOnlyBGPImportsGoBGP(t *testing.T) {
+	out, err := exec.Command("go", "list", mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(pkg, mod)
+		if rel == "internal/bgp" || strings.HasPrefix(rel, "cmd/") || rel == "internal/archtest" {
+			continue
+		}
+		for _, d := range deps(t, rel) {
+			for _, b := range onlyBGP {
+				if strings.HasPrefix(d, b) {
+					t.Errorf("%s depends on %s; only internal/bgp may", rel, d)
+				}
 			}
 		}
 	}

@@ -85,6 +85,8 @@ type planeDeps struct {
 	inherit *ListenSockets
 	// carry is the previous l4lb's backend state by VIP key (an upgrade).
 	carry map[string]map[l4.BackendID]BackendState
+	// served is poked on every snapshot the VIP publishes.
+	served *servedSignal
 }
 
 // newDataPlane opens the data plane vc's mode and protocol ask for. It is

@@ -38,7 +38,7 @@ func routeID(key l4.VIPKey, name string) string { return key.String() + "#route=
 // newRouteVIP starts the listener-less VIP of one route of parent.
 func newRouteVIP(parent *vip, rc *config.VIP, name string, svc *proxy.TCPService) (*vip, error) {
 	v := &vip{key: parent.key, id: routeID(parent.key, name), log: parent.log.With(zap.String("route", name)), health: parent.health,
-		self: parent.self, indexes: parent.indexes, backends: map[l4.BackendID]*backend{}}
+		self: parent.self, indexes: parent.indexes, served: parent.served, backends: map[l4.BackendID]*backend{}}
 	v.dp = routePlane{svc: svc}
 	p, err := v.plan(rc)
 	if err != nil {

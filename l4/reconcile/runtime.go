@@ -32,6 +32,8 @@ type Runtime struct {
 
 	dns *dnsNames // the names of named backends (their map under mu)
 
+	served *servedSignal // pokes ServingChanged
+
 	// index maps a VIP key's string (health target names use it) to the
 	// running VIP, for the health callback, which must not take mu.
 	index atomic.Pointer[map[string]*vip]
@@ -81,7 +83,7 @@ func New(log *zap.Logger, opts Options) *Runtime {
 		log = zap.NewNop()
 	}
 	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
-		indexes: newIndexPool(MaxBackends), dns: newDNSNames(log)}
+		indexes: newIndexPool(MaxBackends), dns: newDNSNames(log), served: newServedSignal()}
 	if opts.MaxConns > 0 {
 		r.budget = proxy.NewConnBudget(opts.MaxConns)
 	}
@@ -105,6 +107,7 @@ func (r *Runtime) publishIndex() {
 		}
 	}
 	r.index.Store(&idx)
+	r.served.poke()
 }
 
 func (r *Runtime) lookupVIP(key string) *vip { return (*r.index.Load())[key] }
@@ -224,7 +227,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKe
 		if _, ok := r.vips[key]; ok && !moved[key] {
 			continue
 		}
-		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, loops: r.loops, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp, xdpAt: &r.xdpAt, inherit: r.inherit, carry: r.carry}, r.health)
+		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, loops: r.loops, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp, xdpAt: &r.xdpAt, inherit: r.inherit, carry: r.carry, served: r.served}, r.health)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()

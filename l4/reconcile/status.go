@@ -17,7 +17,32 @@ type Status struct {
 	// it owns.
 	Workers []WorkerStatus `json:"workers"`
 	XDP     *XDPStatus     `json:"xdp,omitempty"` // when the XDP program runs
-	VIPs    []VIPStatus    `json:"vips"`
+	// BGP is the speaker's sessions and routes (filled by the process
+	// that runs the speaker; nil: no [bgp]).
+	BGP  *BGPStatus  `json:"bgp,omitempty"`
+	VIPs []VIPStatus `json:"vips"`
+}
+
+// BGPStatus is what l4lb announces and to whom.
+type BGPStatus struct {
+	ASN       uint32          `json:"asn"`
+	RouterID  string          `json:"router_id"`
+	Peers     []BGPPeerStatus `json:"peers"`
+	Announced []string        `json:"announced"` // host routes, "198.18.0.10/32"
+	// Withdrawn: the shutdown withdrew every route; nothing is announced
+	// again.
+	Withdrawn bool `json:"withdrawn,omitempty"`
+}
+
+// BGPPeerStatus is one BGP session.
+type BGPPeerStatus struct {
+	Address       string    `json:"address"`
+	ASN           uint32    `json:"asn"`
+	State         string    `json:"state"` // idle, connect, active, opensent, openconfirm, established
+	Up            bool      `json:"up"`
+	Since         time.Time `json:"since,omitzero"` // when the session came up
+	UptimeSeconds float64   `json:"uptime_seconds,omitempty"`
+	PrefixesSent  int       `json:"prefixes_sent"`
 }
 
 // ProcessStatus describes the l4lb process: its build, age and last reload.

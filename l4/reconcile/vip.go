@@ -30,6 +30,7 @@ type vip struct {
 	guard   *xdpGuard        // a proxy VIP's entry in the XDP program; nil: none
 	self    *proxy.Listeners // the process's listeners, which this VIP joins while it listens
 	indexes *indexPool       // backend indexes, shared by all VIPs
+	served  *servedSignal    // poked on every published snapshot (Runtime.Serving)
 
 	conf    atomic.Pointer[config.VIP]
 	ramping atomic.Bool // a slow-start goroutine runs
@@ -108,7 +109,7 @@ type plan struct {
 }
 
 func newVIP(key l4.VIPKey, vc *config.VIP, deps planeDeps, hm *health.Manager) (*vip, error) {
-	v := &vip{key: key, id: key.String(), log: deps.log.With(zap.String("vip", vc.Name)), health: hm, self: deps.self, indexes: deps.indexes, backends: map[l4.BackendID]*backend{},
+	v := &vip{key: key, id: key.String(), log: deps.log.With(zap.String("vip", vc.Name)), health: hm, self: deps.self, indexes: deps.indexes, served: deps.served, backends: map[l4.BackendID]*backend{},
 		carry: deps.carry[key.String()]}
 	p, err := v.plan(vc)
 	v.carry = nil
@@ -139,6 +140,7 @@ func (v *vip) serve() {
 // stopAccepting stops new flows; established ones continue until drain.
 func (v *vip) stopAccepting() {
 	v.stopped.Store(true)
+	v.served.poke()
 	v.self.Remove(v.key)
 	v.guard.clear()
 	v.dp.stopAccepting()
@@ -311,6 +313,7 @@ func (v *vip) commit(p *plan) error {
 // publishLocked makes snap what new flows pick from (v.mu held).
 func (v *vip) publishLocked(snap *snapshot.Snapshot) error {
 	v.store.Store(snap)
+	v.served.poke()
 	return v.dp.publish(snap)
 }
 

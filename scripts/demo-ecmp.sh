@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# make demo-ecmp: scale out with BGP. A client behind a router (BIRD) that
+# learns the VIP from two l4lb balancers over BGP and spreads flows over
+# both (ECMP, a hash of the 5-tuple); three backends behind the balancers.
+# Requests from many source ports land on both balancers and, because both
+# build the same Maglev table, each flow reaches the same backend whichever
+# balancer takes it. Then one balancer is killed (kill -9): its BGP session
+# dies with it, the router drops its path at once, and the requests go on
+# through the other. Everything is removed again at the end (also on
+# Ctrl-C). Needs only Go, iproute2 and bird2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "make demo-ecmp needs root (it creates network namespaces)"; exit 1; }
+command -v ip >/dev/null || { echo "missing ip: apt-get install -y iproute2"; exit 1; }
+for tool in bird birdc; do
+  command -v $tool >/dev/null || { echo "missing $tool: the router of this demo is BIRD 2: apt-get install -y bird2"; exit 1; }
+done
+
+S="l4e$$"                        # unique per run: namespaces never collide
+CLI=$S-cli RTR=$S-rtr
+LBS=($S-lb1 $S-lb2)
+BACKENDS=($S-b1 $S-b2 $S-b3)
+VIP=198.18.2.10
+TMP=$(mktemp -d /tmp/l4lb-demo-ecmp.XXXXXX)
+PIDS=()
+
+cleanup() {
+  set +e
+  for p in "${PIDS[@]}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do [ -n "$p" ] && wait "$p" 2>/dev/null; done
+  for ns in $CLI $RTR "${LBS[@]}" "${BACKENDS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+step "network: client -> router (BIRD, ECMP) -> two l4lb (VIP $VIP on each) -> three backends, in namespaces $S-*"
+for ns in $CLI $RTR "${LBS[@]}" "${BACKENDS[@]}"; do ip netns add "$ns"; inns "$ns" ip link set lo up; done
+ip link add c0 netns $CLI type veth peer name r0 netns $RTR
+inns $CLI ip addr add 198.18.0.2/24 dev c0 && inns $CLI ip link set c0 up
+inns $CLI ip route add default via 198.18.0.1
+inns $RTR ip addr add 198.18.0.1/24 dev r0 && inns $RTR ip link set r0 up
+inns $RTR ip link add br0 type bridge && inns $RTR ip addr add 198.18.3.1/24 dev br0 && inns $RTR ip link set br0 up
+inns $RTR ip link add br1 type bridge && inns $RTR ip addr add 198.18.1.1/24 dev br1 && inns $RTR ip link set br1 up
+# the router hashes addresses, protocol and ports to pick a path
+inns $RTR sysctl -qw net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=3 net.ipv4.fib_multipath_hash_fields=0x0037
+for i in 1 2; do
+  ns=${LBS[$((i-1))]}
+  ip link add xl$i netns $RTR type veth peer name x0 netns "$ns"
+  ip link add yl$i netns $RTR type veth peer name y0 netns "$ns"
+  inns $RTR ip link set xl$i master br0 && inns $RTR ip link set xl$i up
+  inns $RTR ip link set yl$i master br1 && inns $RTR ip link set yl$i up
+  inns "$ns" ip addr add 198.18.3.1$i/24 dev x0 && inns "$ns" ip link set x0 up
+  inns "$ns" ip addr add 198.18.1.$((1+i))/24 dev y0 && inns "$ns" ip link set y0 up
+  inns "$ns" ip addr add $VIP/32 dev lo
+  inns "$ns" ip route add default via 198.18.3.1
+done
+for i in 1 2 3; do
+  ns=${BACKENDS[$((i-1))]}
+  ip link add yb$i netns $RTR type veth peer name b0 netns "$ns"
+  inns $RTR ip link set yb$i master br1 && inns $RTR ip link set yb$i up
+  inns "$ns" ip addr add 198.18.1.2$i/24 dev b0 && inns "$ns" ip link set b0 up
+  inns "$ns" ip route add default via 198.18.1.1
+  # `ip netns exec` execs the program, so $! is the server's own PID
+  ip netns exec "$ns" bin/testserver -name backend-$i -http 198.18.1.2$i:8080 > "$TMP/backend-$i.log" 2>&1 &
+  PIDS+=($!)
+done
+
+step "router: BIRD 2 with one eBGP session per balancer; 'merge paths on' installs one route with both next hops"
+cat > "$TMP/bird.conf" <<CONF
+router id 198.18.3.1;
+protocol device { scan time 1; }
+protocol kernel { ipv4 { import none; export all; }; merge paths on; }
+protocol bgp lb1 { local as 65000; neighbor 198.18.3.11 as 65001; passive on; hold time 9; ipv4 { import all; export none; }; }
+protocol bgp lb2 { local as 65000; neighbor 198.18.3.12 as 65001; passive on; hold time 9; ipv4 { import all; export none; }; }
+CONF
+sed 's/^/  bird.conf| /' "$TMP/bird.conf"
+ip netns exec $RTR bird -f -c "$TMP/bird.conf" -s "$TMP/bird.ctl" -P "$TMP/bird.pid" > "$TMP/bird.log" 2>&1 &
+PIDS+=($!)
+birdc() { command birdc -s "$TMP/bird.ctl" "$@"; }
+
+step "two balancers, the same config but for router_id: Maglev on the client's address and port"
+LBPIDS=()
+for i in 1 2; do
+  cat > "$TMP/l4lb-$i.toml" <<TOML
+[global]
+admin_socket = "$TMP/admin-$i.sock"
+drain_timeout = "3s"
+
+[bgp]
+asn = 65001
+router_id = "198.18.3.1$i"
+shutdown_grace = "1s"
+  [[bgp.peer]]
+  address = "198.18.3.1"
+  asn = 65000
+
+[[vip]]
+name = "web"
+listen = "$VIP:80"
+algorithm = "maglev"
+hash_key = "src_ip_port"
+  [vip.health]
+  type = "http"
+  path = "/"
+  interval = "500ms"
+  timeout = "300ms"
+  [[vip.backend]]
+  name = "backend-1"
+  address = "198.18.1.21:8080"
+  [[vip.backend]]
+  name = "backend-2"
+  address = "198.18.1.22:8080"
+  [[vip.backend]]
+  name = "backend-3"
+  address = "198.18.1.23:8080"
+TOML
+  ip netns exec ${LBS[$((i-1))]} bin/l4lb run --config "$TMP/l4lb-$i.toml" > "$TMP/l4lb-$i.log" 2>&1 &
+  LBPIDS+=($!); PIDS+=($!)
+done
+for i in 1 2; do
+  for _ in $(seq 100); do [ -S "$TMP/admin-$i.sock" ] && break; sleep 0.05; done
+  [ -S "$TMP/admin-$i.sock" ] || { cat "$TMP/l4lb-$i.log"; echo "l4lb-$i did not start"; exit 1; }
+done
+sed -n '/^\[bgp\]/,/^\[\[vip\]\]/p' "$TMP/l4lb-1.toml" | sed '$d' | sed 's/^/  l4lb-1.toml| /'
+
+route() { inns $RTR ip route show $VIP; }
+for _ in $(seq 150); do [ "$(route | grep -c nexthop)" = 2 ] && break; sleep 0.1; done
+[ "$(route | grep -c nexthop)" = 2 ] || { birdc show protocols; echo "the router did not learn the VIP from both balancers"; exit 1; }
+step "router: ip route show $VIP (one route, two next hops: both balancers announce the VIP)"
+route | sed 's/^/  /'
+birdc show protocols | sed 's/^/  birdc| /'
+
+requests() { # requests N: N HTTP/1.0 requests, each from a new source port
+  inns $CLI bash -c '
+    for i in $(seq '"$1"'); do
+      exec 3<>/dev/tcp/'$VIP'/80
+      printf "GET / HTTP/1.0\r\nHost: demo\r\n\r\n" >&3
+      tail -n 1 <&3
+      exec 3>&-
+    done'
+}
+accepted() { bin/l4lb status --socket "$TMP/admin-$1.sock" | sed -n 's/^VIP web .*accepted \([0-9]*\).*/\1/p'; }
+
+step "client: 40 HTTP requests, each from a new source port"
+requests 40 | cut -d: -f1 | sort | uniq -c | sed 's/^/  /'
+echo "  connections per balancer: l4lb-1 $(accepted 1), l4lb-2 $(accepted 2)"
+
+step "bin/l4lb status of l4lb-1: the BGP session and what it announces"
+bin/l4lb status --socket "$TMP/admin-1.sock" | sed -n '/^bgp:/,/^$/p' | sed 's/^/  /'
+
+step "the same flow through either balancer reaches the same backend: identical Maglev tables"
+for port in 40001 40002 40003; do
+  for i in 1 2; do
+    printf '  client port %s via l4lb-%s: ' $port $i
+    bin/l4lb explain --socket "$TMP/admin-$i.sock" web 198.18.0.2:$port | grep -m1 -o 'backend-[0-9]' || echo "?"
+  done
+done
+
+step "kill -9 l4lb-1: its BGP session dies with it, the router drops its path"
+kill -9 "${LBPIDS[0]}"; wait "${LBPIDS[0]}" 2>/dev/null || true
+t0=$(date +%s%N)
+for _ in $(seq 100); do [ "$(route | grep -c nexthop)" = 0 ] && break; sleep 0.02; done
+echo "  path gone after $(( ($(date +%s%N) - t0) / 1000000 )) ms:"
+route | sed 's/^/  /'
+
+step "client: 20 more requests, all through l4lb-2"
+before=$(accepted 2)
+requests 20 | cut -d: -f1 | sort | uniq -c | sed 's/^/  /'
+echo "  l4lb-2 took $(( $(accepted 2) - before )) of them"
+
+step "SIGTERM l4lb-2: it withdraws the VIP first (shutdown_grace 1s), then drains and exits"
+kill -TERM "${LBPIDS[1]}"
+for _ in $(seq 50); do route | grep -q . || break; sleep 0.05; done
+echo "  route to $VIP after the withdraw: '$(route)' (l4lb-2 still running: $(kill -0 "${LBPIDS[1]}" 2>/dev/null && echo yes || echo no))"
+wait "${LBPIDS[1]}" 2>/dev/null || true
+grep -E "withdrawn|stopped" "$TMP/l4lb-2.log" | cut -c1-160 | sed 's/^/  l4lb-2| /'
+
+step "done: namespaces and files are removed"
