@@ -252,22 +252,26 @@ func dialEchoByte(addr string, b byte) (net.Conn, error) {
 }
 
 // vmRSSKiB reads a process's resident set size.
-func vmRSSKiB(t *testing.T, pid int) int64 {
+func vmRSSKiB(t *testing.T, pid int) int64 { return procStatusKiB(t, pid, "VmRSS") }
+
+// procStatusKiB reads one kB field of /proc/PID/status (VmRSS, RssAnon,
+// RssFile).
+func procStatusKiB(t *testing.T, pid int, field string) int64 {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				t.Fatalf("VmRSS line %q: %v", line, err)
+				t.Fatalf("%s line %q: %v", field, line, err)
 			}
 			return kib
 		}
 	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
