@@ -33,13 +33,16 @@ func (r *Runtime) ServingChanged() <-chan struct{} { return r.served.ch }
 // one eligible backend (an SNI route's backends
 // count for its VIP): the host routes a BGP speaker announces. A VIP a
 // reload removed, or one that stopped accepting on shutdown, is not
-// listed. It reads the lock-free index and the snapshots, so it may run
+// listed, nor is a VIP on a wildcard address (0.0.0.0, ::). It reads the lock-free index and the snapshots, so it may run
 // at any time.
 func (r *Runtime) Serving() []netip.Addr {
 	var out []netip.Addr
 	for _, v := range *r.index.Load() {
 		if v.stopped.Load() || !v.cfg().Announce || v.store.Load().Len() == 0 {
 			continue
+		}
+		if v.key.Addr.Addr().IsUnspecified() {
+			continue // a wildcard listener has no address to route: 0.0.0.0/32 must never be announced
 		}
 		out = append(out, v.key.Addr.Addr().Unmap())
 	}

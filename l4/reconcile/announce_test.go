@@ -48,7 +48,9 @@ func TestServingFollowsEligibility(t *testing.T) {
 	a1 := testutil.FreeTCPAddr(t)
 	a2 := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), a1.Port())
 	both := "[global]\nadmin_socket = \"off\"\n" + fmt.Sprintf(servingVIP, "a", a1, s1.addr) + fmt.Sprintf(servingVIP, "b", a2, s1.addr)
-	rt := startRuntime(t, both)
+	// A VIP on the wildcard address serves but is never announced.
+	wild := netip.AddrPortFrom(netip.IPv4Unspecified(), testutil.FreeTCPAddr(t).Port())
+	rt := startRuntime(t, both+fmt.Sprintf(servingVIP, "w", wild, s1.addr))
 	lo1, lo2 := a1.Addr(), a2.Addr()
 	waitServing(t, rt, "start", lo1, lo2)
 
