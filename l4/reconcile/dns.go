@@ -95,12 +95,14 @@ func wanted(cfg *config.Config) map[resolve.Query]bool {
 }
 
 // add starts watching the names of cfg not watched yet (all of them again
-// when the resolvers or bounds changed, keeping their answers) and waits a
-// little for the first answers of new ones.
-func (d *dnsNames) add(cfg *config.Config) {
+// when the resolvers or bounds changed, keeping their answers) and returns
+// what waits a little for the first answers of new ones: the caller runs
+// it without the Runtime's mu, so that status and the admin API answer
+// while DNS is slow.
+func (d *dnsNames) add(cfg *config.Config) (wait func()) {
 	want := wanted(cfg)
 	if len(want) == 0 {
-		return
+		return func() {}
 	}
 	g := cfg.Global
 	bounds := resolve.Bounds{Min: g.ResolveMin, Max: g.ResolveMax}
@@ -117,14 +119,21 @@ func (d *dnsNames) add(cfg *config.Config) {
 			fresh = append(fresh, n)
 		}
 	}
-	deadline := time.NewTimer(firstAnswerWait)
-	defer deadline.Stop()
-	for _, n := range fresh {
-		select {
-		case <-n.w.First():
-		case <-deadline.C:
-			d.log.Warn("backend names not answered yet: their backends join when they are", zap.Duration("waited", firstAnswerWait))
-			return
+	firsts := make([]<-chan struct{}, len(fresh))
+	for i, n := range fresh {
+		firsts[i] = n.w.First()
+	}
+	log := d.log
+	return func() {
+		deadline := time.NewTimer(firstAnswerWait)
+		defer deadline.Stop()
+		for _, first := range firsts {
+			select {
+			case <-first:
+			case <-deadline.C:
+				log.Warn("backend names not answered yet: their backends join when they are", zap.Duration("waited", firstAnswerWait))
+				return
+			}
 		}
 	}
 }

@@ -311,3 +311,44 @@ func TestNamedBackendReload(t *testing.T) {
 		t.Fatalf("%d watcher and apply goroutines after the name left the config, want the apply loop only", n)
 	}
 }
+
+// TestStatusAnswersWhileApplyWaitsForDNS: a reload that adds a name whose
+// server does not answer waits for it (up to firstAnswerWait) without the
+// lock that Status takes, so status and the admin API answer meanwhile;
+// the reload then applies, the name's backend absent until it resolves.
+func TestStatusAnswersWhileApplyWaitsForDNS(t *testing.T) {
+	dns := testutil.StartDNSServer(t, nil, "127.0.0.1:0")
+	_, port := namedOnPort(t, "127.0.0.51")
+	listen := testutil.FreeTCPAddr(t)
+	plain := dnsVIP(dns.Addr, listen, fmt.Sprintf("127.0.0.51:%d", port))
+	rt := startRuntime(t, plain)
+	dns.SetSilent(true)
+	next := parse(t, plain+fmt.Sprintf("  [[vip.backend]]\n  address = \"slow.test:%d\"\n", port))
+	applied := make(chan error, 1)
+	start := time.Now()
+	go func() { applied <- rt.Apply(next) }()
+	time.Sleep(200 * time.Millisecond) // the reload is waiting for slow.test now
+	statusAt := time.Now()
+	if vs := vipStatus(rt, "svc"); len(vs.Backends) != 1 {
+		t.Fatalf("status during the reload: %+v", vs.Backends)
+	}
+	if took := time.Since(statusAt); took > time.Second {
+		t.Fatalf("Status took %v while a reload waited for DNS", took)
+	}
+	select {
+	case err := <-applied:
+		t.Fatalf("the reload did not wait for the new name's first answer (returned %v after %v)", err, time.Since(start))
+	default:
+	}
+	select {
+	case err := <-applied:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(firstAnswerWait + 5*time.Second):
+		t.Fatal("the reload never returned")
+	}
+	if vs := vipStatus(rt, "svc"); len(vs.Names) != 1 || len(vs.Backends) != 1 {
+		t.Fatalf("after the reload: names %+v backends %+v", vs.Names, vs.Backends)
+	}
+}

@@ -39,6 +39,7 @@ type Runtime struct {
 	index atomic.Pointer[map[string]*vip]
 
 	opts     Options
+	applyMu  sync.Mutex // serialises Apply calls, also while one waits for DNS without mu
 	mu       sync.Mutex // serialises Apply, Shutdown and Status
 	cfg      *config.Config
 	vips     map[l4.VIPKey]*vip
@@ -124,18 +125,29 @@ func (r *Runtime) Config() *config.Config {
 // and backends for new connections while established ones continue. If a
 // new VIP cannot start, Apply changes nothing and returns the error.
 func (r *Runtime) Apply(cfg *config.Config) error {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
+	// Names of named backends: watched from now on, and no longer when
+	// the config in force after this Apply (cfg, or the old one when
+	// refused) does not use them. The wait for new names' first answers
+	// runs without mu (applyMu keeps Applies in order meanwhile).
+	r.mu.Lock()
+	if r.closed {
+		r.closeInherited()
+		r.mu.Unlock()
+		return errors.New("runtime is shut down")
+	}
+	wait := r.dns.add(cfg)
+	r.startNames()
+	r.mu.Unlock()
+	wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.closeInherited()
+	defer func() { r.dns.prune(r.cfg) }()
 	if r.closed {
 		return errors.New("runtime is shut down")
 	}
-	// Names of named backends: watched from now on, and no longer when
-	// the config in force after this Apply (cfg, or the old one when
-	// refused) does not use them.
-	r.dns.add(cfg)
-	r.startNames()
-	defer func() { r.dns.prune(r.cfg) }()
 	desired := make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs))
 	for i := range cfg.VIPs {
 		desired[cfg.VIPs[i].Key()] = r.dns.expand(&cfg.VIPs[i])
