@@ -352,3 +352,38 @@ func TestStatusAnswersWhileApplyWaitsForDNS(t *testing.T) {
 		t.Fatalf("after the reload: names %+v backends %+v", vs.Names, vs.Backends)
 	}
 }
+
+// TestReloadChangesResolvers: a reload that points resolvers at another
+// server makes the names follow that server's answers, and the kept
+// address keeps its backend (counts and an established flow).
+func TestReloadChangesResolvers(t *testing.T) {
+	first := testutil.StartDNSServer(t, nil, "127.0.0.1:0")
+	second := testutil.StartDNSServer(t, nil, "127.0.0.1:0")
+	_, port := namedOnPort(t, "127.0.0.61", "127.0.0.62")
+	a61, a62 := netip.MustParseAddr("127.0.0.61"), netip.MustParseAddr("127.0.0.62")
+	first.SetHost("svc.test", 1, a61)
+	second.SetHost("svc.test", 1, a61, a62)
+	listen := testutil.FreeTCPAddr(t)
+	backend := fmt.Sprintf("svc.test:%d", port)
+	rt := startRuntime(t, dnsVIP(first.Addr, listen, backend))
+	id := func(ip string) string { return fmt.Sprintf("svc.test:%d@%s:%d", port, ip, port) }
+	if got := liveIDs(vipStatus(rt, "svc")); got != id("127.0.0.61") {
+		t.Fatalf("backends from the first server: %q", got)
+	}
+	held := dialUntil(t, listen, "127.0.0.61")
+	defer held.Close()
+
+	apply(t, rt, dnsVIP(second.Addr, listen, backend))
+	testutil.Eventually(t, 5*time.Second, "the second server's answer applies", func() bool {
+		return liveIDs(vipStatus(rt, "svc")) == id("127.0.0.61")+" "+id("127.0.0.62")
+	})
+	if b := mustBackend(t, rt, id("127.0.0.61")); b.LiveFlows != 1 {
+		t.Fatalf("the kept address lost its established flow: %+v", b)
+	}
+	echo(t, held, "still here")
+	before := first.Queries()
+	time.Sleep(1500 * time.Millisecond) // past resolve_max: a watcher still on the first server would ask it
+	if q := first.Queries(); q != before {
+		t.Fatalf("the first server was asked %d more times after the reload moved resolvers away", q-before)
+	}
+}
