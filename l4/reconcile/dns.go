@@ -294,6 +294,13 @@ func (d *dnsNames) expand(vc *config.VIP) *config.VIP {
 			out.Backends = append(out.Backends, e)
 		}
 	}
+	if out.Algorithm == l4.Maglev && out.MaglevTableSize < 100*len(out.Backends) {
+		// Load checked the table against one backend per name; the
+		// answers may hold many more addresses.
+		d.log.Warn("maglev_table_size is too small for the addresses the names resolve to: backend shares drift from the weights",
+			zap.String("vip", out.Name), zap.Int("maglev_table_size", out.MaglevTableSize),
+			zap.Int("backends", len(out.Backends)), zap.Int("want_at_least", 100*len(out.Backends)))
+	}
 	return &out
 }
 

@@ -387,3 +387,31 @@ func TestReloadChangesResolvers(t *testing.T) {
 		t.Fatalf("the first server was asked %d more times after the reload moved resolvers away", q-before)
 	}
 }
+
+// TestMaglevTableWarnsForManyAddresses: load checks maglev_table_size
+// against one backend per name; when the name resolves to more addresses
+// than the table serves well (100 slots each), the runtime says so.
+func TestMaglevTableWarnsForManyAddresses(t *testing.T) {
+	dns := testutil.StartDNSServer(t, nil, "127.0.0.1:0")
+	var addrs []netip.Addr
+	for i := range 11 { // 11 x 100 slots > 1009
+		addrs = append(addrs, netip.AddrFrom4([4]byte{127, 0, 0, byte(70 + i)}))
+	}
+	dns.SetHost("many.test", 60, addrs...)
+	conf := strings.Replace(dnsVIP(dns.Addr, testutil.FreeTCPAddr(t), "many.test:9"), "[[vip]]\n", "[[vip]]\nalgorithm = \"maglev\"\nmaglev_table_size = 1009\n", 1)
+	core, logs := observer.New(zap.InfoLevel)
+	rt := New(zap.New(core), Options{})
+	apply(t, rt, conf)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rt.Shutdown(ctx)
+	})
+	if n := len(vipStatus(rt, "svc").Backends); n != 11 {
+		t.Fatalf("%d backends, want the 11 addresses", n)
+	}
+	warned := logs.FilterMessageSnippet("maglev_table_size is too small").All()
+	if len(warned) == 0 || warned[0].ContextMap()["want_at_least"] != int64(1100) {
+		t.Fatalf("no warning about the table size for 11 addresses: %v", warned)
+	}
+}
