@@ -184,8 +184,20 @@ func TestNamedBackendNeverResolved(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rt.Shutdown(ctx)
-	if n := nameGoroutines(); n != 0 {
-		t.Fatalf("%d watcher and apply goroutines after Shutdown", n)
+	settleNameGoroutines(t, 0, "after Shutdown")
+}
+
+// settleNameGoroutines waits briefly for the count of name goroutines to
+// reach want: a stopped watcher has closed its done channel (Stop
+// returned) a moment before its goroutine is gone from the stacks.
+func settleNameGoroutines(t *testing.T, want int, when string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for n := nameGoroutines(); n != want; n = nameGoroutines() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watcher and apply goroutines %s, want %d", n, when, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -307,9 +319,7 @@ func TestNamedBackendReload(t *testing.T) {
 	if vs := vipStatus(rt, "svc"); len(vs.Names) != 0 || liveIDs(vs) != fmt.Sprintf("127.0.0.42:%d", port) {
 		t.Fatalf("after a reload without the name: names %+v, backends %q", vs.Names, liveIDs(vs))
 	}
-	if n := nameGoroutines(); n != 1 {
-		t.Fatalf("%d watcher and apply goroutines after the name left the config, want the apply loop only", n)
-	}
+	settleNameGoroutines(t, 1, "after the name left the config (the apply loop only)")
 }
 
 // TestStatusAnswersWhileApplyWaitsForDNS: a reload that adds a name whose
