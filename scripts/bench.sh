@@ -32,6 +32,7 @@
 # T5_CONNS (5000), T5_HOLD (10), T6_DUR (DUR: seconds of pgbench -S), PG_SCALE
 # (10: pgbench -i scale, about 150 MB), T7_REQS (200000 requests per redis-benchmark
 # command: it has no duration flag), T8_CONNS (5000), T8_HOLD (10),
+# T4_FLOWS (4) and T4_INFLIGHT (8: datagrams in flight per flow),
 # WORKLOADS ("T1 T2 T3 T4 T5 T6 T7 T8 T9"), PATHS
 # ("direct l4lb l4lb-log iocopy haproxy nginx"; a peer that is not installed is
 # left out with one line saying so), CONNLOG_RATE (l4lb-log's log_connections_rate;
@@ -56,7 +57,7 @@ source scripts/lib/topo.sh
 # INVOKED: the command as the user typed it, for the report.
 INVOKED="scripts/bench.sh"
 [ -n "${MAKELEVEL:-}" ] && INVOKED="make bench"
-for v in OUT KEEP SETTLE CONNLOG_RATE PATHS WORKLOADS T8_HOLD T8_CONNS T7_REQS PG_SCALE T6_DUR T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
+for v in T4_INFLIGHT T4_FLOWS OUT KEEP SETTLE CONNLOG_RATE PATHS WORKLOADS T8_HOLD T8_CONNS T7_REQS PG_SCALE T6_DUR T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
   if [ -n "${!v+x}" ]; then
     case ${!v} in *" "* | "") INVOKED="$v=\"${!v}\" $INVOKED" ;; *) INVOKED="$v=${!v} $INVOKED" ;; esac
   fi
@@ -80,6 +81,7 @@ WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5 T6 T7 T8 T9}
 PATHS=${PATHS:-direct l4lb l4lb-log iocopy haproxy nginx}
 CONNLOG_RATE=${CONNLOG_RATE:-}
 SETTLE=${SETTLE:-1}
+T4_FLOWS=${T4_FLOWS:-4} T4_INFLIGHT=${T4_INFLIGHT:-8}
 OUT=${OUT-docs/bench-proxy.md}
 # One core for the balancer, the other for everything else: the comparison
 # is "what one balancer core does". On a 1-CPU machine everything shares CPU 0.
@@ -689,7 +691,7 @@ run_path() {
   fi
   if runs T4; then
     if serves_udp "$path"; then
-      measure T4 "$path" "$round" $((DUR + 40)) udp -addr $host:$UDP_PORT -flows 4 -inflight 8 -size 64 -d "${DUR}s"
+      measure T4 "$path" "$round" $((DUR + 40)) udp -addr $host:$UDP_PORT -flows "$T4_FLOWS" -inflight "$T4_INFLIGHT" -size 64 -d "${DUR}s"
     else
       skip T4 "$path" "$round" "no UDP"
     fi

@@ -51,7 +51,7 @@ var rows = []row{
 	{test: "T3", key: "p99_us", label: "T3 keep-alive RTT p99 (c=4, 2000 req/s)", unit: "µs", lower: true},
 	{test: "T3b", key: "req_per_s", label: "T3b keep-alive req/s (c=64, closed loop)", unit: "req/s"},
 	{test: "T3b", key: "p99_us", label: "T3b keep-alive RTT p99 (c=64, closed loop)", unit: "µs", lower: true},
-	{test: "T4", key: "req_per_s", label: "T4 UDP req/resp rate (4 flows x 8)", unit: "req/s"},
+	{test: "T4", key: "req_per_s", label: "T4 UDP req/resp rate ({flows} flows x {inflight})", unit: "req/s"},
 	{test: "T4", key: "loss_pct", label: "T4 UDP loss", unit: "%", prec: 2, noRatio: true, lower: true},
 	{test: "T4", key: "p99_us", label: "T4 UDP RTT p99", unit: "µs", lower: true},
 	{test: "T5", key: "alive", label: "T5 idle conns alive after hold", unit: "conns", lbOnly: true},
@@ -308,6 +308,23 @@ func (d *document) median(rw row, path string) cell {
 	return cell{v: median(vals), ok: true, partial: len(vals) < len(rs)}
 }
 
+// labelOf is the row's label with {key} replaced by that key's value in
+// the workload's first record (T4's flows and inflight are knobs).
+func (d *document) labelOf(rw row) string {
+	label := rw.label
+	for _, p := range d.paths {
+		for _, r := range d.pick(rw.test, p) {
+			for _, key := range []string{"flows", "inflight"} {
+				if v, ok := r.num(key); ok {
+					label = strings.ReplaceAll(label, "{"+key+"}", fmt.Sprintf("%.0f", v))
+				}
+			}
+			return label
+		}
+	}
+	return label
+}
+
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
@@ -330,7 +347,7 @@ func (d *document) tableRow(rw row) {
 	if rw.lower {
 		better = "↓"
 	}
-	d.printf("| %s | %s | %s |", rw.label, rw.unit, better)
+	d.printf("| %s | %s | %s |", d.labelOf(rw), rw.unit, better)
 	for _, p := range d.paths {
 		c := cells[p]
 		d.printf(" %s%s |", format(c, rw.prec), d.ratios(rw, c, cells["direct"], cells[best]))
@@ -461,7 +478,7 @@ func (d *document) rounds() {
 					errs += v
 				}
 			}
-			d.printf("| %s (%s) | %s | %s | %.0f |\n", rw.label, rw.unit, p, strings.Join(vals, ", "), errs)
+			d.printf("| %s (%s) | %s | %s | %.0f |\n", d.labelOf(rw), rw.unit, p, strings.Join(vals, ", "), errs)
 		}
 	}
 	d.examples()
