@@ -74,6 +74,12 @@ type Global struct {
 	// (from every thread and the bounding set); default true. Read at
 	// start only: a dropped capability cannot come back.
 	DropCapabilities bool
+	// BusyPoll: how long an event loop keeps polling for events
+	// (epoll_wait with no timeout) before it sleeps; 0 = never, the
+	// default. It trades CPU for latency: on virtual machines a thread
+	// that sleeps waits for the hypervisor to wake its vCPU, tens of
+	// microseconds per event (HAProxy's busy-polling answers the same).
+	BusyPoll time.Duration
 	// Resolvers are the DNS servers that named backends are looked up
 	// at, in order; empty (default) = the nameservers of /etc/resolv.conf.
 	// A file value without a port means port 53.

@@ -226,10 +226,10 @@ udp_responses = 1`),
 		},
 		{
 			name: "global settings: at once or at the next restart", running: diffBase,
-			next: edit(t, diffBase, `drain_timeout = "3s"`, "drain_timeout = \"3s\"\nlog_level = \"debug\"\npipe_size = 65536\nworkers = 2\nmetrics_listen = \"127.0.0.1:9370\"\nmax_pipes = 10"),
+			next: edit(t, diffBase, `drain_timeout = "3s"`, "drain_timeout = \"3s\"\nlog_level = \"debug\"\npipe_size = 65536\nworkers = 2\nmetrics_listen = \"127.0.0.1:9370\"\nmax_pipes = 10\nbusy_poll = \"50us\""),
 			want: []string{"~ global.log_level info->debug now", "~ global.metrics_listen off->127.0.0.1:9370 restart",
-				"~ global.pipe_size 1048576->65536 restart", "~ global.max_pipes 0->10 now", "~ global.workers 0->2 restart"},
-			notes: []string{"~ global.pipe_size: 1048576 -> 65536 (needs a restart: a reload keeps the running value)", "5 global settings; 3 only by a restart"},
+				"~ global.pipe_size 1048576->65536 restart", "~ global.max_pipes 0->10 now", "~ global.workers 0->2 restart", "~ global.busy_poll 0s->50µs now"},
+			notes: []string{"~ global.pipe_size: 1048576 -> 65536 (needs a restart: a reload keeps the running value)", "6 global settings; 3 only by a restart"},
 		},
 		{
 			name: "xdp keys need a restart once the program runs", running: diffXDPBase,

@@ -35,6 +35,7 @@ var globalSettings = []setting[Global]{
 	{"max_pipes", func(g *Global) string { return strconv.Itoa(g.MaxPipes) }, EffectNow, "", nil},
 	{"workers", func(g *Global) string { return strconv.Itoa(g.Workers) }, EffectRestart, "", func(n, r *Global) { n.Workers = r.Workers }},
 	{"drop_capabilities", func(g *Global) string { return strconv.FormatBool(g.DropCapabilities) }, EffectRestart, "", func(n, r *Global) { n.DropCapabilities = r.DropCapabilities }},
+	{"busy_poll", func(g *Global) string { return fmtDuration(g.BusyPoll) }, EffectNow, "every event loop, from its next wait", nil},
 	{"resolvers", func(g *Global) string { return addrList(g.Resolvers) }, EffectNow, "every backend name is looked up again at the new resolvers", nil},
 	{"resolve_min", func(g *Global) string { return fmtDuration(g.ResolveMin) }, EffectNow, "from each name's next lookup", nil},
 	{"resolve_max", func(g *Global) string { return fmtDuration(g.ResolveMax) }, EffectNow, "from each name's next lookup", nil},

@@ -61,6 +61,7 @@ func formatGlobal(w *tomlWriter, g *Global) {
 	w.int("max_pipes", g.MaxPipes)
 	w.int("workers", g.Workers)
 	w.bool("drop_capabilities", g.DropCapabilities)
+	w.dur("busy_poll", g.BusyPoll)
 	w.raw("resolvers", addrList(g.Resolvers))
 	w.dur("resolve_min", g.ResolveMin)
 	w.dur("resolve_max", g.ResolveMax)

@@ -15,6 +15,10 @@ const MaxDrainTimeout = time.Hour
 // MaxWorkers bounds [global] workers.
 const MaxWorkers = 1024
 
+// MaxBusyPoll bounds [global] busy_poll: polling longer than a
+// millisecond between events saves no wake-up worth the core it burns.
+const MaxBusyPoll = time.Millisecond
+
 // Built-in defaults of [global].
 const (
 	defaultAdminSocket = "/run/l4lb/admin.sock"
@@ -38,6 +42,7 @@ func buildGlobal(p *problems, g *rawGlobal) Global {
 		// On by default, as HAProxy and nginx drop root once bound: a
 		// compromised daemon keeps only what a reload needs.
 		DropCapabilities: l.boolean("drop_capabilities", g.DropCaps, opt[bool]{}, false),
+		BusyPoll:         l.duration("busy_poll", g.BusyPoll, none, 0, span(0, MaxBusyPoll)),
 	}
 	buildResolve(l, g, &out)
 	out.AdminSocket = checkAdminSocket(l, out.AdminSocket)

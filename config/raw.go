@@ -47,6 +47,7 @@ type rawGlobal struct {
 	MaxPipes      opt[int64]  `toml:"max_pipes"`
 	Workers       opt[int64]  `toml:"workers"`
 	DropCaps      opt[bool]   `toml:"drop_capabilities"`
+	BusyPoll      opt[string] `toml:"busy_poll"`
 	Resolvers     opt[[]any]  `toml:"resolvers"`
 	ResolveMin    opt[string] `toml:"resolve_min"`
 	ResolveMax    opt[string] `toml:"resolve_max"`

@@ -89,6 +89,7 @@ func TestGlobalProblems(t *testing.T) {
 		{"pipe_size type", g(`pipe_size = "1M"`), "global.pipe_size", "", "must be an integer, not a string"},
 		{"max_pipes negative", g(`max_pipes = -1`), "global.max_pipes", "", "-1 is out of range 0..4194304"},
 		{"workers too many", g(`workers = 1025`), "global.workers", "", "1025 is out of range 0..1024"},
+		{"busy_poll too long", g(`busy_poll = "2ms"`), "global.busy_poll", "", "out of range 0s..1ms"},
 		{"resolvers", g(`resolvers = ["dns.example"]`), "global.resolvers", "", "is not ip or ip:port"},
 		{"resolvers type", g(`resolvers = [53]`), "global.resolvers", "", "[0] must be an address"},
 		{"resolve_min range", g(`resolve_min = "10ms"`), "global.resolve_min", "", "out of range 100ms..1h"},

@@ -4,7 +4,8 @@
 # up to six paths measured in interleaved rounds: direct (kernel forwarding,
 # no balancer), l4lb, l4lb-log (the same l4lb with log_connections = true on
 # every VIP and log_level = "info", its stderr to a file; it runs T2 only: the
-# cost of the per-connection log), iocopy (a plain io.Copy Go proxy, the naive
+# cost of the per-connection log), l4lb-poll (opt-in: the same l4lb with
+# busy_poll = BUSY_POLL), iocopy (a plain io.Copy Go proxy, the naive
 # baseline), and the peers haproxy (forced splice) and nginx (stream module),
 # each only when installed (Debian: haproxy; nginx-light + libnginx-mod-stream,
 # or nginx-full). Every balancer runs alone on one core. Prints a table of
@@ -32,6 +33,7 @@
 # T5_CONNS (5000), T5_HOLD (10), T6_DUR (DUR: seconds of pgbench -S), PG_SCALE
 # (10: pgbench -i scale, about 150 MB), T7_REQS (200000 requests per redis-benchmark
 # command: it has no duration flag), T8_CONNS (5000), T8_HOLD (10),
+# BUSY_POLL (50us: l4lb-poll's [global] busy_poll),
 # T4_FLOWS (4) and T4_INFLIGHT (8: datagrams in flight per flow),
 # WORKLOADS ("T1 T2 T3 T4 T5 T6 T7 T8 T9"), PATHS
 # ("direct l4lb l4lb-log iocopy haproxy nginx"; a peer that is not installed is
@@ -57,7 +59,7 @@ source scripts/lib/topo.sh
 # INVOKED: the command as the user typed it, for the report.
 INVOKED="scripts/bench.sh"
 [ -n "${MAKELEVEL:-}" ] && INVOKED="make bench"
-for v in T4_INFLIGHT T4_FLOWS OUT KEEP SETTLE CONNLOG_RATE PATHS WORKLOADS T8_HOLD T8_CONNS T7_REQS PG_SCALE T6_DUR T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
+for v in BUSY_POLL T4_INFLIGHT T4_FLOWS OUT KEEP SETTLE CONNLOG_RATE PATHS WORKLOADS T8_HOLD T8_CONNS T7_REQS PG_SCALE T6_DUR T5_HOLD T5_CONNS T3B_DUR DUR T1_SECS REPS QUICK; do
   if [ -n "${!v+x}" ]; then
     case ${!v} in *" "* | "") INVOKED="$v=\"${!v}\" $INVOKED" ;; *) INVOKED="$v=${!v} $INVOKED" ;; esac
   fi
@@ -81,6 +83,7 @@ WORKLOADS=${WORKLOADS:-T1 T2 T3 T4 T5 T6 T7 T8 T9}
 PATHS=${PATHS:-direct l4lb l4lb-log iocopy haproxy nginx}
 CONNLOG_RATE=${CONNLOG_RATE:-}
 SETTLE=${SETTLE:-1}
+BUSY_POLL=${BUSY_POLL:-50us}
 T4_FLOWS=${T4_FLOWS:-4} T4_INFLIGHT=${T4_INFLIGHT:-8}
 OUT=${OUT-docs/bench-proxy.md}
 # One core for the balancer, the other for everything else: the comparison
@@ -515,6 +518,8 @@ TOML
   for svc in "${DB_SERVICES[@]}"; do db_vip "${svc%%:*}" "${svc##*:}" >>"$RUN/l4lb.toml"; done
   inns $LB bin/l4lb check --config "$RUN/l4lb.toml" >&2 # there, it sees the VIP
   write_log_config
+  sed "s/^drain_timeout = .*/&\nbusy_poll = \"$BUSY_POLL\"/" "$RUN/l4lb.toml" >"$RUN/l4lb-poll.toml"
+  inns $LB bin/l4lb check --config "$RUN/l4lb-poll.toml" >&2
 }
 
 # write_log_config: l4lb-log's config, l4lb's with one line per connection
@@ -560,7 +565,7 @@ lb_start() {
     LBPID=0
     return
     ;;
-  l4lb | l4lb-log)
+  l4lb | l4lb-log | l4lb-poll)
     rm -f "$RUN/admin.sock"
     ip netns exec $LB taskset -c "$LB_CPU" bin/l4lb run --config "$RUN/$path.toml" >>"$log" 2>&1 &
     ;;
@@ -575,7 +580,8 @@ lb_start() {
     ;;
   esac
   LBPID=$!
-  track $LBPID "${path%-log}"
+  local prog=${path%-log}
+  track $LBPID "${prog%-poll}"
   echo $LBPID >"$RUN/lb.pid"
   if ! client bin/loadgen probe -kind http -addr $VIP:$HTTP_PORT -timeout 10s ||
     ! client bin/loadgen probe -kind echo -addr $VIP:$ECHO_PORT -timeout 5s ||
@@ -598,7 +604,7 @@ lb_start() {
 serves_udp() {
   case $1 in
   direct | nginx) return 0 ;;
-  l4lb) [ $UDP = 1 ] ;;
+  l4lb | l4lb-poll) [ $UDP = 1 ] ;;
   *) return 1 ;;
   esac
 }
@@ -728,7 +734,7 @@ paths_gate() {
   local path kept=""
   for path in $PATHS; do
     case $path in
-    direct | l4lb | iocopy) ;;
+    direct | l4lb | l4lb-poll | iocopy) ;;
     l4lb-log)
       if ! wants T2; then
         echo "PATHS: l4lb-log measures T2 only, which WORKLOADS leaves out; left out" >&2
@@ -737,7 +743,7 @@ paths_gate() {
       ;;
     haproxy | nginx) peer_check "$path" >&2 || continue ;;
     *)
-      echo "PATHS: unknown path $path (known: direct l4lb l4lb-log iocopy $PEERS)" >&2
+      echo "PATHS: unknown path $path (known: direct l4lb l4lb-log l4lb-poll iocopy $PEERS)" >&2
       exit 1
       ;;
     esac

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/testutil"
@@ -49,6 +50,10 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 		}
 	}
 
+	good := lb.currentConfig(t)
+	if out := status(); !strings.Contains(out, "workers: ") || strings.Contains(out, "busy polling") {
+		t.Fatalf("text status before busy_poll:\n%s", out)
+	}
 	lb.writeConfig(t, "[[vip]]\nname = 1\n")
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload refused")
@@ -58,5 +63,16 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	}
 	if out := status(); !strings.Contains(out, "REFUSED (running config kept)") {
 		t.Fatalf("text status after a refused reload:\n%s", out)
+	}
+
+	// busy_poll takes effect on a reload, and status says so.
+	lb.writeConfig(t, strings.Replace(good, `drain_timeout = "3s"`, "drain_timeout = \"3s\"\nbusy_poll = \"50us\"", 1))
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitLog(t, "reload applied")
+	if st := lbStatus(t, lb); st.BusyPoll != 50*time.Microsecond {
+		t.Fatalf("busy_poll after the reload: %v, want 50µs", st.BusyPoll)
+	}
+	if out := status(); !strings.Contains(out, "(busy polling 50µs)") {
+		t.Fatalf("text status after busy_poll:\n%s", out)
 	}
 }

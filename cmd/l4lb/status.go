@@ -108,7 +108,11 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			conns[i], sessions[i] = fmt.Sprint(wk.Conns), fmt.Sprint(wk.UDPSessions)
 			udp += wk.UDPSessions
 		}
-		fmt.Fprintf(w, "workers: %d event loops, TCP connections on each: %s", len(st.Workers), strings.Join(conns, " "))
+		fmt.Fprintf(w, "workers: %d event loops", len(st.Workers))
+		if st.BusyPoll > 0 {
+			fmt.Fprintf(w, " (busy polling %v)", st.BusyPoll)
+		}
+		fmt.Fprintf(w, ", TCP connections on each: %s", strings.Join(conns, " "))
 		if udp > 0 {
 			fmt.Fprintf(w, "; UDP sessions: %s", strings.Join(sessions, " "))
 		}

@@ -430,3 +430,56 @@ func TestCompactTimersKeepsOrder(t *testing.T) {
 		last = e.at
 	}
 }
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU(t *testing.T) time.Duration {
+	t.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestBusyPoll: with busy_poll a loop polls, on its CPU, for events before
+// it sleeps, for no longer than busy_poll; without it, it sleeps at once.
+// (The wait is driven on the test's own locked thread: CPU time per thread
+// is what tells polling from sleeping.)
+func TestBusyPoll(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	l, err := newLoop(0, NewPipePool(0), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	// pollFor waits with busy polling set to spin while a task is posted
+	// after wakeAfter; it returns the events, the wall time and the CPU.
+	pollFor := func(spin, wakeAfter time.Duration) (int, time.Duration, time.Duration) {
+		l.busyPoll.Store(int64(spin))
+		timer := time.AfterFunc(wakeAfter, l.wake)
+		defer timer.Stop()
+		start, cpu0 := time.Now(), threadCPU(t)
+		n, err := l.poll()
+		if err != nil && err != unix.EINTR {
+			t.Fatal(err)
+		}
+		wall, cpu := time.Since(start), threadCPU(t)-cpu0
+		var b [8]byte
+		_, _ = readRetry(l.wakefd, b[:]) // as dispatch does
+		l.woken.Store(false)
+		return n, wall, cpu
+	}
+	if n, wall, cpu := pollFor(0, 60*time.Millisecond); n != 1 || cpu > 10*time.Millisecond {
+		t.Errorf("busy_poll off: %d events after %v, %v of CPU; want 1 event, the thread asleep meanwhile", n, wall, cpu)
+	}
+	// The event comes while the loop polls: served without a sleep, so
+	// the thread was on its CPU for most of the wait.
+	if n, wall, cpu := pollFor(300*time.Millisecond, 40*time.Millisecond); n != 1 || wall > 250*time.Millisecond || cpu < 10*time.Millisecond {
+		t.Errorf("busy_poll 300ms, event at 40ms: %d events after %v, %v of CPU; want 1 event before the poll ended, the thread polling", n, wall, cpu)
+	}
+	// The event comes after the poll: the loop polled for 20ms, then slept.
+	if n, wall, cpu := pollFor(20*time.Millisecond, 150*time.Millisecond); n != 1 || cpu < 5*time.Millisecond || cpu > 90*time.Millisecond {
+		t.Errorf("busy_poll 20ms, event at 150ms: %d events after %v, %v of CPU; want 1 event, about 20ms of polling, then sleep", n, wall, cpu)
+	}
+}

@@ -220,6 +220,9 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 		sync()
 	}
 	r.pipes.SetMax(r.opts.pipeCap(cfg.Global))
+	if r.loops != nil {
+		r.loops.SetBusyPoll(cfg.Global.BusyPoll)
+	}
 	if r.xdp != nil {
 		r.xdp.settle(r.indexes)
 		if cfg.XDP != nil {

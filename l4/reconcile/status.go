@@ -16,7 +16,10 @@ type Status struct {
 	// Workers holds, per event loop, the TCP connections and UDP sessions
 	// it owns.
 	Workers []WorkerStatus `json:"workers"`
-	XDP     *XDPStatus     `json:"xdp,omitempty"` // when the XDP program runs
+	// BusyPoll is how long an idle event loop polls before it sleeps
+	// ([global] busy_poll; 0 = it does not).
+	BusyPoll time.Duration `json:"busy_poll_ns"`
+	XDP      *XDPStatus    `json:"xdp,omitempty"` // when the XDP program runs
 	// BGP is the speaker's sessions and routes (filled by the process
 	// that runs the speaker; nil: no [bgp]).
 	BGP  *BGPStatus  `json:"bgp,omitempty"`
@@ -253,6 +256,7 @@ func (r *Runtime) Status() Status {
 	st.Pipes = PipeStatus{Open: r.pipes.Open(), Lent: r.pipes.Lent(), Max: r.pipes.Max()}
 	if r.loops != nil {
 		sessions := r.loops.Sessions()
+		st.BusyPoll = r.loops.BusyPoll()
 		for i, n := range r.loops.Conns() {
 			st.Workers = append(st.Workers, WorkerStatus{Conns: n, UDPSessions: sessions[i]})
 		}

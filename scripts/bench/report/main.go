@@ -198,6 +198,8 @@ ip_forward=1, and three backend namespaces on a bridge behind it. Paths:
 namespace's kernel forwarding; **l4lb** = bin/l4lb with one VIP per service;
 **l4lb-log** = the same with ` + "`log_connections = true`" + ` on every VIP at log_level
 info, its stderr to a file (T2 only: what the per-connection log costs);
+**l4lb-poll** (only when PATHS asks for it) = the same as l4lb with ` + "`busy_poll`" + ` set
+in [global] (BUSY_POLL);
 **iocopy** = scripts/bench/iocopy, a plain io.Copy proxy (the naive Go
 baseline); and the peers, each when it is installed: **haproxy** = HAProxy
 in mode tcp with splice forced in both directions (TCP only: it has no UDP
