@@ -276,7 +276,6 @@ func (l *loop) runAgain() {
 	l.again2 = turn
 }
 
-// timeout is how long epoll_wait may sleep: until the next timer.
 // poll waits for events. With busy polling on, a loop that would sleep
 // first polls without a timeout for up to busyPoll: an event that comes
 // meanwhile is served without the sleep and the wake-up, which on a
@@ -301,6 +300,7 @@ func (l *loop) poll() (int, error) {
 	return unix.EpollWait(l.epfd, l.events[:], l.timeout())
 }
 
+// timeout is how long epoll_wait may sleep: until the next timer.
 func (l *loop) timeout() int {
 	if len(l.again) > 0 {
 		return 0
