@@ -71,8 +71,9 @@ type Global struct {
 	Workers int
 	// DropCapabilities: once the VIPs listen and the XDP program is
 	// attached, drop every capability the daemon does not use afterwards
-	// (from every thread and the bounding set); default true. Read at
-	// start only: a dropped capability cannot come back.
+	// (from every thread and the bounding set); default false (README,
+	// "Privileges"). Read at start only: a dropped capability cannot come
+	// back.
 	DropCapabilities bool
 	// BusyPoll: how long an event loop keeps polling for events
 	// (epoll_wait with no timeout) before it sleeps; 0 = never, the

@@ -39,7 +39,8 @@ func buildGlobal(p *problems, g *rawGlobal) Global {
 		PipeSize:      l.integer("pipe_size", g.PipeSize, opt[int64]{}, defaultPipeSize, span[int64](4096, 16<<20)),
 		MaxPipes:      l.integer("max_pipes", g.MaxPipes, opt[int64]{}, 0, span[int64](0, 1<<22)),
 		Workers:       l.integer("workers", g.Workers, opt[int64]{}, 0, span[int64](0, MaxWorkers)),
-		// On by default, as HAProxy and nginx drop root once bound: a
+		// Off by default for now (README, "Privileges": once, on a loaded
+		// machine under the race detector, the drop took 14 s); on, a
 		// compromised daemon keeps only what a reload needs.
 		DropCapabilities: l.boolean("drop_capabilities", g.DropCaps, opt[bool]{}, false),
 		BusyPoll:         l.duration("busy_poll", g.BusyPoll, none, 0, span(0, MaxBusyPoll)),
