@@ -208,17 +208,30 @@ TOML
   mv "$RUN/l4lb.toml.new" "$RUN/l4lb.toml"
 }
 
-# sample: "goroutines fds rss_kib heap_inuse_kib" of the daemon (the Go
-# heap in use is reported, not bounded: it tells heap growth from other
-# memory).
+# sample: "goroutines fds rss_kib heap_inuse_kib rss_anon_kib rss_file_kib"
+# of the daemon (the Go heap in use is reported, not bounded: it tells heap
+# growth from other memory; RSS is split into anonymous memory and the
+# pages of the binary and other files the process has touched).
 sample() {
-  local g h fd rss
+  local g h fd rss anon file
   inns $LB curl -sf --max-time 5 "http://$METRICS/metrics" >"$RUN/metrics.txt" || : >"$RUN/metrics.txt"
   g=$(awk '$1 == "go_goroutines" { print $2 }' "$RUN/metrics.txt")
   h=$(awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%d", $2 / 1024 }' "$RUN/metrics.txt")
   fd=$(find "/proc/$LBPID/fd" -mindepth 1 -maxdepth 1 | wc -l)
   rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$LBPID/status")
-  echo "${g:-?} $fd $rss ${h:-?}"
+  anon=$(awk '/^RssAnon:/ { print $2 }' "/proc/$LBPID/status")
+  file=$(awk '/^RssFile:/ { print $2 }' "/proc/$LBPID/status")
+  echo "${g:-?} $fd $rss ${h:-?} ${anon:-?} ${file:-?}"
+}
+
+# heap_profile FILE: the daemon's Go heap profile after a forced GC
+# (/debug/pprof/heap?gc=1 on the admin socket); kept with the logs, and
+# compared at the end with `go tool pprof -top -diff_base`. Taken before the
+# at-rest sample, so that sample's heap in use is the live heap, not the
+# garbage of the last GC cycle.
+heap_profile() {
+  curl -sf --max-time 10 --unix-socket "$RUN/admin.sock" -o "$1" \
+    "http://l4lb/debug/pprof/heap?gc=1" || : >"$1"
 }
 
 # wait_up: until every backend of every VIP is up (or 15 s).
@@ -335,8 +348,9 @@ say "warm-up: ${WARMUP}s of load, then at rest"
 start_loops $(($(date +%s) + WARMUP))
 stop_loops
 at_rest
-read -r G0 F0 R0 H0 < <(sample)
-say "start (at rest): goroutines $G0, descriptors $F0, RSS $R0 KiB, Go heap in use $H0 KiB"
+heap_profile "$RUN/heap-start.pb.gz"
+read -r G0 F0 R0 H0 A0 B0 < <(sample)
+say "start (at rest): goroutines $G0, descriptors $F0, RSS $R0 KiB (anonymous $A0, files $B0), Go heap in use after a GC $H0 KiB"
 
 say "soak: ${SOAK_SECS}s of TCP (new connections, keep-alive echo) and UDP load, a backend stopped every ${FLAP_EVERY}s for ${FLAP_DOWN}s, a reload every ${RELOAD_EVERY}s"
 T0=$(date +%s)
@@ -358,10 +372,11 @@ read -r FLAPS RELOADS BADRELOADS _ <"$RUN/flap.out"
 wait $SAMPLER 2>/dev/null || true
 alive $LBPID || { tail -n 30 "$RUN/l4lb.log" >&2; echo "l4lb died during the soak" >&2; exit 1; }
 at_rest
-read -r G1 F1 R1 H1 < <(sample)
-say "end (at rest): goroutines $G1, descriptors $F1, RSS $R1 KiB, Go heap in use $H1 KiB"
+heap_profile "$RUN/heap-end.pb.gz"
+read -r G1 F1 R1 H1 A1 B1 < <(sample)
+say "end (at rest): goroutines $G1, descriptors $F1, RSS $R1 KiB (anonymous $A1, files $B1), Go heap in use after a GC $H1 KiB"
 
-echo "progress samples under load (elapsed: goroutines descriptors RSS_KiB heap_inuse_KiB):" >&2
+echo "progress samples under load (elapsed: goroutines descriptors RSS_KiB heap_inuse_KiB anon_KiB file_KiB):" >&2
 sed 's/^/  /' "$RUN/samples.log" >&2
 echo "load runs (errors are expected: backends flap):" >&2
 for f in http echo udp; do
@@ -370,6 +385,11 @@ for f in http echo udp; do
     "$(grep -E '^(connrate|rr|udp) ' "$RUN/load-$f.log" | tail -n 1)" >&2
 done
 echo "flaps $FLAPS, reloads $RELOADS ok, $BADRELOADS refused or failed" >&2
+if [ -s "$RUN/heap-start.pb.gz" ] && [ -s "$RUN/heap-end.pb.gz" ] && command -v go >/dev/null; then
+  echo "Go heap in use at rest, end minus start (go tool pprof -top -diff_base; KEEP=1 keeps both profiles):" >&2
+  go tool pprof -top -inuse_space -nodecount 12 -diff_base "$RUN/heap-start.pb.gz" bin/l4lb "$RUN/heap-end.pb.gz" 2>/dev/null |
+    sed -n '/^Showing\|flat%/,$p' | sed 's/^/  /' >&2 || true
+fi
 
 fail=0
 check() { # check NAME START END BOUND
