@@ -5,7 +5,9 @@
 # no balancer), l4lb, l4lb-log (the same l4lb with log_connections = true on
 # every VIP and log_level = "info", its stderr to a file; it runs T2 only: the
 # cost of the per-connection log), l4lb-poll (opt-in: the same l4lb with
-# busy_poll = BUSY_POLL), iocopy (a plain io.Copy Go proxy, the naive
+# busy_poll = BUSY_POLL), l4lb-alt (opt-in: another build of l4lb, ALT_BIN,
+# with l4lb's config: two builds side by side in one run), iocopy (a plain
+# io.Copy Go proxy, the naive
 # baseline), and the peers haproxy (forced splice) and nginx (stream module),
 # each only when installed (Debian: haproxy; nginx-light + libnginx-mod-stream,
 # or nginx-full). Every balancer runs alone on one core. Prints a table of
@@ -33,13 +35,14 @@
 # T5_CONNS (5000), T5_HOLD (10), T6_DUR (DUR: seconds of pgbench -S), PG_SCALE
 # (10: pgbench -i scale, about 150 MB), T7_REQS (200000 requests per redis-benchmark
 # command: it has no duration flag), T8_CONNS (5000), T8_HOLD (10),
-# BUSY_POLL (50us: l4lb-poll's [global] busy_poll),
+# BUSY_POLL (50us: l4lb-poll's [global] busy_poll), ALT_BIN (l4lb-alt's binary),
 # T4_FLOWS (4) and T4_INFLIGHT (8: datagrams in flight per flow),
 # WORKLOADS ("T1 T2 T3 T4 T5 T6 T7 T8 T9"), PATHS
 # ("direct l4lb l4lb-log iocopy haproxy nginx"; a peer that is not installed is
 # left out with one line saying so), CONNLOG_RATE (l4lb-log's log_connections_rate;
 # unset: the built-in 1000 a second per VIP; 0 = no cap), SETTLE (1 s between steps),
-# LB_CPU (1), CLIENT_CPU (0),
+# LB_CPU (1), CLIENT_CPU (0), PEER_CHECKS (1: HAProxy checks its servers every
+# 2 s as l4lb does; 0: no checks),
 # OUT (docs/bench-proxy.md; QUICK=1 writes it only when OUT is set), KEEP=1 (keep
 # the raw records and logs).
 #
@@ -520,6 +523,7 @@ TOML
   write_log_config
   sed "s/^drain_timeout = .*/&\nbusy_poll = \"$BUSY_POLL\"/" "$RUN/l4lb.toml" >"$RUN/l4lb-poll.toml"
   inns $LB bin/l4lb check --config "$RUN/l4lb-poll.toml" >&2
+  cp "$RUN/l4lb.toml" "$RUN/l4lb-alt.toml"
 }
 
 # write_log_config: l4lb-log's config, l4lb's with one line per connection
@@ -565,9 +569,11 @@ lb_start() {
     LBPID=0
     return
     ;;
-  l4lb | l4lb-log | l4lb-poll)
+  l4lb | l4lb-log | l4lb-poll | l4lb-alt)
     rm -f "$RUN/admin.sock"
-    ip netns exec $LB taskset -c "$LB_CPU" bin/l4lb run --config "$RUN/$path.toml" >>"$log" 2>&1 &
+    local bin=bin/l4lb
+    [ "$path" != l4lb-alt ] || bin=$RUN/alt/l4lb
+    ip netns exec $LB taskset -c "$LB_CPU" "$bin" run --config "$RUN/$path.toml" >>"$log" 2>&1 &
     ;;
   iocopy)
     for svc in "${DB_SERVICES[@]}"; do dbmaps+=(-map "$VIP:${svc##*:}=${BACKEND_IPS[0]}:${svc##*:}"); done
@@ -581,7 +587,8 @@ lb_start() {
   esac
   LBPID=$!
   local prog=${path%-log}
-  track $LBPID "${prog%-poll}"
+  prog=${prog%-poll}
+  track $LBPID "${prog%-alt}"
   echo $LBPID >"$RUN/lb.pid"
   if ! client bin/loadgen probe -kind http -addr $VIP:$HTTP_PORT -timeout 10s ||
     ! client bin/loadgen probe -kind echo -addr $VIP:$ECHO_PORT -timeout 5s ||
@@ -604,7 +611,7 @@ lb_start() {
 serves_udp() {
   case $1 in
   direct | nginx) return 0 ;;
-  l4lb | l4lb-poll) [ $UDP = 1 ] ;;
+  l4lb | l4lb-poll | l4lb-alt) [ $UDP = 1 ] ;;
   *) return 1 ;;
   esac
 }
@@ -741,9 +748,17 @@ paths_gate() {
         continue
       fi
       ;;
+    l4lb-alt)
+      if [ -z "${ALT_BIN:-}" ] || [ ! -x "$ALT_BIN" ]; then
+        echo "PATHS: l4lb-alt needs ALT_BIN, the l4lb binary to run (got '${ALT_BIN:-}')" >&2
+        exit 1
+      fi
+      # Named l4lb like the first, so that it is tracked and stopped alike.
+      mkdir -p "$RUN/alt" && cp "$ALT_BIN" "$RUN/alt/l4lb"
+      ;;
     haproxy | nginx) peer_check "$path" >&2 || continue ;;
     *)
-      echo "PATHS: unknown path $path (known: direct l4lb l4lb-log l4lb-poll iocopy $PEERS)" >&2
+      echo "PATHS: unknown path $path (known: direct l4lb l4lb-log l4lb-poll l4lb-alt iocopy $PEERS)" >&2
       exit 1
       ;;
     esac

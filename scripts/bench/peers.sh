@@ -9,7 +9,10 @@
 #
 # Uses from bench.sh: RUN, VIP, BACKEND_IPS, the *_PORT variables,
 # DB_SERVICES, LB and LB_CPU. Every peer balances round-robin, like l4lb's
-# VIPs here, and runs no health checks: the backends never fail during a run.
+# VIPs here. HAProxy checks every server as l4lb does, a TCP connect every
+# 2 s (its `check` default and l4lb's), so that both pay for probing
+# (PEER_CHECKS=0 turns HAProxy's checks off); nginx's stream module has no
+# active health checks.
 
 PEERS="haproxy nginx" # the paths that are peers; the report's "best peer" is the best of these
 PEER_INFO=""          # "name version (settings); ..." for the report's header
@@ -97,11 +100,13 @@ defaults
     # veths hardly ever splices and copies through user space instead.
     option splice-request
     option splice-response
+$([ "${PEER_CHECKS:-1}" = 0 ] || printf '    # Health checks as l4lb runs them (PEER_CHECKS=0: none).\n    default-server check inter 2s\n')
 
-# T1: one backend, as iperf3 needs all of a test's connections on one server.
+# T1: one backend, as iperf3 needs all of a test's connections on one server;
+# not checked, as l4lb does not check it (a probe would disturb iperf3).
 listen bulk
     bind $VIP:$BULK_PORT
-    server b1 ${BACKEND_IPS[0]}:$BULK_PORT
+    server b1 ${BACKEND_IPS[0]}:$BULK_PORT no-check
 
 # T2
 listen http

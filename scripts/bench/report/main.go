@@ -199,13 +199,17 @@ namespace's kernel forwarding; **l4lb** = bin/l4lb with one VIP per service;
 **l4lb-log** = the same with ` + "`log_connections = true`" + ` on every VIP at log_level
 info, its stderr to a file (T2 only: what the per-connection log costs);
 **l4lb-poll** (only when PATHS asks for it) = the same as l4lb with ` + "`busy_poll`" + ` set
-in [global] (BUSY_POLL);
+in [global] (BUSY_POLL); **l4lb-alt** (only when PATHS asks for it) = another
+build of l4lb (ALT_BIN) with l4lb's config, to compare two builds in one run;
 **iocopy** = scripts/bench/iocopy, a plain io.Copy proxy (the naive Go
 baseline); and the peers, each when it is installed: **haproxy** = HAProxy
 in mode tcp with splice forced in both directions (TCP only: it has no UDP
 proxying), **nginx** = nginx's stream module, one worker (TCP and UDP).
 Every balancer runs alone on the balancer core and balances round-robin;
-only l4lb probes its backends. The bulk, PostgreSQL and Redis VIPs forward
+l4lb and HAProxy check their backends every 2 s, their default (a TCP
+connect; l4lb's WebSocket VIP by an HTTP upgrade; l4lb also checks the
+backends of its TLS VIPs, which the peers do not serve; PEER_CHECKS=0
+turns HAProxy's off), nginx's stream module has no active checks. The bulk, PostgreSQL and Redis VIPs forward
 to backend 1 only (one server, as for a single-primary database), the
 others spread over the three. Workloads: T1 iperf3 (1 and 8 streams), T2
 new connections (HTTP/1.0 GET with Connection: close, 64 workers), T3
