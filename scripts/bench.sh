@@ -41,7 +41,10 @@
 # ("direct l4lb l4lb-log iocopy haproxy nginx"; a peer that is not installed is
 # left out with one line saying so), CONNLOG_RATE (l4lb-log's log_connections_rate;
 # unset: the built-in 1000 a second per VIP; 0 = no cap), SETTLE (1 s between steps),
-# LB_CPU (1), CLIENT_CPU (0), PEER_CHECKS (1: HAProxy checks its servers every
+# LB_CPU (1), CLIENT_CPU (0), BACKEND_CPU (CLIENT_CPU: the backends' and
+# databases' CPUs; on a host with 3 or more cores, LB_CPU=1 CLIENT_CPU=2
+# BACKEND_CPU=3 makes the direct path cross cores as the proxied ones do),
+# PEER_CHECKS (1: HAProxy checks its servers every
 # 2 s as l4lb does; 0: no checks),
 # OUT (docs/bench-proxy.md; QUICK=1 writes it only when OUT is set), KEEP=1 (keep
 # the raw records and logs).
@@ -93,6 +96,7 @@ OUT=${OUT-docs/bench-proxy.md}
 # is "what one balancer core does". On a 1-CPU machine everything shares CPU 0.
 LB_CPU=${LB_CPU:-1}
 CLIENT_CPU=${CLIENT_CPU:-0}
+BACKEND_CPU=${BACKEND_CPU:-$CLIENT_CPU}
 if [ "$(nproc)" -lt 2 ]; then LB_CPU=0; fi
 
 S="l4bn$$"                       # namespace prefix, unique per run
@@ -260,10 +264,10 @@ backends_start() {
   local i ns ip
   for i in 1 2 3; do
     ns=${BACKEND_NS[$((i - 1))]} ip=${BACKEND_IPS[$((i - 1))]}
-    ip netns exec "$ns" taskset -c "$CLIENT_CPU" bin/testserver -name b$i -http $ip:$HTTP_PORT \
+    ip netns exec "$ns" taskset -c "$BACKEND_CPU" bin/testserver -name b$i -http $ip:$HTTP_PORT \
       -echo $ip:$ECHO_PORT -udp $ip:$UDP_PORT -ws $ip:$WS_PORT >"$RUN/backend-$i.log" 2>&1 &
     track $! testserver
-    ip netns exec "$ns" taskset -c "$CLIENT_CPU" iperf3 -s -B $ip -p $BULK_PORT >"$RUN/iperf3-$i.log" 2>&1 &
+    ip netns exec "$ns" taskset -c "$BACKEND_CPU" iperf3 -s -B $ip -p $BULK_PORT >"$RUN/iperf3-$i.log" 2>&1 &
     track $! iperf3
   done
   for ip in "${BACKEND_IPS[@]}"; do
@@ -341,7 +345,7 @@ pg_start() {
     --no-instructions --encoding=UTF8 --locale=C >"$RUN/initdb.log" 2>&1 ||
     { cat "$RUN/initdb.log" >&2; exit 1; }
   printf 'local all all trust\nhost all all 198.18.0.0/24 trust\nhost all all 198.18.1.1/32 trust\n' >"$PG_DIR/data/pg_hba.conf"
-  (cd "$PG_DIR" && exec ip netns exec "$ns" taskset -c "$CLIENT_CPU" setpriv --reuid=postgres --regid=postgres \
+  (cd "$PG_DIR" && exec ip netns exec "$ns" taskset -c "$BACKEND_CPU" setpriv --reuid=postgres --regid=postgres \
     --init-groups "$PG_BIN/postgres" -D "$PG_DIR/data" -c listen_addresses="$be1" -c port=$PG_PORT \
     -c unix_socket_directories="$PG_DIR/run" -c fsync=off -c synchronous_commit=off \
     -c full_page_writes=off -c shared_buffers=256MB -c max_connections=100 -c ssl=off) \
@@ -385,7 +389,7 @@ redis_start() {
   local be1=${BACKEND_IPS[0]} ns=${BACKEND_NS[0]}
   say "Redis ($(redis-server --version | grep -o 'v=[^ ]*')) on $be1:$REDIS_PORT, no persistence"
   mkdir -p "$RUN/redis"
-  ip netns exec "$ns" taskset -c "$CLIENT_CPU" redis-server --bind "$be1" --port $REDIS_PORT \
+  ip netns exec "$ns" taskset -c "$BACKEND_CPU" redis-server --bind "$be1" --port $REDIS_PORT \
     --save '' --appendonly no --protected-mode no --dir "$RUN/redis" --daemonize no \
     </dev/null >"$RUN/redis.log" 2>&1 &
   track $! redis-server
@@ -791,7 +795,7 @@ report() {
   say "results (written to $out)"
   bin/bench-report -in "$RAW" -lbdir "$LBDIR" -out "$out" -paths "$PATHS" -peers "$PEERS" -peerinfo "$PEER_INFO" -cmd "$INVOKED" \
     -knobs "REPS=$REPS${CONNLOG_RATE:+ CONNLOG_RATE=$CONNLOG_RATE} T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD T6_DUR=$T6_DUR PG_SCALE=$PG_SCALE T7_REQS=$T7_REQS T8_CONNS=$T8_CONNS T8_HOLD=$T8_HOLD WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
-    -pinning "balancer on CPU $LB_CPU (GOMAXPROCS follows the mask; HAProxy nbthread 1, nginx 1 worker); client tools and backends on CPU $CLIENT_CPU"
+    -pinning "balancer on CPU $LB_CPU (GOMAXPROCS follows the mask; HAProxy nbthread 1, nginx 1 worker); client tools on CPU $CLIENT_CPU, backends on CPU $BACKEND_CPU"
 }
 
 main() {
