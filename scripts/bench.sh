@@ -794,7 +794,7 @@ report() {
   [ -n "$OUT" ] && out=$OUT
   say "results (written to $out)"
   bin/bench-report -in "$RAW" -lbdir "$LBDIR" -out "$out" -paths "$PATHS" -peers "$PEERS" -peerinfo "$PEER_INFO" -cmd "$INVOKED" \
-    -knobs "REPS=$REPS${CONNLOG_RATE:+ CONNLOG_RATE=$CONNLOG_RATE} T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD T6_DUR=$T6_DUR PG_SCALE=$PG_SCALE T7_REQS=$T7_REQS T8_CONNS=$T8_CONNS T8_HOLD=$T8_HOLD WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
+    -knobs "REPS=$REPS${CONNLOG_RATE:+ CONNLOG_RATE=$CONNLOG_RATE} T1_SECS=$T1_SECS DUR=$DUR T3B_DUR=$T3B_DUR T5_CONNS=$T5_CONNS T5_HOLD=$T5_HOLD T6_DUR=$T6_DUR PG_SCALE=$PG_SCALE T7_REQS=$T7_REQS T8_CONNS=$T8_CONNS T8_HOLD=$T8_HOLD PEER_CHECKS=${PEER_CHECKS:-1}${ALT_BIN:+ ALT_BIN=$ALT_BIN} WORKLOADS=\"$WORKLOADS\"$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1 smoke run: figures are not a measurement)')" \
     -pinning "balancer on CPU $LB_CPU (GOMAXPROCS follows the mask; HAProxy nbthread 1, nginx 1 worker); client tools on CPU $CLIENT_CPU, backends on CPU $BACKEND_CPU"
 }
 
