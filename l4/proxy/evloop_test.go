@@ -113,10 +113,16 @@ func TestIdleConnectionsSpreadOverLoops(t *testing.T) {
 }
 
 // cpuTime is the process's user+system CPU time so far.
-func cpuTime(t *testing.T) time.Duration {
+func cpuTime(t *testing.T) time.Duration { return rusageCPU(t, unix.RUSAGE_SELF) }
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU(t *testing.T) time.Duration { return rusageCPU(t, unix.RUSAGE_THREAD) }
+
+// rusageCPU is the user+system CPU time getrusage(who) reports.
+func rusageCPU(t *testing.T, who int) time.Duration {
 	t.Helper()
 	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+	if err := unix.Getrusage(who, &ru); err != nil {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -429,16 +435,6 @@ func TestCompactTimersKeepsOrder(t *testing.T) {
 		}
 		last = e.at
 	}
-}
-
-// threadCPU is the calling thread's CPU time.
-func threadCPU(t *testing.T) time.Duration {
-	t.Helper()
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestBusyPoll: with busy_poll a loop polls, on its CPU, for events before

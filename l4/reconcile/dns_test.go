@@ -409,14 +409,7 @@ func TestMaglevTableWarnsForManyAddresses(t *testing.T) {
 	}
 	dns.SetHost("many.test", 60, addrs...)
 	conf := strings.Replace(dnsVIP(dns.Addr, testutil.FreeTCPAddr(t), "many.test:9"), "[[vip]]\n", "[[vip]]\nalgorithm = \"maglev\"\nmaglev_table_size = 1009\n", 1)
-	core, logs := observer.New(zap.InfoLevel)
-	rt := New(zap.New(core), Options{})
-	apply(t, rt, conf)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		rt.Shutdown(ctx)
-	})
+	rt, logs := observedRuntime(t, conf)
 	if n := len(vipStatus(rt, "svc").Backends); n != 11 {
 		t.Fatalf("%d backends, want the 11 addresses", n)
 	}
