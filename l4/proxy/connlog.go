@@ -73,6 +73,7 @@ func (r *lineLimit) check(l *loop, log *zap.Logger, msg string, rate int) *zapco
 // connection, as the loop frees it; off, it costs a branch. The VIP's name
 // comes from the service logger's context (the runtime's vip key).
 func (s *TCPService) logConn(l *loop, c *evConn, why l4.EndReason) {
+	c.mustLive()
 	if !c.st.LogConnections {
 		return
 	}

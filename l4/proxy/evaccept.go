@@ -240,6 +240,7 @@ func (a acceptResume) pending(uint32) bool       { return true }
 
 // evConnDone is the end of a connection's accounting on the loops.
 func (s *TCPService) evConnDone(l *loop, c *evConn) {
+	c.mustLive()
 	l.unwait(c)
 	if c.inQueue {
 		s.queue.remove(c)
@@ -258,6 +259,7 @@ func (s *TCPService) evConnDone(l *loop, c *evConn) {
 // trackEv registers an open connection with its loop; false once the
 // service is shutting down.
 func (s *TCPService) trackEv(l *loop, c *evConn) bool {
+	c.mustLive()
 	if s.ev.refuse.Load() {
 		return false
 	}
@@ -268,6 +270,7 @@ func (s *TCPService) trackEv(l *loop, c *evConn) bool {
 }
 
 func (s *TCPService) untrackEv(l *loop, c *evConn) {
+	c.mustLive()
 	delete(l.conns, c)
 	c.tracked = false
 	s.ev.live.Add(-1)
@@ -390,9 +393,10 @@ func (l *loop) newConn() *evConn {
 	return c
 }
 
-// freeConn takes a finished connection struct back (its timers and
-// events are stale by generation).
-func (l *loop) freeConn(c *evConn) {
+// recycleConn takes a finished connection struct back for reuse (its
+// timers and events are stale by generation). freeConn calls it: at once,
+// or (built with l4lbpoison) after a quarantine.
+func (l *loop) recycleConn(c *evConn) {
 	if len(l.freeConns) < maxFreeConns {
 		held := c.up.held[:0]
 		*c = evConn{gen: c.gen, state: evClosed}

@@ -127,6 +127,7 @@ func (s *TCPService) closeCandidates(l *loop, b *l4.Backend, n int) []closeCandi
 
 // startClose begins ending an open connection.
 func (c *evConn) startClose(l *loop, how CloseHow) {
+	c.mustLive()
 	s := c.svc
 	if a := s.affinity.Load(); a != nil {
 		if pinned, ok := a.Get(s.key, c.flow.Src.Addr()); ok && pinned == c.target {
@@ -150,6 +151,7 @@ func (c *evConn) startClose(l *loop, how CloseHow) {
 // pumpClosing moves a closing connection on: pending bytes and FINs out,
 // late bytes in and dropped; it ends once both peers have closed.
 func (c *evConn) pumpClosing(l *loop) {
+	c.mustLive()
 	more := c.closeDir(l, &c.up)
 	if c.state == evClosing && c.closeDir(l, &c.down) {
 		more = true
@@ -168,6 +170,7 @@ func (c *evConn) pumpClosing(l *loop) {
 // FIN, then drops what its source still sends until the source's FIN. It
 // returns true when the turn ended with more to read.
 func (c *evConn) closeDir(l *loop, d *evDir) bool {
+	c.mustLive()
 	if !d.done {
 		if d.pending > 0 && (!d.dst.writable || !c.writePending(l, d)) {
 			return false
@@ -185,6 +188,7 @@ func (c *evConn) closeDir(l *loop, d *evDir) bool {
 // other way, up to the source's own FIN, so that closing the socket later
 // sends no reset. It returns true when the turn ended with more to read.
 func (c *evConn) dropFrom(l *loop, d *evDir) bool {
+	c.mustLive()
 	for range spliceRounds {
 		if d.eof || !d.src.readable {
 			return false
@@ -216,13 +220,16 @@ func (c *evConn) dropFrom(l *loop, d *evDir) bool {
 // closeLinger: it drops what is readable now, then closes (FIN, already
 // sent, so nothing new goes out).
 func (c *evConn) lingerEnd(l *loop) {
+	c.mustLive()
 	if c.state != evClosing {
 		return
 	}
 	for _, d := range [2]*evDir{&c.up, &c.down} {
 		if c.state == evClosing {
-			c.dropFrom(l, d)
+			c.dropFrom(l, d) // may end it (a reset)
 		}
 	}
-	c.finish(l, false, false, l4.EndRebalance)
+	if c.state == evClosing {
+		c.finish(l, false, false, l4.EndRebalance)
+	}
 }

@@ -44,6 +44,10 @@ const (
 	evClosing // closed on purpose, gracefully (evclose.go)
 	evHeader  // waiting for the client's PROXY header, before any backend is picked (evheader.go)
 	evHanding // frozen for an upgrade's handover (handoff.go): no event, timer or again turn moves its bytes (they want evOpen); only the handover flushes
+
+	// evFreed: back with its loop, poisoned (builds with the l4lbpoison
+	// tag, poison_on.go); other builds leave a freed struct evClosed.
+	evFreed uint8 = 0xff
 )
 
 // sockEvents is what both of a connection's sockets are registered for,
@@ -102,6 +106,8 @@ type evConn struct {
 	fin       l4.EndReason // whose FIN came first: the end of a connection closed both ways
 	lastFail  l4.EndReason // how the last connect failed: connect_failed or connect_timeout
 	stays     bool         // an upgrade's new process did not take it: it ends here
+
+	freedAt string // where it was freed (l4lbpoison builds only)
 }
 
 // evEnd is the handler of one of a connection's two sockets.
@@ -124,8 +130,10 @@ type evDir struct {
 	bytes    *atomic.Uint64
 	n        uint64 // bytes moved this way (the log line's bytes_in or bytes_out; an upgrade passes them on)
 	// stallMark is n when the loop last found the direction blocked on its
-	// destination (evstall.go).
+	// destination; suspect: the destination could take bytes then, and no
+	// edge had come (evstall.go).
 	stallMark uint64
+	suspect   bool
 }
 
 // timer kinds in the low two bits of the generation a timer carries.
@@ -179,6 +187,7 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 // backend (after the first byte, with first_byte_timeout). A refused
 // client is reset before any backend is chosen.
 func (c *evConn) admit(l *loop) {
+	c.mustLive()
 	s, addr := c.svc, c.flow.Src.Addr()
 	if !c.st.Access.Allowed(addr) {
 		s.Stats.Denied.Add(1)
@@ -202,6 +211,7 @@ func (c *evConn) admit(l *loop) {
 
 // dial picks the next backend and starts a non-blocking connect.
 func (c *evConn) dial(l *loop) {
+	c.mustLive()
 	l.unwait(c)
 	if c.attempts == 0 && c.svc.queue.n.Load() > 0 && c.st.QueueTimeout > 0 && c.svc.queue.has(c.store()) {
 		c.enqueue(l) // others wait for a slot already: arrival order
@@ -225,6 +235,7 @@ func (c *evConn) dial(l *loop) {
 
 // start connects to b, which the pick acquired.
 func (c *evConn) start(l *loop, b *l4.Backend) {
+	c.mustLive()
 	c.tried.Add(b)
 	c.target, c.picked = b, b
 	c.attempts++
@@ -235,6 +246,7 @@ func (c *evConn) start(l *loop, b *l4.Backend) {
 // it is still eligible, else the balancer's choice; with a live flow
 // acquired either way.
 func (c *evConn) pickBackend() *l4.Backend {
+	c.mustLive()
 	if c.attempts > c.st.Retries {
 		return nil
 	}
@@ -248,6 +260,7 @@ func (c *evConn) pickBackend() *l4.Backend {
 
 // connectTo opens the backend socket and connects without blocking.
 func (c *evConn) connectTo(l *loop, b *l4.Backend) {
+	c.mustLive()
 	s := c.svc
 	if s.self.wouldLoop(l4.TCP, b.Addr) {
 		c.connectFailed(l, s.selfConnect(b))
@@ -283,6 +296,7 @@ func (c *evConn) connectTo(l *loop, b *l4.Backend) {
 // descriptors, memory or ports, until connect_timeout; meanwhile accepting
 // pauses, so clients wait in the listen backlog instead of being reset.
 func (c *evConn) localFailure(l *loop, err error) {
+	c.mustLive()
 	s := c.svc
 	s.Stats.LocalErrors.Add(1)
 	s.notePressure(l)
@@ -310,6 +324,7 @@ func (c *evConn) onTimer(l *loop, gen uint32) {
 	if !c.pending(gen) {
 		return
 	}
+	c.mustLive()
 	switch gen & 3 {
 	case timerKeepAlive:
 		if c.state == evOpen && c.backend.fd >= 0 {
@@ -326,10 +341,20 @@ func (c *evConn) onTimer(l *loop, gen uint32) {
 
 // pending reports whether a timer armed with gen is still c's: the
 // connection has not ended (or been reused) since.
-func (c *evConn) pending(gen uint32) bool { return gen>>2 == c.gen && c.state != evClosed }
+func (c *evConn) pending(gen uint32) bool { return gen>>2 == c.gen && !c.ended() }
+
+// ended reports whether c's connection is over: closed, or its struct
+// freed. After a call that may have ended c, its state (read through
+// ended, or compared with a live state) is all a caller may look at: a
+// freed struct is reused only for a new connection, which only a
+// listener's event or a loop task starts, never a callback of another
+// connection, so the state read is c's own. Anything else of c is gone
+// (l4lbpoison builds panic on it, poison_on.go).
+func (c *evConn) ended() bool { return c.state == evClosed || c.state == evFreed }
 
 // connectTimer: a connect that took too long, or a local-failure retry.
 func (c *evConn) connectTimer(l *loop) {
+	c.mustLive()
 	if c.state == evHeader {
 		c.refuseHeader(l, errProxyTimeout)
 		return
@@ -365,6 +390,7 @@ var errClosedDuringConnect = errors.New("connection closed while connecting")
 
 // connectFailed counts a failed connect and tries the next backend.
 func (c *evConn) connectFailed(l *loop, err error) {
+	c.mustLive()
 	s, b := c.svc, c.target
 	if c.backend.fd >= 0 {
 		l.forget(&c.backend.reg)
@@ -391,6 +417,7 @@ func (c *evConn) connectFailed(l *loop, err error) {
 
 // noBackend resets the client: nothing could be reached (why says how).
 func (c *evConn) noBackend(l *loop, err error, why l4.EndReason) {
+	c.mustLive()
 	s := c.svc
 	s.Stats.NoBackend.Add(1)
 	s.rateLog("no usable backend for VIP: client reset", zap.Stringer("client", c.flow.Src), zap.Error(err))
@@ -400,6 +427,7 @@ func (c *evConn) noBackend(l *loop, err error, why l4.EndReason) {
 // resetClient ends a connection that has no backend socket with a reset
 // to the client.
 func (c *evConn) resetClient(l *loop, why l4.EndReason) {
+	c.mustLive()
 	s := c.svc
 	if c.client.fd >= 0 {
 		_ = unix.SetsockoptLinger(c.client.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
@@ -417,6 +445,7 @@ func (c *evConn) resetClient(l *loop, why l4.EndReason) {
 // epoll reported; writable without an error means success, and costs no
 // getsockopt).
 func (c *evConn) connected(l *loop, events uint32) {
+	c.mustLive()
 	s, b := c.svc, c.target
 	var err error
 	if events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
@@ -459,6 +488,7 @@ func (c *evConn) connected(l *loop, events uint32) {
 
 // open starts moving bytes both ways.
 func (c *evConn) open(l *loop) {
+	c.mustLive()
 	s := c.svc
 	c.state = evOpen
 	c.up = evDir{src: &c.client, dst: &c.backend, bytes: &c.target.Stats.BytesIn}
@@ -481,6 +511,10 @@ func (c *evConn) open(l *loop) {
 // onEvent notes the readiness of the client (backend = false) or backend
 // socket and moves what it allows.
 func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
+	c.mustLive()
+	if l.hooks.events != nil {
+		events = l.hooks.events(c, backend, events)
+	}
 	sk := &c.client
 	if backend {
 		sk = &c.backend
@@ -546,6 +580,7 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 // pump moves what the sockets' readiness allows, both ways. A connection
 // that used its turn with more to move goes on the loop's again list.
 func (c *evConn) pump(l *loop) {
+	c.mustLive()
 	if c.state == evClosing {
 		c.pumpClosing(l)
 		return
@@ -570,6 +605,7 @@ func (c *evConn) again(l *loop, gen uint32) {
 // move moves d's bytes until its source is drained, its destination is
 // full or the turn is used up (then it returns true).
 func (c *evConn) move(l *loop, d *evDir) bool {
+	c.mustLive()
 	for range spliceRounds {
 		if d.pending > 0 {
 			if !d.dst.writable || !c.flush(l, d) {
@@ -632,6 +668,7 @@ func (c *evConn) move(l *loop, d *evDir) bool {
 // copyChunk reads a chunk into the loop's buffer and writes it on; what
 // the destination does not take waits in a pipe.
 func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
+	c.mustLive()
 	n, err = readRetry(d.src.fd, l.buf)
 	if err != nil || n == 0 {
 		return n, err, false
@@ -641,6 +678,8 @@ func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 		w, err = writeRetry(d.dst.fd, l.buf[:n])
 		if err == unix.EAGAIN {
 			w, err = 0, nil
+			d.dst.writable = false
+			l.watchStalls()
 		}
 		if err != nil {
 			return n, err, true
@@ -648,8 +687,9 @@ func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 	}
 	c.moved(l, d, w)
 	if w < n {
-		d.dst.writable = false
-		l.watchStalls()
+		// What was not written waits; the destination stays writable
+		// unless the write said EAGAIN (see writePending), so the next
+		// round writes again and learns which it is.
 		c.hold(l, d, l.buf[w:n])
 	}
 	return n, nil, false
@@ -658,6 +698,7 @@ func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 // hold keeps bytes the destination did not take: in a pipe, or (when no
 // pipe can be had) in a buffer of the connection's own.
 func (c *evConn) hold(l *loop, d *evDir, rest []byte) {
+	c.mustLive()
 	d.pending = len(rest)
 	if d.pipe == nil {
 		p, err := l.getPipe()
@@ -681,6 +722,7 @@ func (c *evConn) hold(l *loop, d *evDir, rest []byte) {
 // spliceChunk splices a chunk into the direction's pipe and on to the
 // destination.
 func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
+	c.mustLive()
 	if d.pipe == nil {
 		p, perr := l.getPipe()
 		if perr != nil {
@@ -700,6 +742,8 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 		w, err = spliceRetry(d.pipe.r, d.dst.fd, n)
 		if err == unix.EAGAIN {
 			w, err = 0, nil
+			d.dst.writable = false
+			l.watchStalls()
 		}
 		if err != nil {
 			return n, err, true
@@ -709,16 +753,14 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 	c.svc.spliced.Add(uint64(w))
 	d.pending = n - w
 	if d.pending == 0 {
-		c.putPipe(l, d)
-	} else {
-		d.dst.writable = false
-		l.watchStalls()
+		c.putPipe(l, d) // else the next round writes the rest (see writePending)
 	}
 	return n, nil, false
 }
 
 // noPipe counts a chunk that goes through user space for want of a pipe.
 func (c *evConn) noPipe(l *loop, err error) {
+	c.mustLive()
 	s := c.svc
 	s.Stats.PipelessCopies.Add(1)
 	if err == errPipeLimit {
@@ -731,6 +773,7 @@ func (c *evConn) noPipe(l *loop, err error) {
 }
 
 func (c *evConn) putPipe(l *loop, d *evDir) {
+	c.mustLive()
 	if d.pipe != nil {
 		l.putPipe(d.pipe)
 		d.pipe = nil
@@ -740,6 +783,7 @@ func (c *evConn) putPipe(l *loop, d *evDir) {
 // flush writes d's pending bytes on; it returns true once none are left
 // (and the connection is still open).
 func (c *evConn) flush(l *loop, d *evDir) bool {
+	c.mustLive()
 	if !c.writePending(l, d) {
 		return false
 	}
@@ -752,38 +796,53 @@ func (c *evConn) flush(l *loop, d *evDir) bool {
 
 // writePending writes d's pending bytes on; it returns true once none
 // are left.
+//
+// It writes until nothing is left or the destination answers EAGAIN:
+// under edge-triggered epoll only EAGAIN promises an EPOLLOUT edge later.
+// A short write or splice is not a full socket: splice(2) from a pipe to a
+// socket returns what it moved so far as soon as a signal is pending
+// (splice_to_socket checks between the socket writes it makes of a pipe's
+// pages), and the Go runtime signals a loop's thread to preempt it. Taken
+// for a full socket, such a return waited for an edge the kernel never
+// sends, as the socket had room (TestShortSpliceUnderSignals; the
+// once-a-second retry of evstall.go papered over it until then).
 func (c *evConn) writePending(l *loop, d *evDir) bool {
-	var w int
-	var err error
-	if d.pipe != nil {
-		w, err = spliceRetry(d.pipe.r, d.dst.fd, d.pending)
-		c.svc.spliced.Add(uint64(w))
-	} else {
-		w, err = writeRetry(d.dst.fd, d.held[len(d.held)-d.pending:])
-	}
-	switch {
-	case err == unix.EAGAIN:
-		d.dst.writable = false
-		l.watchStalls()
-		return false
-	case err != nil:
-		c.dstFailed(l, d, err)
-		return false
-	}
-	c.moved(l, d, w)
-	d.pending -= w
-	if d.pending > 0 {
-		d.dst.writable = false
-		l.watchStalls()
-		return false
+	c.mustLive()
+	for d.pending > 0 {
+		var w int
+		var err error
+		if d.pipe != nil {
+			w, err = spliceRetry(d.pipe.r, d.dst.fd, d.pending)
+			c.svc.spliced.Add(uint64(w))
+		} else {
+			w, err = writeRetry(d.dst.fd, d.held[len(d.held)-d.pending:])
+		}
+		switch {
+		case err == unix.EAGAIN:
+			d.dst.writable = false
+			l.watchStalls()
+			return false
+		case err == nil && w == 0:
+			err = errNoProgress // never seen; looping on it would hold the loop
+			fallthrough
+		case err != nil:
+			c.dstFailed(l, d, err)
+			return false
+		}
+		c.moved(l, d, w)
+		d.pending -= w
 	}
 	c.putPipe(l, d)
 	d.held = d.held[:0]
 	return true
 }
 
+// errNoProgress: a write of pending bytes moved nothing and said nothing.
+var errNoProgress = errors.New("write moved no byte")
+
 // moved counts bytes moved and notes activity.
 func (c *evConn) moved(l *loop, d *evDir, n int) {
+	c.mustLive()
 	if n > 0 {
 		d.bytes.Add(uint64(n))
 		d.n += uint64(n)
@@ -793,6 +852,7 @@ func (c *evConn) moved(l *loop, d *evDir, n int) {
 
 // eof: d's source sent FIN.
 func (c *evConn) eof(l *loop, d *evDir) {
+	c.mustLive()
 	c.sawFIN(d)
 	d.eof = true
 	if d.pending == 0 {
@@ -803,6 +863,7 @@ func (c *evConn) eof(l *loop, d *evDir) {
 // passEOF passes a FIN on, or ends the connection when the other
 // direction is done too (closing sends the FIN without a shutdown call).
 func (c *evConn) passEOF(l *loop, d *evDir) {
+	c.mustLive()
 	d.done = true
 	other := &c.up
 	if d == &c.up {
@@ -820,6 +881,7 @@ func (c *evConn) passEOF(l *loop, d *evDir) {
 // sawFIN notes d's FIN: the first of the two names the end of a
 // connection that closes both ways.
 func (c *evConn) sawFIN(d *evDir) {
+	c.mustLive()
 	if c.fin != l4.EndNone {
 		return
 	}
@@ -831,21 +893,25 @@ func (c *evConn) sawFIN(d *evDir) {
 
 // srcFailed: d's source failed (reset); its peer learns by a reset.
 func (c *evConn) srcFailed(l *loop, d *evDir, err error) {
+	c.mustLive()
 	c.finish(l, d.src == &c.backend, d.src == &c.client, c.resetOf(d.src == &c.client))
 }
 
 // dstFailed: d's destination failed; whoever sent to it learns by a reset.
 func (c *evConn) dstFailed(l *loop, d *evDir, err error) {
+	c.mustLive()
 	c.finish(l, d.src == &c.client, d.src == &c.backend, c.resetOf(d.dst == &c.client))
 }
 
 // failed: a socket reported an error outside any read or write.
 func (c *evConn) failed(l *loop, r *reg) {
+	c.mustLive()
 	c.finish(l, r == &c.backend.reg, r == &c.client.reg, c.resetOf(r == &c.client.reg))
 }
 
 // resetOf is the end of a connection whose client's (or backend's) side failed.
 func (c *evConn) resetOf(client bool) l4.EndReason {
+	c.mustLive()
 	if client {
 		return l4.EndClientReset
 	}
@@ -854,6 +920,7 @@ func (c *evConn) resetOf(client bool) l4.EndReason {
 
 // idleCheck ends a connection that moved no byte for the idle timeout.
 func (c *evConn) idleCheck(l *loop) {
+	c.mustLive()
 	if c.state != evOpen {
 		return
 	}
@@ -869,6 +936,7 @@ func (c *evConn) idleCheck(l *loop) {
 // finish closes both sockets (a reset where asked, else a FIN), does the
 // connection's accounting and logs its end, why.
 func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReason) {
+	c.mustLive()
 	if c.state == evClosed {
 		return
 	}
@@ -900,6 +968,7 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 
 // closeSock closes one socket of the connection, with a reset if asked.
 func (c *evConn) closeSock(l *loop, sk *sock, reset bool) {
+	c.mustLive()
 	if sk.fd < 0 {
 		return
 	}
@@ -914,6 +983,7 @@ func (c *evConn) closeSock(l *loop, sk *sock, reset bool) {
 // sendProxyHeader writes the PROXY header before any client byte. The
 // socket was just connected, so its send buffer takes the whole header.
 func (c *evConn) sendProxyHeader(l *loop) error {
+	c.mustLive()
 	if c.st.ProxyProtocol == 0 {
 		return nil
 	}

@@ -18,6 +18,7 @@ const evFirstByte = evHanding + 1
 // or first a wait for the client's first byte. The wait arms one timer on the loop's heap (the connect timer's
 // kind: connectTimer tells the states apart) and allocates nothing.
 func (c *evConn) awaitFirstByte(l *loop) {
+	c.mustLive()
 	if c.routes != nil { // the ClientHello's wait stands for the first byte's
 		c.awaitHello(l)
 		return
@@ -38,6 +39,7 @@ func (c *evConn) awaitFirstByte(l *loop) {
 // there, the backend is dialed and the byte forwarded as any other. A FIN
 // with no byte is not silence: the backend learns of it as before.
 func (c *evConn) readFirst(l *loop) {
+	c.mustLive()
 	if !c.client.readable {
 		return
 	}
@@ -61,6 +63,7 @@ func (c *evConn) readFirst(l *loop) {
 // than an error, and the socket holds no unread data, so the close costs
 // the kernel no more than a reset would. Counted and logged, rate-limited.
 func (c *evConn) firstByteTimeout(l *loop) {
+	c.mustLive()
 	s := c.svc
 	s.Stats.FirstByteTimeouts.Add(1)
 	if s.warnings.allow() {

@@ -27,6 +27,7 @@ func (st *Settings) trusts(a netip.Addr) bool {
 // awaitHeader starts waiting for the client's header, or refuses a
 // client that may not send one.
 func (c *evConn) awaitHeader(l *loop) {
+	c.mustLive()
 	if !c.st.trusts(c.flow.Src.Addr()) {
 		c.refuseHeader(l, errProxyUntrusted)
 		return
@@ -44,6 +45,7 @@ func (c *evConn) awaitHeader(l *loop) {
 // header cut in pieces is peeked again as each piece arrives (at most
 // maxAcceptHeader bytes, into the loop's buffer).
 func (c *evConn) readHeader(l *loop) {
+	c.mustLive()
 	if !c.client.readable {
 		return
 	}
@@ -86,6 +88,7 @@ func (c *evConn) readHeader(l *loop) {
 // refuseHeader resets a client whose header is refused (err says why),
 // counts it on the VIP and logs it, rate-limited. Nothing was forwarded.
 func (c *evConn) refuseHeader(l *loop, err error) {
+	c.mustLive()
 	s := c.svc
 	why := l4.EndProxyMalformed
 	switch err {

@@ -32,6 +32,7 @@ var _ = [copyChunk - helloBufLen]struct{}{}
 // awaitHello waits for the ClientHello, up to the routes' timeout, on
 // one timer of the loop's heap (as awaitFirstByte does).
 func (c *evConn) awaitHello(l *loop) {
+	c.mustLive()
 	c.state = evHello
 	l.wait(c)
 	c.gen = l.nextGen() // a PROXY header's timer must not fire on this wait
@@ -44,6 +45,7 @@ func (c *evConn) awaitHello(l *loop) {
 // come waits for the next readable edge (the bytes stay queued, new ones
 // wake the loop again); a name or a verdict picks the route and dials.
 func (c *evConn) readHello(l *loop) {
+	c.mustLive()
 	if !c.client.readable {
 		return
 	}
@@ -73,6 +75,7 @@ func (c *evConn) readHello(l *loop) {
 // route picks the connection's route from the parse's outcome and dials,
 // or resets the client when nothing matched and sni_no_match is close.
 func (c *evConn) route(l *loop, name []byte, perr error) {
+	c.mustLive()
 	s := c.svc
 	var r *Route
 	switch {
@@ -106,6 +109,7 @@ func (c *evConn) route(l *loop, name []byte, perr error) {
 // helloTimeout resets a client whose ClientHello was not complete within
 // sni_timeout (unread bytes make the kernel's close a reset anyway).
 func (c *evConn) helloTimeout(l *loop) {
+	c.mustLive()
 	s := c.svc
 	s.Stats.SNITimeouts.Add(1)
 	if s.warnings.allow() {
@@ -118,6 +122,7 @@ func (c *evConn) helloTimeout(l *loop) {
 // observer is where the connection's connects are reported: its route's
 // health, or the VIP's.
 func (c *evConn) observer() Observer {
+	c.mustLive()
 	if c.rt != nil {
 		return c.rt.Observer
 	}

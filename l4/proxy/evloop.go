@@ -142,7 +142,9 @@ type loop struct {
 	freeConns  []*evConn
 	gen        uint32
 	stopping   bool
-	stallArmed bool // a stallCheck timer is armed (evstall.go)
+	stallArmed bool        // a stallCheck timer is armed (evstall.go)
+	kicks      []stallKick // connections the stall check moves on (evstall.go)
+	hooks      loopHooks   // fault injection (tests only; evstall.go)
 	// waiting are the connections waiting for a PROXY header or a first
 	// byte, before any backend: not in conns (they have no backend), but
 	// a drain's final reset must reach them.
@@ -154,6 +156,7 @@ type loop struct {
 	logFields    [maxLogFields]zap.Field // a connection's log line being written
 	logText      [64]byte                // its client address
 	handing      []handingConn           // connections frozen for an upgrade's handover, still flushing
+	quarantine   quarantine              // freed structs not yet reused (l4lbpoison builds only)
 
 	mu     sync.Mutex // guards tasks and inbox
 	tasks  []func()
@@ -167,6 +170,7 @@ type loop struct {
 	awakeSince atomic.Int64
 	busyPoll   atomic.Int64 // nanoseconds to poll before sleeping (see poll); set by SetBusyPoll
 	live       atomic.Int64 // connections owned: connecting or proxying
+	tid        atomic.Int32 // the loop's OS thread (a test signals it)
 	sessions   atomic.Int64 // UDP sessions owned
 }
 
@@ -222,6 +226,7 @@ func (l *loop) post(fn func()) {
 func (l *loop) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	l.tid.Store(int32(unix.Gettid()))
 	l.tick()
 	yielded := l.clock
 	for !l.stopping {
@@ -541,3 +546,11 @@ func (t timerHeap) down(i int) {
 
 // errLoopsClosed: the loops were stopped.
 var errLoopsClosed = errors.New("event loops closed")
+
+// quarantine holds a loop's freed connection and session structs for a
+// while before they are reused, in l4lbpoison builds (poison_on.go); it
+// stays empty in others.
+type quarantine struct {
+	conns    []*evConn
+	sessions []*loopSession
+}

@@ -120,6 +120,7 @@ func (s *TCPService) ServeQueue() {
 // (at once when it is 0). c keeps its max_conns slot; it is in the loop's
 // waiting set, so a drain's end resets it.
 func (c *evConn) enqueue(l *loop) {
+	c.mustLive()
 	s := c.svc
 	if c.st.QueueTimeout <= 0 {
 		c.queueTimeout(l)
@@ -141,6 +142,7 @@ func (c *evConn) enqueue(l *loop) {
 
 // store is where c picks from: its SNI route's snapshots, or the VIP's.
 func (c *evConn) store() *snapshot.Store {
+	c.mustLive()
 	if c.rt != nil {
 		return c.rt.Snapshots
 	}
@@ -149,12 +151,14 @@ func (c *evConn) store() *snapshot.Store {
 
 // armQueueTimer arms the next look for room, or the timeout if sooner.
 func (c *evConn) armQueueTimer(l *loop) {
+	c.mustLive()
 	poll := cmp.Or(c.st.queuePoll, queuePoll)
 	l.after(time.Duration(min(c.queueUntil-l.now(), int64(poll))), c, c.gen<<2|timerConnect)
 }
 
 // queueTimer: the wait ran out, or it is time to look for room.
 func (c *evConn) queueTimer(l *loop) {
+	c.mustLive()
 	if l.now() >= c.queueUntil {
 		c.queueTimeout(l)
 		return
@@ -201,6 +205,7 @@ func (s *TCPService) serveWaiter(l *loop, c *evConn, gen uint32) {
 // slot (or found every backend full with queue_timeout 0): counted and
 // logged, rate-limited; no backend was dialed.
 func (c *evConn) queueTimeout(l *loop) {
+	c.mustLive()
 	s := c.svc
 	s.Stats.QueueTimeouts.Add(1)
 	s.rateLog("every backend is at its max_conns: client reset after queue_timeout",

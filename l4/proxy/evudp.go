@@ -85,11 +85,16 @@ type loopSession struct {
 	datagramsIn uint64
 	bytesIn     uint64
 	bytesOut    uint64
+
+	freedAt string // where it was freed (l4lbpoison builds only)
 }
 
-// endedSession is a session another goroutine ended, and why.
+// endedSession is a session another goroutine ended, and why; gen is the
+// session's generation then (a struct closed and reused since is left
+// alone).
 type endedSession struct {
 	sess *loopSession
+	gen  uint32
 	why  conntrack.Reason
 }
 
@@ -478,6 +483,7 @@ func (s *UDPService) dialBackendFD(b *l4.Backend) (int, error) {
 
 // onEvent: the session's backend socket is readable.
 func (sess *loopSession) onEvent(l *loop, _ uint32) {
+	sess.mustLive()
 	sess.readable = true
 	sess.relay(l)
 }
@@ -493,6 +499,7 @@ func (sess *loopSession) again(l *loop, gen uint32) {
 // relay reads the backend's replies into the loop's outgoing batch of the
 // VIP socket, until the socket is drained or the turn is used up.
 func (sess *loopSession) relay(l *loop) {
+	sess.mustLive()
 	s := sess.s
 	vs := s.ev.socks[l.id]
 	for range vipRounds {
@@ -539,6 +546,7 @@ func (sess *loopSession) relay(l *loop) {
 // queue addresses the n replies just read at vs.out[from:] to the client
 // and counts them; the loop sends them at the end of its round.
 func (sess *loopSession) queue(l *loop, vs *udpSock, from, n int) {
+	sess.mustLive()
 	s := sess.s
 	b := vs.out
 	out := from
@@ -639,6 +647,7 @@ func sessionEnd(sess *loopSession, r conntrack.Reason) l4.EndReason {
 
 // closeSession closes a session's socket on its loop and logs its end.
 func (s *UDPService) closeSession(l *loop, sess *loopSession, why l4.EndReason) {
+	sess.mustLive()
 	if !sess.open {
 		return
 	}
@@ -662,7 +671,7 @@ func (s *UDPService) releaseClient(l *loop, addr netip.Addr, held bool) {
 // endSession hands a session to its loop to close.
 func (l *loop) endSession(sess *loopSession, why conntrack.Reason) {
 	l.mu.Lock()
-	l.ended = append(l.ended, endedSession{sess, why})
+	l.ended = append(l.ended, endedSession{sess: sess, gen: sess.gen, why: why})
 	l.mu.Unlock()
 	l.wake()
 }
@@ -680,7 +689,9 @@ func (l *loop) newSession() *loopSession {
 	return sess
 }
 
-func (l *loop) freeSession(sess *loopSession) {
+// recycleSession takes a closed session struct back for reuse; freeSession
+// calls it (see recycleConn).
+func (l *loop) recycleSession(sess *loopSession) {
 	if len(l.freeSessions) < maxFreeConns {
 		*sess = loopSession{gen: sess.gen}
 		l.freeSessions = append(l.freeSessions, sess)
@@ -690,7 +701,9 @@ func (l *loop) freeSession(sess *loopSession) {
 // closeEnded closes the sessions other goroutines ended.
 func (l *loop) closeEnded(ended []endedSession) {
 	for i, e := range ended {
-		e.sess.s.closeSession(l, e.sess, sessionEnd(e.sess, e.why))
+		if e.sess.gen == e.gen && e.sess.open {
+			e.sess.s.closeSession(l, e.sess, sessionEnd(e.sess, e.why))
+		}
 		ended[i] = endedSession{}
 	}
 }

@@ -174,6 +174,7 @@ type handingConn struct {
 // flushHanding writes out what each direction holds; true once nothing is
 // left (and the connection is still handed over).
 func (c *evConn) flushHanding(l *loop) bool {
+	c.mustLive()
 	for _, d := range [2]*evDir{&c.up, &c.down} {
 		if d.pending > 0 && !c.flush(l, d) {
 			return false
@@ -201,6 +202,7 @@ func (l *loop) restoreHanding() int {
 
 // handoverState is the connection's state for the next process.
 func (c *evConn) handoverState(l *loop) ConnState {
+	c.mustLive()
 	now := l.now()
 	route := ""
 	if c.rt != nil {
@@ -262,6 +264,7 @@ func onLoops(ds []*DetachedConn, fn func(*evConn, *loop)) {
 // released is finish without touching the sockets' state: they live on
 // in the other process.
 func (c *evConn) released(l *loop) {
+	c.mustLive()
 	c.state = evClosed
 	for _, sk := range [2]*sock{&c.client, &c.backend} {
 		if sk.fd >= 0 {
@@ -282,6 +285,7 @@ func (c *evConn) released(l *loop) {
 
 // resume puts a frozen connection back in the epoll set and to work.
 func (c *evConn) resume(l *loop) {
+	c.mustLive()
 	c.state = evOpen
 	c.queued = false // an again entry of before may be gone
 	for _, sk := range [2]*sock{&c.client, &c.backend} {
@@ -306,6 +310,7 @@ func (c *evConn) resume(l *loop) {
 // connection that arrived from elsewhere (a timer that fired meanwhile
 // found it frozen and did nothing).
 func (c *evConn) armTimers(l *loop) {
+	c.mustLive()
 	if c.idle > 0 {
 		wait := c.idle - (l.now() - c.lastActive)
 		l.after(time.Duration(max(wait, int64(time.Millisecond))), c, c.gen<<2|timerIdle)
