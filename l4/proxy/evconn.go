@@ -107,7 +107,7 @@ type evConn struct {
 	lastFail  l4.EndReason // how the last connect failed: connect_failed or connect_timeout
 	stays     bool         // an upgrade's new process did not take it: it ends here
 
-	freedAt string // where it was freed (l4lbpoison builds only)
+	freed *freeRecord // where it was freed (l4lbpoison builds only)
 }
 
 // evEnd is the handler of one of a connection's two sockets.

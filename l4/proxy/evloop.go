@@ -156,7 +156,7 @@ type loop struct {
 	logFields    [maxLogFields]zap.Field // a connection's log line being written
 	logText      [64]byte                // its client address
 	handing      []handingConn           // connections frozen for an upgrade's handover, still flushing
-	quarantine   quarantine              // freed structs not yet reused (l4lbpoison builds only)
+	quarantine   *quarantine             // freed structs not yet reused (l4lbpoison builds only)
 
 	mu     sync.Mutex // guards tasks and inbox
 	tasks  []func()
@@ -548,9 +548,31 @@ func (t timerHeap) down(i int) {
 var errLoopsClosed = errors.New("event loops closed")
 
 // quarantine holds a loop's freed connection and session structs for a
-// while before they are reused, in l4lbpoison builds (poison_on.go); it
-// stays empty in others.
+// while before they are reused, each with where it was freed, in
+// l4lbpoison builds (poison_on.go); others have none. Rings allocated
+// once: freeing allocates nothing, in either build.
 type quarantine struct {
-	conns    []*evConn
-	sessions []*loopSession
+	conns    [quarantineLen]freedConn
+	sessions [quarantineLen]freedSession
+	nc, ns   int // the next slot of each ring
+}
+
+// quarantineLen is how many freed structs of each kind a loop holds
+// before reusing the oldest: far more than one callback chain frees.
+const quarantineLen = 256
+
+type freedConn struct {
+	c   *evConn
+	rec freeRecord
+}
+
+type freedSession struct {
+	s   *loopSession
+	rec freeRecord
+}
+
+// freeRecord is the stack that freed a struct.
+type freeRecord struct {
+	pcs [16]uintptr
+	n   int
 }

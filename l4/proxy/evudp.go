@@ -86,7 +86,7 @@ type loopSession struct {
 	bytesIn     uint64
 	bytesOut    uint64
 
-	freedAt string // where it was freed (l4lbpoison builds only)
+	freed *freeRecord // where it was freed (l4lbpoison builds only)
 }
 
 // endedSession is a session another goroutine ended, and why; gen is the

@@ -18,48 +18,54 @@ import (
 
 const poisoning = true
 
-// quarantineLen is how many freed structs of each kind a loop holds before
-// reusing the oldest: far more than one callback chain can free.
-const quarantineLen = 256
-
 func (c *evConn) mustLive() {
 	if c.state == evFreed {
-		panic(fmt.Sprintf("proxy: use of a freed connection; it was freed at:\n%s", c.freedAt))
+		panic("proxy: use of a freed connection; it was freed at:\n" + c.freed.String())
 	}
 }
 
 func (sess *loopSession) mustLive() {
-	if sess.freedAt != "" {
-		panic(fmt.Sprintf("proxy: use of a freed UDP session; it was freed at:\n%s", sess.freedAt))
+	if sess.freed != nil {
+		panic("proxy: use of a freed UDP session; it was freed at:\n" + sess.freed.String())
 	}
 }
 
 func (l *loop) freeConn(c *evConn) {
-	*c = evConn{gen: c.gen, state: evFreed, freedAt: freeSite()}
-	l.quarantine.conns = append(l.quarantine.conns, c)
-	if len(l.quarantine.conns) > quarantineLen {
-		old := l.quarantine.conns[0]
-		l.quarantine.conns = append(l.quarantine.conns[:0], l.quarantine.conns[1:]...)
-		l.recycleConn(old)
+	q := l.quarantined()
+	e := &q.conns[q.nc]
+	q.nc = (q.nc + 1) % quarantineLen
+	if e.c != nil {
+		l.recycleConn(e.c) // the oldest leaves the quarantine
 	}
+	e.c = c
+	e.rec.n = runtime.Callers(2, e.rec.pcs[:])
+	*c = evConn{gen: c.gen, state: evFreed, freed: &e.rec}
 }
 
 func (l *loop) freeSession(sess *loopSession) {
-	*sess = loopSession{gen: sess.gen, freedAt: freeSite()}
-	l.quarantine.sessions = append(l.quarantine.sessions, sess)
-	if len(l.quarantine.sessions) > quarantineLen {
-		old := l.quarantine.sessions[0]
-		l.quarantine.sessions = append(l.quarantine.sessions[:0], l.quarantine.sessions[1:]...)
-		l.recycleSession(old)
+	q := l.quarantined()
+	e := &q.sessions[q.ns]
+	q.ns = (q.ns + 1) % quarantineLen
+	if e.s != nil {
+		l.recycleSession(e.s)
 	}
+	e.s = sess
+	e.rec.n = runtime.Callers(2, e.rec.pcs[:])
+	*sess = loopSession{gen: sess.gen, freed: &e.rec}
 }
 
-// freeSite is the stack of the code that freed a struct.
-func freeSite() string {
-	pc := make([]uintptr, 12)
-	n := runtime.Callers(3, pc)
-	frames := runtime.CallersFrames(pc[:n])
+// quarantined returns the loop's quarantine, made on first use.
+func (l *loop) quarantined() *quarantine {
+	if l.quarantine == nil {
+		l.quarantine = new(quarantine)
+	}
+	return l.quarantine
+}
+
+// String formats the stack.
+func (r *freeRecord) String() string {
 	var b strings.Builder
+	frames := runtime.CallersFrames(r.pcs[:r.n])
 	for {
 		f, more := frames.Next()
 		fmt.Fprintf(&b, "\t%s\n\t\t%s:%d\n", f.Function, f.File, f.Line)
