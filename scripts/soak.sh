@@ -406,6 +406,14 @@ check goroutines "$G0" "$G1" "$MAX_GOROUTINE_GROWTH"
 check descriptors "$F0" "$F1" "$MAX_FD_GROWTH"
 check rss_kib "$R0" "$R1" "$MAX_RSS_GROWTH_KB"
 [ "$BADRELOADS" = 0 ] || { echo "FAIL: $BADRELOADS reloads failed (see $RUN/reload.log)" >&2; fail=1; }
+# The stall guard (l4/proxy/evstall.go) must find no lost wake-up.
+LOST=$(awk '$1 ~ /^l4lb_vip_lost_wakeups_total/ { n += $2 } END { print n + 0 }' "$RUN/metrics.txt")
+if [ "$LOST" != 0 ]; then
+  echo "FAIL: the stall guard counted $LOST lost wake-ups" >&2
+  fail=1
+else
+  echo "ok   lost_wakeups 0" >&2
+fi
 [ $fail = 0 ] || exit 1
 STATUS=0
 say "soak passed"

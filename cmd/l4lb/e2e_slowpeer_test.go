@@ -182,8 +182,10 @@ func TestSlowPeerBoundedMemory(t *testing.T) {
 					t.Fatalf("connection %d: client read %d bytes (%v), sum %x; want %d bytes, sum %x", i, n, err, got, size, want)
 				}
 			}
-			if tcp := lbStatus(t, lb).VIPs[0].TCP; tcp != nil {
-				t.Logf("lost wake-ups repaired by the once-a-second retry: %d", tcp.LostWakeups)
+			// The guard of evstall.go finds no lost wake-up: its cause (a
+			// short splice under a signal taken for a full socket) is gone.
+			if tcp := lbStatus(t, lb).VIPs[0].TCP; tcp == nil || tcp.LostWakeups != 0 {
+				t.Errorf("lost wake-ups counted by the stall guard: %+v", tcp)
 			}
 		})
 	}

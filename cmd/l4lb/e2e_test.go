@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,7 +49,11 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "l4lb")
-	out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput()
+	args := []string{"build", "-race", "-o", bin}
+	if tags := testBuildTags(); tags != "" {
+		args = append(args, "-tags", tags) // l4lbpoison under make test: the daemon is poisoned too
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v: %s", err, out)
 	}
@@ -58,22 +63,43 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
+// testBuildTags are the build tags this test binary was built with
+// (`make test` gives l4lbpoison).
+func testBuildTags() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	return buildSetting(info.Settings, "-tags")
+}
+
+// buildSetting is the value of one build setting, or "".
+func buildSetting(settings []debug.BuildSetting, key string) string {
+	for _, s := range settings {
+		if s.Key == key {
+			return s.Value
+		}
+	}
+	return ""
+}
+
 // TestDaemonBuiltWithRace: the l4lb that the end-to-end tests run is the
 // race-enabled build, as `make test` (go test -race) promises for all the
-// code it runs. Only benchBinary is built without it, for the few tests
-// that measure or hold more connections than a race-enabled process can
-// (see its comment).
+// code it runs, with the tags of the tests (l4lbpoison under make test).
+// Only benchBinary is built without them, for the few tests that measure
+// or hold more connections than a race-enabled process can (see its
+// comment).
 func TestDaemonBuiltWithRace(t *testing.T) {
 	info, err := buildinfo.ReadFile(mustBin(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range info.Settings {
-		if s.Key == "-race" && s.Value == "true" {
-			return
-		}
+	if buildSetting(info.Settings, "-race") != "true" {
+		t.Fatalf("the daemon under the end-to-end tests was built without -race: build settings %v", info.Settings)
 	}
-	t.Fatalf("the daemon under the end-to-end tests was built without -race: build settings %v", info.Settings)
+	if got, want := buildSetting(info.Settings, "-tags"), testBuildTags(); got != want {
+		t.Fatalf("the daemon was built with tags %q, the tests with %q", got, want)
+	}
 }
 
 // lbProcess is l4lb running in the balancer namespace.

@@ -71,7 +71,7 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"sni":         d("vip_sni_total", "Connections of a VIP with SNI routes that no route took: event no_match (an unlisted name or none), not_tls (not TLS or malformed), timeout (no whole ClientHello within sni_timeout: reset), default (sent to the VIP's own backends).", append(vipLabels[:len(vipLabels):len(vipLabels)], "event")),
 		"route_conns": d("vip_route_connections_total", "Connections an SNI route took (its names matched the ClientHello).", []string{"vip", "route"}),
 		"route_elig":  d("vip_route_eligible_backends", "Backends of an SNI route new connections may go to.", []string{"vip", "route"}),
-		"lost_wake":   d("vip_lost_wakeups_total", "Blocked directions the once-a-second retry got moving: wake-ups the kernel never sent.", vipLabels),
+		"lost_wake":   d("vip_lost_wakeups_total", "Blocked directions whose destination could take bytes with no wake-up for two seconds, moved on by the stall guard (expected 0).", vipLabels),
 		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
 		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
 		"pp_refused":  d("vip_proxy_header_refused_total", "Clients reset for their PROXY header (accept_proxy_protocol): reason untrusted, malformed or timeout.", append(vipLabels[:len(vipLabels):len(vipLabels)], "reason")),

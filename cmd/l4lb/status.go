@@ -146,7 +146,7 @@ func printStatus(w io.Writer, st reconcile.Status) {
 				fmt.Fprintf(w, "  proxy headers refused: untrusted %d  malformed %d  timeout %d\n", t.ProxyUntrusted, t.ProxyMalformed, t.ProxyTimeouts)
 			}
 			if t.LostWakeups > 0 {
-				fmt.Fprintf(w, "  lost-wakeups %d (moved on a retry: see README, slow peers)\n", t.LostWakeups)
+				fmt.Fprintf(w, "  lost-wakeups %d (moved on by the stall guard; expected 0: please report)\n", t.LostWakeups)
 			}
 			if t.FirstByteTimeouts > 0 {
 				fmt.Fprintf(w, "  first-byte-timeouts %d\n", t.FirstByteTimeouts)

@@ -106,9 +106,9 @@ type ServiceStats struct {
 	// FirstByteTimeouts counts clients closed for sending nothing within
 	// first_byte_timeout (no backend was dialed for them).
 	FirstByteTimeouts atomic.Uint64
-	// LostWakeups counts blocked directions that moved bytes on the
-	// loop's once-a-second retry (evstall.go): a wake-up the kernel never
-	// sent.
+	// LostWakeups counts blocked directions the stall guard moved on
+	// (evstall.go): their destination could take bytes and no wake-up came
+	// for two seconds. Expected 0.
 	LostWakeups atomic.Uint64
 	// QueueWaits counts connections that waited for a backend slot (every
 	// backend at its max_conns); QueueTimeouts those reset when

@@ -136,8 +136,8 @@ type TCPStatus struct {
 	ProxyTimeouts  uint64 `json:"proxy_timeouts,omitempty"`  // not complete within connect_timeout
 	// Clients closed for sending nothing within first_byte_timeout.
 	FirstByteTimeouts uint64 `json:"first_byte_timeouts,omitempty"`
-	// LostWakeups counts blocked directions the loop's once-a-second
-	// retry got moving again: wake-ups the kernel never sent.
+	// LostWakeups counts blocked directions the stall guard moved on:
+	// their destination could take bytes, no wake-up came (expected 0).
 	LostWakeups uint64 `json:"lost_wakeups,omitempty"`
 	// Queued is how many connections wait for a backend slot now (every
 	// backend at its max_conns); QueueWaits how many ever did, and
