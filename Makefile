@@ -18,7 +18,7 @@ DOCDIR     ?= $(PREFIX)/share/doc/l4lb
 SYSCONFDIR ?= /etc
 INSTALL    ?= install
 
-.PHONY: all build test generate generate-check demo demo-ecmp bench bench-xdp fuzz soak lint clean install uninstall
+.PHONY: all build test generate generate-check demo demo-ecmp bench bench-xdp fuzz soak stress lint clean install uninstall
 
 all: build
 
@@ -40,7 +40,7 @@ TEST_FUZZTIME ?= 3s
 # built with the same tags.
 TEST_TAGS ?= l4lbpoison
 test: build lint generate-check
-	$(GO) test -race -tags '$(TEST_TAGS)' -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -tags '$(TEST_TAGS)' -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) scripts/fuzz.sh
 
 # fuzz: every fuzz target for FUZZTIME each (scripts/fuzz.sh: FUZZ=regexp
@@ -71,6 +71,12 @@ bench: build
 
 bench-xdp: build
 	scripts/bench-xdp.sh
+
+# stress: the whole suite RUNS (10) times with LOAD (one per core) busy
+# loops, then a table of every test that failed in any run. Not part of
+# `make test`.
+stress:
+	scripts/stress.sh
 
 # soak: SOAK_TIME (10m) of mixed TCP and UDP load through bin/l4lb with
 # backends flapping and a reload every 10 s; fails when goroutines,
