@@ -557,7 +557,7 @@ func TestConnLogAllocations(t *testing.T) {
 			t.Fatalf("read %d bytes, %v", n, err)
 		}
 	}
-	for range 300 {
+	for range warmConns {
 		conn()
 	}
 	const n = 1000

@@ -144,7 +144,7 @@ func TestFirstByteWaitAllocatesNothing(t *testing.T) {
 			t.Fatalf("silent client read %d bytes, %v; want a FIN", n, err)
 		}
 	}
-	for range 100 {
+	for range warmConns {
 		silent()
 	}
 	const n = 500
@@ -157,8 +157,8 @@ func TestFirstByteWaitAllocatesNothing(t *testing.T) {
 	if a := after.Mallocs - before.Mallocs; a > n/50 {
 		t.Fatalf("%d allocations for %d connections closed for silence", a, n)
 	}
-	if got := ts.Stats.FirstByteTimeouts.Load(); got != 100+n {
-		t.Fatalf("%d first-byte timeouts, want %d", got, 100+n)
+	if got := ts.Stats.FirstByteTimeouts.Load(); got != warmConns+n {
+		t.Fatalf("%d first-byte timeouts, want %d", got, warmConns+n)
 	}
 }
 
