@@ -19,7 +19,7 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	vipIdentity(l, rv, &v)
 	vipBalancing(l, &rv.rawTuning, def, &v)
 	vipTraffic(l, &rv.rawTuning, def, &v)
-	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health, v.Protocol)
+	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health, v.Protocol, sentProxyProtocol(&v))
 	v.Backends = buildBackends(l, rv.Backends)
 	v.Routes = buildRoutes(l, rv, def, &v)
 	checkScopes(l, &v)
