@@ -136,9 +136,12 @@ func (t *target) observe(m *Manager, res Result, metric string) {
 	}
 	if tr.Changed() {
 		ev.Reason = res.Reason
-		if res.OK {
+		switch {
+		case res.OK:
 			okRun, _ := t.tr.Runs()
 			ev.Reason = passedReason(tr, okRun, res)
+		case res.Reason == "":
+			ev.Reason = "check failed" // a checker that gave no reason: still say what happened
 		}
 		t.since, t.reason = res.Start.Add(res.Took), res.Reason
 	}
