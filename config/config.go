@@ -259,6 +259,14 @@ type Health struct {
 	FailTimeout time.Duration
 	SlowStart   time.Duration // ramp the weight over this after recovery; 0 = off (default); up to 1h
 	OnDown      string        // keep | reset; default keep
+	// SendProxy is the PROXY protocol header every check connection
+	// starts with (HAProxy's check-send-proxy): off, v1 or v2, the VIP's
+	// proxy_protocol version. The file's send_proxy (true or false)
+	// defaults to true when the VIP sends the header and the checks go to
+	// the backend's own port (port = 0), as HAProxy's checks do: a backend
+	// that requires the header for traffic requires it for checks too.
+	// Always off for type none.
+	SendProxy string
 
 	// send_expect: at least one of Send, Expect, ExpectRegex; each at most 4096 bytes.
 	Send        []byte // from send (string) or send_hex (hex, spaces allowed); not both

@@ -123,6 +123,7 @@ var healthSettingList = []setting[Health]{
 	{"password", func(h *Health) string { return h.Password }, EffectNow, probesRestart, nil}, // shown by secret
 	{"database", func(h *Health) string { return strconv.Quote(h.Database) }, EffectNow, probesRestart, nil},
 	{"role", func(h *Health) string { return h.Role }, EffectNow, probesRestart, nil},
+	{"send_proxy", func(h *Health) string { return h.SendProxy }, EffectNow, probesRestart, nil},
 }
 
 const probesRestart = "probes restart with it; health states are kept"

@@ -233,6 +233,9 @@ func formatHealth(w *tomlWriter, table string, h *Health, opts FormatOptions) {
 	if applies("role") {
 		w.str("role", h.Role)
 	}
+	if applies("send_proxy") {
+		w.bool("send_proxy", h.SendProxy != "off")
+	}
 }
 
 // tomlWriter writes TOML text.

@@ -17,7 +17,9 @@ const maxPayload = 4096
 // buildHealth resolves and checks one VIP's health table. The built-in
 // check type is tcp for TCP VIPs and none (passive marks from ICMP errors
 // only) for UDP VIPs: a UDP service need not listen on TCP.
-func buildHealth(l *layer, o, d *rawHealth, protocol l4.Protocol) Health {
+// proxyProtocol is the header version the VIP sends its backends ("off"
+// when it sends none).
+func buildHealth(l *layer, o, d *rawHealth, protocol l4.Protocol, proxyProtocol string) Health {
 	defType := l4.CheckTCP
 	if protocol == l4.UDP {
 		defType = l4.CheckNone
@@ -47,8 +49,28 @@ func buildHealth(l *layer, o, d *rawHealth, protocol l4.Protocol) Health {
 	healthPayload(l, o, d, &h)
 	healthHTTP(l, o, d, &h)
 	healthDB(l, o, d, &h)
+	h.SendProxy = healthSendProxy(l, o, d, &h, proxyProtocol)
 	checkHealthScopes(l, &h)
 	return h
+}
+
+// healthSendProxy resolves send_proxy into the header version the checks
+// send. A VIP that sets it without sending the header itself is refused:
+// the version would be a guess. From [defaults.health], it applies to the
+// VIPs that send one.
+func healthSendProxy(l *layer, o, d *rawHealth, h *Health, proxyProtocol string) string {
+	sends := proxyProtocol != "off" && proxyProtocol != ""
+	on := l.boolean("send_proxy", o.SendProxy, d.SendProxy, sends && h.Port == 0)
+	switch {
+	case !on || h.Type == l4.CheckNone:
+		return "off"
+	case !sends:
+		if l.ownSet("send_proxy") {
+			l.problem("send_proxy", "the VIP sends its backends no PROXY header (proxy_protocol = \"off\"); set proxy_protocol = \"v1\" or \"v2\", which the checks then send too")
+		}
+		return "off"
+	}
+	return proxyProtocol
 }
 
 // groupOf returns the tables to take a group of keys from: the VIP's own
@@ -184,6 +206,7 @@ var healthScopes = []struct {
 	{"password", []l4.CheckType{l4.CheckPostgres, l4.CheckMySQL, l4.CheckRedis}},
 	{"database", []l4.CheckType{l4.CheckPostgres, l4.CheckMySQL}},
 	{"role", []l4.CheckType{l4.CheckPostgres, l4.CheckMySQL}},
+	{"send_proxy", []l4.CheckType{l4.CheckTCP, l4.CheckSendExpect, l4.CheckPostgres, l4.CheckMySQL, l4.CheckRedis, l4.CheckHTTP}},
 }
 
 // typeNames joins the names of check types.

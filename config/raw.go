@@ -129,6 +129,7 @@ type rawHealth struct {
 	FailTimeout opt[string] `toml:"fail_timeout"`
 	SlowStart   opt[string] `toml:"slow_start"`
 	OnDown      opt[string] `toml:"on_down"`
+	SendProxy   opt[bool]   `toml:"send_proxy"`
 	Send        opt[string] `toml:"send"`
 	SendHex     opt[string] `toml:"send_hex"`
 	Expect      opt[string] `toml:"expect"`

@@ -57,7 +57,16 @@ func isHashing(v *VIP) bool   { return v.Algorithm.Hashing() }
 func isLeastTime(v *VIP) bool { return v.Algorithm == l4.LeastTime }
 func isTCPProxy(v *VIP) bool  { return v.Protocol == l4.TCP && v.Mode == l4.ModeProxy }
 func isProxy(v *VIP) bool     { return v.Mode == l4.ModeProxy }
-func hasRoutes(v *VIP) bool   { return len(v.Routes) > 0 }
+
+// sentProxyProtocol is the PROXY header version v sends its backends:
+// proxy_protocol where it applies (checkScopes turns it off elsewhere).
+func sentProxyProtocol(v *VIP) string {
+	if !isTCPProxy(v) {
+		return "off"
+	}
+	return v.ProxyProtocol
+}
+func hasRoutes(v *VIP) bool { return len(v.Routes) > 0 }
 
 // checkScopes reports keys the VIP sets where they do not apply, and gives
 // every key that does not apply its built-in value, so that a Config holds

@@ -273,6 +273,10 @@ func TestBackendProblems(t *testing.T) {
 		{"srv syntax", b(`srv = "pg.db.internal"`), "vip[0].backend[1].srv", "pg", "is not an SRV name"},
 		{"duplicate name:port", b(`address = "PG-A.db.:5432"` + "\n  [[vip.backend]]\n  address = \"pg-a.db:5432\""), "vip[0].backend[2].address", "pg", `backend "pg-a.db:5432" is defined twice`},
 		{"name", b(`name = "a b"`), "vip[0].backend[1].name", "pg", "must be 1 to 64"},
+		// D5: a name that is another backend's IP made drain and disable
+		// act on the wrong machine.
+		{"name is an IP", b("address = \"198.18.1.12:5432\"\nname = \"198.18.1.11\""), "vip[0].backend[1].name", "pg", `"198.18.1.11" looks like an IP address`},
+		{"name reads as an IP", b("address = \"198.18.1.12:5432\"\nname = \"198.018.1.11\""), "vip[0].backend[1].name", "pg", "looks like an IP address"},
 		{"duplicate name", "[[vip]]\nname = \"pg\"\nlisten = \"198.18.0.10:5432\"\n  [[vip.backend]]\n  name = \"a\"\n  address = \"198.18.1.11:5432\"\n  [[vip.backend]]\n  name = \"a\" " + marker + "\n  address = \"198.18.1.12:5432\"\n",
 			"vip[0].backend[1].name", "pg", `backend "a" is defined twice`},
 		{"max_conns range", b("address = \"198.18.1.12:5432\"\nmax_conns = -1"), "vip[0].backend[1].max_conns", "pg", "out of range 0..10000000"},

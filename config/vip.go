@@ -4,6 +4,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/l4lb/l4lb/l4"
@@ -18,7 +19,7 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	vipIdentity(l, rv, &v)
 	vipBalancing(l, &rv.rawTuning, def, &v)
 	vipTraffic(l, &rv.rawTuning, def, &v)
-	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health, v.Protocol)
+	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health, v.Protocol, sentProxyProtocol(&v))
 	v.Backends = buildBackends(l, rv.Backends)
 	v.Routes = buildRoutes(l, rv, def, &v)
 	checkScopes(l, &v)
@@ -179,8 +180,11 @@ func buildBackend(l *layer, rb *rawBackend) Backend {
 	var none opt[string]
 	b := Backend{Line: l.p.lines.line(l.own)}
 	b.Name = l.str("name", rb.Name, none, "")
-	if l.ok("name") && !validName(b.Name) {
+	switch {
+	case l.ok("name") && !validName(b.Name):
 		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", b.Name)
+	case l.ok("name") && looksLikeIP(b.Name):
+		l.problem("name", "%q looks like an IP address: drain, disable and enable take a backend's name or its address, so a name that is an address could pick another backend; use a name that is not an address (such as \"db1\"), or leave name out", b.Name)
 	}
 	b.Weight = l.integer("weight", rb.Weight, opt[int64]{}, 100, span[int64](0, 1000))
 	b.Backup = l.boolean("backup", rb.Backup, opt[bool]{}, false)
@@ -223,6 +227,23 @@ func validName(s string) bool {
 	}
 	for _, c := range []byte(s) {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// looksLikeIP reports whether a name reads as an IPv4 address: four
+// dot-separated decimal numbers ("198.18.1.12", also "198.018.1.12",
+// which netip refuses but a reader takes for an address). IPv6 addresses
+// hold ':', which no name may.
+func looksLikeIP(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) != 4 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
 			return false
 		}
 	}

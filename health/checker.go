@@ -31,7 +31,7 @@ func NewChecker(spec Spec) (Checker, error) {
 	case l4.CheckNone:
 		return nil, ErrNoChecker
 	case l4.CheckTCP:
-		return &tcpChecker{timeout: s.Timeout}, nil
+		return &tcpChecker{optsOf(s)}, nil
 	case l4.CheckSendExpect:
 		return newSendExpect(s), nil
 	case l4.CheckPostgres:

@@ -3,10 +3,13 @@ package health
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/l4lb/l4lb/l4/proxyhdr"
 )
 
 // closeGrace bounds how long a polite close waits for the server's FIN
@@ -17,9 +20,20 @@ const closeGrace = 250 * time.Millisecond
 // drainLimit bounds what a polite close reads and discards.
 const drainLimit = 64 << 10
 
-// dialTimed connects to addr within ctx. It returns the handshake time
-// (kernel RTT when available) and whether it came from the kernel.
-func dialTimed(ctx context.Context, addr netip.AddrPort) (*net.TCPConn, time.Duration, bool, error) {
+// connOpts are what every connection of a checker shares: the check's
+// time budget and the PROXY header it starts with.
+type connOpts struct {
+	timeout time.Duration
+	proxy   int // PROXY protocol version written first (1 or 2); 0 = none
+}
+
+// optsOf takes a checker's connOpts from its spec (defaults applied).
+func optsOf(s Spec) connOpts { return connOpts{timeout: s.Timeout, proxy: s.ProxyHeader} }
+
+// dialTimed connects to addr within ctx and writes the PROXY header of
+// version proxy (0: none). It returns the handshake time (kernel RTT when
+// available) and whether it came from the kernel.
+func dialTimed(ctx context.Context, addr netip.AddrPort, proxy int) (*net.TCPConn, time.Duration, bool, error) {
 	d := net.Dialer{KeepAlive: -1} // probes are short; skip the keepalive setsockopts
 	start := time.Now()
 	c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()).String())
@@ -28,17 +42,40 @@ func dialTimed(ctx context.Context, addr netip.AddrPort) (*net.TCPConn, time.Dur
 		return nil, 0, false, err
 	}
 	tc := c.(*net.TCPConn)
-	if rtt, ok := kernelRTT(tc); ok {
-		return tc, rtt, true, nil
+	rtt, kernel := kernelRTT(tc)
+	if !kernel {
+		rtt = wall
 	}
-	return tc, wall, false, nil
+	if proxy != 0 {
+		if err := writeProxyHeader(ctx, tc, proxy); err != nil {
+			tc.Close()
+			return nil, 0, false, err
+		}
+	}
+	return tc, rtt, kernel, nil
+}
+
+// writeProxyHeader sends c's PROXY header: the probe's own addresses as
+// the client's, the backend's as the destination (what a backend behind
+// the proxy sees for a client on the balancer's host).
+func writeProxyHeader(ctx context.Context, c *net.TCPConn, version int) error {
+	var buf [proxyhdr.MaxLen]byte
+	src, dst := c.LocalAddr().(*net.TCPAddr).AddrPort(), c.RemoteAddr().(*net.TCPAddr).AddrPort()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetWriteDeadline(dl)
+		defer c.SetWriteDeadline(time.Time{})
+	}
+	if _, err := c.Write(proxyhdr.Append(buf[:0], version, src, dst)); err != nil {
+		return fmt.Errorf("sending PROXY header: %w", err)
+	}
+	return nil
 }
 
 // dial connects for the probe, records the handshake time and ties the
 // socket's deadline to the probe's context, so that every later read and
 // write ends at the timeout or on cancel.
 func (p *probe) dial(addr netip.AddrPort) (*net.TCPConn, error) {
-	c, rtt, kernel, err := dialTimed(p.ctx, addr)
+	c, rtt, kernel, err := dialTimed(p.ctx, addr, p.proxy)
 	if err != nil {
 		return nil, err
 	}

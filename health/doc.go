@@ -25,6 +25,9 @@
 //     checker: a PostgreSQL server with ssl=on logs "could not accept SSL
 //     connection: EOF detected" per plain probe, and a plain MySQL probe is an
 //     aborted handshake, which MySQL may count toward max_connect_errors.
+//   - With Spec.ProxyHeader every probe connection starts with a PROXY
+//     header (the prober's own addresses), for backends that require one;
+//     the check's own bytes follow, as a proxied client's would.
 //   - tcp, postgres, mysql and send_expect probes close first, so each leaves
 //     one TIME_WAIT socket on the balancer for 60 s (about 60 per backend at
 //     a 1 s interval; docs/bench-health.md); redis, http and WebSocket

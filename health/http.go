@@ -15,7 +15,6 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // wsGUID is the RFC 6455 constant that Sec-WebSocket-Accept hashes in.
@@ -27,11 +26,11 @@ const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 // server close first; a WebSocket probe ends with a Close frame (status
 // 1000), as RFC 6455 asks, so the server logs a normal closure.
 type httpChecker struct {
-	timeout time.Duration
-	path    string
-	host    string
-	status  int
-	ws      bool
+	connOpts
+	path   string
+	host   string
+	status int
+	ws     bool
 }
 
 func newHTTP(s Spec) *httpChecker {
@@ -39,11 +38,11 @@ func newHTTP(s Spec) *httpChecker {
 	if status == 0 {
 		status = 200
 	}
-	return &httpChecker{timeout: s.Timeout, path: s.Path, host: s.Host, status: status, ws: s.WebSocket}
+	return &httpChecker{connOpts: optsOf(s), path: s.Path, host: s.Host, status: status, ws: s.WebSocket}
 }
 
 func (ch *httpChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
-	return overConn(ctx, ch.timeout, addr, func(p *probe, c net.Conn) { ch.exchange(p, c, addr) })
+	return overConn(ctx, ch.connOpts, addr, func(p *probe, c net.Conn) { ch.exchange(p, c, addr) })
 }
 
 // exchange sends the request and judges the response head.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,7 +126,9 @@ func TestManagerTransitionsOnce(t *testing.T) {
 	if err := m.Set(key, addr, spec); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitState(t, key, l4.HealthUp, 2*time.Second)
+	if first := rec.waitState(t, key, l4.HealthUp, 2*time.Second); !strings.HasPrefix(first.Reason, "first check passed (connect ") {
+		t.Errorf("first up event's reason %q", first.Reason)
+	}
 	_ = l.Close()
 	down := rec.waitState(t, key, l4.HealthDown, 2*time.Second)
 	if down.Reason != "connect refused" || down.Passive {
@@ -137,7 +140,9 @@ func TestManagerTransitionsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l2.Close()
-	rec.waitState(t, key, l4.HealthUp, 2*time.Second)
+	if up := rec.waitState(t, key, l4.HealthUp, 2*time.Second); !strings.HasPrefix(up.Reason, "2 checks passed in a row (connect ") {
+		t.Errorf("up again event's reason %q", up.Reason)
+	}
 	m.Remove(key)
 
 	if got := fmt.Sprint(rec.transitions(key)); got != "[unknown>up up>down down>up]" {

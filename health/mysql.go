@@ -34,24 +34,24 @@ const maxGreeting = 16 << 10
 // go-sql-driver/mysql, reads @@global.read_only (0 = primary) and ends
 // with COM_QUIT, which counts as nothing.
 type mysqlChecker struct {
-	timeout time.Duration
-	role    string
-	user    string
-	pass    string
-	db      string
+	connOpts
+	role string
+	user string
+	pass string
+	db   string
 }
 
 func newMySQL(s Spec) *mysqlChecker {
-	return &mysqlChecker{timeout: s.Timeout, role: s.Role, user: s.User, pass: s.Password, db: s.Database}
+	return &mysqlChecker{connOpts: optsOf(s), role: s.Role, user: s.User, pass: s.Password, db: s.Database}
 }
 
 func (ch *mysqlChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
 	if ch.user != "" {
-		p := begin(ctx, ch.timeout)
+		p := begin(ctx, ch.connOpts)
 		ch.login(p, addr)
 		return p.end(nil)
 	}
-	return overConn(ctx, ch.timeout, addr, ch.greeting)
+	return overConn(ctx, ch.connOpts, addr, ch.greeting)
 }
 
 // greeting reads and judges the server's first packet. FirstByte is

@@ -28,7 +28,7 @@ var sslRequest = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}
 // user there. With a user it logs in with pgx and runs
 // SELECT pg_is_in_recovery() to learn the role (true = replica).
 type postgresChecker struct {
-	timeout time.Duration
+	connOpts
 	role    string
 	user    string
 	pass    string
@@ -37,17 +37,17 @@ type postgresChecker struct {
 }
 
 func newPostgres(s Spec) *postgresChecker {
-	return &postgresChecker{timeout: s.Timeout, role: s.Role, user: s.User,
+	return &postgresChecker{connOpts: optsOf(s), role: s.Role, user: s.User,
 		pass: s.Password, db: s.Database, sslmode: s.PostgresSSLMode}
 }
 
 func (ch *postgresChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
 	if ch.user != "" {
-		p := begin(ctx, ch.timeout)
+		p := begin(ctx, ch.connOpts)
 		ch.login(p, addr)
 		return p.end(nil)
 	}
-	return overConn(ctx, ch.timeout, addr, ch.sslRequest)
+	return overConn(ctx, ch.connOpts, addr, ch.sslRequest)
 }
 
 // sslRequest sends the SSLRequest and judges the one-byte answer.
@@ -138,7 +138,7 @@ func closePgx(conn *pgx.Conn) {
 // the address they pass is ignored in favour of the probe's.
 func (p *probe) timedDialFunc(addr netip.AddrPort) func(context.Context, string, string) (net.Conn, error) {
 	return func(ctx context.Context, _, _ string) (net.Conn, error) {
-		c, rtt, kernel, err := dialTimed(ctx, addr)
+		c, rtt, kernel, err := dialTimed(ctx, addr, p.proxy)
 		if err == nil && p.res.Connect == 0 {
 			p.res.Connect, p.res.KernelRTT = rtt, kernel
 		}

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // redisChecker pipelines [AUTH] PING QUIT in one write, so a check costs
@@ -17,7 +16,7 @@ import (
 // TIME_WAIT stays on the server). Commands are RESP arrays, so passwords
 // may hold spaces.
 type redisChecker struct {
-	timeout time.Duration
+	connOpts
 	request []byte
 	auth    bool
 }
@@ -32,7 +31,7 @@ func newRedis(s Spec) *redisChecker {
 	}
 	req = respCommand(req, "PING")
 	req = respCommand(req, "QUIT")
-	return &redisChecker{timeout: s.Timeout, request: req, auth: s.Password != ""}
+	return &redisChecker{connOpts: optsOf(s), request: req, auth: s.Password != ""}
 }
 
 // respCommand appends one RESP array of bulk strings.
@@ -52,7 +51,7 @@ func respCommand(b []byte, args ...string) []byte {
 
 func (ch *redisChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
 	// The polite close's drain reads QUIT's +OK and the server's FIN.
-	return overConn(ctx, ch.timeout, addr, ch.exchange)
+	return overConn(ctx, ch.connOpts, addr, ch.exchange)
 }
 
 // exchange sends the pipeline and judges the replies in order.

@@ -40,6 +40,7 @@ type probe struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	budget time.Duration // the timeout in force, for reasons
+	proxy  int           // PROXY header version written first on every connection; 0 = none
 	stops  []func() bool // undo the context-to-deadline links of dial
 	// serverCloses is set once the request makes the server close (QUIT,
 	// Connection: close, a WebSocket Close): then the probe waits for the
@@ -52,8 +53,8 @@ type probe struct {
 // begin starts a check bounded by timeout (and by ctx's own deadline).
 // overConn runs one check over a fresh connection: dial (a failure is the
 // result), let judge talk and decide, then close politely.
-func overConn(ctx context.Context, timeout time.Duration, addr netip.AddrPort, judge func(*probe, net.Conn)) Result {
-	p := begin(ctx, timeout)
+func overConn(ctx context.Context, o connOpts, addr netip.AddrPort, judge func(*probe, net.Conn)) Result {
+	p := begin(ctx, o)
 	c, err := p.dial(addr)
 	if err != nil {
 		p.failErr(err, "connecting")
@@ -63,10 +64,10 @@ func overConn(ctx context.Context, timeout time.Duration, addr netip.AddrPort, j
 	return p.end(c)
 }
 
-func begin(ctx context.Context, timeout time.Duration) *probe {
-	p := &probe{res: Result{Start: time.Now()}, budget: timeout}
-	p.ctx, p.cancel = context.WithTimeout(ctx, timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Sub(p.res.Start) < timeout {
+func begin(ctx context.Context, o connOpts) *probe {
+	p := &probe{res: Result{Start: time.Now()}, budget: o.timeout, proxy: o.proxy}
+	p.ctx, p.cancel = context.WithTimeout(ctx, o.timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(p.res.Start) < o.timeout {
 		p.budget = dl.Sub(p.res.Start).Round(time.Millisecond)
 	}
 	return p

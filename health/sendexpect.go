@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
-	"time"
 )
 
 // maxReply bounds what send_expect reads while matching.
@@ -17,23 +16,23 @@ const maxReply = 4096
 // expect, matches re, or can no longer do so. With neither, a completed
 // write passes.
 type sendExpectChecker struct {
-	timeout time.Duration
-	send    []byte
-	expect  []byte
-	re      *regexp.Regexp
+	connOpts
+	send   []byte
+	expect []byte
+	re     *regexp.Regexp
 }
 
 func newSendExpect(s Spec) *sendExpectChecker {
 	return &sendExpectChecker{
-		timeout: s.Timeout,
-		send:    bytes.Clone(s.Send),
-		expect:  bytes.Clone(s.Expect),
-		re:      compileRegex(s.ExpectRegex),
+		connOpts: optsOf(s),
+		send:     bytes.Clone(s.Send),
+		expect:   bytes.Clone(s.Expect),
+		re:       compileRegex(s.ExpectRegex),
 	}
 }
 
 func (ch *sendExpectChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
-	return overConn(ctx, ch.timeout, addr, ch.exchange)
+	return overConn(ctx, ch.connOpts, addr, ch.exchange)
 }
 
 // exchange sends the request and judges the reply.

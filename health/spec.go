@@ -75,6 +75,11 @@ type Spec struct {
 	Password string
 	Database string
 	Role     string
+	// ProxyHeader is the PROXY protocol version (1 or 2) every check
+	// connection starts with, before the check's own bytes (HAProxy's
+	// check-send-proxy); 0 = none.
+	ProxyHeader int
+
 	// PostgresSSLMode is pgx's sslmode for the login: prefer (default) or
 	// disable. prefer against a server without TLS costs a second connect.
 	PostgresSSLMode string
@@ -148,6 +153,9 @@ func (s Spec) Validate() error {
 	}
 	if strings.ContainsAny(s.Host, " \r\n") {
 		bad("http host %q holds spaces or line breaks", s.Host)
+	}
+	if s.ProxyHeader < 0 || s.ProxyHeader > 2 {
+		bad("PROXY header version %d (want 0, 1 or 2)", s.ProxyHeader)
 	}
 	if s.PostgresSSLMode != "prefer" && s.PostgresSSLMode != "disable" {
 		bad("postgres sslmode %q (want prefer or disable)", s.PostgresSSLMode)

@@ -136,10 +136,39 @@ func (t *target) observe(m *Manager, res Result, metric string) {
 	}
 	if tr.Changed() {
 		ev.Reason = res.Reason
+		switch {
+		case res.OK:
+			okRun, _ := t.tr.Runs()
+			ev.Reason = passedReason(tr, okRun, res)
+		case res.Reason == "":
+			ev.Reason = "check failed" // a checker that gave no reason: still say what happened
+		}
 		t.since, t.reason = res.Start.Add(res.Took), res.Reason
 	}
 	t.mu.Unlock()
 	m.report(ev)
+}
+
+// plural is "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// passedReason says why passing checks changed the state: the first check
+// after a start or reset decides at once, a down target needs a run of
+// Rise. The connect time tells how the backend answered.
+func passedReason(tr Transition, okRun int, res Result) string {
+	why := "first check passed"
+	if tr.Old != l4.HealthUnknown {
+		why = fmt.Sprintf("%d checks passed in a row", okRun)
+	}
+	if res.Connect > 0 {
+		why += fmt.Sprintf(" (connect %v)", res.Connect.Round(time.Microsecond))
+	}
+	return why
 }
 
 // passiveFailure applies one passive failure; only a transition is reported.
@@ -159,7 +188,7 @@ func (t *target) passiveFailure(m *Manager) {
 		return
 	}
 	t.since = now
-	t.reason = fmt.Sprintf("passive: %d failed connects within %v", t.spec.MaxFails, t.spec.FailTimeout)
+	t.reason = fmt.Sprintf("passive: %d failed connect%s within %v", t.spec.MaxFails, plural(t.spec.MaxFails), t.spec.FailTimeout)
 	if trial {
 		t.reason = "passive: failed again while on trial"
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"time"
 )
 
 // tcpChecker passes when the handshake completes. It sends nothing, so a
@@ -13,9 +12,9 @@ import (
 // servers that speak first (MySQL), reads and discards their greeting so
 // the close is not an RST.
 type tcpChecker struct {
-	timeout time.Duration
+	connOpts
 }
 
 func (ch *tcpChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
-	return overConn(ctx, ch.timeout, addr, func(p *probe, _ net.Conn) { p.pass() })
+	return overConn(ctx, ch.connOpts, addr, func(p *probe, _ net.Conn) { p.pass() })
 }

@@ -34,8 +34,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+source scripts/lib/demo.sh # step, inns
 
 step "network: client -> router (BIRD, ECMP) -> two l4lb (VIP $VIP on each) -> three backends, in namespaces $S-*"
 for ns in $CLI $RTR "${LBS[@]}" "${BACKENDS[@]}"; do ip netns add "$ns"; inns "$ns" ip link set lo up; done
@@ -150,13 +149,15 @@ requests 40 | cut -d: -f1 | sort | uniq -c | sed 's/^/  /'
 echo "  connections per balancer: l4lb-1 $(accepted 1), l4lb-2 $(accepted 2)"
 
 step "bin/l4lb status of l4lb-1: the BGP session and what it announces"
-bin/l4lb status --socket "$TMP/admin-1.sock" | sed -n '/^bgp:/,/^$/p' | sed 's/^/  /'
+bin/l4lb status --socket "$TMP/admin-1.sock" | sed -n '/^bgp:/,/^$/{/^$/!p}' | sed 's/^/  /'
 
 step "the same flow through either balancer reaches the same backend: identical Maglev tables"
 for port in 40001 40002 40003; do
   for i in 1 2; do
-    printf '  client port %s via l4lb-%s: ' $port $i
-    bin/l4lb explain --socket "$TMP/admin-$i.sock" web 198.18.0.2:$port | grep -m1 -o 'backend-[0-9]' || echo "?"
+    # sed reads the whole answer: a reader that quits at its first match
+    # would make explain fail with SIGPIPE (pipefail)
+    b=$(bin/l4lb explain --socket "$TMP/admin-$i.sock" web 198.18.0.2:$port | sed -n 's/^backend: \(backend-[0-9]*\).*/\1/p')
+    printf '  client port %s via l4lb-%s: %s\n' $port $i "${b:-not determined}"
   done
 done
 

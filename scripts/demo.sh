@@ -30,8 +30,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+source scripts/lib/demo.sh # step, inns
 
 step "network: client -> l4lb (VIP $VIP) -> three backends, in namespaces $S-*"
 for ns in $CLI $LB "${BACKENDS[@]}"; do ip netns add "$ns"; inns "$ns" ip link set lo up; done
@@ -80,8 +79,8 @@ algorithm = "round_robin"
   address = "198.18.1.13:8080"
 TOML
 
-step "bin/l4lb check --config demo.toml"
-bin/l4lb check --config "$TMP/l4lb.toml"
+step "bin/l4lb check --config demo.toml (in the balancer namespace, where the VIP address is)"
+inns $LB bin/l4lb check --config "$TMP/l4lb.toml"
 
 step "bin/l4lb run --config demo.toml (in the balancer namespace)"
 ip netns exec $LB bin/l4lb run --config "$TMP/l4lb.toml" > "$TMP/l4lb.log" 2>&1 &

@@ -2,6 +2,7 @@
 package resolve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,12 +67,20 @@ type Options struct {
 	Timeout time.Duration    // per query and server; 0 = 2s
 	// ResolvConf is read when Servers is empty; "" = /etc/resolv.conf.
 	ResolvConf string
+	// HostsFile is consulted for host names, as the system resolver
+	// does, in the order the hosts line of NSSwitch gives it (Debian:
+	// files, then dns); read again when it changes. "" = /etc/hosts and
+	// /etc/nsswitch.conf.
+	HostsFile string
+	NSSwitch  string
 }
 
 // Client looks names up. It is safe for concurrent use.
 type Client struct {
 	servers  []string
 	udp, tcp *dns.Client
+	hosts    *hostsFile
+	order    hostsOrder
 }
 
 // NewClient makes a Client; it fails when no server is configured or
@@ -80,7 +89,8 @@ func NewClient(o Options) (*Client, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Second
 	}
-	c := &Client{udp: &dns.Client{Net: "udp", Timeout: o.Timeout}, tcp: &dns.Client{Net: "tcp", Timeout: o.Timeout}}
+	c := &Client{udp: &dns.Client{Net: "udp", Timeout: o.Timeout}, tcp: &dns.Client{Net: "tcp", Timeout: o.Timeout},
+		hosts: &hostsFile{path: cmp.Or(o.HostsFile, "/etc/hosts")}, order: readHostsOrder(cmp.Or(o.NSSwitch, "/etc/nsswitch.conf"))}
 	for _, s := range o.Servers {
 		c.servers = append(c.servers, s.String())
 	}
@@ -133,8 +143,39 @@ func (c *Client) Lookup(ctx context.Context, q Query) (Answer, error) {
 	return Answer{Targets: slices.CompactFunc(ts, func(a, b Target) bool { return a.Addr == b.Addr }), TTL: time.Duration(ttl) * time.Second}, nil
 }
 
-// lookupHost asks for the A and/or AAAA records of name.
+// lookupHost finds the addresses of name: in the hosts file, and by
+// asking for its A and/or AAAA records, in the order nsswitch.conf gives.
 func (c *Client) lookupHost(ctx context.Context, name string, port uint16, fam Family, prio uint16, ttl *uint32) ([]Target, error) {
+	if c.order == filesFirst {
+		if ts := c.fromHosts(name, port, fam, prio, ttl); len(ts) > 0 {
+			return ts, nil
+		}
+	}
+	out, err := c.lookupDNS(ctx, name, port, fam, prio, ttl)
+	if c.order == filesLast && len(out) == 0 {
+		if ts := c.fromHosts(name, port, fam, prio, ttl); len(ts) > 0 {
+			return ts, nil
+		}
+	}
+	return out, err
+}
+
+// fromHosts returns the hosts file's addresses of name. The file has no
+// TTL: an answer from it holds for the shortest time (resolve_min), and
+// the next lookup reads the file again if it changed.
+func (c *Client) fromHosts(name string, port uint16, fam Family, prio uint16, ttl *uint32) []Target {
+	var out []Target
+	for _, a := range c.hosts.lookup(name, fam) {
+		out = append(out, Target{Addr: netip.AddrPortFrom(a, port), Priority: prio})
+	}
+	if len(out) > 0 {
+		*ttl = 0
+	}
+	return out
+}
+
+// lookupDNS asks for the A and/or AAAA records of name.
+func (c *Client) lookupDNS(ctx context.Context, name string, port uint16, fam Family, prio uint16, ttl *uint32) ([]Target, error) {
 	var out []Target
 	for _, qt := range qtypes(fam) {
 		r, err := c.exchange(ctx, name, qt)

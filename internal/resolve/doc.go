@@ -9,6 +9,8 @@
 // bounded in time: a name that never answers costs one query at a time.
 //
 // It asks the configured servers itself (github.com/miekg/dns) rather than
-// through net.Resolver, which hides TTLs. It imports nothing of l4lb and
-// does not log.
+// through net.Resolver, which hides TTLs. Host names are first looked up
+// in the hosts file, in the order nsswitch.conf gives (files, then dns),
+// as the system resolver does; the file is read again when it changes.
+// It imports nothing of l4lb and does not log.
 package resolve

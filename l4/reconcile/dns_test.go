@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -185,6 +187,31 @@ func TestNamedBackendNeverResolved(t *testing.T) {
 	defer cancel()
 	rt.Shutdown(ctx)
 	settleNameGoroutines(t, 0, "after Shutdown")
+}
+
+// A name in the hosts file resolves as the system resolver resolves it
+// (Debian's nsswitch: files, then dns), although the DNS server does not
+// know it (D25). The real /etc/hosts is only read: every system maps
+// localhost there.
+func TestNamedBackendFromHostsFile(t *testing.T) {
+	hosts, err := os.ReadFile("/etc/hosts")
+	if err != nil || !regexp.MustCompile(`(?m)^127\.0\.0\.1\s+(\S+\s+)*localhost(\s|$)`).Match(hosts) {
+		t.Skipf("/etc/hosts does not map localhost to 127.0.0.1 (%v)", err)
+	}
+	dns := testutil.StartDNSServer(t, nil, "127.0.0.1:0")
+	_, port := namedOnPort(t, "127.0.0.1")
+	listen := testutil.FreeTCPAddr(t)
+	rt := startRuntime(t, dnsVIP(dns.Addr, listen, fmt.Sprintf("localhost:%d", port)))
+	want := fmt.Sprintf("localhost:%d@127.0.0.1:%d", port, port)
+	if ids := liveIDs(vipStatus(rt, "svc")); !strings.Contains(ids, want) {
+		t.Fatalf("backends %q, want %s (from /etc/hosts); names %+v", ids, want, vipStatus(rt, "svc").Names)
+	}
+	if name, err := dialName(listen); err != nil || name != "127.0.0.1" {
+		t.Fatalf("through the VIP: %q, %v", name, err)
+	}
+	if n := dns.Queries(); n != 0 {
+		t.Errorf("the DNS server was asked %d times for a name the hosts file has", n)
+	}
 }
 
 // settleNameGoroutines waits briefly for the count of name goroutines to

@@ -23,6 +23,7 @@ func healthSpec(h config.Health, metric string) health.Spec {
 		Send: h.Send, Expect: h.Expect, ExpectRegex: h.ExpectRegex,
 		Path: h.Path, Host: h.Host, Status: h.Status, WebSocket: h.WebSocket,
 		User: h.User, Password: h.Password, Database: h.Database, Role: h.Role,
+		ProxyHeader: proxyVersion(h.SendProxy),
 	}
 }
 

@@ -12,17 +12,22 @@ import (
 	"github.com/l4lb/l4lb/l4/proxy"
 )
 
+// proxyVersion maps proxy_protocol (and health.send_proxy) to the PROXY
+// header version sent: 0 for off.
+func proxyVersion(s string) int {
+	switch s {
+	case "v1":
+		return 1
+	case "v2":
+		return 2
+	}
+	return 0
+}
+
 func settings(vc *config.VIP) (proxy.Settings, error) {
 	acl, err := accessList(vc)
 	if err != nil {
 		return proxy.Settings{}, err
-	}
-	pp := 0
-	switch vc.ProxyProtocol {
-	case "v1":
-		pp = 1
-	case "v2":
-		pp = 2
 	}
 	accept := 0
 	switch vc.AcceptProxyProtocol {
@@ -40,7 +45,7 @@ func settings(vc *config.VIP) (proxy.Settings, error) {
 		IdleTimeout:    vc.IdleTimeout,
 		KeepAlive:      vc.KeepAlive,
 		MaxConns:       vc.MaxConns,
-		ProxyProtocol:  pp,
+		ProxyProtocol:  proxyVersion(vc.ProxyProtocol),
 
 		AcceptProxy:     accept,
 		AcceptProxyFrom: vc.AcceptProxyProtocolFrom,

@@ -92,38 +92,63 @@ func (v *vip) setOverride(ref string, o l4.Override, by string) (OverrideResult,
 	return res, nil
 }
 
-// resolveLocked finds a backend by identity, address, or IP alone when
-// only one backend has it (v.mu held).
+// resolveLocked finds the one backend ref names: by identity, by
+// address, or by IP alone (v.mu held). A ref that names more than one
+// backend, in whichever of these ways, is refused with the candidates:
+// acting on the first match is how a drain once reached the wrong machine
+// (a backend named with another backend's IP).
 func (v *vip) resolveLocked(ref string) (*backend, error) {
+	found := v.matchLocked(ref)
+	switch len(found) {
+	case 1:
+		return found[0].b, nil
+	case 0:
+		ids := make([]string, 0, len(v.backends))
+		for id := range v.backends {
+			ids = append(ids, string(id))
+		}
+		slices.Sort(ids)
+		return nil, fmt.Errorf("%w %q (backends: %s)", ErrNoBackend, ref, strings.Join(ids, ", "))
+	}
+	list := make([]string, len(found))
+	for i, m := range found {
+		list[i] = fmt.Sprintf("%s (%s, by %s)", m.b.b.ID, m.b.b.Addr, m.how)
+	}
+	return nil, fmt.Errorf("%w: %q names %d backends: %s; name one by its address:port", ErrAmbiguous, ref, len(found), strings.Join(list, ", "))
+}
+
+// backendMatch is a backend a ref names, and how it names it.
+type backendMatch struct {
+	b   *backend
+	how string // "name", "address" or "IP"
+}
+
+// matchLocked returns every backend ref names, each once, sorted by
+// identity (v.mu held).
+func (v *vip) matchLocked(ref string) []backendMatch {
+	var found []backendMatch
+	add := func(b *backend, how string) {
+		if !slices.ContainsFunc(found, func(m backendMatch) bool { return m.b == b }) {
+			found = append(found, backendMatch{b, how})
+		}
+	}
 	if b, ok := v.backends[l4.BackendID(ref)]; ok {
-		return b, nil
+		how := "name"
+		if b.conf.Name == "" {
+			how = "address" // an unnamed backend's identity is its address
+		}
+		add(b, how)
 	}
-	if ap, err := netip.ParseAddrPort(ref); err == nil {
-		for _, b := range v.backends {
-			if b.b.Addr == ap {
-				return b, nil
-			}
+	ap, apErr := netip.ParseAddrPort(ref)
+	ip, ipErr := netip.ParseAddr(ref)
+	for _, b := range v.backends {
+		switch {
+		case apErr == nil && b.b.Addr.Addr() == ap.Addr().Unmap() && b.b.Addr.Port() == ap.Port():
+			add(b, "address")
+		case ipErr == nil && b.b.Addr.Addr() == ip.Unmap():
+			add(b, "IP")
 		}
 	}
-	if ip, err := netip.ParseAddr(ref); err == nil {
-		var found []*backend
-		for _, b := range v.backends {
-			if b.b.Addr.Addr() == ip.Unmap() || b.b.Addr.Addr() == ip {
-				found = append(found, b)
-			}
-		}
-		switch len(found) {
-		case 1:
-			return found[0], nil
-		case 0:
-		default:
-			return nil, fmt.Errorf("%w: %s is the address of %d backends, name one by address:port or name", ErrAmbiguous, ref, len(found))
-		}
-	}
-	ids := make([]string, 0, len(v.backends))
-	for id := range v.backends {
-		ids = append(ids, string(id))
-	}
-	slices.Sort(ids)
-	return nil, fmt.Errorf("%w %q (backends: %s)", ErrNoBackend, ref, strings.Join(ids, ", "))
+	slices.SortFunc(found, func(a, b backendMatch) int { return strings.Compare(string(a.b.b.ID), string(b.b.b.ID)) })
+	return found
 }

@@ -117,11 +117,42 @@ func TestOverrideNamesABackend(t *testing.T) {
 		{"a", "s3", ErrNoBackend, "(backends: s1, s2)"},
 		{"a", "198.18.9.9:1", ErrNoBackend, ""},
 		// Both servers listen on 127.0.0.1: the IP alone is ambiguous.
-		{"a", s1.addr.Addr().String(), ErrAmbiguous, "address of 2 backends"},
+		{"a", s1.addr.Addr().String(), ErrAmbiguous, fmt.Sprintf(`"127.0.0.1" names 2 backends: s1 (%s, by IP), s2 (%s, by IP)`, s1.addr, s2.addr)},
 	} {
 		_, err := rt.SetOverride(tc.vip, tc.ref, l4.OverrideDrain, "t")
 		if !errors.Is(err, tc.want) || (err != nil && !strings.Contains(err.Error(), tc.msg)) {
 			t.Errorf("SetOverride(%q, %q): %v, want %v with %q", tc.vip, tc.ref, err, tc.want, tc.msg)
+		}
+	}
+}
+
+// A backend named with another backend's IP (D5): config refuses such a
+// name, and the lookup refuses the ambiguity too, for a config that did
+// not come through config's checks. Before, "127.0.0.1" matched the
+// backend named so and drained it, while the operator meant the backend
+// at 127.0.0.1.
+func TestOverrideRefusesANameThatIsAnotherBackendsIP(t *testing.T) {
+	s1, s2 := startNamed(t, "s1"), startNamed(t, "s2")
+	rt := startRuntime(t, fmt.Sprintf(overrideVIP, testutil.FreeTCPAddr(t), s1.addr, s2.addr, 100))
+	cfg := parse(t, fmt.Sprintf(overrideVIP, rt.Status().VIPs[0].Listen, "198.18.9.1:5432", s2.addr, 100))
+	cfg.VIPs[0].Backends[0].Name = s2.addr.Addr().String() // "127.0.0.1", at 198.18.9.1
+	if err := rt.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, err := rt.SetOverride("a", "127.0.0.1", l4.OverrideDisable, "t")
+	want := fmt.Sprintf(`"127.0.0.1" names 2 backends: 127.0.0.1 (198.18.9.1:5432, by name), s2 (%s, by IP); name one by its address:port`, s2.addr)
+	if !errors.Is(err, ErrAmbiguous) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("SetOverride by an ambiguous IP: %v, want %v with %q", err, ErrAmbiguous, want)
+	}
+	for _, id := range []string{"127.0.0.1", "s2"} {
+		if st, _ := backendStatus(rt, "a", id); st.Override != "" {
+			t.Fatalf("backend %s got override %q from a refused command", id, st.Override)
+		}
+	}
+	// Each is reachable by its address:port.
+	for ref, id := range map[string]string{"198.18.9.1:5432": "127.0.0.1", s2.addr.String(): "s2"} {
+		if res, err := rt.SetOverride("a", ref, l4.OverrideDrain, "t"); err != nil || res.Backend != id {
+			t.Fatalf("SetOverride(%q): %+v %v, want backend %s", ref, res, err, id)
 		}
 	}
 }
