@@ -41,7 +41,7 @@ TEST_FUZZTIME ?= 3s
 TEST_TAGS ?= l4lbpoison
 test: build lint generate-check
 	$(GO) test -race -tags '$(TEST_TAGS)' -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
-	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) scripts/fuzz.sh
+	GO=$(GO) FUZZTIME=$(TEST_FUZZTIME) FUZZFLAGS='-tags=$(TEST_TAGS)' scripts/fuzz.sh
 
 # fuzz: every fuzz target for FUZZTIME each (scripts/fuzz.sh: FUZZ=regexp
 # picks targets); failing inputs land in the packages' testdata/fuzz/.
