@@ -237,7 +237,6 @@ func (o *oldSide) handConns() error {
 	defer func() { o.res.HandoverSeconds = time.Since(start).Seconds() }()
 	st, err := o.d.rt.DetachConns(handoverFlush, o.emitConns)
 	o.res.Kept += st.Kept
-	o.res.Flushed = st.Flushed
 	if st.Kept > 0 {
 		o.d.log.Warn("upgrade: connections not flushed in time (or still connecting) stay in this process and drain",
 			zap.Int("kept", st.Kept), zap.Duration("flush", handoverFlush))
@@ -260,10 +259,13 @@ func (o *oldSide) emitConns(conns []*proxy.DetachedConn) error {
 		}
 		var gone, left []*proxy.DetachedConn
 		for i, c := range batch {
-			if taken[i] {
-				gone = append(gone, c)
-			} else {
+			if !taken[i] {
 				left = append(left, c)
+				continue
+			}
+			gone = append(gone, c)
+			if c.Flushed {
+				o.res.Flushed++
 			}
 		}
 		proxy.ReleaseConns(gone)
