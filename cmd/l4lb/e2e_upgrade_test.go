@@ -1203,6 +1203,14 @@ func TestUpgradeNewDiesMidHandover(t *testing.T) {
 		conns, total>>20, dl.dials.Load(), dl.failures.Load())
 }
 
+// TestUpgradeHandover: 300 idle connections (three batches) move to the
+// new process, every one, none flushed (they held nothing) and none left
+// behind; each echoes afterwards, and the old process exits. The always
+// run, race-built version of TestUpgradeHandoverScale.
+func TestUpgradeHandover(t *testing.T) {
+	upgradeIdleConns(t, mustBin(t), 300)
+}
+
 // TestUpgradeHandoverScale measures how long handing over N established
 // connections takes, with l4lb built without the race detector. It runs
 // only with L4LB_UPGRADE_SCALE=N (N <= 4500: the test process holds both
@@ -1217,6 +1225,12 @@ func TestUpgradeHandoverScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustBin(t) // the command's binary, built before the clock runs
+	upgradeIdleConns(t, bin, n)
+}
+
+// upgradeIdleConns upgrades an l4lb (bin) holding n idle connections and
+// checks that all of them moved and work.
+func upgradeIdleConns(t *testing.T, bin string, n int) {
 	tp := testutil.NewTopology(t, 2)
 	for i := range 2 {
 		namedEcho(t, tp, i, 7000)
@@ -1229,8 +1243,18 @@ func TestUpgradeHandoverScale(t *testing.T) {
 	start := time.Now()
 	_, out := lb.upgradeOK(t)
 	answered := time.Since(start)
-	<-lb.exited
+	select {
+	case <-lb.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the old process still runs 30s after the upgrade:\n%s", out)
+	}
 	t.Logf("%d connections: %s(upgrade command %v, old process gone %v after it started)", n, out, answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if want := fmt.Sprintf("handed over: 1 listening sockets, %d connections (0 flushed first)", n); !strings.Contains(out, want) || strings.Contains(out, "stay in pid") {
+		t.Fatalf("want %q and nothing kept:\n%s", want, out)
+	}
+	if a := vipOf(lb.status(t), "a").Active; a != int64(n) {
+		t.Errorf("the new process counts %d active connections, want %d", a, n)
+	}
 	for i, c := range conns {
 		if err := c.echo("after"); err != nil {
 			t.Fatalf("connection %d after the upgrade: %v", i, err)
