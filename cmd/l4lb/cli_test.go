@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,37 @@ func TestCLIArguments(t *testing.T) {
 					tc.args, code, out, errs, tc.code, tc.inStdout, tc.inStderr)
 			}
 		})
+	}
+}
+
+// TestRunLoadErrorsAsJSON: with --log-format json, why run cannot start
+// (a config with problems, a missing file) is a JSON log line, with the
+// problems as a list; without it, plain text.
+func TestRunLoadErrorsAsJSON(t *testing.T) {
+	broken := writeFile(t, "broken.toml", "[[vip]]\nname = 1\nlisten = \"nonsense\"\n")
+	missing := filepath.Join(t.TempDir(), "missing.toml")
+	for _, tc := range []struct {
+		path, msg, field, want string
+	}{
+		{broken, "start failed: config invalid", "problems", "broken.toml:2"},
+		{missing, "start failed", "error", "missing.toml"},
+	} {
+		code, out, errs := runCLI("run", "--log-format", "json", tc.path)
+		lines := strings.Split(strings.TrimSpace(errs), "\n")
+		if code != 1 || out != "" || len(lines) != 1 {
+			t.Fatalf("run --log-format json %s: exit %d, stdout %q, stderr %q; want exit 1 and one line", tc.path, code, out, errs)
+		}
+		var line map[string]any
+		if err := json.Unmarshal([]byte(lines[0]), &line); err != nil {
+			t.Fatalf("run --log-format json %s: stderr is not JSON (%v): %s", tc.path, err, errs)
+		}
+		got, _ := json.Marshal(line[tc.field])
+		if line["level"] != "error" || line["msg"] != tc.msg || line["config"] != tc.path || !strings.Contains(string(got), tc.want) {
+			t.Errorf("run --log-format json %s: %s; want level error, msg %q, config, %s naming %q", tc.path, errs, tc.msg, tc.field, tc.want)
+		}
+	}
+	if code, _, errs := runCLI("run", broken); code != 1 || !strings.Contains(errs, "\n"+broken+":2: ") || strings.Contains(errs, "{") {
+		t.Errorf("run without --log-format: exit %d, stderr %q; want the problems as plain lines", code, errs)
 	}
 }
 

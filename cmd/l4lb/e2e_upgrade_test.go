@@ -1203,6 +1203,14 @@ func TestUpgradeNewDiesMidHandover(t *testing.T) {
 		conns, total>>20, dl.dials.Load(), dl.failures.Load())
 }
 
+// TestUpgradeHandover: 300 idle connections (three batches) move to the
+// new process, every one, none flushed (they held nothing) and none left
+// behind; each echoes afterwards, and the old process exits. The always
+// run, race-built version of TestUpgradeHandoverScale.
+func TestUpgradeHandover(t *testing.T) {
+	upgradeIdleConns(t, mustBin(t), 300)
+}
+
 // TestUpgradeHandoverScale measures how long handing over N established
 // connections takes, with l4lb built without the race detector. It runs
 // only with L4LB_UPGRADE_SCALE=N (N <= 4500: the test process holds both
@@ -1217,6 +1225,12 @@ func TestUpgradeHandoverScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustBin(t) // the command's binary, built before the clock runs
+	upgradeIdleConns(t, bin, n)
+}
+
+// upgradeIdleConns upgrades an l4lb (bin) holding n idle connections and
+// checks that all of them moved and work.
+func upgradeIdleConns(t *testing.T, bin string, n int) {
 	tp := testutil.NewTopology(t, 2)
 	for i := range 2 {
 		namedEcho(t, tp, i, 7000)
@@ -1229,8 +1243,18 @@ func TestUpgradeHandoverScale(t *testing.T) {
 	start := time.Now()
 	_, out := lb.upgradeOK(t)
 	answered := time.Since(start)
-	<-lb.exited
+	select {
+	case <-lb.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the old process still runs 30s after the upgrade:\n%s", out)
+	}
 	t.Logf("%d connections: %s(upgrade command %v, old process gone %v after it started)", n, out, answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if want := fmt.Sprintf("handed over: 1 listening sockets, %d connections (0 flushed first)", n); !strings.Contains(out, want) || strings.Contains(out, "stay in pid") {
+		t.Fatalf("want %q and nothing kept:\n%s", want, out)
+	}
+	if a := vipOf(lb.status(t), "a").Active; a != int64(n) {
+		t.Errorf("the new process counts %d active connections, want %d", a, n)
+	}
 	for i, c := range conns {
 		if err := c.echo("after"); err != nil {
 			t.Fatalf("connection %d after the upgrade: %v", i, err)
@@ -1297,4 +1321,219 @@ func TestUpgradeWorkersChange(t *testing.T) {
 	}
 	t.Logf("%s", strings.TrimSpace(errOut))
 	answered("after the refused upgrade")
+}
+
+// dnsUpgradeVIP has a backend named in DNS: with the DNS server silent, a
+// new process waits about 2 s for the name's first answer before it opens
+// its VIPs and says ready (a slow start of real parts).
+const dnsUpgradeVIP = `
+[global]
+admin_socket = "@ADMIN@"
+drain_timeout = "2s"
+resolvers = ["198.18.1.1"]
+
+[[vip]]
+name = "a"
+listen = "198.18.2.10:80"
+  [[vip.backend]]
+  name = "be0"
+  address = "198.18.1.11:7000"
+  [[vip.backend]]
+  name = "named"
+  address = "be.db.test:7000"
+`
+
+// newPIDFromLog reads the new process's PID from its "took the old
+// process's sockets" line.
+func newPIDFromLog(t *testing.T, log string) int {
+	t.Helper()
+	_, rest, ok := strings.Cut(log, "upgrade: took the old process's sockets")
+	_, rest, ok2 := strings.Cut(rest, `"pid": `)
+	if !ok || !ok2 {
+		t.Fatalf("no new process's PID in the log:\n%s", log)
+	}
+	end := strings.IndexAny(rest, ",}")
+	pid, err := strconv.Atoi(strings.TrimSpace(rest[:max(end, 0)]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// TestUpgradeStopWhileNewStarts: a SIGTERM to the running l4lb while the
+// new process of a SIGUSR2 upgrade still starts (waits for DNS) cancels
+// the upgrade, and the service stops: the new process is stopped, the old
+// one drains and exits, the VIP accepts nothing more. Before, the upgrade
+// went on and the new process kept serving.
+func TestUpgradeStopWhileNewStarts(t *testing.T) {
+	tp := testutil.NewTopology(t, 1)
+	namedEcho(t, tp, 0, 7000)
+	dns := testutil.StartDNSServer(t, tp.LB, "198.18.1.1:53")
+	dns.SetHost("be.db.test", 60, tp.BackendIP(0))
+	lb := startUpgradable(t, tp.LB, dnsUpgradeVIP)
+	dns.SetSilent(true)
+	oldPID := lb.cmd.Process.Pid
+	if err := syscall.Kill(oldPID, syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	lb.waitLog(t, "upgrade: took the old process's sockets")
+	newPID := newPIDFromLog(t, lb.log(t))
+	lb.track(newPID)
+	if err := syscall.Kill(oldPID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lb.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the old process still runs 20s after SIGTERM")
+	}
+	waitGone(t, newPID, 10*time.Second)
+	log := lb.log(t)
+	if !strings.Contains(log, "upgrade cancelled") || !strings.Contains(log, "shutting down") {
+		t.Errorf("want the upgrade cancelled and the old process shut down")
+	}
+	if c, err := dialVIPWithin(tp, 80, time.Second); err == nil {
+		c.Close()
+		t.Fatal("the VIP still accepts after the stop")
+	}
+}
+
+// bulkUpgradeVIP: one backend that streams without end to clients that
+// do not read (endlessBackend).
+const bulkUpgradeVIP = `
+[global]
+admin_socket = "@ADMIN@"
+drain_timeout = "2s"
+
+[[vip]]
+name = "bulk"
+listen = "198.18.2.10:80"
+  [[vip.backend]]
+  address = "198.18.1.11:7000"
+`
+
+// endlessBackend serves, in backend i's namespace on port, clients it
+// writes to without end (until the connection fails); it returns the
+// count of bytes the kernel took.
+func endlessBackend(t *testing.T, tp *testutil.Topology, i, port int) *atomic.Int64 {
+	var ln net.Listener
+	tp.Backends[i].MustDo(t, func() (err error) {
+		ln, err = net.Listen("tcp4", fmt.Sprintf("%s:%d", tp.BackendIP(i), port))
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	var written atomic.Int64
+	testutil.ServeConns(ln, func(c net.Conn) {
+		buf := make([]byte, 64<<10)
+		for {
+			c.SetWriteDeadline(time.Now().Add(time.Minute))
+			n, err := c.Write(buf)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	})
+	return &written
+}
+
+// stuckDownload opens a connection through the VIP on port that never
+// reads, and waits until l4lb holds bytes for it (a pipe lent, with far
+// more written by the backend than the client's buffers take): an upgrade
+// cannot flush it and leaves it to the old process.
+func stuckDownload(t *testing.T, tp *testutil.Topology, lb *upLB, written *atomic.Int64, port int) net.Conn {
+	t.Helper()
+	base := written.Load()
+	var c net.Conn
+	tp.Client.MustDo(t, func() (err error) {
+		d := net.Dialer{Control: smallRcvBuf, Timeout: 5 * time.Second}
+		c, err = d.Dial("tcp4", net.JoinHostPort(tp.VIP.String(), strconv.Itoa(port)))
+		return err
+	})
+	t.Cleanup(func() { c.Close() })
+	testutil.Eventually(t, 20*time.Second, "l4lb to hold bytes for the client that does not read", func() bool {
+		return written.Load()-base >= 2<<20 && lb.status(t).Pipes.Lent > 0
+	})
+	return c
+}
+
+// upgradeAsync runs `l4lb upgrade` and sends its output once it ends.
+func (p *upLB) upgradeAsync(t *testing.T) <-chan string {
+	ch := make(chan string, 1)
+	cmd := exec.Command(mustBin(t), "upgrade", "--socket", p.sock)
+	go func() {
+		out, err := cmd.CombinedOutput()
+		ch <- fmt.Sprintf("%s(%v)", out, err)
+	}()
+	return ch
+}
+
+// TestUpgradePassesSignalsOn: a SIGHUP, then in a second upgrade a
+// SIGTERM, sent to the running l4lb while it hands over (one connection
+// that cannot flush holds it there for 2 s) apply to the service: the
+// reload is passed on and applied by the new process (it serves the VIP
+// the file gained after it loaded it), the stop is passed on and stops
+// the new process, and the old ones drain what they kept and exit. The
+// summary counts that connection as left behind, not as flushed.
+func TestUpgradePassesSignalsOn(t *testing.T) {
+	tp := testutil.NewTopology(t, 1)
+	written := endlessBackend(t, tp, 0, 7000)
+	tp.LB.MustExec(t, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 16384") // the pipe, not the socket, holds the bytes
+	lb := startUpgradable(t, tp.LB, bulkUpgradeVIP)
+	oldPID := lb.cmd.Process.Pid
+	stuckDownload(t, tp, lb, written, 80)
+
+	// A reload during the first upgrade.
+	done := lb.upgradeAsync(t)
+	lb.waitLog(t, "upgrade: the new process is ready; handing over")
+	lb.writeConfig(t, bulkUpgradeVIP+"\n[[vip]]\nname = \"b\"\nlisten = \"198.18.2.10:81\"\n  [[vip.backend]]\n  address = \"198.18.1.11:7000\"\n")
+	if err := syscall.Kill(oldPID, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	out := <-done
+	pid := upgradedPID(out)
+	if pid == 0 {
+		t.Fatalf("upgrade failed: %s", out)
+	}
+	lb.track(pid)
+	t.Logf("%s", out)
+	if want := "0 connections (0 flushed first)"; !strings.Contains(out, want) || !strings.Contains(out, fmt.Sprintf("\n1 connections stay in pid %d", oldPID)) {
+		t.Errorf("want %q and the one connection that does not read kept by pid %d:\n%s", want, oldPID, out)
+	}
+	testutil.Eventually(t, 20*time.Second, "the new process to serve VIP b (the reload passed on)", func() bool {
+		st := lb.status(t)
+		return st.Process.PID == pid && vipOf(st, "b").Name == "b"
+	})
+	select {
+	case <-lb.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the old process still runs 20s after the upgrade (drain_timeout 2s)")
+	}
+
+	// A stop during the second upgrade.
+	stuckDownload(t, tp, lb, written, 80)
+	done = lb.upgradeAsync(t)
+	lb.waitLogN(t, "upgrade: the new process is ready; handing over", 2)
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	out = <-done
+	newPID := upgradedPID(out)
+	if newPID == 0 {
+		t.Fatalf("second upgrade failed: %s", out)
+	}
+	lb.track(newPID)
+	t.Logf("%s", out)
+	waitGone(t, newPID, 20*time.Second) // the stop passed on
+	waitGone(t, pid, 20*time.Second)    // its kept connection reset at drain_timeout
+	log := lb.log(t)
+	for _, want := range []string{"the previous l4lb passed a reload on", "the previous l4lb passed a stop on"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q", want)
+		}
+	}
+	if c, err := dialVIPWithin(tp, 80, time.Second); err == nil {
+		c.Close()
+		t.Fatal("the VIP still accepts after the stop")
+	}
 }

@@ -44,6 +44,9 @@ const (
 	opConns     = "conns"     // old -> new: TCP connections, with both sockets
 	opTaken     = "taken"     // new -> old: which of the last batch it adopted
 	opDone      = "done"      // old -> new: you are the main process; new -> old: serving the admin socket
+	// After done, until the old process exits (it drains what it kept):
+	opStop   = "stop"   // old -> new: the old one got a SIGTERM/SIGINT; stop the service
+	opReload = "reload" // old -> new: the old one got a SIGHUP; reload
 )
 
 // handoffMsg is one message; which fields are set depends on Op.
@@ -70,6 +73,8 @@ type handoffMsg struct {
 	// AdminTaken (done, new -> old): the new process serves the admin
 	// socket passed; the old one must leave the file in place.
 	AdminTaken bool `json:"admin_taken,omitempty"`
+	// Signal (stop, reload): the signal the old process got, by name.
+	Signal string `json:"signal,omitempty"`
 }
 
 // udpGroupWire is a UDP VIP's socket group in a listeners message.

@@ -10,10 +10,8 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/signal"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,6 +42,9 @@ type daemon struct {
 	exe string
 	// up is the upgrade this process was started for (nil: an ordinary start).
 	up *newSide
+	// sigs are the signals caught, and the requests passed on by the
+	// previous l4lb after an upgrade.
+	sigs *signals
 	// reloads carries the admin API's reload requests to the signal loop,
 	// so that they are serialized with SIGHUP, and upgrades its upgrade
 	// requests; stopping is closed when the loop stops taking them.
@@ -70,18 +71,21 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// Before anything slow: a SIGHUP's default action would kill a daemon
 	// that is still loading its config; caught now, it reloads once
 	// started, and a SIGTERM shuts down once started.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
+	sigs := notifySignals()
+	defer sigs.close()
 	exe := runningBinary()
 	up, err := takeoverFromEnv()
 	if err != nil {
-		fmt.Fprintln(stderr, "l4lb:", err)
+		if !logStartErrorJSON(stderr, *logFormat, path, err) {
+			fmt.Fprintln(stderr, "l4lb:", err)
+		}
 		return 1
 	}
 	cfg, warnings, err := loadChecked(path)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		if !logStartErrorJSON(stderr, *logFormat, path, err) {
+			fmt.Fprintln(stderr, err) // a config's problems, one per line
+		}
 		up.fail(err)
 		return 1
 	}
@@ -97,7 +101,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	defer log.Sync()
 	d := &daemon{path: path, log: log, level: level, notify: newNotifier(), started: time.Now(), build: readBuildInfo(),
-		exe: exe, up: up, reloads: make(chan chan admin.ReloadResult), upgrades: make(chan upgradeRequest), stopping: make(chan struct{})}
+		exe: exe, up: up, sigs: sigs, reloads: make(chan chan admin.ReloadResult), upgrades: make(chan upgradeRequest), stopping: make(chan struct{})}
 	d.logWarnings(warnings)
 	if err := d.start(cfg); err != nil {
 		log.Error("start failed", zap.Error(err))
@@ -118,10 +122,64 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	} else {
 		d.tellManager(d.notify.ready())
 	}
-	return d.loop(cfg, sigs)
+	return d.loop(cfg)
 }
 
+// logStartErrorJSON logs why l4lb could not start before its logger
+// exists as one JSON line, when --log-format json asks for JSON (the
+// file's own log_format is unknown when the file does not load); it
+// reports whether it did.
+func logStartErrorJSON(stderr io.Writer, format, path string, err error) bool {
+	if format != "json" {
+		return false
+	}
+	log, _, lerr := newLogger(stderr, format, "info")
+	if lerr != nil {
+		return false
+	}
+	fields := []zap.Field{zap.String("config", path)}
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		problems := make([]string, len(ce.Problems))
+		for i, p := range ce.Problems {
+			problems[i] = p.String()
+		}
+		log.Error("start failed: config invalid", append(fields, zap.Strings("problems", problems))...)
+	} else {
+		log.Error("start failed", append(fields, zap.Error(err))...)
+	}
+	_ = log.Sync()
+	return true
+}
+
+// start binds the admin socket and the metrics port, starts every VIP,
+// then serves the admin API and metrics and starts BGP. The first two
+// come first so that a clash with another l4lb fails before any VIP or
+// probe starts.
 func (d *daemon) start(cfg *config.Config) error {
+	ctl, err := bindControl(cfg, d.up != nil)
+	if err != nil {
+		return err
+	}
+	if err := d.startVIPs(cfg); err != nil {
+		ctl.close()
+		return err
+	}
+	if err := d.serveControl(cfg, ctl); err != nil {
+		d.rt.Shutdown(context.Background())
+		return err
+	}
+	if err := d.startBGP(cfg); err != nil {
+		return err
+	}
+	d.log.Info("l4lb running", zap.String("version", d.build.Version), zap.String("commit", d.build.Commit), zap.String("config", d.path),
+		zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()), zap.Bool("upgrade", d.up != nil))
+	return nil
+}
+
+// startVIPs makes the runtime and applies cfg (in an upgrade, on the
+// sockets the old process passes).
+func (d *daemon) startVIPs(cfg *config.Config) error {
 	nofile, err := raiseFileLimit()
 	if err != nil {
 		d.log.Warn("cannot raise open file limit", zap.Error(err))
@@ -138,7 +196,7 @@ func (d *daemon) start(cfg *config.Config) error {
 			d.rt.Shutdown(context.Background())
 			return fmt.Errorf("upgrade: receiving the sockets: %w", err)
 		}
-		d.log.Info("upgrade: took the old process's sockets", zap.Int("sockets", ls.Len()), zap.Int("backends", len(backends)))
+		d.log.Info("upgrade: took the old process's sockets", zap.Int("sockets", ls.Len()), zap.Int("backends", len(backends)), zap.Int("pid", os.Getpid()))
 		d.rt.Inherit(ls, backends)
 	}
 	if err := d.rt.Apply(cfg); err != nil {
@@ -147,36 +205,71 @@ func (d *daemon) start(cfg *config.Config) error {
 		}
 		return err
 	}
-	if d.up != nil {
-		// The admin socket and metrics follow once the old process is
-		// done (takeOver): it still answers the upgrade's caller.
-		if err := d.startBGP(cfg); err != nil {
-			return err
-		}
-		d.log.Info("l4lb running", zap.String("version", d.build.Version), zap.String("commit", d.build.Commit), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()), zap.Bool("upgrade", true))
-		return nil
+	return nil
+}
+
+// controlSockets are the admin socket and the metrics listener, bound
+// before anything else starts.
+type controlSockets struct {
+	admin   *net.UnixListener
+	metrics net.Listener
+}
+
+// bindControl binds what cfg names; nothing in an upgrade, whose new
+// process serves the old one's sockets once the old one is done
+// (takeOver).
+func bindControl(cfg *config.Config, upgrade bool) (*controlSockets, error) {
+	c := &controlSockets{}
+	if upgrade {
+		return c, nil
 	}
-	if cfg.Global.AdminSocket != "" {
-		a, err := admin.Serve(cfg.Global.AdminSocket, d, d.log.Named("admin"))
+	if p := cfg.Global.AdminSocket; p != "" {
+		ln, err := admin.Listen(p)
 		if err != nil {
-			d.rt.Shutdown(context.Background())
+			return nil, err
+		}
+		c.admin = ln
+	}
+	if a := cfg.Global.MetricsListen; a != "" {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("metrics_listen %s: %w", a, err)
+		}
+		c.metrics = ln
+	}
+	return c, nil
+}
+
+// close closes what was not served (an admin socket's file goes with it).
+func (c *controlSockets) close() {
+	if c.admin != nil {
+		c.admin.Close()
+	}
+	if c.metrics != nil {
+		c.metrics.Close()
+	}
+}
+
+// serveControl serves the admin API and metrics on the sockets bound.
+func (d *daemon) serveControl(cfg *config.Config, c *controlSockets) error {
+	if c.admin != nil {
+		a, err := admin.ServeListener(c.admin, cfg.Global.AdminSocket, d, d.log.Named("admin"))
+		if err != nil { // the listener is closed
+			c.admin = nil
+			c.close()
 			return err
 		}
 		d.admin = a
 	}
-	if cfg.Global.MetricsListen != "" {
-		m, ln, err := startMetrics(cfg.Global.MetricsListen, nil, d, d.log.Named("metrics"))
+	if c.metrics != nil {
+		m, ln, err := startMetrics(cfg.Global.MetricsListen, c.metrics, d, d.log.Named("metrics"))
 		if err != nil {
 			d.stopServers()
-			d.rt.Shutdown(context.Background())
 			return fmt.Errorf("metrics_listen %s: %w", cfg.Global.MetricsListen, err)
 		}
 		d.metrics, d.metricsLn = m, ln
 	}
-	if err := d.startBGP(cfg); err != nil {
-		return err
-	}
-	d.log.Info("l4lb running", zap.String("version", d.build.Version), zap.String("commit", d.build.Commit), zap.String("config", d.path), zap.Int("vips", len(cfg.VIPs)), zap.Int("pid", os.Getpid()))
 	return nil
 }
 
@@ -195,61 +288,127 @@ func (d *daemon) startBGP(cfg *config.Config) error {
 	return nil
 }
 
-// loop handles signals and the admin API's reloads until a shutdown
-// completes; it returns the exit code.
-func (d *daemon) loop(cfg *config.Config, sigs chan os.Signal) int {
-	for {
-		var sig os.Signal
-		select {
-		case sig = <-sigs:
-		case reply := <-d.reloads:
-			var res admin.ReloadResult
-			cfg, res = d.reloadNotifying(cfg)
-			reply <- res
-			continue
-		case u := <-d.upgrades:
-			res := d.upgrade(cfg, u.binary, u.timeout)
-			u.reply <- res
-			if res.OK {
-				return d.exitAfterUpgrade(cfg, sigs)
-			}
-			continue
-		}
-		switch sig {
-		case syscall.SIGHUP:
-			cfg, _ = d.reloadNotifying(cfg)
-			continue
-		case syscall.SIGUSR2:
-			if d.upgrade(cfg, "", 0).OK {
-				return d.exitAfterUpgrade(cfg, sigs)
-			}
-			continue
-		}
-		close(d.stopping)
-		d.tellManager(d.notify.stopping())
-		d.log.Info("shutting down", zap.Stringer("signal", sig), zap.Duration("drain_timeout", cfg.Global.DrainTimeout))
-		// Routers first: withdraw every VIP and give them shutdown_grace
-		// to move new flows to the other balancers, then drain.
-		d.bgp.withdraw()
-		d.shutdown(cfg.Global.DrainTimeout, sigs)
-		d.bgp.close()
-		return 0
+// request is the next thing the signal loop does.
+type request struct {
+	stop    os.Signal               // stop (outranks the rest)
+	reply   chan admin.ReloadResult // an API reload's answer
+	upgrade bool                    // SIGUSR2 or the API's upgrade (up)
+	up      *upgradeRequest
+}
+
+// next waits for the next request. A stop pending beside another wins.
+func (d *daemon) next() request {
+	var r request
+	s := d.sigs
+	select {
+	case r.stop = <-s.stop:
+	case r.stop = <-s.passed:
+	case <-s.reload:
+	case r.reply = <-d.reloads:
+	case <-s.upgrade:
+		r.upgrade = true
+	case u := <-d.upgrades:
+		r.upgrade, r.up = true, &u
 	}
+	if r.stop == nil {
+		r.stop = s.pendingStop()
+	}
+	return r
+}
+
+// loop runs signals and the admin API's reloads and upgrades one at a
+// time until a stop; it returns the exit code.
+func (d *daemon) loop(cfg *config.Config) int {
+	for {
+		r := d.next()
+		switch {
+		case r.stop != nil:
+			d.refuse(r)
+			return d.stop(cfg, r.stop)
+		case r.upgrade:
+			var binary string
+			var timeout time.Duration
+			if r.up != nil {
+				binary, timeout = r.up.binary, r.up.timeout
+			}
+			res, next := d.upgrade(cfg, binary, timeout)
+			if r.up != nil {
+				r.up.reply <- res
+			}
+			if res.OK {
+				return d.exitAfterUpgrade(cfg, next)
+			}
+		default:
+			cfg = d.reloadPending(cfg, r.reply)
+		}
+	}
+}
+
+// refuse answers the API request a stop outranked.
+func (d *daemon) refuse(r request) {
+	if r.reply != nil {
+		r.reply <- admin.ReloadResult{Error: "l4lb is shutting down: no reload"}
+	}
+	if r.up != nil {
+		r.up.reply <- admin.UpgradeResult{OldPID: os.Getpid(), Error: "l4lb is shutting down: no upgrade", Stopping: true}
+	}
+}
+
+// stop withdraws the VIPs from the routers and drains.
+func (d *daemon) stop(cfg *config.Config, sig os.Signal) int {
+	close(d.stopping)
+	d.tellManager(d.notify.stopping())
+	d.log.Info("shutting down", zap.Stringer("signal", sig), zap.Duration("drain_timeout", cfg.Global.DrainTimeout))
+	// Routers first: withdraw every VIP and give them shutdown_grace
+	// to move new flows to the other balancers, then drain.
+	d.bgp.withdraw()
+	d.shutdown(cfg.Global.DrainTimeout, nil, 1)
+	d.bgp.close()
+	return 0
 }
 
 // exitAfterUpgrade stops this process once a new one took over: its
 // listeners are the new one's now, and the connections it kept drain for
 // up to drain_timeout. The service manager follows the new process
-// already: no STOPPING=1.
-func (d *daemon) exitAfterUpgrade(cfg *config.Config, sigs chan os.Signal) int {
+// already: no STOPPING=1. Stops and reloads asked of this process
+// meanwhile (also during the upgrade) are the service's: they go to the
+// new one.
+func (d *daemon) exitAfterUpgrade(cfg *config.Config, next *successor) int {
 	close(d.stopping)
+	stops := d.passPending(next) // those that came during the upgrade
 	d.log.Info("old process exiting after the upgrade", zap.Duration("drain_timeout", cfg.Global.DrainTimeout))
 	// The new process runs its own speaker: this one's sessions close
 	// now (without a withdraw: the new process announces the same
 	// routes as soon as its session is up).
 	d.bgp.close()
-	d.shutdown(cfg.Global.DrainTimeout, sigs)
+	d.shutdown(cfg.Global.DrainTimeout, next, stops)
+	next.close()
 	return 0
+}
+
+// reloadPending applies the file once for every reload asked so far: the
+// SIGHUPs and API reloads that arrived while the last one ran share this
+// one (each API caller gets its result), so a burst of them costs one
+// reload after the running one.
+func (d *daemon) reloadPending(cfg *config.Config, first chan admin.ReloadResult) *config.Config {
+	var replies []chan admin.ReloadResult
+	if first != nil {
+		replies = append(replies, first)
+	}
+	for taking := true; taking; {
+		select {
+		case r := <-d.reloads:
+			replies = append(replies, r)
+		case <-d.sigs.reload:
+		default:
+			taking = false
+		}
+	}
+	cfg, res := d.reloadNotifying(cfg)
+	for _, r := range replies {
+		r <- res
+	}
+	return cfg
 }
 
 // reloadNotifying reloads, telling the service manager.
@@ -419,23 +578,74 @@ func eventLoops(workers int) int {
 }
 
 // shutdown drains for up to drain; another SIGTERM/SIGINT cuts it short.
-func (d *daemon) shutdown(drain time.Duration, sigs <-chan os.Signal) {
+// stops is how many this process got already; next is the process an
+// upgrade handed over to, if any (see duringDrain).
+func (d *daemon) shutdown(drain time.Duration, next *successor, stops int) {
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
+	done, watched := make(chan struct{}), make(chan struct{})
 	go func() {
-		for sig := range sigs {
-			if sig == syscall.SIGTERM || sig == syscall.SIGINT {
-				d.log.Warn("second signal: resetting remaining connections", zap.Stringer("signal", sig))
-				cancel()
-				return
-			}
-			d.log.Info("signal ignored during shutdown", zap.Stringer("signal", sig))
-		}
+		defer close(watched)
+		d.duringDrain(cancel, next, stops, done)
 	}()
 	start := time.Now()
 	d.rt.Shutdown(ctx)
 	d.stopServers()
+	close(done)
+	<-watched
 	d.log.Info("stopped", zap.Duration("drained_for", time.Since(start)))
+}
+
+// duringDrain acts on the signals that arrive while this process drains,
+// until done: a second SIGTERM/SIGINT resets what is left. A process that
+// handed over to next passes every stop and reload on to it (they are
+// the service's), also those that arrive as the drain ends.
+func (d *daemon) duringDrain(cut context.CancelFunc, next *successor, stops int, done <-chan struct{}) {
+	s := d.sigs
+	for {
+		select {
+		case <-done:
+			d.passPending(next)
+			return
+		case sig := <-s.stop:
+			next.pass(opStop, sig)
+			if stops++; stops == 2 {
+				d.log.Warn("second signal: resetting remaining connections", zap.Stringer("signal", sig))
+				cut()
+			}
+		case sig := <-s.passed: // this process is stopping already
+			next.pass(opStop, sig)
+		case sig := <-s.reload:
+			if next == nil {
+				d.log.Info("signal ignored during shutdown", zap.Stringer("signal", sig))
+			}
+			next.pass(opReload, sig)
+		case sig := <-s.upgrade:
+			d.log.Info("signal ignored during shutdown", zap.Stringer("signal", sig))
+		}
+	}
+}
+
+// passPending passes the stops and reloads waiting now on to next (none
+// without one); it returns how many stops this process got among them.
+func (d *daemon) passPending(next *successor) int {
+	if next == nil {
+		return 0
+	}
+	stops := 0
+	for {
+		select {
+		case sig := <-d.sigs.stop:
+			next.pass(opStop, sig)
+			stops++
+		case sig := <-d.sigs.passed:
+			next.pass(opStop, sig)
+		case sig := <-d.sigs.reload:
+			next.pass(opReload, sig)
+		default:
+			return stops
+		}
+	}
 }
 
 func (d *daemon) stopServers() {

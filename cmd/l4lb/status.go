@@ -131,7 +131,10 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			fmt.Fprintln(w)
 		}
 		draining := ""
-		if v.Draining {
+		switch {
+		case v.Draining && st.Stopping:
+			draining = "  DRAINING (l4lb is stopping)"
+		case v.Draining:
 			draining = "  DRAINING (removed by a reload)"
 		}
 		if v.Serving == "backups" || v.Serving == "none" {
@@ -266,6 +269,9 @@ func printProcess(w io.Writer, st reconcile.Status) {
 		fmt.Fprintf(w, "last reload: %s, applied\n", r.Time.Format(time.RFC3339))
 	default:
 		fmt.Fprintf(w, "last reload: %s, REFUSED (running config kept): %s\n", r.Time.Format(time.RFC3339), firstLine(r.Error))
+	}
+	if st.Stopping {
+		fmt.Fprintln(w, "STOPPING: no new connections; the VIPs below drain until their connections end or drain_timeout")
 	}
 }
 

@@ -203,11 +203,36 @@ func (d *daemon) takeOver(cfg *config.Config) {
 		case opDone:
 			taken := d.becomeMain(cfg)
 			_ = n.conn.send(&handoffMsg{Op: opDone, AdminTaken: taken}, nil)
-			n.conn.Close()
 			d.log.Info("upgrade: took over", zap.Int("kept_by_old", m.Kept))
+			go d.heedPredecessor(n.conn)
 			return
 		default:
 			closeFDs(fds)
+			d.log.Error("upgrade: unexpected message from the old process", zap.String("op", m.Op))
+		}
+	}
+}
+
+// heedPredecessor takes the stops and reloads the old process passes on
+// (it got them during the upgrade, or while it drains what it kept) until
+// it exits and the socketpair closes.
+func (d *daemon) heedPredecessor(c *handoffConn) {
+	defer c.Close()
+	for {
+		m, fds, err := c.recv(time.Time{})
+		if err != nil {
+			return
+		}
+		closeFDs(fds)
+		sig := passedOn{name: m.Signal, pid: m.PID}
+		switch m.Op {
+		case opStop:
+			d.log.Info("the previous l4lb passed a stop on", zap.Stringer("signal", sig))
+			offer(d.sigs.passed, sig)
+		case opReload:
+			d.log.Info("the previous l4lb passed a reload on", zap.Stringer("signal", sig))
+			offer(d.sigs.reload, sig)
+		default:
 			d.log.Error("upgrade: unexpected message from the old process", zap.String("op", m.Op))
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -51,10 +52,15 @@ func (d *daemon) Upgrade(ctx context.Context, req admin.UpgradeRequest) (admin.U
 	return <-u.reply, nil
 }
 
+// errUpgradeCancelled: a stop asked of this process while the new one
+// started; the stop is the loop's to act on once the upgrade is undone.
+var errUpgradeCancelled = errors.New("upgrade cancelled: l4lb was asked to stop while the new process started")
+
 // upgrade starts binary (default: the one this process was started from,
 // read from disk again) and hands over to it. On success the caller exits
-// once the connections that stayed here end; on failure nothing changed.
-func (d *daemon) upgrade(cfg *config.Config, binary string, timeout time.Duration) admin.UpgradeResult {
+// once the connections that stayed here end, passing the stops and
+// reloads it still gets on to next; on failure nothing changed.
+func (d *daemon) upgrade(cfg *config.Config, binary string, timeout time.Duration) (admin.UpgradeResult, *successor) {
 	start := time.Now()
 	if timeout <= 0 {
 		timeout = upgradeStartTimeout
@@ -64,8 +70,13 @@ func (d *daemon) upgrade(cfg *config.Config, binary string, timeout time.Duratio
 		res.Binary = d.exe
 	}
 	d.log.Info("upgrade: starting the new binary", zap.String("binary", res.Binary))
-	err := d.upgradeTo(cfg, &res, timeout)
+	next, err := d.upgradeTo(cfg, &res, timeout)
 	res.Seconds = time.Since(start).Seconds()
+	if errors.Is(err, errUpgradeCancelled) {
+		res.Error, res.Stopping = err.Error(), true
+		d.log.Warn("upgrade cancelled: the new process was stopped before it served; this one stops", zap.Int("new_pid", res.PID), zap.Error(err))
+		return res, nil
+	}
 	if err != nil {
 		res.Error = err.Error()
 		var pe *problemsError
@@ -74,13 +85,13 @@ func (d *daemon) upgrade(cfg *config.Config, binary string, timeout time.Duratio
 		}
 		d.log.Error("upgrade failed: this process keeps serving", zap.String("binary", res.Binary), zap.Int("new_pid", res.PID),
 			zap.Error(err), zap.Strings("problems", res.Problems))
-		return res
+		return res, nil
 	}
 	res.OK = true
 	d.log.Info("upgrade done: the new process serves; this one exits once what it kept has drained",
 		zap.Int("new_pid", res.PID), zap.Int("listeners", res.Listeners), zap.Int("connections", res.Connections),
-		zap.Int("sessions", res.Sessions), zap.Int("kept", res.Kept), zap.Float64("seconds", res.Seconds))
-	return res
+		zap.Int("flushed", res.Flushed), zap.Int("sessions", res.Sessions), zap.Int("kept", res.Kept), zap.Float64("seconds", res.Seconds))
+	return res, next
 }
 
 // problemsError is the new process's refusal with its config problems.
@@ -96,30 +107,30 @@ func (e *problemsError) Error() string {
 	return e.msg + ": " + strings.Join(e.problems, "; ")
 }
 
-// upgradeTo runs the old side of the protocol; any error leaves this
-// process as it was.
-func (d *daemon) upgradeTo(cfg *config.Config, res *admin.UpgradeResult, timeout time.Duration) error {
+// upgradeTo runs the old side of the protocol and returns the new
+// process; any error leaves this process as it was.
+func (d *daemon) upgradeTo(cfg *config.Config, res *admin.UpgradeResult, timeout time.Duration) (*successor, error) {
 	if res.Binary == "" {
-		return errors.New("the path of the running binary is unknown: name one with --binary")
+		return nil, errors.New("the path of the running binary is unknown: name one with --binary")
 	}
 	if why := d.rt.UpgradeBlocker(); why != "" {
-		return errors.New(why)
+		return nil, errors.New(why)
 	}
 	if err := checkExecutable(res.Binary); err != nil {
-		return err
+		return nil, err
 	}
 	child, err := startChild(res.Binary)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	child.timeout = timeout
 	res.PID = child.pid()
 	o := &oldSide{d: d, child: child, res: res, deadline: time.Now().Add(timeout)}
 	if err := o.run(); err != nil {
 		o.rollback()
-		return err
+		return nil, err
 	}
-	return nil
+	return &successor{child: child, log: d.log}, nil
 }
 
 // checkExecutable refuses a binary that cannot run, before forking.
@@ -146,7 +157,7 @@ type oldSide struct {
 
 // run is the protocol, from the new process's hello to its done.
 func (o *oldSide) run() error {
-	if _, err := o.child.expect(opHello, o.deadline); err != nil {
+	if err := o.awaitStart(opHello); err != nil {
 		return err
 	}
 	o.d.rt.HoldXDP(true) // the new process writes its config into the pinned maps now
@@ -154,9 +165,10 @@ func (o *oldSide) run() error {
 	if err := o.sendListeners(); err != nil {
 		return err
 	}
-	if _, err := o.child.expect(opReady, o.deadline); err != nil {
+	if err := o.awaitStart(opReady); err != nil {
 		return err
 	}
+	o.d.log.Info("upgrade: the new process is ready; handing over", zap.Int("new_pid", o.child.pid()))
 	// Both processes accept on the shared sockets now; this one stops.
 	// Clients queue in the kernel's listen queue, which outlives either.
 	o.d.rt.PauseAccepting(true)
@@ -168,6 +180,31 @@ func (o *oldSide) run() error {
 		return err
 	}
 	return o.commit()
+}
+
+// awaitStart waits for op while the new process starts (it loads its
+// config, waits for DNS, opens its VIPs: as long as the upgrade's
+// timeout). A stop asked of this process meanwhile cancels the upgrade:
+// the new process is killed, as when it fails, and the stop is put back
+// for the loop. From ready on, the handover is bounded and runs to its
+// end; a stop then goes to the new process (successor).
+func (o *oldSide) awaitStart(op string) error {
+	got := make(chan error, 1)
+	go func() {
+		_, err := o.child.expect(op, o.deadline)
+		got <- err
+	}()
+	var sig os.Signal
+	select {
+	case err := <-got:
+		return err
+	case sig = <-o.d.sigs.stop:
+	case sig = <-o.d.sigs.passed:
+	}
+	o.d.sigs.putBack(sig)
+	_ = o.child.cmd.Process.Kill()
+	<-got // the read ends with the new process
+	return fmt.Errorf("%w (%v)", errUpgradeCancelled, sig)
 }
 
 // handSessions hands every UDP session over (its backend socket and its
@@ -237,7 +274,6 @@ func (o *oldSide) handConns() error {
 	defer func() { o.res.HandoverSeconds = time.Since(start).Seconds() }()
 	st, err := o.d.rt.DetachConns(handoverFlush, o.emitConns)
 	o.res.Kept += st.Kept
-	o.res.Flushed = st.Flushed
 	if st.Kept > 0 {
 		o.d.log.Warn("upgrade: connections not flushed in time (or still connecting) stay in this process and drain",
 			zap.Int("kept", st.Kept), zap.Duration("flush", handoverFlush))
@@ -260,10 +296,13 @@ func (o *oldSide) emitConns(conns []*proxy.DetachedConn) error {
 		}
 		var gone, left []*proxy.DetachedConn
 		for i, c := range batch {
-			if taken[i] {
-				gone = append(gone, c)
-			} else {
+			if !taken[i] {
 				left = append(left, c)
+				continue
+			}
+			gone = append(gone, c)
+			if c.Flushed {
+				o.res.Flushed++
 			}
 		}
 		proxy.ReleaseConns(gone)
@@ -363,8 +402,7 @@ func (o *oldSide) commit() error {
 		o.d.log.Warn("upgrade: the new process binds another admin socket; this one's file stays until a later start clears it",
 			zap.String("admin_socket", o.d.admin.Path()))
 	}
-	o.child.conn.Close()
-	return nil
+	return nil // the socketpair stays open: stops and reloads go through it (successor)
 }
 
 // rollback undoes what run did before it failed, and stops the new process.
@@ -375,6 +413,45 @@ func (o *oldSide) rollback() {
 	}
 	if o.held {
 		o.d.rt.HoldXDP(false)
+	}
+}
+
+// successor is the process an upgrade handed over to, as the old one sees
+// it while it drains what it kept: the stops and reloads this one still
+// gets are the service's, and go to the new one over the socketpair (a
+// message, not a signal: a stop sent to both processes at once, by
+// `kill $(pidof l4lb)`, must not reach the new one as a second stop that
+// resets its connections). A new process that no longer reads the
+// socketpair (an older l4lb) gets the signal itself.
+type successor struct {
+	child *upgradeChild
+	log   *zap.Logger
+}
+
+// pass sends op (opStop or opReload), asked by sig, on; nil-safe.
+func (s *successor) pass(op string, sig os.Signal) {
+	if s == nil {
+		return
+	}
+	pid := s.child.pid()
+	err := s.child.conn.send(&handoffMsg{Op: op, Signal: sig.String(), PID: os.Getpid()}, nil)
+	if err != nil {
+		fallback := syscall.SIGHUP
+		if op == opStop {
+			fallback = syscall.SIGTERM
+		}
+		if serr := s.child.cmd.Process.Signal(fallback); serr != nil {
+			s.log.Warn("signal not passed on: the new process is gone", zap.Stringer("signal", sig), zap.Int("new_pid", pid), zap.Error(serr))
+			return
+		}
+	}
+	s.log.Info("signal passed on to the new process, which serves", zap.Stringer("signal", sig), zap.String("request", op), zap.Int("new_pid", pid))
+}
+
+// close ends the socketpair; nil-safe.
+func (s *successor) close() {
+	if s != nil {
+		s.child.conn.Close()
 	}
 }
 
@@ -550,6 +627,10 @@ func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
 }
 
 func printUpgrade(stdout, stderr io.Writer, res admin.UpgradeResult) {
+	if res.Stopping {
+		fmt.Fprintf(stderr, "upgrade cancelled; l4lb (pid %d) stops: %s\n", res.OldPID, res.Error)
+		return
+	}
 	if !res.OK {
 		fmt.Fprintf(stderr, "upgrade failed; l4lb (pid %d) keeps serving: %s\n", res.OldPID, res.Error)
 		for _, p := range res.Problems {

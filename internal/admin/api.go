@@ -62,8 +62,10 @@ type UpgradeResult struct {
 	PID    int    `json:"pid,omitempty"`
 	OldPID int    `json:"old_pid,omitempty"`
 	Binary string `json:"binary,omitempty"`
-	// Error says why the upgrade failed; this process keeps serving.
+	// Error says why the upgrade failed; this process keeps serving,
+	// unless Stopping: a stop asked of it cancelled the upgrade.
 	Error    string   `json:"error,omitempty"`
+	Stopping bool     `json:"stopping,omitempty"`
 	Problems []string `json:"problems,omitempty"`
 	// Listeners are the VIP sockets handed over; Connections and Sessions
 	// the established TCP connections and UDP sessions the new process

@@ -70,6 +70,17 @@ const maxBody = 64 << 10
 // stale socket there is replaced; a live one means another l4lb runs;
 // anything that is not a socket is refused and left alone.
 func Serve(path string, d Daemon, log *zap.Logger) (*Server, error) {
+	ln, err := Listen(path)
+	if err != nil {
+		return nil, err
+	}
+	return ServeListener(ln, path, d, log)
+}
+
+// Listen binds the admin socket at path (root only), replacing a stale
+// socket nobody answers on; another l4lb serving it is an error. Closing
+// the listener before ServeListener serves it removes the file.
+func Listen(path string) (*net.UnixListener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
@@ -80,12 +91,11 @@ func Serve(path string, d Daemon, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
-	err = os.Chmod(path, 0o600)
-	if err != nil {
+	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
-	return ServeListener(ln, path, d, log)
+	return ln, nil
 }
 
 // ServeListener serves the admin API on ln, a socket bound at path
@@ -156,7 +166,7 @@ func clearStaleSocket(path string) error {
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
-		return fmt.Errorf("admin socket %s: another l4lb is serving it", path)
+		return fmt.Errorf("admin socket %s: another l4lb is serving it (stop that one, upgrade it with `l4lb upgrade`, or give this one another admin_socket)", path)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("admin socket: removing the stale socket: %w", err)

@@ -52,15 +52,17 @@ type ConnState struct {
 type DetachedConn struct {
 	State           ConnState
 	Client, Backend int // its sockets
-	c               *evConn
-	l               *loop
-	gen             uint32
+	// Flushed: it held bytes (pipes, buffers) when it was frozen, and
+	// they were written out before the handover.
+	Flushed bool
+	c       *evConn
+	l       *loop
+	gen     uint32
 }
 
 // HandoverStats says what a detach did.
 type HandoverStats struct {
-	Detached int // flushed and off their loops (handed to emit)
-	Flushed  int // of those, how many held bytes that were written out first
+	Detached int // flushed and off their loops (handed to emit; each says whether it held bytes)
 	Kept     int // not flushed in time, or still connecting: they stay
 }
 
@@ -100,11 +102,10 @@ func DetachConns(svcs []*TCPService, flush time.Duration, emit func([]*DetachedC
 		var ready []*DetachedConn
 		pending, connecting := 0, 0
 		ls.each(func(l *loop) {
-			r, left, held := l.detachPass(want)
+			r, left := l.detachPass(want)
 			mu.Lock()
 			ready = append(ready, r...)
 			pending += left
-			st.Flushed += held
 			mu.Unlock()
 		})
 		st.Detached += len(ready)
@@ -129,20 +130,17 @@ func DetachConns(svcs []*TCPService, flush time.Duration, emit func([]*DetachedC
 }
 
 // detachPass, on the loop, freezes the open connections of the wanted
-// services and flushes every frozen one it can; it returns those flushed,
-// how many still hold bytes, and how many of those it froze held bytes.
-func (l *loop) detachPass(want map[*TCPService]bool) ([]*DetachedConn, int, int) {
-	held := 0
+// services and flushes every frozen one it can; it returns those flushed
+// and how many still hold bytes.
+func (l *loop) detachPass(want map[*TCPService]bool) ([]*DetachedConn, int) {
 	for c := range l.conns {
 		if want[c.svc] && c.state == evOpen && !c.stays {
-			if c.up.pending > 0 || c.down.pending > 0 {
-				held++
-			}
+			held := c.up.pending > 0 || c.down.pending > 0
 			delete(l.conns, c)
 			c.state = evHanding
 			l.withdraw(&c.client.reg)
 			l.withdraw(&c.backend.reg)
-			l.handing = append(l.handing, handingConn{c: c, gen: c.gen})
+			l.handing = append(l.handing, handingConn{c: c, gen: c.gen, held: held})
 		}
 	}
 	var ready []*DetachedConn
@@ -158,17 +156,18 @@ func (l *loop) detachPass(want map[*TCPService]bool) ([]*DetachedConn, int, int)
 			}
 			continue
 		}
-		ready = append(ready, &DetachedConn{State: c.handoverState(l), Client: c.client.fd, Backend: c.backend.fd, c: c, l: l, gen: c.gen})
+		ready = append(ready, &DetachedConn{State: c.handoverState(l), Client: c.client.fd, Backend: c.backend.fd, Flushed: h.held, c: c, l: l, gen: c.gen})
 	}
 	clear(l.handing[len(keep):])
 	l.handing = keep
-	return ready, len(keep), held
+	return ready, len(keep)
 }
 
 // handingConn is a connection frozen for a handover, still flushing.
 type handingConn struct {
-	c   *evConn
-	gen uint32
+	c    *evConn
+	gen  uint32
+	held bool // it held bytes when frozen
 }
 
 // flushHanding writes out what each direction holds; true once nothing is

@@ -331,7 +331,8 @@ func hasXDPVIP(cfg *config.Config) bool {
 }
 
 // Shutdown stops accepting on every VIP, waits for connections to finish
-// until ctx is done, then resets the rest.
+// until ctx is done, then resets the rest. Status lists the VIPs that
+// drain, as draining, until each is done.
 func (r *Runtime) Shutdown(ctx context.Context) {
 	r.mu.Lock()
 	r.closed = true
@@ -353,6 +354,11 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 		}
 		v.stopAccepting()
 	}
+	r.mu.Lock()
+	for _, v := range vips {
+		r.drainingVIPs[v] = struct{}{}
+	}
+	r.mu.Unlock()
 	for _, v := range vips {
 		wg.Add(1)
 		go func() {
@@ -360,6 +366,9 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 			if n := v.drain(ctx); n > 0 {
 				r.log.Warn("connections reset at drain timeout", zap.String("vip", v.name()), zap.Int("reset", n))
 			}
+			r.mu.Lock()
+			delete(r.drainingVIPs, v)
+			r.mu.Unlock()
 		}()
 	}
 	wg.Wait()

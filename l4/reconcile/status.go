@@ -22,8 +22,11 @@ type Status struct {
 	XDP      *XDPStatus    `json:"xdp,omitempty"` // when the XDP program runs
 	// BGP is the speaker's sessions and routes (filled by the process
 	// that runs the speaker; nil: no [bgp]).
-	BGP  *BGPStatus  `json:"bgp,omitempty"`
-	VIPs []VIPStatus `json:"vips"`
+	BGP *BGPStatus `json:"bgp,omitempty"`
+	// Stopping: l4lb is shutting down; its VIPs accept nothing and are
+	// listed as draining until their connections end.
+	Stopping bool        `json:"stopping,omitempty"`
+	VIPs     []VIPStatus `json:"vips"`
 }
 
 // BGPStatus is what l4lb announces and to whom.
@@ -150,8 +153,9 @@ type TCPStatus struct {
 // VIPStatus describes one running VIP.
 type VIPStatus struct {
 	Name string `json:"name"`
-	// Draining: a reload removed the VIP; it accepts nothing and is listed
-	// until its last connection ends or drain_timeout resets it.
+	// Draining: a reload removed the VIP, or l4lb is stopping; it accepts
+	// nothing and is listed until its last connection ends or
+	// drain_timeout resets it.
 	Draining     bool            `json:"draining,omitempty"`
 	Listen       string          `json:"listen"`
 	Protocol     string          `json:"protocol"`
@@ -253,6 +257,7 @@ func (r *Runtime) Status() Status {
 	if r.cfg != nil {
 		st.Config = r.cfg.Path
 	}
+	st.Stopping = r.closed
 	st.Pipes = PipeStatus{Open: r.pipes.Open(), Lent: r.pipes.Lent(), Max: r.pipes.Max()}
 	if r.loops != nil {
 		sessions := r.loops.Sessions()
