@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"slices"
 	"sync"
@@ -67,8 +68,8 @@ type xdpRuntime struct {
 }
 
 // startXDP loads the balancer, attaches it to the configured interface and
-// prepares what forwarding needs: source addresses, IP forwarding, next-hop
-// neighbours. Any failure leaves nothing attached.
+// prepares what forwarding needs: source addresses, next-hop neighbours.
+// Any failure leaves nothing attached.
 func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRuntime, err error) {
 	x := &xdpRuntime{cfg: cfg, log: log.Named("xdp"), vips: newIndexPool(xdpMaxVIPs - 1), planes: map[*xdpPlane]struct{}{}, mtuChecked: map[netip.Addr]bool{},
 		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
@@ -193,8 +194,9 @@ func (x *xdpRuntime) settle(backends *indexPool) {
 	}
 }
 
-// prepareHost sets the outer source addresses and turns on IP forwarding,
-// without which bpf_fib_lookup answers "forwarding disabled".
+// prepareHost sets the outer source addresses. IP forwarding, which
+// bpf_fib_lookup needs, is the administrator's: checkXDPForwarding refuses
+// a config that needs it while it is off.
 func (x *xdpRuntime) prepareHost() error {
 	v4, _ := x.iface.PrimaryV4()
 	v6, _ := x.iface.PrimaryV6()
@@ -204,13 +206,40 @@ func (x *xdpRuntime) prepareHost() error {
 	if err := x.lb.SetSource(v4, v6); err != nil {
 		return fmt.Errorf("xdp: %w", err)
 	}
-	changed, err := netif.EnableForwarding(netif.Forwarding{IPv4: v4.IsValid(), IPv6: v6.IsValid()})
-	if err != nil {
-		return fmt.Errorf("xdp: enable IP forwarding (bpf_fib_lookup needs it): %w", err)
+	return nil
+}
+
+// ipipFamilies are the families bpf_fib_lookup routes for vips: those of
+// the backends of xdp VIPs with forward = "ipip" (the outer header's
+// family). l2 VIPs and the guards of proxy VIPs need no forwarding.
+func ipipFamilies(vips map[l4.VIPKey]*config.VIP) netif.Forwarding {
+	var f netif.Forwarding
+	for _, vc := range vips {
+		if vc.Mode != l4.ModeXDP || vc.Forward != l4.ForwardIPIP {
+			continue
+		}
+		for _, b := range vc.Backends {
+			if a := b.Address.Addr(); a.Is4() {
+				f.IPv4 = true
+			} else if a.Is6() {
+				f.IPv6 = true
+			}
+		}
 	}
-	if changed.Any() {
-		x.log.Info("IP forwarding turned on: the XDP program looks up next hops in the kernel's FIB, which needs it",
-			zap.Bool("ipv4", changed.IPv4), zap.Bool("ipv6", changed.IPv6))
+	return f
+}
+
+// checkXDPForwarding refuses xdp VIPs that forward by ipip to backends of
+// a family that iface does not forward: bpf_fib_lookup would answer
+// "forwarding disabled" and every such packet would drop as drop_fib.
+// l4lb writes no sysctl; the error names the one to set.
+func checkXDPForwarding(iface string, vips map[l4.VIPKey]*config.VIP) error {
+	err := netif.CheckForwarding(iface, ipipFamilies(vips))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no such interface: startXDP says so
+	}
+	if err != nil {
+		return fmt.Errorf("xdp: the ipip VIPs reach their backends through the kernel's FIB (bpf_fib_lookup), which needs forwarding on the XDP interface, and l4lb writes no sysctl: %w", err)
 	}
 	return nil
 }
