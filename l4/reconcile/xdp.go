@@ -427,41 +427,80 @@ func (x *xdpRuntime) status() *XDPStatus {
 	return st
 }
 
-// shutdown stops the loop; the program stays attached when its maps are
-// pinned (a restarted l4lb adopts it, and forwarding never stops),
-// otherwise it is detached.
+// shutdown stops the loop; the program stays attached when its link is
+// pinned on a bpffs that outlives the process (a restarted l4lb adopts it,
+// and forwarding never stops), otherwise it is detached. The log says
+// which happened, checked, never assumed.
 func (x *xdpRuntime) shutdown() {
 	close(x.stop)
 	<-x.done
 	x.open.Lock()
 	x.closed = true
 	x.open.Unlock()
-	pinned := x.cfg.PinPath != ""
-	x.release(pinned)
-	if pinned {
-		x.log.Info("xdp program left attached with its pinned maps: the next l4lb adopts them; `l4lb xdp detach` removes it",
-			zap.String("pin_path", x.cfg.PinPath))
-	} else {
-		x.log.Info("xdp program detached", zap.String("interface", x.cfg.Interface))
+	keep, why := x.staysAttached()
+	x.logShutdown(keep, why, x.release(keep))
+}
+
+// logShutdown says what shutdown did to the program: left it attached
+// (checked, or not checkable), or detached it (and why, when pins were
+// configured), or failed to.
+func (x *xdpRuntime) logShutdown(keep bool, why, detachErr error) {
+	iface, pins := zap.String("interface", x.cfg.Interface), zap.String("pin_path", x.cfg.PinPath)
+	switch {
+	case keep && why == nil:
+		x.log.Info("xdp program left attached with its pinned maps: the next l4lb adopts them; `l4lb xdp detach` removes it", iface, pins)
+	case keep:
+		x.log.Warn("xdp program left attached with its pins, but whether they outlive this process could not be checked: "+
+			"if they do not, it goes with l4lb", iface, pins, zap.Error(why))
+	case detachErr != nil:
+		x.log.Error("xdp program: detaching it failed", iface, zap.Error(detachErr))
+	case why != nil && x.balancerAttached():
+		x.log.Info("xdp program left attached: another process holds its link now (an upgrade's new l4lb)", iface, pins,
+			zap.NamedError("this_process_pin", why))
+	case why != nil:
+		x.log.Warn("xdp program detached: its pin would not keep it attached after this process", iface, pins, zap.Error(why))
+	default:
+		x.log.Info("xdp program detached", iface)
 	}
+}
+
+// balancerAttached reports whether an xdp_lb still runs on the interface
+// (by anyone's link).
+func (x *xdpRuntime) balancerAttached() bool {
+	name, _, err := bpf.AttachedProgram(x.iface.Index)
+	return err == nil && bpf.IsBalancer(name)
+}
+
+// staysAttached reports whether the program stays attached after this
+// process: its link pinned on a bpffs that outlives it (or that cannot be
+// told), and why not (with pin_path) or why it cannot be told.
+func (x *xdpRuntime) staysAttached() (bool, error) {
+	if x.cfg.PinPath == "" {
+		return false, nil
+	}
+	err := x.lb.LinkOutlivesProcess(x.iface.Index)
+	return err == nil || errors.Is(err, bpf.ErrPinUnverified), err
 }
 
 // release frees what x holds; keep leaves the program attached, and the
 // backends' managed neighbour entries in place for it (the kernel keeps
-// resolving them; the next l4lb takes them as they are).
-func (x *xdpRuntime) release(keep bool) {
+// resolving them; the next l4lb takes them as they are). It returns the
+// detach's error.
+func (x *xdpRuntime) release(keep bool) error {
+	var err error
 	if x.neigh != nil && !keep {
 		_ = x.neigh.Close()
 	}
 	if x.lb != nil {
 		if !keep {
-			_ = x.lb.Detach()
+			err = x.lb.Detach()
 		}
 		_ = x.lb.Close()
 	}
 	if x.nl != nil {
 		x.nl.Close()
 	}
+	return err
 }
 
 // waitFlowsGone polls until the live flows of the given backend indexes
