@@ -95,6 +95,9 @@ func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRunti
 		return nil, err
 	}
 	if err := x.lb.Attach(x.iface.Index, attachMode(cfg.Attach)); err != nil {
+		if errors.Is(err, bpf.ErrNotSupported) && attachMode(cfg.Attach) == bpf.AttachDriver {
+			return nil, fmt.Errorf("xdp: %s: %w; its driver has no native XDP: set attach = \"generic\" in [xdp] (works on any interface, at a fraction of driver mode's speed)", cfg.Interface, err)
+		}
 		return nil, fmt.Errorf("xdp: %s: %w", cfg.Interface, err)
 	}
 	x.neigh = x.nl.NewNeighbors()
