@@ -23,7 +23,26 @@ type Decap struct {
 	prog     *ebpf.Program
 	counters *ebpf.Map
 	percpu   *perCPU
+	did      DecapAction // what AttachDecap did
+	was      AttachMode  // with DecapModeChanged: the mode before
 }
+
+// DecapAction is what AttachDecap did to the interface.
+type DecapAction uint8
+
+const (
+	// DecapAttached: no program was attached; xdp_decap is now.
+	DecapAttached DecapAction = iota
+	// DecapKept: this very xdp_decap ran there in this mode already; it
+	// was adopted, untouched.
+	DecapKept
+	// DecapReplaced: another version of xdp_decap ran there; this one
+	// replaced it in one update.
+	DecapReplaced
+	// DecapModeChanged: xdp_decap ran there in the other mode; it was
+	// detached and this one attached in the mode asked for.
+	DecapModeChanged
+)
 
 // DecapStats are xdp_decap's counters (per interface, since attach).
 type DecapStats struct {
@@ -37,8 +56,11 @@ type DecapStats struct {
 // AttachDecap attaches xdp_decap to ifindex through netlink (not a
 // bpf_link), so it stays after this process exits. If the interface already
 // runs this exact xdp_decap in this mode, AttachDecap adopts it (counters
-// continue); an older xdp_decap is replaced in one netlink update; any
-// other XDP program is left alone and ErrForeignProgram returned.
+// continue); an older xdp_decap is replaced in one netlink update, one in
+// the other mode detached first (and put back if the new mode is
+// refused); any other XDP program is left alone and ErrForeignProgram
+// returned. It succeeds only once the kernel shows the program attached
+// in mode; Decap.Did says which of these it did.
 func AttachDecap(ifindex int, mode AttachMode) (*Decap, error) {
 	flags, err := netlinkFlags(mode)
 	if err != nil {
@@ -56,38 +78,120 @@ func AttachDecap(ifindex int, mode AttachMode) (*Decap, error) {
 	if err != nil || d.prog != objs.XdpDecap {
 		objs.Close() // failed, or adopted the attached program
 	}
+	if err == nil {
+		if err = d.verify(mode); err != nil {
+			d.Close()
+			d = nil
+		}
+	}
 	return d, err
+}
+
+// Did says what AttachDecap did; with DecapModeChanged, was is the mode
+// the program ran in before.
+func (d *Decap) Did() (did DecapAction, was AttachMode) { return d.did, d.was }
+
+// verify reads back that the interface runs d's program in mode: the
+// attach is reported only once the kernel shows it.
+func (d *Decap) verify(mode AttachMode) error {
+	_, cur, err := attachedXDP(d.ifindex)
+	if err != nil {
+		return fmt.Errorf("attach decap to ifindex %d: read back: %w", d.ifindex, err)
+	}
+	want := programID(d.prog)
+	if cur == nil {
+		return fmt.Errorf("attach decap to ifindex %d: the kernel accepted it, but no XDP program is attached", d.ifindex)
+	}
+	got, _ := attachedMode(cur.AttachMode)
+	if ebpf.ProgramID(cur.ProgId) != want || got != mode {
+		name, _, _ := progNameTag(ebpf.ProgramID(cur.ProgId))
+		return fmt.Errorf("attach decap to ifindex %d: the kernel accepted it, but program %d (%q) runs there in %v mode", d.ifindex, cur.ProgId, name, got)
+	}
+	return nil
+}
+
+// programID is p's kernel id (0 if unknown).
+func programID(p *ebpf.Program) ebpf.ProgramID {
+	info, err := p.Info()
+	if err != nil {
+		return 0
+	}
+	id, _ := info.ID()
+	return id
 }
 
 // attachDecap decides between adopting, replacing and attaching.
 func attachDecap(l netlink.Link, cur *netlink.LinkXdp, mode AttachMode, flags int, objs *decapObjects) (*Decap, error) {
 	ifindex := l.Attrs().Index
-	if cur != nil {
-		name, tag, err := progNameTag(ebpf.ProgramID(cur.ProgId))
-		if err != nil {
-			return nil, fmt.Errorf("attach decap to ifindex %d: %w", ifindex, err)
+	if cur == nil {
+		return setDecap(l, objs, mode, flags, DecapAttached, mode)
+	}
+	name, tag, err := progNameTag(ebpf.ProgramID(cur.ProgId))
+	if err != nil {
+		return nil, fmt.Errorf("attach decap to ifindex %d: %w", ifindex, err)
+	}
+	if name != decapProgName {
+		return nil, fmt.Errorf("attach decap to ifindex %d: %w (%q)", ifindex, ErrForeignProgram, name)
+	}
+	was, _ := attachedMode(cur.AttachMode)
+	switch ours, err := objs.XdpDecap.Info(); {
+	case err == nil && ours.Tag == tag && was == mode:
+		d, err := openDecap(ifindex, ebpf.ProgramID(cur.ProgId))
+		if d != nil {
+			d.did = DecapKept
 		}
-		if name != decapProgName {
-			return nil, fmt.Errorf("attach decap to ifindex %d: %w (%q)", ifindex, ErrForeignProgram, name)
-		}
-		curMode, _ := attachedMode(cur.AttachMode)
-		if ours, err := objs.XdpDecap.Info(); err == nil && ours.Tag == tag && curMode == mode {
-			return openDecap(ifindex, ebpf.ProgramID(cur.ProgId))
-		}
-		if curMode != mode { // the kernel refuses two modes at once
-			if err := setXDP(l, -1, cur.AttachMode); err != nil {
-				return nil, fmt.Errorf("attach decap to ifindex %d: detach %v mode: %w", ifindex, curMode, err)
-			}
-		}
+		return d, err
+	case was == mode:
+		return setDecap(l, objs, mode, flags, DecapReplaced, was) // one update
+	}
+	return changeDecapMode(l, cur, objs, mode, flags)
+}
+
+// setDecap attaches objs' program (replacing one in the same mode).
+func setDecap(l netlink.Link, objs *decapObjects, mode AttachMode, flags int, did DecapAction, was AttachMode) (*Decap, error) {
+	if err := netlink.LinkSetXdpFdWithFlags(l, objs.XdpDecap.FD(), flags); err != nil {
+		return nil, attachError(l.Attrs().Index, mode, err)
+	}
+	return newDecap(l.Attrs().Index, objs, did, was)
+}
+
+// changeDecapMode replaces the decap attached in the other mode: the
+// kernel refuses two modes at once, so the old one is detached first, and
+// put back if the new mode is refused.
+func changeDecapMode(l netlink.Link, cur *netlink.LinkXdp, objs *decapObjects, mode AttachMode, flags int) (*Decap, error) {
+	ifindex := l.Attrs().Index
+	was, _ := attachedMode(cur.AttachMode)
+	old, err := ebpf.NewProgramFromID(ebpf.ProgramID(cur.ProgId)) // held open, it survives its detach
+	if err != nil {
+		return nil, fmt.Errorf("attach decap to ifindex %d: open the %v mode program: %w", ifindex, was, err)
+	}
+	defer old.Close()
+	if err := setXDP(l, -1, cur.AttachMode); err != nil {
+		return nil, fmt.Errorf("attach decap to ifindex %d: detach %v mode: %w", ifindex, was, err)
 	}
 	if err := netlink.LinkSetXdpFdWithFlags(l, objs.XdpDecap.FD(), flags); err != nil {
-		return nil, attachError(ifindex, mode, err)
+		return nil, restoreDecap(l, old, cur.AttachMode, attachError(ifindex, mode, err))
 	}
+	return newDecap(ifindex, objs, DecapModeChanged, was)
+}
+
+// newDecap is the Decap of objs, just attached.
+func newDecap(ifindex int, objs *decapObjects, did DecapAction, was AttachMode) (*Decap, error) {
 	pc, err := newPerCPU(8)
 	if err != nil {
 		return nil, err
 	}
-	return &Decap{ifindex: ifindex, prog: objs.XdpDecap, counters: objs.DecapCounters, percpu: pc}, nil
+	return &Decap{ifindex: ifindex, prog: objs.XdpDecap, counters: objs.DecapCounters, percpu: pc, did: did, was: was}, nil
+}
+
+// restoreDecap puts back the xdp_decap that a failed mode change detached,
+// and says in the error whether it is back.
+func restoreDecap(l netlink.Link, old *ebpf.Program, attached uint32, err error) error {
+	was, _ := attachedMode(attached)
+	if perr := setXDP(l, old.FD(), attached); perr != nil {
+		return fmt.Errorf("%w (the decap in %v mode was detached first and could not be put back: %v; nothing is attached now)", err, was, perr)
+	}
+	return fmt.Errorf("%w (the decap in %v mode is attached again, unchanged)", err, was)
 }
 
 // DetachDecap removes xdp_decap from ifindex, whichever process attached

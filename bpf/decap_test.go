@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -198,6 +199,12 @@ func TestDecapAttach(t *testing.T) {
 	if name, mode := attachedName(t, ns, idx); name != decapProgName || mode != AttachGeneric {
 		t.Fatalf("attached %q %v", name, mode)
 	}
+	if did, _ := d1.Did(); did != DecapAttached {
+		t.Errorf("first attach did %v, want DecapAttached", did)
+	}
+	if did, _ := d2.Did(); did != DecapKept {
+		t.Errorf("second attach did %v, want DecapKept", did)
+	}
 	if progIDOf(t, d1.prog) != progIDOf(t, d2.prog) {
 		t.Error("second attach replaced the program instead of adopting it")
 	}
@@ -220,10 +227,14 @@ func TestDecapAttach(t *testing.T) {
 
 	ns.MustDo(t, func() error { // mode switch
 		d3, err := AttachDecap(idx, AttachDriver)
-		if err == nil {
-			d3.Close()
+		if err != nil {
+			return err
 		}
-		return err
+		defer d3.Close()
+		if did, was := d3.Did(); did != DecapModeChanged || was != AttachGeneric {
+			return fmt.Errorf("mode switch did %v (was %v), want DecapModeChanged from generic", did, was)
+		}
+		return nil
 	})
 	if name, mode := attachedName(t, ns, idx); name != decapProgName || mode != AttachDriver {
 		t.Fatalf("after mode switch: %q %v", name, mode)
@@ -279,4 +290,34 @@ func TestDecapForeign(t *testing.T) {
 	if name, _ := attachedName(t, ns, idx); name != "xdp_lb" {
 		t.Fatalf("xdp_lb gone: %q attached", name)
 	}
+}
+
+// TestDecapFailedModeChangeRestores: a mode change that the driver
+// refuses (native XDP on a bridge) puts the decap back as it was and says
+// so, instead of leaving the interface without one.
+func TestDecapFailedModeChangeRestores(t *testing.T) {
+	ns, _ := decapNet(t)
+	ns.MustExec(t, "ip", "link", "add", "br0", "type", "bridge")
+	ns.MustDo(t, func() error {
+		br, err := netlink.LinkByName("br0")
+		if err != nil {
+			return err
+		}
+		idx := br.Attrs().Index
+		d, err := AttachDecap(idx, AttachGeneric)
+		if err != nil {
+			return err
+		}
+		before := progIDOf(t, d.prog)
+		d.Close()
+		defer DetachDecap(idx)
+		if _, err := AttachDecap(idx, AttachDriver); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "attached again") {
+			return fmt.Errorf("native on a bridge over generic: %v, want ErrNotSupported saying the old one is back", err)
+		}
+		_, cur, err := attachedXDP(idx)
+		if err != nil || cur == nil || ebpf.ProgramID(cur.ProgId) != before {
+			return fmt.Errorf("after the refused mode change: %+v, %v; want program %d back", cur, err, before)
+		}
+		return nil
+	})
 }

@@ -173,7 +173,8 @@
 // or 41 by the inner family (so IPv4 VIPs may have IPv6 backends and the
 // reverse). A VLAN tag stays on the frame. The FIB never resolves
 // neighbours: the control plane must keep backend next hops resolved
-// (drop_no_neigh says when it did not), ip_forward must be on, and the
+// (drop_no_neigh says when it did not), forwarding must be on for the
+// backend's family on the ingress interface (else drop_fib), and the
 // path to the backends needs an MTU of at least 1520 (1540 for IPv6
 // outer) or clients with clamped MSS, or full-size packets drop as
 // drop_too_big.
@@ -189,10 +190,24 @@
 // in the same directory; Attach of a later process swaps its program into
 // the pinned link (link.Update: no moment without a program), also when
 // the link was pinned by an older layout, whose pins (its maps, so its
-// conntrack) it then removes. PinPath must be a bpffs or an
-// empty/absent directory, on which Load mounts one (mode 0700; left
-// mounted). Inner Maglev maps cannot be pinned; the pinned outer map keeps
-// them alive.
+// conntrack) it then removes. Inner Maglev maps cannot be pinned; the
+// pinned outer map keeps them alive.
+//
+// Pins are worth something only on a bpffs that outlives the process: a
+// bpffs instance, and every pin in it, goes when its last mount does, and
+// a mount made in a private mount namespace (ip netns exec, systemd's
+// sandboxing) goes with that namespace, taking the pinned link and so the
+// program off the interface. Load therefore accepts a PinPath on (or to be
+// made inside) a bpffs that PID 1's mount namespace also has (the same
+// superblock in /proc/1/mountinfo; without that table, a mount that is a
+// slave of another namespace's), or an empty/absent directory on which it
+// mounts one (mode 0700; left mounted) when that mount is the host's; else
+// it refuses with the fix (mount -t bpf bpf DIR). CheckPinPath answers the
+// same question without changing anything (l4lb check), and
+// LinkOutlivesProcess checks it again, with the link's pin, at shutdown.
+// DetachPinned takes a stopped process's link off without loading or
+// mounting anything. A process that is PID 1 itself (a container's
+// entrypoint) cannot tell its own namespace from the host's.
 //
 // # Hazards
 //

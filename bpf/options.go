@@ -49,8 +49,11 @@ type Options struct {
 	// PinPath, when set, is a directory on which maps and the XDP links are
 	// pinned (under a subdirectory named by the layout version), so that a
 	// restarted process adopts the maps (conntrack survives) and replaces
-	// the program without detaching it. A directory that is not a bpffs is
-	// made into one (mount -t bpf) if it is empty or absent.
+	// the program without detaching it. It must be on a bpffs that
+	// outlives the process (one the host's mount namespace has), or an
+	// empty or absent directory that Load makes into one (mount -t bpf)
+	// when this process is in the host's mount namespace; see the package
+	// comment, "Pinning".
 	PinPath string
 }
 

@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,30 +99,6 @@ func describeMembers(w io.Writer, ms []btf.Member, depth int) {
 	fmt.Fprint(w, "}")
 }
 
-// ensureBPFFS makes dir a bpffs: it is one already, or it is absent or
-// empty and gets one mounted (mode 0700). A non-empty directory on another
-// file system is refused rather than hidden under a mount.
-func ensureBPFFS(dir string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("pin path: %w", err)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("pin path: %w", err)
-	}
-	if len(entries) > 0 {
-		return fmt.Errorf("pin path %s is not a bpffs and not empty: mount one there (mount -t bpf bpf %s)", dir, dir)
-	}
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
-		return fmt.Errorf("pin path %s: mount bpffs: %w", dir, err)
-	}
-	return nil
-}
-
 // preparePins mounts bpffs if needed, creates the layout's directory and
 // marks the maps for pinning by name in it. It returns the directory.
 func preparePins(spec *ebpf.CollectionSpec, root string, version int) (string, error) {
@@ -173,3 +152,166 @@ func removePins(dir string) error {
 	}
 	return removeIfEmpty(dir)
 }
+
+// LinkOutlivesProcess says whether the XDP program this LB attached to
+// ifindex stays attached after the process exits: nil when its link is
+// pinned (the pin is the link this LB holds) on a bpffs that the host's
+// mount namespace has too; otherwise why not, wrapping ErrPinUnverified
+// when that cannot be told.
+func (lb *LB) LinkOutlivesProcess(ifindex int) error {
+	if lb.pinDir == "" {
+		return errors.New("the link is not pinned")
+	}
+	lb.mu.Lock()
+	held := lb.links[ifindex]
+	lb.mu.Unlock()
+	if held == nil {
+		return fmt.Errorf("no link on ifindex %d", ifindex)
+	}
+	path := filepath.Join(lb.pinDir, linkPinName(ifindex))
+	pinned, err := link.LoadPinnedLink(path, nil)
+	if err != nil {
+		return fmt.Errorf("its link pin %s is gone: %w", path, err)
+	}
+	defer pinned.Close()
+	a, errA := held.Info()
+	b, errB := pinned.Info()
+	if err := errors.Join(errA, errB); err != nil {
+		return fmt.Errorf("link pin %s: %w", path, err)
+	}
+	if a.ID != b.ID {
+		return fmt.Errorf("the pin %s holds link %d, not this process's link %d", path, b.ID, a.ID)
+	}
+	dev, ok, err := bpffsDev(path)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("%s is not on a bpffs", path)
+	}
+	return outlivesProcess(dev)
+}
+
+// Unpinned is what DetachPinned found and did.
+type Unpinned struct {
+	// LinkPins are the pins of XDP links on the interface that were
+	// removed (at most one per layout directory).
+	LinkPins []string
+	// Dirs are the layout directories removed with their pins.
+	Dirs []RemovedDir
+	// Kept are layout directories left in place: they still pin the link
+	// of another interface, which uses their maps.
+	Kept []string
+	// Attached names the XDP program on the interface afterwards ("" =
+	// none), and AttachedID its id: a program that a removed pin held is
+	// still there while another process holds its link.
+	Attached   string
+	AttachedID uint32
+}
+
+// RemovedDir is a layout directory DetachPinned removed, and how many
+// pins (maps, links) were in it.
+type RemovedDir struct {
+	Path string
+	Pins int
+}
+
+// Detached reports whether a pinned link was removed and no xdp_lb runs on
+// the interface any more.
+func (u Unpinned) Detached() bool { return len(u.LinkPins) > 0 && u.Attached != lbProgName }
+
+// isLayoutDir reports whether name is one pinDirName gives:
+// v<version>-<12 hex digits>.
+func isLayoutDir(name string) bool {
+	version, hash, ok := strings.Cut(strings.TrimPrefix(name, "v"), "-")
+	if !ok || !strings.HasPrefix(name, "v") || version == "" || len(hash) != 12 {
+		return false
+	}
+	digits := func(s, set string) bool { return strings.Trim(s, set) == "" }
+	return digits(version, "0123456789") && digits(hash, "0123456789abcdef")
+}
+
+// lbProgName is the kernel name of xdp_lb.
+const lbProgName = "xdp_lb"
+
+// DetachPinned takes off the XDP link that a stopped process left pinned
+// under root for ifindex, and removes the pins of every layout directory
+// that holds no other interface's link. It never mounts, creates or loads
+// anything: a root that does not exist or is not a bpffs has nothing
+// pinned. It reports what it found and did; the program is gone only
+// when no other process holds its link (Unpinned.Detached).
+func DetachPinned(root string, ifindex int) (Unpinned, error) {
+	var u Unpinned
+	if _, ok, err := bpffsDev(root); err != nil || !ok {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return u, err
+		}
+		return u, u.readAttached(ifindex)
+	}
+	dirs, err := filepath.Glob(filepath.Join(root, "v*-*"))
+	if err != nil {
+		return u, err
+	}
+	for _, dir := range dirs {
+		if !isLayoutDir(filepath.Base(dir)) {
+			continue // not ours: pin_path may be a shared bpffs
+		}
+		if err := u.unpinDir(dir, ifindex); err != nil {
+			return u, err
+		}
+	}
+	return u, u.readAttached(ifindex)
+}
+
+// unpinDir removes dir's link pin for ifindex, then, when no other link is
+// pinned there, the directory with its maps.
+func (u *Unpinned) unpinDir(dir string, ifindex int) error {
+	path := filepath.Join(dir, linkPinName(ifindex))
+	if _, err := os.Lstat(path); err == nil {
+		l, err := link.LoadPinnedLink(path, nil)
+		if err != nil {
+			return fmt.Errorf("load pinned link %s: %w", path, err)
+		}
+		err = l.Unpin()
+		if cerr := l.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("unpin %s: %w", path, err)
+		}
+		u.LinkPins = append(u.LinkPins, path)
+	}
+	if others, _ := filepath.Glob(filepath.Join(dir, "link_xdp_*")); len(others) > 0 {
+		u.Kept = append(u.Kept, dir)
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("remove pins: %w", err)
+	}
+	if err := removePins(dir); err != nil {
+		return err
+	}
+	u.Dirs = append(u.Dirs, RemovedDir{Path: dir, Pins: len(entries)})
+	return nil
+}
+
+// readAttached records the XDP program on ifindex.
+func (u *Unpinned) readAttached(ifindex int) (err error) {
+	u.Attached, u.AttachedID, err = AttachedProgram(ifindex)
+	return err
+}
+
+// AttachedProgram names the XDP program attached to ifindex, by any
+// process and in any mode, and gives its id ("", 0 when none).
+func AttachedProgram(ifindex int) (name string, id uint32, err error) {
+	_, cur, err := attachedXDP(ifindex)
+	if err != nil || cur == nil {
+		return "", 0, err
+	}
+	name, _, err = progNameTag(ebpf.ProgramID(cur.ProgId))
+	return name, cur.ProgId, err
+}
+
+// IsBalancer reports whether a program name (AttachedProgram) is xdp_lb.
+func IsBalancer(name string) bool { return name == lbProgName }

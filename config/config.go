@@ -33,6 +33,11 @@ type Config struct {
 	lines *lineIndex // where each key is, for problems found later (CheckHost)
 }
 
+// KeyLine is the line of a key path (such as "xdp.pin_path") in the
+// file, or of the nearest table above it; 0 when unknown. For problems
+// found outside this package (host checks).
+func (c *Config) KeyLine(key string) int { return c.lines.line(key) }
+
 // VIP returns the VIP called name, or nil.
 func (c *Config) VIP(name string) *VIP {
 	for i := range c.VIPs {

@@ -202,6 +202,9 @@ attach_host() { # attach_host NS LAST-BYTE: a veth0 in NS, its peer on the bridg
   inns "$1" ip addr add 198.18.10.$2/24 dev veth0 && inns "$1" ip link set veth0 up
 }
 attach_host $XLB 1
+# ipip goes through the kernel's FIB (bpf_fib_lookup), which needs
+# forwarding on; l4lb checks it but writes no sysctl.
+inns $XLB sysctl -qw net.ipv4.ip_forward=1
 attach_host $XCLI 2
 inns $XCLI ip route add $XVIP/32 via 198.18.10.1
 for i in 1 2 3; do
@@ -248,7 +251,7 @@ XPID=$!
 PIDS+=($XPID)
 for _ in $(seq 100); do [ -S "$TMP/xdp.sock" ] && break; sleep 0.05; done
 [ -S "$TMP/xdp.sock" ] || { cat "$TMP/xdp.log"; echo "l4lb did not start"; exit 1; }
-grep -E "xdp program attached|generic mode|forwarding" "$TMP/xdp.log" | cut -c1-160 | sed 's/^/  l4lb| /'
+grep -E "xdp program attached|generic mode" "$TMP/xdp.log" | cut -c1-160 | sed 's/^/  l4lb| /'
 sleep 1.2
 
 step "client: 24 HTTP requests to $XVIP:80 (each a new connection: a new flow, hashed onto the Maglev table)"

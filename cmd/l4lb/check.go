@@ -40,6 +40,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	// Names are looked up, but one that does not resolve is a warning:
 	// run starts without its backends, and the file is still right.
 	warnings = append(warnings, reconcile.CheckNames(cfg, checkNamesTimeout)...)
+	// What would stop the XDP program from starting here (pin path,
+	// forwarding): run would fail, but the file is right.
+	warnings = append(warnings, reconcile.CheckXDPHost(cfg)...)
 	socket := *sock
 	if socket == "" {
 		socket = cfg.Global.AdminSocket

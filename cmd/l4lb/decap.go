@@ -28,8 +28,9 @@ On each backend:
   sysctl -w net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.all.rp_filter=0
 
 The program stays attached after the command exits. attach is idempotent
-(an attached decap program of this version is kept, an older one replaced);
-detach with nothing attached says so and exits 0. Another XDP program on
+and says what it did: attached, kept (this version ran there already),
+replaced (an older version ran there) or moved to the other mode; detach
+with nothing attached says so and exits 0. Another XDP program on
 the interface is never replaced or removed (exit 1). status prints its
 counters. --mode generic works on any interface, much slower.
 
@@ -88,12 +89,35 @@ func decapAttach(ifc *net.Interface, modeName string, stdout, stderr io.Writer) 
 	}
 	d, err := bpf.AttachDecap(ifc.Index, mode)
 	if err != nil {
-		fmt.Fprintf(stderr, "l4lb decap attach: %s: %v\n", ifc.Name, err)
+		fmt.Fprintf(stderr, "l4lb decap attach: %s: %v%s\n", ifc.Name, err, genericHint(err, mode, "--mode generic"))
 		return 1
 	}
 	defer d.Close()
-	fmt.Fprintf(stdout, "decap attached to %s (%s mode)\n", ifc.Name, mode)
+	fmt.Fprintln(stdout, decapAttached(ifc.Name, mode, d))
 	return 0
+}
+
+// decapAttached says what attach did to the interface.
+func decapAttached(name string, mode bpf.AttachMode, d *bpf.Decap) string {
+	switch did, was := d.Did(); did {
+	case bpf.DecapKept:
+		return fmt.Sprintf("decap already attached to %s (%s mode): kept, its counters go on", name, mode)
+	case bpf.DecapReplaced:
+		return fmt.Sprintf("decap on %s (%s mode) replaced by this version's", name, mode)
+	case bpf.DecapModeChanged:
+		return fmt.Sprintf("decap on %s moved from %s to %s mode", name, was, mode)
+	}
+	return fmt.Sprintf("decap attached to %s (%s mode)", name, mode)
+}
+
+// genericHint is the fix for native XDP on an interface whose driver has
+// none (lo, bridges, many virtual devices): the generic mode, named by
+// how the caller sets it.
+func genericHint(err error, mode bpf.AttachMode, set string) string {
+	if mode != bpf.AttachDriver || !errors.Is(err, bpf.ErrNotSupported) {
+		return ""
+	}
+	return fmt.Sprintf(" (the interface's driver has no native XDP: use %s, which works on any interface at a fraction of the speed)", set)
 }
 
 func decapDetach(ifc *net.Interface, stdout, stderr io.Writer) int {

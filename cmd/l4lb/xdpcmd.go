@@ -9,14 +9,16 @@ import (
 
 	"github.com/l4lb/l4lb/bpf"
 	"github.com/l4lb/l4lb/config"
-	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
 const xdpHelp = `With [xdp] pin_path set, a stopped l4lb leaves its XDP program attached
 and its maps pinned, so that the next l4lb adopts them without dropping a
 flow. "l4lb xdp detach" takes the program off the configured interface and
-removes the pins, for when no l4lb will come back. It refuses while an l4lb
-answers on the config's admin socket.
+removes the pins, for when no l4lb will come back, and prints what it
+found and did: "nothing detached" when no program was pinned there. It
+never mounts, loads or attaches anything. It refuses while an l4lb answers
+on the config's admin socket, and fails (exit 1) when an l4lb program
+stays attached.
 `
 
 func cmdXDP(args []string, stdout, stderr io.Writer) int {
@@ -42,15 +44,17 @@ func cmdXDP(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if err := xdpDetach(cfg); err != nil {
+	if err := xdpDetach(cfg, stdout); err != nil {
 		fmt.Fprintln(stderr, "l4lb xdp detach:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "xdp program detached from %s, pins under %s removed\n", cfg.XDP.Interface, cfg.XDP.PinPath)
 	return 0
 }
 
-func xdpDetach(cfg *config.Config) error {
+// xdpDetach removes what a stopped l4lb left pinned under cfg's pin_path
+// for its interface and prints exactly what it found and did. It fails
+// when the program stays attached.
+func xdpDetach(cfg *config.Config, stdout io.Writer) error {
 	if cfg.XDP == nil || cfg.XDP.PinPath == "" {
 		return fmt.Errorf("%s has no [xdp] pin_path: an unpinned program goes with the l4lb that attached it", cfg.Path)
 	}
@@ -59,20 +63,42 @@ func xdpDetach(cfg *config.Config) error {
 			return fmt.Errorf("an l4lb is running on %s: stop it first", cfg.Global.AdminSocket)
 		}
 	}
-	ifc, err := net.InterfaceByName(cfg.XDP.Interface)
+	ifname, root := cfg.XDP.Interface, cfg.XDP.PinPath
+	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
-		return fmt.Errorf("interface %q: %w", cfg.XDP.Interface, err)
+		return fmt.Errorf("interface %q: %w", ifname, err)
 	}
-	lb, err := bpf.Load(reconcile.XDPLoadOptions(*cfg.XDP))
+	u, err := bpf.DetachPinned(root, ifc.Index)
+	for _, d := range u.Dirs {
+		fmt.Fprintf(stdout, "removed %s and the %d pins in it\n", d.Path, d.Pins)
+	}
+	for _, dir := range u.Kept {
+		fmt.Fprintf(stdout, "kept %s: it pins the XDP link of another interface\n", dir)
+	}
 	if err != nil {
 		return err
 	}
-	defer lb.Close()
-	if err := lb.Attach(ifc.Index, reconcile.XDPAttachMode(*cfg.XDP)); err != nil { // adopts the pinned link
-		return err
+	return reportDetach(u, ifname, root, stdout)
+}
+
+// reportDetach says whether the interface still runs a program, and fails
+// when l4lb's does.
+func reportDetach(u bpf.Unpinned, ifname, root string, stdout io.Writer) error {
+	switch {
+	case u.Detached():
+		fmt.Fprintf(stdout, "xdp program detached from %s\n", ifname)
+	case len(u.LinkPins) > 0:
+		return fmt.Errorf("unpinned the XDP link on %s, but xdp_lb (program %d) is still attached: another process holds its link (an l4lb still running?)", ifname, u.AttachedID)
+	case bpf.IsBalancer(u.Attached):
+		return fmt.Errorf("%s runs xdp_lb (program %d), but no pin under %s holds it: the l4lb that attached it still runs (stop that one)", ifname, u.AttachedID, root)
+	default:
+		fmt.Fprintf(stdout, "no l4lb XDP program pinned under %s for %s: nothing detached\n", root, ifname)
 	}
-	if err := lb.Detach(); err != nil {
-		return err
+	if u.Attached != "" && !bpf.IsBalancer(u.Attached) {
+		fmt.Fprintf(stdout, "%s runs another XDP program (%q, program %d): left alone\n", ifname, u.Attached, u.AttachedID)
 	}
-	return lb.Unpin()
+	if len(u.Dirs) == 0 && len(u.Kept) == 0 {
+		fmt.Fprintf(stdout, "no l4lb pins under %s\n", root)
+	}
+	return nil
 }

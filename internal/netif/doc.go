@@ -10,8 +10,8 @@
 // it to the namespace of the calling thread at the time of the call,
 // OpenPath to a namespace file (/run/netns/NAME, /proc/PID/ns/net). After
 // that its methods may be called from any goroutine, locked or not.
-// The sysctl functions (ReadForwarding, EnableForwarding,
-// InterfaceForwarding) have no handle: /proc/sys/net follows the network
+// The sysctl functions (ReadForwarding, InterfaceForwarding,
+// CheckForwarding) have no handle: /proc/sys/net follows the network
 // namespace of the thread that opens it, so they act on the calling
 // thread's namespace. A daemon whose threads all share one namespace may
 // call them from anywhere; a test calls them on a locked OS thread inside
@@ -52,13 +52,14 @@
 //     the interface's link-local address; while that is tentative (duplicate
 //     address detection, ~1-2 s after the link comes up) the kernel sends
 //     nothing and IPv6 next hops stay INCOMPLETE. Tests disable DAD.
-//   - Enabling forwarding changes more than one value. net.ipv4.ip_forward=1
-//     also sets every interface's forwarding, disables LRO on every device
-//     and turns accept_redirects off; net.ipv6.conf.all.forwarding=1 makes
+//   - Forwarding is the administrator's to switch on: netif only reads it
+//     (CheckForwarding names the sysctl to set), because switching it
+//     changes more than one value. net.ipv4.ip_forward=1 also sets every
+//     interface's forwarding, disables LRO on every device and turns
+//     accept_redirects off; net.ipv6.conf.all.forwarding=1 makes
 //     interfaces with accept_ra=1 ignore router advertisements, so a host
 //     that takes its IPv6 default route from them loses it when it expires
-//     (set accept_ra=2 there first). EnableForwarding writes only what is
-//     off and reports what it changed so that the caller can log it.
+//     (set accept_ra=2 there first).
 //   - Ownership of neighbour entries lives in memory: a process that dies
 //     without Close leaves its managed entries behind; they keep probing
 //     their next hops until deleted (ip neigh del) or the link goes down.

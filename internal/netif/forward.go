@@ -3,17 +3,23 @@ package netif
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // procSys is where the kernel's sysctls are; it follows the network
-// namespace of the thread that opens a file under it.
+// namespace of the thread that opens it.
 const procSys = "/proc/sys"
 
-// Forwarding is the state of IPv4 and IPv6 forwarding, or a request to
-// enable them.
+// ErrForwardingOff is returned by CheckForwarding when a family that is
+// needed is not forwarded on the interface.
+var ErrForwardingOff = errors.New("IP forwarding is off")
+
+// Forwarding is the state of IPv4 and IPv6 forwarding, or the families a
+// caller needs.
 type Forwarding struct {
 	IPv4, IPv6 bool
 }
@@ -30,18 +36,29 @@ func ReadForwarding() (Forwarding, error) { return readForwarding(procSys, "") }
 // bpf_fib_lookup checks the value of the interface the packet came in on,
 // which an administrator may have turned off after the global switch.
 func InterfaceForwarding(ifname string) (Forwarding, error) {
-	if ifname == "" || ifname == "." || ifname == ".." || filepath.Base(ifname) != ifname {
-		return Forwarding{}, fmt.Errorf("forwarding of %q: bad interface name", ifname)
+	if err := checkIfname(ifname); err != nil {
+		return Forwarding{}, err
 	}
 	return readForwarding(procSys, ifname)
 }
 
-// EnableForwarding turns on the forwarding of each family set in want, in
-// the calling thread's namespace, writing only those that are off. It
-// returns what it turned on, so that the caller can log the change: see
-// the package comment for what else the kernel changes with them.
-func EnableForwarding(want Forwarding) (changed Forwarding, err error) {
-	return enableForwarding(procSys, want)
+// CheckForwarding reads, in the calling thread's namespace, whether ifname
+// forwards each family set in need. It changes nothing: for a family that
+// is off it returns an error wrapping ErrForwardingOff that names the
+// exact sysctl to set (the global switch when that is off too, else the
+// interface's own).
+func CheckForwarding(ifname string, need Forwarding) error {
+	if err := checkIfname(ifname); err != nil {
+		return err
+	}
+	return checkForwarding(procSys, ifname, need)
+}
+
+func checkIfname(ifname string) error {
+	if ifname == "" || ifname == "." || ifname == ".." || filepath.Base(ifname) != ifname {
+		return fmt.Errorf("forwarding of %q: bad interface name", ifname)
+	}
+	return nil
 }
 
 func forwardingPaths(root, ifname string) (v4, v6 string) {
@@ -64,21 +81,45 @@ func readForwarding(root, ifname string) (Forwarding, error) {
 	return Forwarding{IPv4: v4, IPv6: v6}, nil
 }
 
-func enableForwarding(root string, want Forwarding) (Forwarding, error) {
-	p4, p6 := forwardingPaths(root, "")
-	var changed Forwarding
-	var err error
-	if want.IPv4 {
-		if changed.IPv4, err = enableFlag(p4); err != nil {
-			return changed, err
+// checkForwarding is CheckForwarding under root.
+func checkForwarding(root, ifname string, need Forwarding) error {
+	if !need.Any() {
+		return nil
+	}
+	global, err := readForwarding(root, "")
+	if err != nil {
+		return err
+	}
+	on, err := readForwarding(root, ifname)
+	if err != nil {
+		return err
+	}
+	var fixes, off []string
+	if need.IPv4 && !on.IPv4 {
+		off = append(off, "IPv4")
+		if global.IPv4 {
+			fixes = append(fixes, "net.ipv4.conf."+ifname+".forwarding=1")
+		} else {
+			fixes = append(fixes, "net.ipv4.ip_forward=1")
 		}
 	}
-	if want.IPv6 {
-		if changed.IPv6, err = enableFlag(p6); err != nil {
-			return changed, err
+	if need.IPv6 && !on.IPv6 {
+		off = append(off, "IPv6")
+		if global.IPv6 {
+			fixes = append(fixes, "net.ipv6.conf."+ifname+".forwarding=1")
+		} else {
+			fixes = append(fixes, "net.ipv6.conf.all.forwarding=1")
 		}
 	}
-	return changed, nil
+	if len(off) == 0 {
+		return nil
+	}
+	ra := ""
+	if need.IPv6 && !global.IPv6 {
+		ra = "; interfaces that take their IPv6 default route from router advertisements need accept_ra=2 first"
+	}
+	return fmt.Errorf("%w for %s on %s (set it with `sysctl -w %s` and keep it in /etc/sysctl.d/%s)",
+		ErrForwardingOff, strings.Join(off, " and "), ifname, strings.Join(fixes, " "), ra)
 }
 
 // readFlag reads a 0/1 sysctl; any non-zero value counts as on (IPv6
@@ -90,17 +131,4 @@ func readFlag(path string) (bool, error) {
 	}
 	v := bytes.TrimSpace(b)
 	return len(v) > 0 && !bytes.Equal(v, []byte("0")), nil
-}
-
-// enableFlag writes 1 to path unless it is on already, and says whether
-// it wrote.
-func enableFlag(path string) (bool, error) {
-	on, err := readFlag(path)
-	if err != nil || on {
-		return false, err
-	}
-	if err := os.WriteFile(path, []byte("1\n"), 0o644); err != nil {
-		return false, fmt.Errorf("sysctl: %w", err)
-	}
-	return true, nil
 }

@@ -2,16 +2,21 @@
 package netif
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
-func fakeProcSys(t *testing.T, v4, v6 string) string {
+// fakeProcSys writes the global and eth0's forwarding flags under a
+// temp root.
+func fakeProcSys(t *testing.T, v4, v6, if4, if6 string) string {
 	t.Helper()
 	root := t.TempDir()
 	p4, p6 := forwardingPaths(root, "")
-	for p, v := range map[string]string{p4: v4, p6: v6} {
+	i4, i6 := forwardingPaths(root, "eth0")
+	for p, v := range map[string]string{p4: v4, p6: v6, i4: if4, i6: if6} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -22,30 +27,53 @@ func fakeProcSys(t *testing.T, v4, v6 string) string {
 	return root
 }
 
-func TestEnableForwardingWritesOnlyWhatIsOff(t *testing.T) {
-	root := fakeProcSys(t, "0\n", "2\n") // any non-zero value is on
-	p4, p6 := forwardingPaths(root, "")
-	changed, err := enableForwarding(root, Forwarding{IPv4: true, IPv6: true})
-	if err != nil || changed != (Forwarding{IPv4: true}) {
-		t.Fatalf("enable = %+v, %v; want IPv4 changed only", changed, err)
-	}
-	if b, _ := os.ReadFile(p4); string(b) != "1\n" {
-		t.Errorf("ip_forward = %q, want 1", b)
-	}
-	if b, _ := os.ReadFile(p6); string(b) != "2\n" {
-		t.Errorf("ipv6 forwarding rewritten to %q", b)
-	}
-	if got, err := readForwarding(root, ""); err != nil || got != (Forwarding{IPv4: true, IPv6: true}) {
-		t.Errorf("read = %+v, %v", got, err)
+// TestCheckForwarding: what is on passes, what is off names the exact
+// sysctl (the global switch, or the interface's own when only that is
+// off), and nothing is ever written.
+func TestCheckForwarding(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		v4, v6, if4, if6 string
+		need             Forwarding
+		want             string // "" = no error
+	}{
+		{"all on", "1\n", "1\n", "1\n", "2\n", Forwarding{IPv4: true, IPv6: true}, ""},
+		{"nothing needed", "0\n", "0\n", "0\n", "0\n", Forwarding{}, ""},
+		{"v6 off, only v4 needed", "1\n", "0\n", "1\n", "0\n", Forwarding{IPv4: true}, ""},
+		{"v4 off", "0\n", "0\n", "0\n", "0\n", Forwarding{IPv4: true}, "for IPv4 on eth0 (set it with `sysctl -w net.ipv4.ip_forward=1`"},
+		{"v4 off on the interface only", "1\n", "0\n", "0\n", "0\n", Forwarding{IPv4: true}, "`sysctl -w net.ipv4.conf.eth0.forwarding=1`"},
+		{"both off", "0\n", "0\n", "0\n", "0\n", Forwarding{IPv4: true, IPv6: true},
+			"for IPv4 and IPv6 on eth0 (set it with `sysctl -w net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1` and keep it in /etc/sysctl.d/; interfaces that take their IPv6 default route from router advertisements need accept_ra=2 first)"},
+		{"v6 off on the interface only", "1\n", "1\n", "1\n", "0\n", Forwarding{IPv4: true, IPv6: true}, "`sysctl -w net.ipv6.conf.eth0.forwarding=1`"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := fakeProcSys(t, c.v4, c.v6, c.if4, c.if6)
+			err := checkForwarding(root, "eth0", c.need)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case c.want != "" && (!errors.Is(err, ErrForwardingOff) || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error %v, want ErrForwardingOff with %q", err, c.want)
+			}
+			p4, p6 := forwardingPaths(root, "")
+			for p, v := range map[string]string{p4: c.v4, p6: c.v6} {
+				if b, _ := os.ReadFile(p); string(b) != v {
+					t.Errorf("%s rewritten to %q", p, b)
+				}
+			}
+		})
 	}
 }
 
-func TestEnableForwardingReportsErrors(t *testing.T) {
+func TestCheckForwardingReportsErrors(t *testing.T) {
 	root := t.TempDir() // no files at all
-	if _, err := enableForwarding(root, Forwarding{IPv4: true}); err == nil {
-		t.Error("enable without the sysctl file succeeded")
+	if err := checkForwarding(root, "eth0", Forwarding{IPv4: true}); err == nil || errors.Is(err, ErrForwardingOff) {
+		t.Errorf("check without the sysctl files: %v, want a read error", err)
 	}
-	if changed, err := enableForwarding(root, Forwarding{}); err != nil || changed.Any() {
-		t.Errorf("enable of nothing = %+v, %v; want no change and no error", changed, err)
+	if err := checkForwarding(root, "eth0", Forwarding{}); err != nil {
+		t.Errorf("check of nothing: %v", err)
+	}
+	if err := CheckForwarding("../all", Forwarding{IPv4: true}); err == nil {
+		t.Error("CheckForwarding(../all) accepted a path")
 	}
 }

@@ -180,6 +180,10 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	if err := r.self.RefreshLocal(); err != nil {
 		r.log.Warn("cannot list local addresses; backends that loop into l4lb are caught only after connecting", zap.Error(err))
 	}
+	if err := r.checkForwarding(cfg, desired); err != nil {
+		abandon()
+		return err
+	}
 	if err := r.ensureXDP(cfg); err != nil {
 		abandon()
 		return err
@@ -308,6 +312,18 @@ func (r *Runtime) ensureXDP(cfg *config.Config) error {
 	r.xdp = x
 	r.xdpAt.Store(x)
 	x.run(r.rescaleXDP)
+	return nil
+}
+
+// checkForwarding refuses a config whose ipip xdp VIPs need forwarding
+// that the XDP interface (the running one, or the one cfg starts) lacks.
+func (r *Runtime) checkForwarding(cfg *config.Config, desired map[l4.VIPKey]*config.VIP) error {
+	switch {
+	case r.xdp != nil:
+		return checkXDPForwarding(r.xdp.cfg.Interface, desired)
+	case cfg.XDP != nil && hasXDPVIP(cfg):
+		return checkXDPForwarding(cfg.XDP.Interface, desired)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"slices"
 	"sync"
@@ -67,8 +68,8 @@ type xdpRuntime struct {
 }
 
 // startXDP loads the balancer, attaches it to the configured interface and
-// prepares what forwarding needs: source addresses, IP forwarding, next-hop
-// neighbours. Any failure leaves nothing attached.
+// prepares what forwarding needs: source addresses, next-hop neighbours.
+// Any failure leaves nothing attached.
 func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRuntime, err error) {
 	x := &xdpRuntime{cfg: cfg, log: log.Named("xdp"), vips: newIndexPool(xdpMaxVIPs - 1), planes: map[*xdpPlane]struct{}{}, mtuChecked: map[netip.Addr]bool{},
 		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
@@ -94,6 +95,9 @@ func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRunti
 		return nil, err
 	}
 	if err := x.lb.Attach(x.iface.Index, attachMode(cfg.Attach)); err != nil {
+		if errors.Is(err, bpf.ErrNotSupported) && attachMode(cfg.Attach) == bpf.AttachDriver {
+			return nil, fmt.Errorf("xdp: %s: %w; its driver has no native XDP: set attach = \"generic\" in [xdp] (works on any interface, at a fraction of driver mode's speed)", cfg.Interface, err)
+		}
 		return nil, fmt.Errorf("xdp: %s: %w", cfg.Interface, err)
 	}
 	x.neigh = x.nl.NewNeighbors()
@@ -193,8 +197,9 @@ func (x *xdpRuntime) settle(backends *indexPool) {
 	}
 }
 
-// prepareHost sets the outer source addresses and turns on IP forwarding,
-// without which bpf_fib_lookup answers "forwarding disabled".
+// prepareHost sets the outer source addresses. IP forwarding, which
+// bpf_fib_lookup needs, is the administrator's: checkXDPForwarding refuses
+// a config that needs it while it is off.
 func (x *xdpRuntime) prepareHost() error {
 	v4, _ := x.iface.PrimaryV4()
 	v6, _ := x.iface.PrimaryV6()
@@ -204,13 +209,40 @@ func (x *xdpRuntime) prepareHost() error {
 	if err := x.lb.SetSource(v4, v6); err != nil {
 		return fmt.Errorf("xdp: %w", err)
 	}
-	changed, err := netif.EnableForwarding(netif.Forwarding{IPv4: v4.IsValid(), IPv6: v6.IsValid()})
-	if err != nil {
-		return fmt.Errorf("xdp: enable IP forwarding (bpf_fib_lookup needs it): %w", err)
+	return nil
+}
+
+// ipipFamilies are the families bpf_fib_lookup routes for vips: those of
+// the backends of xdp VIPs with forward = "ipip" (the outer header's
+// family). l2 VIPs and the guards of proxy VIPs need no forwarding.
+func ipipFamilies(vips map[l4.VIPKey]*config.VIP) netif.Forwarding {
+	var f netif.Forwarding
+	for _, vc := range vips {
+		if vc.Mode != l4.ModeXDP || vc.Forward != l4.ForwardIPIP {
+			continue
+		}
+		for _, b := range vc.Backends {
+			if a := b.Address.Addr(); a.Is4() {
+				f.IPv4 = true
+			} else if a.Is6() {
+				f.IPv6 = true
+			}
+		}
 	}
-	if changed.Any() {
-		x.log.Info("IP forwarding turned on: the XDP program looks up next hops in the kernel's FIB, which needs it",
-			zap.Bool("ipv4", changed.IPv4), zap.Bool("ipv6", changed.IPv6))
+	return f
+}
+
+// checkXDPForwarding refuses xdp VIPs that forward by ipip to backends of
+// a family that iface does not forward: bpf_fib_lookup would answer
+// "forwarding disabled" and every such packet would drop as drop_fib.
+// l4lb writes no sysctl; the error names the one to set.
+func checkXDPForwarding(iface string, vips map[l4.VIPKey]*config.VIP) error {
+	err := netif.CheckForwarding(iface, ipipFamilies(vips))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no such interface: startXDP says so
+	}
+	if err != nil {
+		return fmt.Errorf("xdp: the ipip VIPs reach their backends through the kernel's FIB (bpf_fib_lookup), which needs forwarding on the XDP interface, and l4lb writes no sysctl: %w", err)
 	}
 	return nil
 }
@@ -398,41 +430,80 @@ func (x *xdpRuntime) status() *XDPStatus {
 	return st
 }
 
-// shutdown stops the loop; the program stays attached when its maps are
-// pinned (a restarted l4lb adopts it, and forwarding never stops),
-// otherwise it is detached.
+// shutdown stops the loop; the program stays attached when its link is
+// pinned on a bpffs that outlives the process (a restarted l4lb adopts it,
+// and forwarding never stops), otherwise it is detached. The log says
+// which happened, checked, never assumed.
 func (x *xdpRuntime) shutdown() {
 	close(x.stop)
 	<-x.done
 	x.open.Lock()
 	x.closed = true
 	x.open.Unlock()
-	pinned := x.cfg.PinPath != ""
-	x.release(pinned)
-	if pinned {
-		x.log.Info("xdp program left attached with its pinned maps: the next l4lb adopts them; `l4lb xdp detach` removes it",
-			zap.String("pin_path", x.cfg.PinPath))
-	} else {
-		x.log.Info("xdp program detached", zap.String("interface", x.cfg.Interface))
+	keep, why := x.staysAttached()
+	x.logShutdown(keep, why, x.release(keep))
+}
+
+// logShutdown says what shutdown did to the program: left it attached
+// (checked, or not checkable), or detached it (and why, when pins were
+// configured), or failed to.
+func (x *xdpRuntime) logShutdown(keep bool, why, detachErr error) {
+	iface, pins := zap.String("interface", x.cfg.Interface), zap.String("pin_path", x.cfg.PinPath)
+	switch {
+	case keep && why == nil:
+		x.log.Info("xdp program left attached with its pinned maps: the next l4lb adopts them; `l4lb xdp detach` removes it", iface, pins)
+	case keep:
+		x.log.Warn("xdp program left attached with its pins, but whether they outlive this process could not be checked: "+
+			"if they do not, it goes with l4lb", iface, pins, zap.Error(why))
+	case detachErr != nil:
+		x.log.Error("xdp program: detaching it failed", iface, zap.Error(detachErr))
+	case why != nil && x.balancerAttached():
+		x.log.Info("xdp program left attached: another process holds its link now (an upgrade's new l4lb)", iface, pins,
+			zap.NamedError("this_process_pin", why))
+	case why != nil:
+		x.log.Warn("xdp program detached: its pin would not keep it attached after this process", iface, pins, zap.Error(why))
+	default:
+		x.log.Info("xdp program detached", iface)
 	}
+}
+
+// balancerAttached reports whether an xdp_lb still runs on the interface
+// (by anyone's link).
+func (x *xdpRuntime) balancerAttached() bool {
+	name, _, err := bpf.AttachedProgram(x.iface.Index)
+	return err == nil && bpf.IsBalancer(name)
+}
+
+// staysAttached reports whether the program stays attached after this
+// process: its link pinned on a bpffs that outlives it (or that cannot be
+// told), and why not (with pin_path) or why it cannot be told.
+func (x *xdpRuntime) staysAttached() (bool, error) {
+	if x.cfg.PinPath == "" {
+		return false, nil
+	}
+	err := x.lb.LinkOutlivesProcess(x.iface.Index)
+	return err == nil || errors.Is(err, bpf.ErrPinUnverified), err
 }
 
 // release frees what x holds; keep leaves the program attached, and the
 // backends' managed neighbour entries in place for it (the kernel keeps
-// resolving them; the next l4lb takes them as they are).
-func (x *xdpRuntime) release(keep bool) {
+// resolving them; the next l4lb takes them as they are). It returns the
+// detach's error.
+func (x *xdpRuntime) release(keep bool) error {
+	var err error
 	if x.neigh != nil && !keep {
 		_ = x.neigh.Close()
 	}
 	if x.lb != nil {
 		if !keep {
-			_ = x.lb.Detach()
+			err = x.lb.Detach()
 		}
 		_ = x.lb.Close()
 	}
 	if x.nl != nil {
 		x.nl.Close()
 	}
+	return err
 }
 
 // waitFlowsGone polls until the live flows of the given backend indexes

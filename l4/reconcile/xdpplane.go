@@ -260,9 +260,13 @@ func (p *xdpPlane) backendAddrs() []netip.Addr {
 	return out
 }
 
-// outlivesProcess: with pinned maps the program keeps forwarding (and its
-// conntrack keeps flows on their backends) while l4lb restarts.
-func (p *xdpPlane) outlivesProcess() bool { return p.x.cfg.PinPath != "" }
+// outlivesProcess: with its link pinned on a bpffs that outlives l4lb the
+// program keeps forwarding (and its conntrack keeps flows on their
+// backends) while l4lb restarts; otherwise the VIP drains like a proxy's.
+func (p *xdpPlane) outlivesProcess() bool {
+	stays, _ := p.x.staysAttached()
+	return stays
+}
 
 func (p *xdpPlane) update(vc *config.VIP) error {
 	p.vc.Store(vc) // the next publish writes hash key, forward and table size
