@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -77,14 +78,14 @@ func readRun(path string, run, keep int, fails map[string]*failure) error {
 				output[key] = append(output[key], o)
 			}
 		case "fail":
-			if failedTests[key] {
-				continue // a test (or package) that failed because a subtest (or test) did
-			}
 			if e.Test != "" {
 				failedTests[e.Package] = true
 				if i := strings.LastIndex(e.Test, "/"); i > 0 {
 					failedTests[e.Package+" "+e.Test[:i]] = true
 				}
+			}
+			if failedTests[key] {
+				continue // a test (or package) that failed because a subtest (or test) did
 			}
 			fl := fails[key]
 			if fl == nil {
@@ -92,7 +93,7 @@ func readRun(path string, run, keep int, fails map[string]*failure) error {
 				fails[key] = fl
 			}
 			if len(fl.runs) == 0 {
-				fl.excerpt = tail(output[key], keep)
+				fl.excerpt = excerpt(output[key], keep)
 			}
 			fl.runs = append(fl.runs, run)
 		}
@@ -100,13 +101,26 @@ func readRun(path string, run, keep int, fails map[string]*failure) error {
 	return sc.Err()
 }
 
-// tail keeps the last n lines (the failure is usually at the end).
-func tail(l []string, n int) []string {
+// excerpt keeps the last n lines a test file wrote (file.go:line: ...,
+// not the lines of a logger it installed), or else the last n lines.
+func excerpt(l []string, n int) []string {
+	var own []string
+	for _, s := range l {
+		if fileLine.MatchString(s) && !strings.Contains(s, "logger.go:") {
+			own = append(own, s)
+		}
+	}
+	if len(own) > 0 {
+		l = own
+	}
 	if len(l) > n {
 		l = l[len(l)-n:]
 	}
 	return l
 }
+
+// fileLine matches a line t.Log or t.Error wrote.
+var fileLine = regexp.MustCompile(`^\s+\w+\.go:\d+: `)
 
 func print(w *os.File, fails map[string]*failure, runs int) {
 	if len(fails) == 0 {
