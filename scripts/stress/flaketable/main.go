@@ -80,8 +80,10 @@ func readRun(path string, run, keep int, fails map[string]*failure) error {
 		case "fail":
 			if e.Test != "" {
 				failedTests[e.Package] = true
-				if i := strings.LastIndex(e.Test, "/"); i > 0 {
-					failedTests[e.Package+" "+e.Test[:i]] = true
+				for i := range len(e.Test) { // every ancestor (a subtest's name may hold a slash)
+					if e.Test[i] == '/' {
+						failedTests[e.Package+" "+e.Test[:i]] = true
+					}
 				}
 			}
 			if failedTests[key] {
