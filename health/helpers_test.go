@@ -146,9 +146,17 @@ func mustCheck(t *testing.T, spec Spec) Checker {
 	return c
 }
 
-// check runs one check with a generous outer context.
+// check runs one check with a generous outer context. A spec without a
+// timeout gets testTimeout rather than the default second: a check that
+// should pass must not fail on a busy machine (PostgreSQL forks a backend
+// per connection, which took over a second at load 16 on two cores);
+// tests of timeouts set their own.
 func check(t *testing.T, spec Spec, addr netip.AddrPort) Result {
 	t.Helper()
+	if spec.Timeout == 0 {
+		spec.Timeout = testTimeout
+		spec.Interval = max(spec.Interval, testTimeout)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return mustCheck(t, spec).Check(ctx, addr)
@@ -175,3 +183,6 @@ func wantFail(t *testing.T, r Result, want string) {
 		t.Fatalf("reason %q, want it to contain %q", r.Reason, want)
 	}
 }
+
+// testTimeout is a check's timeout in these tests unless they set one.
+const testTimeout = 10 * time.Second
