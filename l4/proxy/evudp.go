@@ -176,7 +176,7 @@ func joinGroup(first int, addr netip.AddrPort) (int, error) {
 		}
 		return err
 	}
-	opts := [][2]int{{unix.SOL_SOCKET, unix.SO_REUSEPORT}, {unix.SOL_SOCKET, unix.SO_RCVBUF}, {unix.SOL_SOCKET, unix.SO_SNDBUF}}
+	opts := [][2]int{{unix.SOL_SOCKET, unix.SO_REUSEPORT}}
 	if family == unix.AF_INET {
 		opts = append(opts, [2]int{unix.IPPROTO_IP, unix.IP_FREEBIND}, [2]int{unix.IPPROTO_IP, unix.IP_PKTINFO})
 	} else {
@@ -189,11 +189,40 @@ func joinGroup(first int, addr netip.AddrPort) (int, error) {
 			return -1, fmt.Errorf("socket option %d/%d: %w", o[0], o[1], err)
 		}
 	}
+	for _, o := range [][2]int{{unix.SO_RCVBUF, unix.SO_RCVBUFFORCE}, {unix.SO_SNDBUF, unix.SO_SNDBUFFORCE}} {
+		if err := copyBuffer(first, fd, o[0], o[1]); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("socket buffer %d: %w", o[0], err)
+		}
+	}
 	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("bind: %w", err)
 	}
 	return fd, nil
+}
+
+// copyBuffer gives fd the buffer size (opt: SO_RCVBUF or SO_SNDBUF) that
+// first has. getsockopt reports what the kernel keeps, which is twice
+// what setsockopt was given (it doubles the value for its bookkeeping),
+// so copying the reported value would double it again: the value set is
+// half of it, and nothing is set when the two already agree (both at the
+// default). force (SO_RCVBUFFORCE, SO_SNDBUFFORCE) passes the
+// net.core.[rw]mem_max clamp that first may have passed; without
+// CAP_NET_ADMIN the plain option is used.
+func copyBuffer(first, fd, opt, force int) error {
+	want, err := unix.GetsockoptInt(first, unix.SOL_SOCKET, opt)
+	if err != nil {
+		return err
+	}
+	have, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt)
+	if err != nil || have == want {
+		return err
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, force, want/2) == nil {
+		return nil
+	}
+	return unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, want/2)
 }
 
 // serveLoops puts the VIP's sockets on the loops; it returns once the
