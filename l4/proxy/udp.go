@@ -4,6 +4,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,6 +87,7 @@ type UDPService struct {
 	clients  *guard.Clients // per-client session counts; they outlive reloads
 	// startPaused: UDPConfig.Paused.
 	startPaused bool
+	tableMin    int // UDPConfig.tableMin, defaulted
 
 	warnings rateLog
 	connLog  lineLimit
@@ -112,6 +114,22 @@ type UDPConfig struct {
 	// Loops run the VIP (required). With more than one loop, Conn must
 	// have been opened with ListenOptions.ReusePort.
 	Loops *Loops
+
+	// tableMin is the least the session table holds (0 =
+	// minSessionTable); tests lower it to reach the cap with few sockets.
+	tableMin int
+}
+
+// minSessionTable is the least a session table holds, whatever
+// max_sessions says: 64 shards of 1024, so a small max_sessions still
+// spreads its sessions over every shard's lock.
+const minSessionTable = 1 << 16
+
+// sessionTableCap is the session table's cap for max_sessions: twice the
+// sessions the VIP may hold, since the cap is per shard and sessions do
+// not spread evenly, and at least min.
+func sessionTableCap(maxSessions, min int) int {
+	return max(2*maxSessions, min)
 }
 
 // NewUDPService makes a service over conn; Serve starts it.
@@ -172,6 +190,7 @@ func newUDPBase(cfg UDPConfig, addr netip.AddrPort) *UDPService {
 	s.wildcard = s.key.Addr.Addr().IsUnspecified()
 	s.startPaused = cfg.Paused
 	s.settings.Store(&cfg.Settings)
+	s.tableMin = cmp.Or(cfg.tableMin, minSessionTable)
 	return s
 }
 
@@ -181,7 +200,7 @@ func (s *UDPService) start(cfg UDPConfig, group []int) error {
 	var err error
 	s.table, err = conntrack.New(conntrack.Options{
 		UDPIdle:    cfg.Settings.SessionTimeout,
-		MaxEntries: max(2*cfg.Settings.MaxSessions, 1<<16),
+		MaxEntries: sessionTableCap(cfg.Settings.MaxSessions, s.tableMin),
 		OnEnd:      s.sessionEndedLoop,
 	})
 	if err != nil {
@@ -226,11 +245,20 @@ func (s *UDPService) enablePktinfo() error {
 func (s *UDPService) Key() l4.VIPKey { return s.key }
 
 // Update swaps in new settings. A new SessionTimeout applies to every
-// session, established ones included, from the table's next sweep.
+// session, established ones included, from the table's next sweep. A
+// MaxSessions above what the session table was sized for grows the table
+// first (a table sized at start for a smaller one would evict sessions
+// under the new limit); a lower one leaves it as it is, so sessions open
+// over the new limit go on.
 func (s *UDPService) Update(st UDPSettings) error {
 	if old := s.settings.Load(); old == nil || old.SessionTimeout != st.SessionTimeout {
 		if err := s.table.SetIdle(0, st.SessionTimeout); err != nil {
 			return fmt.Errorf("session_timeout: %w", err)
+		}
+	}
+	if want := sessionTableCap(st.MaxSessions, s.tableMin); want > s.table.MaxEntries() {
+		if err := s.table.SetMaxEntries(want); err != nil {
+			return fmt.Errorf("max_sessions: %w", err)
 		}
 	}
 	s.settings.Store(&st)
