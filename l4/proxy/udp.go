@@ -51,14 +51,29 @@ type UDPSettings struct {
 	ClientLimits guard.Limits
 }
 
-// UDPStats are a UDP VIP's cumulative counters.
+// UDPStats are a UDP VIP's cumulative counters. Every datagram the VIP
+// reads is forwarded or counted by one of the drop counters; the kernel's
+// own drops on the VIP's sockets are read from them (QueueDrops).
 type UDPStats struct {
-	Datagrams       atomic.Uint64 // client datagrams forwarded
-	Replies         atomic.Uint64 // backend datagrams relayed to clients
-	Truncated       atomic.Uint64 // client datagrams too large for a UDP payload, dropped
-	Dropped         atomic.Uint64 // datagrams dropped because a socket buffer was full
+	Datagrams atomic.Uint64 // client datagrams forwarded
+	Replies   atomic.Uint64 // backend datagrams relayed to clients
+	Truncated atomic.Uint64 // client datagrams too large for a UDP payload, dropped
+	// Dropped counts datagrams a send did not take: to the backend (its
+	// socket's buffer full, or an error such as an ICMP refusal), replies
+	// sendmmsg did not take (the VIP socket's buffer full), and a
+	// datagram for another loop's session after an upgrade.
+	Dropped         atomic.Uint64
 	SessionsCreated atomic.Uint64
-	SessionsRefused atomic.Uint64 // new clients turned away at max_sessions
+	SessionsRefused atomic.Uint64 // datagrams from new clients dropped at max_sessions: no session slot
+	// SocketErrors counts datagrams from new clients dropped because the
+	// session's socket to the backend could not be opened: the
+	// descriptor limit (EMFILE, ENFILE), kernel memory (ENOBUFS,
+	// ENOMEM), or an error connecting it.
+	SocketErrors atomic.Uint64
+	// ReplyQueueDrops counts backend replies the kernel dropped because a
+	// session socket's receive queue was full (the loop did not read them
+	// fast enough); added when the session ends.
+	ReplyQueueDrops atomic.Uint64
 	NoBackend       atomic.Uint64 // datagrams dropped: no eligible backend
 	BackendsFull    atomic.Uint64 // datagrams dropped: a new session found every backend at its max_sessions
 	Moved           atomic.Uint64 // sessions moved off a backend that went down
@@ -90,6 +105,7 @@ type UDPService struct {
 	tableMin    int // UDPConfig.tableMin, defaulted
 
 	warnings rateLog
+	silent   rateLog // unanswered sessions: every 10 s at most
 	connLog  lineLimit
 
 	serving atomic.Bool // Serve ran: Close waits for it
@@ -190,6 +206,7 @@ func newUDPBase(cfg UDPConfig, addr netip.AddrPort) *UDPService {
 	s.wildcard = s.key.Addr.Addr().IsUnspecified()
 	s.startPaused = cfg.Paused
 	s.settings.Store(&cfg.Settings)
+	s.silent.every = 10 * time.Second
 	s.tableMin = cmp.Or(cfg.tableMin, minSessionTable)
 	return s
 }
