@@ -84,6 +84,10 @@ func cmdRebalance(args []string, stdout, stderr io.Writer) int {
 		f.usageError("--stop and --dry-run take no other action flag")
 		return 2
 	}
+	if err := reconcile.CheckRebalanceRate(*rate); err != nil {
+		f.usageError("--" + err.Error())
+		return 2
+	}
 	path, err := socket()
 	if err != nil {
 		fmt.Fprintln(stderr, "l4lb rebalance:", err)

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
@@ -25,9 +26,19 @@ import (
 // flow when that is more.
 const RebalanceTolerance = 0.10
 
-// MaxRebalanceRate bounds a rebalance's rate (connections per second), as
-// the config bounds rebalance_rate.
-const MaxRebalanceRate = 10000
+// MaxRebalanceRate bounds a rebalance's rate (connections per second): the
+// config's bound of rebalance_rate.
+const MaxRebalanceRate = config.MaxRebalanceRate
+
+// CheckRebalanceRate refuses a rate a rebalance may not run at (0: the
+// VIP's rebalance_rate), saying what is allowed and why.
+func CheckRebalanceRate(rate int) error {
+	if rate >= 0 && rate <= MaxRebalanceRate {
+		return nil
+	}
+	return fmt.Errorf("rate %d is out of range: a rebalance closes 1 to %d connections a second, the bound of rebalance_rate "+
+		"(0: the VIP's rebalance_rate), so that the clients it moves reconnect gradually, not all at once", rate, MaxRebalanceRate)
+}
 
 // A rebalance stops for want of progress when this many of its closes, and
 // at least rebalanceStallTime, went by without a closed client landing on
@@ -155,11 +166,11 @@ func (v *vip) startRebalance(o RebalanceOptions) (RebalanceStatus, error) {
 	if _, err := v.dp.closeSome(nil, 0, proxy.CloseFIN); err != nil {
 		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
-	switch {
-	case vc.RebalanceRate == 0:
+	if vc.RebalanceRate == 0 {
 		return RebalanceStatus{}, fmt.Errorf("vip %q: %w: its rebalance_rate is 0", vc.Name, ErrCannotRebalance)
-	case rate < 0 || rate > MaxRebalanceRate:
-		return RebalanceStatus{}, fmt.Errorf("vip %q: rate %d is out of range 1..%d", vc.Name, rate, MaxRebalanceRate)
+	}
+	if err := CheckRebalanceRate(rate); err != nil {
+		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
 	how := proxy.CloseFIN
 	if o.Reset {
