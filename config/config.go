@@ -183,7 +183,7 @@ type VIP struct {
 	AffinityTimeout time.Duration
 	// RebalanceRate is how many connections per second `l4lb rebalance`
 	// closes on this VIP (the command's --rate overrides it); default 10;
-	// 0 = rebalancing refused for this VIP; up to 10000.
+	// 0 = rebalancing refused for this VIP; up to MaxRebalanceRate.
 	RebalanceRate int
 
 	// UDP.
@@ -361,3 +361,8 @@ type XDP struct {
 	// up to 10M. The count is approximate (one shared LRU of sources).
 	SYNRatePerSource int
 }
+
+// MaxRebalanceRate bounds rebalance_rate and `l4lb rebalance --rate`
+// (connections closed a second): a rebalance moves clients gradually, so
+// that their reconnections do not arrive all at once.
+const MaxRebalanceRate = 10000

@@ -112,7 +112,7 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.SNITimeout = l.duration("sni_timeout", o.SNITimeout, d.SNITimeout, 5*time.Second, span(time.Millisecond, 5*time.Minute))
 	v.SNINoMatch = l.oneOf("sni_no_match", o.SNINoMatch, d.SNINoMatch, "default", "default", "close")
 	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))
-	v.RebalanceRate = l.integer("rebalance_rate", o.RebalanceRate, d.RebalanceRate, 10, span[int64](0, 10000))
+	v.RebalanceRate = l.integer("rebalance_rate", o.RebalanceRate, d.RebalanceRate, 10, span[int64](0, MaxRebalanceRate))
 	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
 	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
 	v.UDPResponses = l.integer("udp_responses", o.UDPResponses, d.UDPResponses, 0, span[int64](0, 65535))

@@ -47,7 +47,8 @@
 //     them now and then (or set TCPIdle above its own timeouts), and should
 //     tear down the flow in OnEnd so that counts keep matching reality.
 //   - Memory is a high-water mark: shards never shrink their slab or index
-//     until Close (like Go maps). MaxEntries bounds it.
+//     until Close (like Go maps). MaxEntries bounds it; SetMaxEntries
+//     changes the bound later (the number of shards stays).
 //   - The cap is per shard (MaxEntries/shards), so with skew a shard evicts
 //     slightly before the table as a whole reaches MaxEntries.
 //   - KeyOf canonicalises addresses (IPv4-mapped IPv6 becomes IPv4, zones

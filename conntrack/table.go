@@ -3,6 +3,7 @@ package conntrack
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -22,19 +23,20 @@ var (
 // Table is a sharded flow table. All methods are safe for concurrent use.
 type Table struct {
 	// Fixed by New.
-	shards   []shard
-	shift    uint // hash >> shift picks the shard
-	shardCap int
-	seed     seed
-	tick     time.Duration
-	epoch    time.Time
-	batch    int
-	counted  bool
-	now      func() time.Time
-	onStart  func(Key, Entry)
-	onEnd    func(Key, Entry, Reason)
+	shards  []shard
+	shift   uint // hash >> shift picks the shard
+	seed    seed
+	tick    time.Duration
+	epoch   time.Time
+	batch   int
+	counted bool
+	now     func() time.Time
+	onStart func(Key, Entry)
+	onEnd   func(Key, Entry, Reason)
 
 	clock atomic.Uint32 // ticks since epoch, wrapping; stored only by Sweep
+
+	shardCap atomic.Int64 // MaxEntries/shards; SetMaxEntries changes it
 
 	tcpIdle atomic.Uint32 // in ticks; SetIdle changes them
 	udpIdle atomic.Uint32
@@ -63,21 +65,21 @@ func New(opts Options) (*Table, error) {
 		return nil, err
 	}
 	t := &Table{
-		shards:   make([]shard, o.Shards),
-		shift:    uint(64 - bits.TrailingZeros(uint(o.Shards))),
-		shardCap: o.MaxEntries / o.Shards,
-		seed:     newSeed(),
-		tick:     o.Tick,
-		epoch:    o.Now(),
-		batch:    o.SweepBatch,
-		counted:  !o.Uncounted,
-		now:      o.Now,
-		onStart:  o.OnStart,
-		onEnd:    o.OnEnd,
-		stop:     make(chan struct{}),
+		shards:  make([]shard, o.Shards),
+		shift:   uint(64 - bits.TrailingZeros(uint(o.Shards))),
+		seed:    newSeed(),
+		tick:    o.Tick,
+		epoch:   o.Now(),
+		batch:   o.SweepBatch,
+		counted: !o.Uncounted,
+		now:     o.Now,
+		onStart: o.OnStart,
+		onEnd:   o.OnEnd,
+		stop:    make(chan struct{}),
 	}
 	t.tcpIdle.Store(ticks(o.TCPIdle, o.Tick))
 	t.udpIdle.Store(ticks(o.UDPIdle, o.Tick))
+	t.shardCap.Store(int64(o.MaxEntries / o.Shards))
 	for i := range t.shards {
 		t.shards[i].reset()
 	}
@@ -100,6 +102,23 @@ func (t *Table) SetIdle(tcp, udp time.Duration) error {
 	}
 	return nil
 }
+
+// SetMaxEntries changes the cap on live entries (0 = the default). The
+// number of shards stays what New chose, so each shard's cap becomes
+// n/shards. Raising it costs nothing until entries fill it (slabs and
+// indexes grow as entries come); lowering it evicts nothing at once, but
+// an insert into a shard above the new cap evicts as usual.
+func (t *Table) SetMaxEntries(n int) error {
+	o := Options{MaxEntries: orDefault(n, DefaultMaxEntries), Tick: t.tick}
+	if err := o.check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	t.shardCap.Store(int64(max(o.MaxEntries/len(t.shards), 1)))
+	return nil
+}
+
+// MaxEntries returns the cap on live entries (shards x per-shard cap).
+func (t *Table) MaxEntries() int { return int(t.shardCap.Load()) * len(t.shards) }
 
 // locate hashes k and returns its shard and index tag.
 func (t *Table) locate(k *Key) (*shard, uint32) {
@@ -167,7 +186,7 @@ func (t *Table) insertLocked(s *shard, k *Key, tag uint32, b *l4.Backend, owner 
 		return exportEntry(s.at(slot)), false, nil, nil
 	}
 	now := t.clock.Load()
-	if s.n >= t.shardCap {
+	if int64(s.n) >= t.shardCap.Load() {
 		ev = t.take(s, s.victim(now), ReasonEvicted, ev)
 		pos = -1 // removal may shift the probe run
 	}

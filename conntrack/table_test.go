@@ -172,6 +172,40 @@ func TestNilBackend(t *testing.T) {
 	}
 }
 
+// TestSetMaxEntries: a raised cap lets a full table take more entries
+// without evicting any (the shards stay, each holds more); a lowered one
+// evicts nothing at once, only on inserts above it.
+func TestSetMaxEntries(t *testing.T) {
+	tb := mustNew(t, Options{MaxEntries: 256})
+	bs, vip := newBackends(4)
+	if err := tb.SetMaxEntries(4096); err != nil {
+		t.Fatal(err)
+	}
+	if got := tb.MaxEntries(); got != 4096 {
+		t.Fatalf("MaxEntries() = %d after SetMaxEntries(4096)", got)
+	}
+	for i := range 2048 {
+		insertPicked(t, tb, flowKey(i, l4.UDP), bs[i%4], i)
+	}
+	if st := tb.Stats(); st.Entries != 2048 || st.Evicted != 0 {
+		t.Fatalf("entries %d, evicted %d: want 2048, 0 under a cap of 4096 raised from 256", st.Entries, st.Evicted)
+	}
+	checkCounts(t, bs, vip, 2048)
+	if err := tb.SetMaxEntries(256); err != nil {
+		t.Fatal(err)
+	}
+	if st := tb.Stats(); st.Entries != 2048 || st.Evicted != 0 {
+		t.Fatalf("lowering the cap ended entries at once: %+v", st)
+	}
+	insertPicked(t, tb, flowKey(5000, l4.UDP), bs[0], 5000)
+	if st := tb.Stats(); st.Evicted != 1 {
+		t.Fatalf("an insert above a lowered cap evicted %d, want 1", st.Evicted)
+	}
+	if err := tb.SetMaxEntries(-1); !errors.Is(err, ErrBadOptions) {
+		t.Fatalf("SetMaxEntries(-1) = %v, want ErrBadOptions", err)
+	}
+}
+
 // TestEvictionOldestFirst fills a one-shard table with flows one tick apart,
 // then overfills it: every overflow evicts exactly one entry, counted and
 // reported, and victims come from the old end.

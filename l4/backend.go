@@ -68,6 +68,9 @@ type BackendStats struct {
 	ConnectFails atomic.Uint64 // connects that were refused or timed out
 	BytesIn      atomic.Uint64 // client to backend
 	BytesOut     atomic.Uint64 // backend to client
+	// Unanswered counts UDP sessions that ended by session_timeout
+	// without a reply to any of their datagrams: a silent backend.
+	Unanswered atomic.Uint64
 }
 
 // NewBackend makes a backend whose flows also count toward vipFlows (which

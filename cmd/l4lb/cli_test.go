@@ -62,6 +62,10 @@ func TestCLIArguments(t *testing.T) {
 		{"version with a word", []string{"version", "x"}, 2, "", "unexpected argument"},
 		{"rebalance without a VIP", []string{"rebalance"}, 2, "", "want one VIP name"},
 		{"rebalance two actions", []string{"rebalance", "--dry-run", "--wait", "a"}, 2, "", "take no other action flag"},
+		// Refused before any daemon is asked: the range, and why (D27).
+		{"rebalance rate too high", []string{"rebalance", "--rate", "20000", "a"}, 2, "",
+			"--rate 20000 is out of range: a rebalance closes 1 to 10000 connections a second, the bound of rebalance_rate (0: the VIP's rebalance_rate), so that the clients it moves reconnect gradually"},
+		{"rebalance rate negative", []string{"rebalance", "--rate", "-1", "a"}, 2, "", "--rate -1 is out of range: a rebalance closes 1 to 10000"},
 		{"help rebalance", []string{"help", "rebalance"}, 0, "FIN", ""},
 		{"unknown flag", []string{"check", "--nope"}, 2, "", "usage: l4lb check"},
 		{"help run", []string{"help", "run"}, 0, "usage: l4lb run", ""},

@@ -52,8 +52,11 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"udp_dgrams":  d("vip_udp_datagrams_total", "Client datagrams forwarded to backends.", vipLabels),
 		"udp_replies": d("vip_udp_replies_total", "Backend datagrams relayed to clients.", vipLabels),
 		"udp_trunc":   d("vip_udp_truncated_total", "Datagrams too large for a UDP payload, dropped.", vipLabels),
-		"udp_dropped": d("vip_udp_dropped_total", "Datagrams dropped because a socket buffer was full.", vipLabels),
-		"udp_refused": d("vip_udp_sessions_refused_total", "New clients turned away at max_sessions.", vipLabels),
+		"udp_dropped": d("vip_udp_dropped_total", "Datagrams a send did not take (a full socket buffer, an error from the backend's socket).", vipLabels),
+		"udp_refused": d("vip_udp_sessions_refused_total", "Datagrams from new clients dropped at max_sessions (no session slot).", vipLabels),
+		"udp_qdrop":   d("vip_udp_queue_dropped_total", "Client datagrams the kernel dropped on the VIP's sockets: their receive queues were full.", vipLabels),
+		"udp_rqdrop":  d("vip_udp_reply_queue_dropped_total", "Backend replies the kernel dropped on session sockets (receive queues full), counted as each session ends.", vipLabels),
+		"udp_sockerr": d("vip_udp_socket_errors_total", "Datagrams from new clients dropped because the session's socket could not be opened (EMFILE, ENFILE, ENOBUFS, a connect error).", vipLabels),
 		"udp_moved":   d("vip_udp_sessions_moved_total", "Sessions moved off a backend that went down.", vipLabels),
 		"active":      d("vip_active", "Connections or sessions in progress.", vipLabels),
 		"accepted":    d("vip_accepted_total", "Connections accepted or sessions created.", vipLabels),
@@ -90,6 +93,7 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"b_live":      d("backend_live_flows", "Live flows on the backend.", backendLabels),
 		"b_flows":     d("backend_flows_total", "Flows established to the backend.", backendLabels),
 		"b_fails":     d("backend_connect_failures_total", "Connects to the backend that failed.", backendLabels),
+		"b_noreply":   d("backend_udp_unanswered_sessions_total", "UDP sessions that ended by session_timeout without a reply to any of their datagrams.", backendLabels),
 		"b_in":        d("backend_bytes_in_total", "Bytes from clients to the backend.", backendLabels),
 		"b_out":       d("backend_bytes_out_total", "Bytes from the backend to clients.", backendLabels),
 		"b_up":        d("backend_up", "1 when health checks say up (or unknown), 0 when down.", backendLabels),
@@ -206,8 +210,11 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_refused"], counter, float64(u.SessionsRefused), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_moved"], counter, float64(u.Moved), vl...)
 			ch <- prometheus.MustNewConstMetric(c.descs["udp_full"], counter, float64(u.BackendsFull), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_qdrop"], counter, float64(u.QueueDropped), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_rqdrop"], counter, float64(u.ReplyQueueDropped), vl...)
+			ch <- prometheus.MustNewConstMetric(c.descs["udp_sockerr"], counter, float64(u.SocketErrors), vl...)
 		}
-		c.collectBackends(ch, v.Name, v.XDP != nil, v.Backends)
+		c.collectBackends(ch, v.Name, v.XDP != nil, v.UDP != nil, v.Backends)
 		if sni := v.SNI; sni != nil {
 			for event, n := range map[string]uint64{"no_match": sni.NoMatchCount, "not_tls": sni.NotTLS, "timeout": sni.Timeouts, "default": sni.Default} {
 				ch <- prometheus.MustNewConstMetric(c.descs["sni"], counter, float64(n), append(vl[:len(vl):len(vl)], event)...)
@@ -217,14 +224,15 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.descs["route_elig"], gauge, float64(r.Eligible), v.Name, r.Name)
 				// A route's backends are the VIP's "NAME/ROUTE" (its
 				// backend names may repeat the VIP's own).
-				c.collectBackends(ch, v.Name+"/"+r.Name, false, r.Backends)
+				c.collectBackends(ch, v.Name+"/"+r.Name, false, false, r.Backends)
 			}
 		}
 	}
 }
 
-// collectBackends sends the series of a VIP's (or an SNI route's) backends.
-func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip string, xdp bool, bs []reconcile.BackendStatus) {
+// collectBackends sends the series of a VIP's (or an SNI route's)
+// backends; udp: a proxy UDP VIP's.
+func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip string, xdp, udp bool, bs []reconcile.BackendStatus) {
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
 	for _, b := range bs {
 		bl := []string{vip, b.ID, b.Address}
@@ -235,6 +243,9 @@ func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip strin
 		ch <- prometheus.MustNewConstMetric(c.descs["b_live"], gauge, float64(b.LiveFlows), bl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["b_flows"], counter, float64(b.Flows), bl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["b_fails"], counter, float64(b.ConnectFails), bl...)
+		if udp {
+			ch <- prometheus.MustNewConstMetric(c.descs["b_noreply"], counter, float64(b.Unanswered), bl...)
+		}
 		ch <- prometheus.MustNewConstMetric(c.descs["b_in"], counter, float64(b.BytesIn), bl...)
 		if xdp {
 			ch <- prometheus.MustNewConstMetric(c.descs["b_packets"], counter, float64(b.Packets), bl...)

@@ -18,7 +18,7 @@ import (
 const rebalanceHelp = `After a backend joins (or comes back), long-lived connections stay where
 they were: only new ones go to it. Rebalance closes connections on the
 backends above their share, rebalance_rate a second (per VIP, default 10;
---rate N overrides it, up to 10000), until every backend is within 10% of
+--rate N overrides it, 1 to 10000), until every backend is within 10% of
 its share (or one connection), so that clients reconnect to the others
 gradually instead of all at once. It prints the plan (per backend: weight,
 live, target, to close) and returns; --wait follows it to the end (exit 0
@@ -53,11 +53,17 @@ tick's worth, a tenth of the rate, when more) and 5s pass without a closed
 client landing on a backend below its share; it closes nothing more while
 it waits.
 
+Rounds: the plan is closed at the rate, then the rebalance waits for the
+closed clients to reconnect (the live connections back to what they were,
+or 5s) before it judges the balance and plans a next round if needed; it
+stops too after a round whose clients did not come back and moved nothing.
+Each round closes at most its plan; planned counts every round's.
+
 It ends when balanced; on --stop; when a reload removes the VIP or sets its
 rebalance_rate to 0 (which also refuses new ones); at shutdown. A second
-rebalance of a VIP while one runs is refused. A running one keeps its rate
-and re-plans every tick, so backends that join, leave or change weight
-meanwhile are taken into account. l4lb status shows the running or last
+rebalance of a VIP while one runs is refused. A running one keeps its rate;
+each round is planned from the backends as they are then, so backends that
+join, leave or change weight meanwhile count from the next round. l4lb status shows the running or last
 one under its VIP. Not for UDP or xdp VIPs (refused with the reason): a UDP
 session is balanced anew once it ends after session_timeout; in xdp mode
 the kernel forwards the flows and l4lb holds no connection to close.
@@ -82,6 +88,10 @@ func cmdRebalance(args []string, stdout, stderr io.Writer) int {
 	}
 	if *stop && (*dryRun || *rate != 0 || *reset) || *dryRun && (*rate != 0 || *reset || *wait) {
 		f.usageError("--stop and --dry-run take no other action flag")
+		return 2
+	}
+	if err := reconcile.CheckRebalanceRate(*rate); err != nil {
+		f.usageError("--" + err.Error())
 		return 2
 	}
 	path, err := socket()
@@ -199,7 +209,11 @@ func printRebalanceState(w io.Writer, st reconcile.RebalanceStatus) {
 
 // rebalanceSummary is one line about a rebalance's progress or end.
 func rebalanceSummary(st reconcile.RebalanceStatus) string {
-	s := fmt.Sprintf("closed %d of %d planned at %d/s (%s), by %s, started %s", st.Closed, st.Planned, st.Rate, st.Close, st.By, st.Started.Format(time.RFC3339))
+	rounds := ""
+	if st.Rounds > 1 {
+		rounds = fmt.Sprintf(" in %d rounds", st.Rounds)
+	}
+	s := fmt.Sprintf("closed %d of %d planned%s at %d/s (%s), by %s, started %s", st.Closed, st.Planned, rounds, st.Rate, st.Close, st.By, st.Started.Format(time.RFC3339))
 	if st.Reason != "" {
 		s += "; " + st.Reason
 	}

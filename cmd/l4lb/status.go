@@ -172,11 +172,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			fmt.Fprintf(w, "  xdp guards: acl-drops %d  syn-rate-drops %d\n", g.ACLDrops, g.SYNRateDrops)
 		}
 		if u := v.UDP; u != nil {
-			fmt.Fprintf(w, "  datagrams %d  replies %d  dropped %d  truncated %d  sessions-refused %d  moved %d\n",
-				u.Datagrams, u.Replies, u.Dropped, u.Truncated, u.SessionsRefused, u.Moved)
-			if u.BackendsFull > 0 {
-				fmt.Fprintf(w, "  backends full: new sessions dropped %d\n", u.BackendsFull)
-			}
+			fmt.Fprintf(w, "  datagrams %d  replies %d  moved %d\n", u.Datagrams, u.Replies, u.Moved)
+			fmt.Fprintf(w, "  dropped: queue-full %d  reply-queue-full %d  socket-errors %d  no-session-slot %d  backends-full %d  send-failed %d  truncated %d\n",
+				u.QueueDropped, u.ReplyQueueDropped, u.SocketErrors, u.SessionsRefused, u.BackendsFull, u.Dropped, u.Truncated)
 		}
 		if rb := v.Rebalance; rb != nil {
 			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
@@ -184,14 +182,14 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		for _, n := range v.Names {
 			fmt.Fprintf(w, "  dns %s\n", nameSummary(n))
 		}
-		backendTable(w, "  ", v.Backends)
+		backendTable(w, "  ", v.UDP != nil, v.Backends)
 		if sni := v.SNI; sni != nil {
 			fmt.Fprintf(w, "  sni: timeout %s  no-match %s  default %d  sni-no-match %d  sni-not-tls %d  sni-timeouts %d\n",
 				sni.Timeout, sni.NoMatch, sni.Default, sni.NoMatchCount, sni.NotTLS, sni.Timeouts)
 			for _, r := range sni.Routes {
 				fmt.Fprintf(w, "  route %s  %s  %s  eligible %d/%d  routed %d\n",
 					r.Name, strings.Join(r.Names, ","), r.Algorithm, r.Eligible, len(r.Backends), r.Routed)
-				backendTable(w, "    ", r.Backends)
+				backendTable(w, "    ", false, r.Backends)
 			}
 		}
 	}
@@ -207,9 +205,13 @@ func liveString(b reconcile.BackendStatus) string {
 }
 
 // backendTable writes a backend table, each line indented by indent.
-func backendTable(w io.Writer, indent string, bs []reconcile.BackendStatus) {
+func backendTable(w io.Writer, indent string, udp bool, bs []reconcile.BackendStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, indent+"BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS\tIN\tOUT\tRTT\tLAST CHECK")
+	noReply := ""
+	if udp {
+		noReply = "\tNO REPLY"
+	}
+	fmt.Fprintln(tw, indent+"BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS"+noReply+"\tIN\tOUT\tRTT\tLAST CHECK")
 	for _, b := range bs {
 		last := b.LastCheck
 		if b.Reason != "" && b.Reason != last {
@@ -226,8 +228,12 @@ func backendTable(w io.Writer, indent string, bs []reconcile.BackendStatus) {
 			health += "/" + strings.ToUpper(b.Override)
 			last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))
 		}
-		fmt.Fprintf(tw, indent+"%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
-			b.ID, b.Address, b.Weight, health, liveString(b), b.Flows, b.ConnectFails,
+		fails := strconv.FormatUint(b.ConnectFails, 10)
+		if udp {
+			fails += "\t" + strconv.FormatUint(b.Unanswered, 10)
+		}
+		fmt.Fprintf(tw, indent+"%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
+			b.ID, b.Address, b.Weight, health, liveString(b), b.Flows, fails,
 			bytesString(b.BytesIn), bytesString(b.BytesOut), rttString(b.RTT), last)
 	}
 	tw.Flush()

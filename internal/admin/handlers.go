@@ -217,8 +217,8 @@ func (h *handlers) rebalance(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if req.Rate < 0 || req.Rate > reconcile.MaxRebalanceRate {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("rate: %d is out of range 1..%d (0 = the VIP's rebalance_rate)", req.Rate, reconcile.MaxRebalanceRate))
+	if err := reconcile.CheckRebalanceRate(req.Rate); err != nil {
+		writeError(w, http.StatusBadRequest, err)
 		return
 	}
 	if err := printable("operator", req.Operator, 64); err != nil {

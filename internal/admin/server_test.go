@@ -150,7 +150,7 @@ func TestEndpointsAndErrors(t *testing.T) {
 		{"rebalance status", "GET", RebalancePath("pg"), nil, "", 200, `"state": "none"`},
 		{"rebalance stop", "DELETE", RebalancePath("pg"), nil, "", 200, `"reason": "stopped by root"`},
 		{"rebalance running", "POST", RebalancePath("pg"), RebalanceRequest{Rate: 99}, "", 409, "already running"},
-		{"rebalance rate", "POST", RebalancePath("pg"), RebalanceRequest{Rate: 10001}, "", 400, "out of range"},
+		{"rebalance rate", "POST", RebalancePath("pg"), RebalanceRequest{Rate: 10001}, "", 400, "rate 10001 is out of range: a rebalance closes 1 to 10000 connections a second"},
 		{"rebalance negative rate", "POST", RebalancePath("pg"), nil, `{"rate": -1}`, 400, "out of range"},
 		{"rebalance unknown VIP", "GET", RebalancePath("mysql"), nil, "", 404, "no such VIP"},
 		{"rebalance wrong method", "PUT", RebalancePath("pg"), nil, "", 405, "use DELETE, GET or POST"},

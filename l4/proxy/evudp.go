@@ -6,6 +6,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -42,6 +43,12 @@ type evUDP struct {
 	// paused: the loops do not read the VIP sockets (another process does,
 	// or will once this one has its sessions: an upgrade).
 	paused atomic.Bool
+
+	// mu keeps QueueDrops off the sockets' descriptors once closeLoops
+	// closes them; closedDrops is their count at that moment.
+	mu          sync.Mutex
+	fdsClosed   bool
+	closedDrops uint64
 }
 
 // udpSock is the VIP socket a loop reads, and the replies it will send.
@@ -181,7 +188,7 @@ func joinGroup(first int, addr netip.AddrPort) (int, error) {
 		}
 		return err
 	}
-	opts := [][2]int{{unix.SOL_SOCKET, unix.SO_REUSEPORT}, {unix.SOL_SOCKET, unix.SO_RCVBUF}, {unix.SOL_SOCKET, unix.SO_SNDBUF}}
+	opts := [][2]int{{unix.SOL_SOCKET, unix.SO_REUSEPORT}}
 	if family == unix.AF_INET {
 		opts = append(opts, [2]int{unix.IPPROTO_IP, unix.IP_FREEBIND}, [2]int{unix.IPPROTO_IP, unix.IP_PKTINFO})
 	} else {
@@ -194,11 +201,40 @@ func joinGroup(first int, addr netip.AddrPort) (int, error) {
 			return -1, fmt.Errorf("socket option %d/%d: %w", o[0], o[1], err)
 		}
 	}
+	for _, o := range [][2]int{{unix.SO_RCVBUF, unix.SO_RCVBUFFORCE}, {unix.SO_SNDBUF, unix.SO_SNDBUFFORCE}} {
+		if err := copyBuffer(first, fd, o[0], o[1]); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("socket buffer %d: %w", o[0], err)
+		}
+	}
 	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("bind: %w", err)
 	}
 	return fd, nil
+}
+
+// copyBuffer gives fd the buffer size (opt: SO_RCVBUF or SO_SNDBUF) that
+// first has. getsockopt reports what the kernel keeps, which is twice
+// what setsockopt was given (it doubles the value for its bookkeeping),
+// so copying the reported value would double it again: the value set is
+// half of it, and nothing is set when the two already agree (both at the
+// default). force (SO_RCVBUFFORCE, SO_SNDBUFFORCE) passes the
+// net.core.[rw]mem_max clamp that first may have passed; without
+// CAP_NET_ADMIN the plain option is used.
+func copyBuffer(first, fd, opt, force int) error {
+	want, err := unix.GetsockoptInt(first, unix.SOL_SOCKET, opt)
+	if err != nil {
+		return err
+	}
+	have, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt)
+	if err != nil || have == want {
+		return err
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, force, want/2) == nil {
+		return nil
+	}
+	return unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, want/2)
 }
 
 // serveLoops puts the VIP's sockets on the loops; it returns once the
@@ -225,6 +261,9 @@ func (s *UDPService) serveLoops() {
 func (s *UDPService) closeLoops() {
 	e := s.ev
 	e.once.Do(func() {
+		e.mu.Lock()
+		e.closedDrops, e.fdsClosed = e.queueDrops(), true
+		e.mu.Unlock()
 		e.loops.each(func(l *loop) {
 			vs := e.socks[l.id]
 			vs.closed = true
@@ -235,6 +274,32 @@ func (s *UDPService) closeLoops() {
 		e.loops.each(func(*loop) {})
 		close(e.stop)
 	})
+}
+
+// QueueDrops returns how many client datagrams the kernel dropped on the
+// VIP's sockets, almost all for a full receive queue: the loops did not
+// read them fast enough. Read from the sockets (SO_MEMINFO), so it costs
+// the data path nothing; it includes drops from before an upgrade passed
+// the sockets to this process.
+func (s *UDPService) QueueDrops() uint64 {
+	e := s.ev
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.fdsClosed {
+		return e.closedDrops
+	}
+	return e.queueDrops()
+}
+
+// queueDrops sums the VIP sockets' drop counts (e.mu held).
+func (e *evUDP) queueDrops() uint64 {
+	var n uint64
+	for _, vs := range e.socks {
+		if d, err := socketDrops(vs.fd); err == nil {
+			n += d
+		}
+	}
+	return n
 }
 
 // onEvent: the VIP socket is readable.
@@ -420,10 +485,11 @@ func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow, held 
 	if !b.Release() {
 		s.log.Error("live-flow count underflow: a flow was released twice", zap.String("backend", string(b.ID)))
 	}
+	s.Stats.SocketErrors.Add(1)
 	if s.obs != nil && !localFailure(err) {
 		s.obs.ConnectFailed(b, err)
 	}
-	s.rateLog("backend socket failed", zap.String("backend", string(b.ID)), zap.Error(err))
+	s.rateLog("backend socket failed: datagram from a new client dropped", zap.String("backend", string(b.ID)), zap.Error(err))
 	return nil
 }
 
@@ -523,8 +589,11 @@ func (sess *loopSession) relay(l *loop) {
 			// ICMP port unreachable surfaces as ECONNREFUSED on a
 			// connected UDP socket: a passive health mark.
 			s.Stats.ReadErrors.Add(1)
-			if err == unix.ECONNREFUSED && s.obs != nil {
-				s.obs.ConnectFailed(sess.backend, err)
+			if err == unix.ECONNREFUSED {
+				sess.backend.Stats.ConnectFails.Add(1)
+				if s.obs != nil {
+					s.obs.ConnectFailed(sess.backend, err)
+				}
 			}
 			continue
 		}
@@ -654,11 +723,41 @@ func (s *UDPService) closeSession(l *loop, sess *loopSession, why l4.EndReason) 
 	s.logSession(l, sess, why)
 	s.releaseClient(l, sess.client.Addr(), sess.clientHeld)
 	sess.open = false
+	if why == l4.EndIdleTimeout && sess.sent == 0 && sess.datagramsIn > 0 {
+		s.unanswered(sess)
+	}
 	l.sessions.Add(-1)
 	l.forget(&sess.reg)
+	if d, err := socketDrops(sess.reg.fd); err == nil && d > 0 {
+		s.Stats.ReplyQueueDrops.Add(d)
+	}
 	unix.Close(sess.reg.fd)
 	s.sessions.Add(-1)
 	l.freeSession(sess)
+}
+
+// errNoReply is the passive mark of a session its backend never
+// answered.
+var errNoReply = errors.New("no reply to any datagram of a session before session_timeout")
+
+// unanswered counts a session that ended by session_timeout without a
+// reply to any of its datagrams. When the VIP expects replies
+// (udp_responses) that is a passive health mark, as a connect that timed
+// out is for TCP. A warning, at most every 10 s per VIP, says so when
+// replies are expected or the VIP has relayed some: a protocol that
+// never answers (syslog, metrics) gets neither mark nor warning.
+func (s *UDPService) unanswered(sess *loopSession) {
+	b := sess.backend
+	n := b.Stats.Unanswered.Add(1)
+	expected := s.settings.Load().Responses > 0
+	if expected && s.obs != nil {
+		s.obs.ConnectFailed(b, errNoReply)
+	}
+	if (expected || s.Stats.Replies.Load() > 0) && s.silent.allow() {
+		s.log.Warn("udp backend answered none of a session's datagrams before session_timeout", zap.Stringer("listen", s.key),
+			zap.String("backend", string(b.ID)), zap.Uint64("datagrams", sess.datagramsIn), zap.Uint64("unanswered_sessions", n),
+			zap.Bool("passive_mark", expected))
+	}
 }
 
 // releaseClient gives back a session's per-client count, if it took one.

@@ -141,3 +141,28 @@ func connectNB(fd int, addr netip.AddrPort) error {
 		return errno
 	}
 }
+
+// SO_MEMINFO answers an array of skMeminfoVars counters (SK_MEMINFO_VARS
+// in linux/sock_diag.h); skMeminfoDrops (SK_MEMINFO_DROPS) is the
+// socket's sk_drops: datagrams the kernel dropped on their way into the
+// socket, almost always for a full receive queue (rarely a bad checksum).
+const (
+	skMeminfoDrops = 8
+	skMeminfoVars  = 9
+)
+
+// socketDrops returns how many datagrams the kernel dropped on their way
+// into fd since it was opened (32 bits: it wraps).
+func socketDrops(fd int) (uint64, error) {
+	var mi [skMeminfoVars]uint32
+	size := uint32(unsafe.Sizeof(mi))
+	_, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&mi)), uintptr(unsafe.Pointer(&size)), 0)
+	if e != 0 {
+		return 0, e
+	}
+	if size <= skMeminfoDrops*4 {
+		return 0, unix.EINVAL // a kernel without the drop count (before 4.2)
+	}
+	return uint64(mi[skMeminfoDrops]), nil
+}

@@ -4,6 +4,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,14 +51,29 @@ type UDPSettings struct {
 	ClientLimits guard.Limits
 }
 
-// UDPStats are a UDP VIP's cumulative counters.
+// UDPStats are a UDP VIP's cumulative counters. Every datagram the VIP
+// reads is forwarded or counted by one of the drop counters; the kernel's
+// own drops on the VIP's sockets are read from them (QueueDrops).
 type UDPStats struct {
-	Datagrams       atomic.Uint64 // client datagrams forwarded
-	Replies         atomic.Uint64 // backend datagrams relayed to clients
-	Truncated       atomic.Uint64 // client datagrams too large for a UDP payload, dropped
-	Dropped         atomic.Uint64 // datagrams dropped because a socket buffer was full
+	Datagrams atomic.Uint64 // client datagrams forwarded
+	Replies   atomic.Uint64 // backend datagrams relayed to clients
+	Truncated atomic.Uint64 // client datagrams too large for a UDP payload, dropped
+	// Dropped counts datagrams a send did not take: to the backend (its
+	// socket's buffer full, or an error such as an ICMP refusal), replies
+	// sendmmsg did not take (the VIP socket's buffer full), and a
+	// datagram for another loop's session after an upgrade.
+	Dropped         atomic.Uint64
 	SessionsCreated atomic.Uint64
-	SessionsRefused atomic.Uint64 // new clients turned away at max_sessions
+	SessionsRefused atomic.Uint64 // datagrams from new clients dropped at max_sessions: no session slot
+	// SocketErrors counts datagrams from new clients dropped because the
+	// session's socket to the backend could not be opened: the
+	// descriptor limit (EMFILE, ENFILE), kernel memory (ENOBUFS,
+	// ENOMEM), or an error connecting it.
+	SocketErrors atomic.Uint64
+	// ReplyQueueDrops counts backend replies the kernel dropped because a
+	// session socket's receive queue was full (the loop did not read them
+	// fast enough); added when the session ends.
+	ReplyQueueDrops atomic.Uint64
 	NoBackend       atomic.Uint64 // datagrams dropped: no eligible backend
 	BackendsFull    atomic.Uint64 // datagrams dropped: a new session found every backend at its max_sessions
 	Moved           atomic.Uint64 // sessions moved off a backend that went down
@@ -86,8 +102,10 @@ type UDPService struct {
 	clients  *guard.Clients // per-client session counts; they outlive reloads
 	// startPaused: UDPConfig.Paused.
 	startPaused bool
+	tableMin    int // UDPConfig.tableMin, defaulted
 
 	warnings rateLog
+	silent   rateLog // unanswered sessions: every 10 s at most
 	connLog  lineLimit
 
 	serving atomic.Bool // Serve ran: Close waits for it
@@ -112,6 +130,22 @@ type UDPConfig struct {
 	// Loops run the VIP (required). With more than one loop, Conn must
 	// have been opened with ListenOptions.ReusePort.
 	Loops *Loops
+
+	// tableMin is the least the session table holds (0 =
+	// minSessionTable); tests lower it to reach the cap with few sockets.
+	tableMin int
+}
+
+// minSessionTable is the least a session table holds, whatever
+// max_sessions says: 64 shards of 1024, so a small max_sessions still
+// spreads its sessions over every shard's lock.
+const minSessionTable = 1 << 16
+
+// sessionTableCap is the session table's cap for max_sessions: twice the
+// sessions the VIP may hold, since the cap is per shard and sessions do
+// not spread evenly, and at least min.
+func sessionTableCap(maxSessions, min int) int {
+	return max(2*maxSessions, min)
 }
 
 // NewUDPService makes a service over conn; Serve starts it.
@@ -172,6 +206,8 @@ func newUDPBase(cfg UDPConfig, addr netip.AddrPort) *UDPService {
 	s.wildcard = s.key.Addr.Addr().IsUnspecified()
 	s.startPaused = cfg.Paused
 	s.settings.Store(&cfg.Settings)
+	s.silent.every = 10 * time.Second
+	s.tableMin = cmp.Or(cfg.tableMin, minSessionTable)
 	return s
 }
 
@@ -181,7 +217,7 @@ func (s *UDPService) start(cfg UDPConfig, group []int) error {
 	var err error
 	s.table, err = conntrack.New(conntrack.Options{
 		UDPIdle:    cfg.Settings.SessionTimeout,
-		MaxEntries: max(2*cfg.Settings.MaxSessions, 1<<16),
+		MaxEntries: sessionTableCap(cfg.Settings.MaxSessions, s.tableMin),
 		OnEnd:      s.sessionEndedLoop,
 	})
 	if err != nil {
@@ -226,11 +262,20 @@ func (s *UDPService) enablePktinfo() error {
 func (s *UDPService) Key() l4.VIPKey { return s.key }
 
 // Update swaps in new settings. A new SessionTimeout applies to every
-// session, established ones included, from the table's next sweep.
+// session, established ones included, from the table's next sweep. A
+// MaxSessions above what the session table was sized for grows the table
+// first (a table sized at start for a smaller one would evict sessions
+// under the new limit); a lower one leaves it as it is, so sessions open
+// over the new limit go on.
 func (s *UDPService) Update(st UDPSettings) error {
 	if old := s.settings.Load(); old == nil || old.SessionTimeout != st.SessionTimeout {
 		if err := s.table.SetIdle(0, st.SessionTimeout); err != nil {
 			return fmt.Errorf("session_timeout: %w", err)
+		}
+	}
+	if want := sessionTableCap(st.MaxSessions, s.tableMin); want > s.table.MaxEntries() {
+		if err := s.table.SetMaxEntries(want); err != nil {
+			return fmt.Errorf("max_sessions: %w", err)
 		}
 	}
 	s.settings.Store(&st)

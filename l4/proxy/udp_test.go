@@ -56,6 +56,12 @@ func newUDPService(t testing.TB, listen string, st UDPSettings, addrs ...netip.A
 // newUDPServiceLog is newUDPService with a logger (nil = none).
 func newUDPServiceLog(t testing.TB, listen string, log *zap.Logger, st UDPSettings, addrs ...netip.AddrPort) *udpTestService {
 	t.Helper()
+	return newUDPServiceWith(t, listen, func(c *UDPConfig) { c.Log = log }, st, addrs...)
+}
+
+// newUDPServiceWith is newUDPService with its config changed by mod.
+func newUDPServiceWith(t testing.TB, listen string, mod func(*UDPConfig), st UDPSettings, addrs ...netip.AddrPort) *udpTestService {
+	t.Helper()
 	loops := testLoops(t, NewPipePool(0))
 	conn, err := ListenUDP(netip.MustParseAddrPort(listen), ListenOptions{ReusePort: loops != nil})
 	if err != nil {
@@ -63,7 +69,9 @@ func newUDPServiceLog(t testing.TB, listen string, log *zap.Logger, st UDPSettin
 	}
 	store := &snapshot.Store{}
 	ts := &udpTestService{backends: equalBackends(t, store, addrs), store: store}
-	if ts.UDPService, err = NewUDPService(UDPConfig{Conn: conn, Snapshots: store, Settings: st, Loops: loops, Log: log}); err != nil {
+	cfg := UDPConfig{Conn: conn, Snapshots: store, Settings: st, Loops: loops}
+	mod(&cfg)
+	if ts.UDPService, err = NewUDPService(cfg); err != nil {
 		t.Fatal(err)
 	}
 	ts.addr = conn.LocalAddr().(*net.UDPAddr).AddrPort()
@@ -416,5 +424,42 @@ func TestUDPOnEveryLoop(t *testing.T) {
 				t.Fatalf("32 flows' sessions on %v loops: the group does not spread them", ts.ev.loops.Sessions())
 			}
 		})
+	}
+}
+
+// TestUDPMaxSessionsRaisedByReloadEvictsNone: a reload that raises
+// max_sessions past what the session table was sized for at start grows
+// the table, so sessions under the new limit are never evicted. The
+// table's floor is lowered so that a few hundred real sessions (each a
+// socket) reach the start size: 100 sessions size it at 200; the reload
+// allows 1000 and 600 clients open sessions, all live, all answered.
+func TestUDPMaxSessionsRaisedByReloadEvictsNone(t *testing.T) {
+	st := UDPSettings{SessionTimeout: time.Minute, MaxSessions: 100}
+	ts := newUDPServiceWith(t, "127.0.0.1:0", func(c *UDPConfig) { c.tableMin = 64 }, st, udpEcho(t, "a"))
+	if got := ts.Table().MaxEntries(); got != 200 {
+		t.Fatalf("session table of %d for max_sessions 100, want 200", got)
+	}
+	st.MaxSessions = 1000
+	if err := ts.Update(st); err != nil {
+		t.Fatal(err)
+	}
+	const clients = 600
+	conns := make([]*net.UDPConn, clients)
+	for i := range conns {
+		conns[i] = dialUDP(t, ts.addr)
+		if _, err := exchange(t, conns[i], []byte("hello")); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+	}
+	if n, ev := ts.Sessions(), ts.Table().Stats().Evicted; n != clients || ev != 0 {
+		t.Fatalf("%d sessions live, %d evicted after %d clients under max_sessions 1000", n, ev, clients)
+	}
+	for i, c := range conns { // every session is still the one it was: a second exchange creates none
+		if _, err := exchange(t, c, []byte("again")); err != nil {
+			t.Fatalf("client %d, second datagram: %v", i, err)
+		}
+	}
+	if n := ts.Stats.SessionsCreated.Load(); n != clients {
+		t.Fatalf("%d sessions created for %d clients: some were evicted and started again", n, clients)
 	}
 }

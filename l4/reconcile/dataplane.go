@@ -273,6 +273,7 @@ func (p *udpPlane) fillStatus(s *VIPStatus) {
 		Datagrams: st.Datagrams.Load(), Replies: st.Replies.Load(),
 		Truncated: st.Truncated.Load(), Dropped: st.Dropped.Load(),
 		SessionsRefused: st.SessionsRefused.Load(), Moved: st.Moved.Load(),
-		BackendsFull: st.BackendsFull.Load(),
+		BackendsFull: st.BackendsFull.Load(), QueueDropped: p.svc.QueueDrops(),
+		ReplyQueueDropped: st.ReplyQueueDrops.Load(), SocketErrors: st.SocketErrors.Load(),
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
@@ -25,9 +26,19 @@ import (
 // flow when that is more.
 const RebalanceTolerance = 0.10
 
-// MaxRebalanceRate bounds a rebalance's rate (connections per second), as
-// the config bounds rebalance_rate.
-const MaxRebalanceRate = 10000
+// MaxRebalanceRate bounds a rebalance's rate (connections per second): the
+// config's bound of rebalance_rate.
+const MaxRebalanceRate = config.MaxRebalanceRate
+
+// CheckRebalanceRate refuses a rate a rebalance may not run at (0: the
+// VIP's rebalance_rate), saying what is allowed and why.
+func CheckRebalanceRate(rate int) error {
+	if rate >= 0 && rate <= MaxRebalanceRate {
+		return nil
+	}
+	return fmt.Errorf("rate %d is out of range: a rebalance closes 1 to %d connections a second, the bound of rebalance_rate "+
+		"(0: the VIP's rebalance_rate), so that the clients it moves reconnect gradually, not all at once", rate, MaxRebalanceRate)
+}
 
 // A rebalance stops for want of progress when this many of its closes, and
 // at least rebalanceStallTime, went by without a closed client landing on
@@ -75,12 +86,17 @@ type RebalanceStatus struct {
 	By        string    `json:"by,omitempty"`
 	Started   time.Time `json:"started,omitzero"`
 	Ended     time.Time `json:"ended,omitzero"`
-	// Planned is how many closes the plan needed when it started; Closed
-	// how many connections it closed so far; ToClose how many more it
-	// needs now (each close is expected to move one client).
-	Planned  int                `json:"planned"`
-	Closed   int                `json:"closed"`
-	ToClose  int                `json:"to_close"`
+	// Planned is how many closes its rounds planned (the first round's
+	// plan when it started; a round that left the backends unbalanced,
+	// round robin's reconnections spread by weight, adds the next round's);
+	// Closed how many connections it closed so far; ToClose how many more
+	// the current round will close (with none running, how many a
+	// rebalance would plan now). Each close is expected to move one client.
+	Planned int `json:"planned"`
+	Closed  int `json:"closed"`
+	ToClose int `json:"to_close"`
+	// Rounds counts the plans so far.
+	Rounds   int                `json:"rounds,omitempty"`
 	Backends []RebalanceBackend `json:"backends"`
 }
 
@@ -139,9 +155,14 @@ type rebalance struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when run returns
 
+	// round is the plan being closed or waited on; only run touches it
+	// once started.
+	round *round
+
 	mu     sync.Mutex
 	st     RebalanceStatus      // Backends unused: computed when asked
 	closed map[l4.BackendID]int // per backend
+	left   map[l4.BackendID]int // the round's closes still to make, per backend
 }
 
 // startRebalance plans and starts a rebalance, unless one runs or the VIP
@@ -155,11 +176,11 @@ func (v *vip) startRebalance(o RebalanceOptions) (RebalanceStatus, error) {
 	if _, err := v.dp.closeSome(nil, 0, proxy.CloseFIN); err != nil {
 		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
-	switch {
-	case vc.RebalanceRate == 0:
+	if vc.RebalanceRate == 0 {
 		return RebalanceStatus{}, fmt.Errorf("vip %q: %w: its rebalance_rate is 0", vc.Name, ErrCannotRebalance)
-	case rate < 0 || rate > MaxRebalanceRate:
-		return RebalanceStatus{}, fmt.Errorf("vip %q: rate %d is out of range 1..%d", vc.Name, rate, MaxRebalanceRate)
+	}
+	if err := CheckRebalanceRate(rate); err != nil {
+		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
 	how := proxy.CloseFIN
 	if o.Reset {
@@ -174,7 +195,8 @@ func (v *vip) startRebalance(o RebalanceOptions) (RebalanceStatus, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rb := &rebalance{v: v, rate: rate, how: how, cancel: cancel, done: make(chan struct{}), closed: map[l4.BackendID]int{}}
 	rb.st = RebalanceStatus{VIP: vc.Name, State: RebalanceRunning, Rate: rate, Close: how.String(), Tolerance: RebalanceTolerance,
-		By: o.By, Started: time.Now(), Planned: closesNeeded(rows)}
+		By: o.By, Started: time.Now()}
+	rb.newRoundLocked(rows)
 	v.rebal = rb
 	if balanced(rows) {
 		rb.endLocked(RebalanceDone, nothingToDo(rows))
@@ -234,14 +256,25 @@ func (v *vip) rebalanceStatus() RebalanceStatus {
 	return rb.statusWith(rows)
 }
 
-// statusWith is the rebalance's status over rows.
+// statusWith is the rebalance's status over rows: while it runs, what
+// its round has left to close; once ended, what a new one would plan.
 func (rb *rebalance) statusWith(rows []balanceRow) RebalanceStatus {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	return withRows(rb.st, rows, rb.closed)
+	if rb.st.State != RebalanceRunning {
+		return withRows(rb.st, rows, rb.closed)
+	}
+	st := withRows(rb.st, rows, rb.closed)
+	st.ToClose = 0
+	for i := range st.Backends {
+		st.Backends[i].ToClose = rb.left[l4.BackendID(st.Backends[i].ID)]
+		st.ToClose += st.Backends[i].ToClose
+	}
+	return st
 }
 
-// withRows fills st's backends from rows.
+// withRows fills st's backends from rows, with what a rebalance would
+// plan now.
 func withRows(st RebalanceStatus, rows []balanceRow, closed map[l4.BackendID]int) RebalanceStatus {
 	st.ToClose = closesNeeded(rows)
 	plan := allocate(rows, st.ToClose)
@@ -323,7 +356,14 @@ type pacer struct {
 	started   bool
 }
 
-// step is one tick: it returns a state when the rebalance ends.
+// step is one tick: it returns a state when the rebalance ends. A round
+// closes its plan at the rate, then waits for the closed clients to land
+// (the live flows back to what they were, or rebalanceStallTime); only
+// then is the balance judged: done, stopped for want of progress, or a
+// next round. Judged earlier, the live counts would be short of the
+// clients still reconnecting, the targets with them, and a rebalance
+// would close more than it planned and call the backends balanced with
+// the new one empty.
 func (rb *rebalance) step(p *pacer, now time.Time) (state, reason string) {
 	v := rb.v
 	if v.stopped.Load() {
@@ -335,30 +375,68 @@ func (rb *rebalance) step(p *pacer, now time.Time) (state, reason string) {
 	v.mu.Lock()
 	rows := v.balanceRowsLocked()
 	v.mu.Unlock()
-	if balanced(rows) {
-		return RebalanceDone, fmt.Sprintf("every backend is within %.0f%% of its share", 100*RebalanceTolerance)
-	}
-	if u := placed(rows); !p.started || u > p.best+0.5 {
-		p.best, p.sinceBest, p.bestAt, p.started = u, 0, now, true
-	} else if p.sinceBest >= rebalanceStallCloses && now.Sub(p.bestAt) >= rebalanceStallTime {
-		return RebalanceStopped, rb.stallReason(p.sinceBest)
-	}
 	p.tokens = math.Min(p.burst, p.tokens+p.rate*now.Sub(p.last).Seconds())
 	p.last = now
-	k := min(int(p.tokens), closesNeeded(rows))
-	if p.sinceBest >= rebalanceStallCloses {
-		k = 0 // wait for the clients closed so far to land somewhere
+	r := rb.round
+	if r.closing() {
+		if u := placed(rows); !p.started || u > p.best+0.5 {
+			p.best, p.sinceBest, p.bestAt, p.started = u, 0, now, true
+		} else if p.sinceBest >= rebalanceStallCloses && now.Sub(p.bestAt) >= rebalanceStallTime {
+			return RebalanceStopped, rb.stallReason(p.sinceBest)
+		}
+		if p.sinceBest < rebalanceStallCloses { // else wait for the clients closed so far to land somewhere
+			rb.closeTick(p, rows, now)
+		}
+		return "", ""
 	}
-	for i, n := range allocate(rows, k) {
+	landed, back := r.landed(rows, now)
+	if !landed {
+		return "", ""
+	}
+	u := placed(rows)
+	if u > p.best+0.5 {
+		p.best, p.sinceBest, p.bestAt = u, 0, now
+	}
+	switch {
+	case balanced(rows):
+		return RebalanceDone, fmt.Sprintf("every backend is within %.0f%% of its share (or one flow)", 100*RebalanceTolerance)
+	case !back && u <= r.placed+0.5:
+		return RebalanceStopped, fmt.Sprintf("no progress: of the %d connections the last round closed, some clients did not reconnect within %v and none landed on a backend below its share; closing more would only lose clients",
+			r.closed, rebalanceStallTime)
+	case p.sinceBest >= rebalanceStallCloses && now.Sub(p.bestAt) >= rebalanceStallTime:
+		return RebalanceStopped, rb.stallReason(p.sinceBest)
+	}
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.newRoundLocked(rows) == 0 {
+		return RebalanceStopped, "nothing left to close: no backend above its share has a connection to give"
+	}
+	return "", ""
+}
+
+// closeTick closes this tick's share of the round's plan.
+func (rb *rebalance) closeTick(p *pacer, rows []balanceRow, now time.Time) {
+	r := rb.round
+	for i, n := range r.allocate(rows, int(p.tokens)) {
 		if n == 0 {
 			continue
 		}
-		got, _ := v.dp.closeSome(rows[i].b, n, rb.how)
+		b := rows[i].b
+		got, _ := rb.v.dp.closeSome(b, n, rb.how)
 		p.tokens -= float64(got)
 		p.sinceBest += got
-		rb.noteClosed(rows[i].b.ID, got)
+		r.left[b] -= n // fewer closed: the backend has no more to give
+		r.closed += got
+		rb.noteClosed(b.ID, got)
 	}
-	return "", ""
+	if !r.closing() {
+		r.closedAt = now
+	}
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	for b, n := range r.left {
+		rb.left[b.ID] = max(n, 0)
+	}
 }
 
 func (rb *rebalance) noteClosed(id l4.BackendID, n int) {

@@ -26,6 +26,11 @@ import (
 type heldClients struct {
 	addr netip.AddrPort
 	wg   sync.WaitGroup
+	// backoff is how long a client waits after its connection ended
+	// before it reconnects (a pool's reconnect delay); 0 = at once. quit
+	// cuts the wait short when the test ends.
+	backoff time.Duration
+	quit    chan struct{}
 
 	mu         sync.Mutex
 	stopping   bool
@@ -40,7 +45,14 @@ type heldClients struct {
 // spreads them evenly) and keeps them connected.
 func holdClients(t *testing.T, addr netip.AddrPort, n int) *heldClients {
 	t.Helper()
-	h := &heldClients{addr: addr, conns: map[int]net.Conn{}, on: map[int]string{}}
+	return holdClientsBackoff(t, addr, n, 0)
+}
+
+// holdClientsBackoff is holdClients whose clients wait backoff before
+// they reconnect.
+func holdClientsBackoff(t *testing.T, addr netip.AddrPort, n int, backoff time.Duration) *heldClients {
+	t.Helper()
+	h := &heldClients{addr: addr, backoff: backoff, quit: make(chan struct{}), conns: map[int]net.Conn{}, on: map[int]string{}}
 	t.Cleanup(h.stop)
 	for i := range n {
 		c, r, name, err := h.dial()
@@ -91,6 +103,11 @@ func (h *heldClients) hold(i int, c net.Conn, r *bufio.Reader) {
 		}
 		delete(h.on, i)
 		h.mu.Unlock()
+		select {
+		case <-time.After(h.backoff):
+		case <-h.quit:
+			return
+		}
 		var name string
 		c, r, name, err = h.dial()
 		h.mu.Lock()
@@ -112,6 +129,9 @@ func (h *heldClients) hold(i int, c net.Conn, r *bufio.Reader) {
 
 func (h *heldClients) stop() {
 	h.mu.Lock()
+	if !h.stopping {
+		close(h.quit)
+	}
 	h.stopping = true
 	for _, c := range h.conns {
 		c.Close()
@@ -259,6 +279,65 @@ func TestRebalanceAfterBackendJoins(t *testing.T) {
 	}
 }
 
+// TestRebalanceClosesWhatItPlanned is D7: 8 connections on two backends,
+// a third joins, and the plan is 2 closes. The clients reconnect after a
+// second and a half, as a pool with a reconnect delay does. The rebalance
+// closes the 2 it planned and waits for them to land, rather than reading
+// the falling live counts as more to close (it closed 5 and ended "every
+// backend within 10%" with the new backend at 0); its report is then
+// true: every backend within its slack of its share, the new one at 2.
+func TestRebalanceClosesWhatItPlanned(t *testing.T) {
+	const conns = 8
+	servers := []*namedServer{startNamed(t, "s1"), startNamed(t, "s2"), startNamed(t, "s3")}
+	vipAddr := testutil.FreeTCPAddr(t)
+	rt := startRuntime(t, rebalanceConfig(vipAddr, "least_conn", 10, servers[:2], 100, 100))
+	clients := holdClientsBackoff(t, vipAddr, conns, 1500*time.Millisecond)
+	apply(t, rt, rebalanceConfig(vipAddr, "least_conn", 10, servers, 100, 100, 100))
+	plan, err := rt.Rebalance("a", RebalanceOptions{By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Planned != 2 {
+		t.Fatalf("plan: %+v, want 2 closes", plan)
+	}
+	st := waitRebalance(t, rt, 20*time.Second)
+	eofs, _, errs := clients.result()
+	if len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	if st.State != RebalanceDone || st.Closed != 2 || st.Planned != 2 || eofs != 2 {
+		t.Fatalf("rebalance ended %s after closing %d of %d planned (clients saw %d closes): %s; %+v", st.State, st.Closed, st.Planned, eofs, st.Reason, st.Backends)
+	}
+	for _, b := range st.Backends {
+		if math.Abs(float64(b.Live)-b.Target) > math.Max(RebalanceTolerance*b.Target, 1) {
+			t.Fatalf("reported %q, but %s holds %d for a target of %v: %+v", st.Reason, b.ID, b.Live, b.Target, st.Backends)
+		}
+	}
+	if live := liveOf(rt); live["s3"] != 2 || live["s1"]+live["s2"] != 6 {
+		t.Fatalf("after the rebalance: %v, want 2 on s3", live)
+	}
+}
+
+// TestRebalanceStopsWhenClientsDoNotReturn: the same, but the closed
+// clients do not come back (within the test). The rebalance closes its
+// plan, waits for them, and stops saying so, instead of closing more
+// clients that would not come back either.
+func TestRebalanceStopsWhenClientsDoNotReturn(t *testing.T) {
+	servers := []*namedServer{startNamed(t, "s1"), startNamed(t, "s2"), startNamed(t, "s3")}
+	vipAddr := testutil.FreeTCPAddr(t)
+	rt := startRuntime(t, rebalanceConfig(vipAddr, "least_conn", 10, servers[:2], 100, 100))
+	clients := holdClientsBackoff(t, vipAddr, 8, time.Hour)
+	apply(t, rt, rebalanceConfig(vipAddr, "least_conn", 10, servers, 100, 100, 100))
+	if _, err := rt.Rebalance("a", RebalanceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitRebalance(t, rt, 20*time.Second)
+	eofs, _, _ := clients.result()
+	if st.State != RebalanceStopped || st.Closed != 2 || eofs != 2 || !strings.Contains(st.Reason, "did not reconnect") {
+		t.Fatalf("rebalance ended %s after closing %d of %d (clients saw %d): %s", st.State, st.Closed, st.Planned, eofs, st.Reason)
+	}
+}
+
 // TestRebalanceFollowsWeights: targets are the weights' shares.
 func TestRebalanceFollowsWeights(t *testing.T) {
 	servers := []*namedServer{startNamed(t, "s1"), startNamed(t, "s2"), startNamed(t, "s3")}
@@ -300,17 +379,22 @@ func TestRebalanceRoundRobin(t *testing.T) {
 	rt := startRuntime(t, rebalanceConfig(vipAddr, "round_robin", 1000, servers[:2], 100, 100))
 	clients := holdClients(t, vipAddr, 150)
 	apply(t, rt, rebalanceConfig(vipAddr, "round_robin", 1000, servers, 100, 100, 100))
-	if _, err := rt.Rebalance("a", RebalanceOptions{}); err != nil {
+	first, err := rt.Rebalance("a", RebalanceOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	st := waitRebalance(t, rt, 20*time.Second)
-	if st.State != RebalanceDone || st.Closed <= st.Planned {
-		t.Fatalf("rebalance: %+v", st)
+	if st.State != RebalanceDone || st.Rounds < 2 || st.Closed <= first.Planned || st.Closed > st.Planned {
+		t.Fatalf("rebalance: %+v after a first plan of %d", st, first.Planned)
 	}
-	if _, _, errs := clients.result(); len(errs) > 0 {
+	eofs, _, errs := clients.result()
+	if len(errs) > 0 {
 		t.Fatal(errs[0])
 	}
-	t.Logf("planned %d, closed %d", st.Planned, st.Closed)
+	if eofs != st.Closed {
+		t.Fatalf("closed %d, clients saw %d closes", st.Closed, eofs)
+	}
+	t.Logf("first plan %d; %d rounds planned %d, closed %d", first.Planned, st.Rounds, st.Planned, st.Closed)
 }
 
 // TestRebalanceStopsWhenClientsComeBack: with source_hash every loopback

@@ -194,17 +194,32 @@ type VIPStatus struct {
 	Names []NameStatus `json:"names,omitempty"`
 }
 
-// UDPStatus holds a UDP VIP's datagram counters.
+// UDPStatus holds a UDP VIP's datagram counters (proxy.UDPStats says
+// what each counts). Datagrams dropped for want of a backend are the
+// VIP's NoBackend; refused clients its Denied and ClientLimited.
 type UDPStatus struct {
-	Datagrams       uint64 `json:"datagrams"`
-	Replies         uint64 `json:"replies"`
-	Truncated       uint64 `json:"truncated"`
-	Dropped         uint64 `json:"dropped"`
+	Datagrams uint64 `json:"datagrams"`
+	Replies   uint64 `json:"replies"`
+	Truncated uint64 `json:"truncated"`
+	// Dropped: datagrams a send did not take (a full socket buffer, an
+	// error from the backend's socket).
+	Dropped uint64 `json:"dropped"`
+	// SessionsRefused: datagrams from new clients dropped at
+	// max_sessions (no session slot).
 	SessionsRefused uint64 `json:"sessions_refused"`
 	Moved           uint64 `json:"moved"`
 	// BackendsFull counts datagrams dropped because a new session found
 	// every backend at its max_sessions.
 	BackendsFull uint64 `json:"backends_full,omitempty"`
+	// QueueDropped: client datagrams the kernel dropped on the VIP's
+	// sockets (their receive queues were full).
+	QueueDropped uint64 `json:"queue_dropped"`
+	// ReplyQueueDropped: backend replies the kernel dropped on session
+	// sockets (receive queues full), counted as each session ends.
+	ReplyQueueDropped uint64 `json:"reply_queue_dropped"`
+	// SocketErrors: datagrams from new clients dropped because the
+	// session's socket could not be opened (EMFILE and the like).
+	SocketErrors uint64 `json:"socket_errors"`
 }
 
 // BackendStatus describes one backend of a VIP.
@@ -230,13 +245,16 @@ type BackendStatus struct {
 	LiveFlows int64  `json:"live_flows"`
 	// MaxFlows is the backend's cap on live flows (max_conns for tcp,
 	// max_sessions for udp); absent: none.
-	MaxFlows     int64         `json:"max_flows,omitempty"`
-	Flows        uint64        `json:"flows"`
-	ConnectFails uint64        `json:"connect_fails"`
-	BytesIn      uint64        `json:"bytes_in"`
-	Packets      uint64        `json:"packets,omitempty"` // xdp VIPs: packets forwarded to it
-	BytesOut     uint64        `json:"bytes_out"`
-	RTT          time.Duration `json:"rtt_ns"`
+	MaxFlows     int64  `json:"max_flows,omitempty"`
+	Flows        uint64 `json:"flows"`
+	ConnectFails uint64 `json:"connect_fails"`
+	// Unanswered: UDP sessions that ended by session_timeout without a
+	// reply to any of their datagrams.
+	Unanswered uint64        `json:"unanswered,omitempty"`
+	BytesIn    uint64        `json:"bytes_in"`
+	Packets    uint64        `json:"packets,omitempty"` // xdp VIPs: packets forwarded to it
+	BytesOut   uint64        `json:"bytes_out"`
+	RTT        time.Duration `json:"rtt_ns"`
 	// Underflows counts releases without a matching acquire: always 0
 	// unless there is a bug (logged when it happens).
 	Underflows uint64 `json:"underflows,omitempty"`
@@ -370,7 +388,7 @@ func (b *backend) status() BackendStatus {
 	bs := BackendStatus{
 		ID: string(b.b.ID), Address: b.b.Addr.String(), Index: b.b.Index, Weight: b.weight,
 		Health: b.health.String(), LiveFlows: b.b.LiveFlows(), MaxFlows: b.b.MaxFlows(),
-		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(),
+		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(), Unanswered: b.b.Stats.Unanswered.Load(),
 		BytesIn: b.b.Stats.BytesIn.Load(), BytesOut: b.b.Stats.BytesOut.Load(), RTT: rtt,
 		Underflows: b.b.Underflows(),
 	}
