@@ -106,12 +106,17 @@ algorithm = "%s"
   [vip.health]
   type = "tcp"
   port = %d
-  interval = "100ms"
-  timeout = "50ms"
+  interval = "200ms"
+  timeout = "200ms"
   rise = 1
-  fall = 1
+  fall = 2
   max_fails = 0
 `
+
+// exclusionVIP's checks: a closed health port fails at once (refused), so
+// b goes down within two intervals; a live backend must not, even when a
+// busy machine delays a probe (with timeout 50ms and fall 1, a and c both
+// went down under make stress and a client was reset).
 
 // newFlowFrom opens a new flow to vip from source address 127.0.0.<src>
 // (every call a new connection or UDP session) and returns the name of
@@ -208,14 +213,14 @@ func TestDownBackendGetsNoNewFlows(t *testing.T) {
 				vip := testutil.FreeTCPAddr(t) // as a UDP port too: nothing listens there
 				rt := startRuntime(t, fmt.Sprintf(exclusionVIP, vip, proto, alg, port)+backendsTOML(addrs))
 				for _, h := range hs {
-					waitBackend(t, rt, "v", h.name, 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+					waitBackend(t, rt, "v", h.name, 10*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
 				}
 				if seen := askAll(t, proto, vip, flows); seen["b"] == 0 {
 					t.Fatalf("before b went down: %v, want some flows on b (else the check below proves nothing)", seen)
 				}
 
 				hs[1].health.Close()
-				waitBackend(t, rt, "v", "b", 3*time.Second, "down", func(b BackendStatus) bool { return b.Health == "down" })
+				waitBackend(t, rt, "v", "b", 10*time.Second, "down", func(b BackendStatus) bool { return b.Health == "down" })
 				before, _ := backendStatus(rt, "v", "b")
 				seen := askAll(t, proto, vip, flows)
 				after, _ := backendStatus(rt, "v", "b")
