@@ -100,7 +100,7 @@ type Global struct {
 // are ignored when they come from [defaults]; their fields then hold the
 // default and mean nothing.
 type VIP struct {
-	Name     string         // 1..64 of [a-zA-Z0-9_.-], unique
+	Name     string         // 1..64 of [a-zA-Z0-9_.-], not "." or "..", unique
 	Listen   netip.AddrPort // IPv4-mapped IPv6 is stored as IPv4; port != 0
 	Protocol l4.Protocol    // tcp | udp; default tcp
 	Mode     l4.Mode        // proxy | xdp; default proxy

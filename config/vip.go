@@ -39,8 +39,8 @@ func vipIdentity(l *layer, rv *rawVIP, v *VIP) {
 	switch {
 	case !l.has("name"):
 		l.problem("name", "is required")
-	case l.ok("name") && !validName(v.Name):
-		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", v.Name)
+	case l.ok("name"):
+		l.checkName("name", v.Name)
 	}
 	v.Protocol = enum(l, "protocol", rv.Protocol, none, l4.TCP, l4.ParseProtocol, []string{"tcp", "udp"})
 	v.Listen = l.addrPort("listen", rv.Listen)
@@ -179,8 +179,8 @@ func buildBackend(l *layer, rb *rawBackend) Backend {
 	var none opt[string]
 	b := Backend{Line: l.p.lines.line(l.own)}
 	b.Name = l.str("name", rb.Name, none, "")
-	if l.ok("name") && !validName(b.Name) {
-		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", b.Name)
+	if l.ok("name") {
+		l.checkName("name", b.Name)
 	}
 	b.Weight = l.integer("weight", rb.Weight, opt[int64]{}, 100, span[int64](0, 1000))
 	b.Backup = l.boolean("backup", rb.Backup, opt[bool]{}, false)
@@ -216,9 +216,23 @@ func parseAddrPort(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(a, ap.Port()), nil
 }
 
-// validName reports whether s is a valid VIP or backend name.
+// checkName reports key's value s unless it is a valid VIP, backend or
+// route name.
+func (l *layer) checkName(key, s string) {
+	if !validName(s) {
+		l.problem(key, "%q %s", s, nameRule)
+	}
+}
+
+// nameRule says what a name may be. The admin API takes VIP and backend
+// names as URL path segments (/vips/NAME/backends/NAME/drain), where "."
+// and ".." are not names but steps: HTTP clients and servers resolve them
+// away before the request is routed.
+const nameRule = `must be 1 to 64 of a-z A-Z 0-9 _ . - and not "." or ".." (names are path segments of the admin API)`
+
+// validName reports whether s is a valid VIP, backend or route name.
 func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
+	if len(s) == 0 || len(s) > 64 || s == "." || s == ".." {
 		return false
 	}
 	for _, c := range []byte(s) {
