@@ -83,8 +83,12 @@ func TestGlobalProblems(t *testing.T) {
 		{"metrics_listen port", g(`metrics_listen = "127.0.0.1:http"`), "global.metrics_listen", "", "not host:port"},
 		{"drain_timeout range", g(`drain_timeout = "2h"`), "global.drain_timeout", "", "2h is out of range 0s..1h"},
 		{"drain_timeout negative", g(`drain_timeout = "-1s"`), "global.drain_timeout", "", "must not be negative"},
-		{"drain_timeout syntax", g(`drain_timeout = "30"`), "global.drain_timeout", "", "not a duration"},
-		{"drain_timeout type", g(`drain_timeout = 30`), "global.drain_timeout", "", "must be a duration string"},
+		{"drain_timeout syntax", g(`drain_timeout = "30 s"`), "global.drain_timeout", "", "not a duration"},
+		// D21: a bare number is refused with the unit to write, as a
+		// string or a TOML integer ("0" alone needs none).
+		{"drain_timeout no unit", g(`drain_timeout = "2"`), "global.drain_timeout", "", `"2" has no unit: write "2s" for seconds or "2ms" for milliseconds`},
+		{"drain_timeout type", g(`drain_timeout = 30`), "global.drain_timeout", "", `must be a duration string, not the number 30: write "30s" for seconds`},
+		{"drain_timeout integer 0", g(`drain_timeout = 0`), "global.drain_timeout", "", `not the number 0: write "0s"`},
 		{"pipe_size small", g(`pipe_size = 1024`), "global.pipe_size", "", "1024 is out of range 4096..16777216"},
 		{"pipe_size type", g(`pipe_size = "1M"`), "global.pipe_size", "", "must be an integer, not a string"},
 		{"max_pipes negative", g(`max_pipes = -1`), "global.max_pipes", "", "-1 is out of range 0..4194304"},
@@ -418,6 +422,27 @@ listen = "198.18.0.10:5432"
 		b := bs[i]
 		if b.ID() != w.id || b.Host != w.host || b.SRV != w.srv || b.Port != w.port || b.IsNamed() != w.named || b.Address.IsValid() == w.named {
 			t.Errorf("backend %d = %+v (id %q), want %+v", i, b, b.ID(), w)
+		}
+	}
+}
+
+// D21: "0" is the one duration without a unit (as in Go's
+// time.ParseDuration), the same for every duration key; any other bare
+// number is refused with the fix, never read in a guessed unit.
+func TestDurationUnits(t *testing.T) {
+	for _, s := range []string{`"0"`, `"0s"`} {
+		c, err := config.Parse("t.toml", []byte("[global]\ndrain_timeout = "+s+"\n"+oneVIP("first_byte_timeout = "+s)))
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if c.Global.DrainTimeout != 0 || c.VIPs[0].FirstByteTimeout != 0 {
+			t.Errorf("%s: drain_timeout %v, first_byte_timeout %v", s, c.Global.DrainTimeout, c.VIPs[0].FirstByteTimeout)
+		}
+	}
+	for _, key := range []string{"connect_timeout", "first_byte_timeout", "idle_timeout"} {
+		_, err := config.Parse("t.toml", []byte(oneVIP(key+` = "2"`)))
+		if err == nil || !strings.Contains(err.Error(), `vip[0].`+key+`: "2" has no unit: write "2s"`) {
+			t.Errorf("%s = \"2\": %v", key, err)
 		}
 	}
 }
