@@ -260,7 +260,7 @@ type Health struct {
 	SlowStart   time.Duration // ramp the weight over this after recovery; 0 = off (default); up to 1h
 	OnDown      string        // keep | reset; default keep
 
-	// send_expect: at least one of Send, Expect, ExpectRegex; each at most 4096 bytes.
+	// send_expect: at least one of Send, Expect, ExpectRegex not empty; each at most 4096 bytes.
 	Send        []byte // from send (string) or send_hex (hex, spaces allowed); not both
 	Expect      []byte // prefix the reply must start with (expect / expect_hex)
 	ExpectRegex string // alternatively (RE2 syntax), a regular expression the reply must match

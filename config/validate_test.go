@@ -317,7 +317,10 @@ func TestHealthProblems(t *testing.T) {
 		{"expect and regex", h("type = \"send_expect\"\nexpect = \"+OK\"\nexpect_regex = \"OK\""), "vip[0].health.expect_regex", "pg", "mutually exclusive"},
 		{"expect and expect_hex", h("type = \"send_expect\"\nexpect = \"+OK\"\nexpect_hex = \"2b\""), "vip[0].health.expect_hex", "pg", "mutually exclusive"},
 		{"expect_regex syntax", h("type = \"send_expect\"\nexpect_regex = \"(\""), "vip[0].health.expect_regex", "pg", "missing closing )"},
-		{"send_expect empty", h(`type = "send_expect"`), "vip[0].health.type", "pg", "needs send"},
+		{"send_expect empty", h(`type = "send_expect"`), "vip[0].health.type", "pg", "nothing to send and nothing to expect is only a TCP connect"},
+		// D20: empty values are no check either.
+		{"send_expect empty values", h("type = \"send_expect\"\nexpect = \"\"\nsend = \"\""), "vip[0].health.send", "pg", `or use type = "tcp"`},
+		{"send_expect empty regex", h("type = \"send_expect\"\nexpect_regex = \"\""), "vip[0].health.expect_regex", "pg", "nothing to send and nothing to expect"},
 		{"status", h("type = \"http\"\nstatus = 600"), "vip[0].health.status", "pg", "600 is out of range 100..599"},
 		{"path", h("type = \"http\"\npath = \"health\""), "vip[0].health.path", "pg", "must start with /"},
 		{"host", h("type = \"http\"\nhost = \"a b\""), "vip[0].health.host", "pg", "no spaces"},
