@@ -107,6 +107,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"shape", "# comment\n\nvip = \"x\"\n", "test.toml:3: vip: must be an array of tables"},
 		{"table not array", "[vip]\nname = \"x\"\n", "test.toml:1: vip: must be an array of tables"},
 		{"scalar not table", "[[vip]]\nhealth = 5\n", "test.toml:2: vip.health: must be a table"},
+		// D32: a VIP's table before any [[vip]] says where it goes, not
+		// what the decoder's types are.
+		{"health before vip", "[vip.health]\ntype = \"tcp\"\n" + oneVIP(""), "test.toml:1: [vip.health] comes before any [[vip]], which makes vip a table instead of the list of VIPs: " +
+			"a VIP's own tables ([vip.health], [[vip.backend]], [[vip.route]]) go below its [[vip]] header; move it there, or make it [defaults.health] for every VIP"},
+		{"health and no vip", "[global]\n[vip.health] # checks\ntype = \"tcp\"\n", "test.toml:2: [vip.health] comes before any [[vip]]"},
+		{"backend before vip", "[[vip.backend]]\naddress = \"198.18.1.1:1\"\n" + oneVIP(""), "test.toml:1: [[vip.backend]] comes before any [[vip]]"},
 	} {
 		_, err := config.Parse("test.toml", []byte(c.src))
 		var cerr *config.Error

@@ -26,7 +26,7 @@ func Parse(path string, data []byte) (*Config, error) {
 	var raw rawFile
 	md, err := toml.Decode(string(data), &raw)
 	if err != nil {
-		return nil, decodeError(path, err)
+		return nil, decodeError(path, data, err)
 	}
 	p := newProblems(path, indexLines(data))
 	checkUnknown(p, &md, raw.VIPs)
