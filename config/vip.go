@@ -9,9 +9,9 @@ import (
 	"github.com/l4lb/l4lb/l4"
 )
 
-// buildVIP resolves and checks vip[i]. hasXDP says whether the file has an
-// [xdp] table.
-func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
+// buildVIP resolves and checks vip[i]; c holds the file's [global], [xdp]
+// and [bgp], already built.
+func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, c *Config) VIP {
 	own := fmt.Sprintf("vip[%d]", i)
 	l := newLayer(p, rv.Name.val, own, "defaults")
 	v := VIP{Line: p.lines.line(own)}
@@ -27,8 +27,9 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	checkBackendCaps(l, &v)
 	checkMaglev(l, &v)
 	if v.Mode == l4.ModeXDP {
-		checkXDPVIP(l, &v, hasXDP)
+		checkXDPVIP(l, &v, c.XDP != nil)
 	}
+	warnVIP(l, &v, c)
 	return v
 }
 
