@@ -315,6 +315,35 @@ type Backend struct {
 	Line int
 }
 
+// AttachesXDP reports whether l4lb loads and attaches the XDP program for
+// c: for its xdp VIPs or, with an [xdp] table, to guard proxy VIPs
+// (syn_rate_per_source, or allow/deny on a VIP the program can match).
+func (c *Config) AttachesXDP() bool {
+	if hasXDPVIP(c) {
+		return true
+	}
+	if c.XDP == nil {
+		return false
+	}
+	if c.XDP.SYNRatePerSource > 0 {
+		return true
+	}
+	for i := range c.VIPs {
+		if v := &c.VIPs[i]; len(v.Allow)+len(v.Deny) > 0 && v.XDPGuardable() {
+			return true
+		}
+	}
+	return false
+}
+
+// XDPGuardable reports whether the XDP program can match a proxy VIP's
+// packets to guard it: only a concrete listen address (a wildcard matches
+// every destination, which the program's exact lookup cannot express).
+func (v *VIP) XDPGuardable() bool {
+	a := v.Listen.Addr()
+	return a.IsValid() && !a.IsUnspecified()
+}
+
 // Key is what identifies the VIP to the kernel: its listen address and protocol.
 func (v *VIP) Key() l4.VIPKey { return l4.VIPKey{Addr: v.Listen, Proto: v.Protocol} }
 
