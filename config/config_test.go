@@ -350,3 +350,29 @@ protocol = "udp"
 		t.Errorf("Format round trip lost a cap: %+v", again.VIPs)
 	}
 }
+
+// D14: a problem without a line has no line part (it was "file:?:").
+func TestProblemWithoutLine(t *testing.T) {
+	for _, c := range []struct {
+		p    config.Problem
+		want string
+	}{
+		{config.Problem{File: "f.toml", Key: "global.workers", Msg: "m"}, "f.toml: global.workers: m"},
+		{config.Problem{File: "f.toml", Line: 3, VIP: "a", Key: "vip[0].listen", Msg: "m"}, `f.toml:3: vip "a": vip[0].listen: m`},
+		{config.Problem{File: "f.toml", Msg: "m"}, "f.toml: m"},
+	} {
+		if got := c.p.String(); got != c.want {
+			t.Errorf("%q, want %q", got, c.want)
+		}
+	}
+}
+
+// D14: the settings only a restart applies warn at their lines.
+func TestRestartWarningsHaveLines(t *testing.T) {
+	running := mustParse(t, oneVIP(""))
+	next := mustParse(t, "[global]\nlog_level = \"info\"\npipe_size = 2097152\n"+oneVIP(""))
+	ws := config.RestartWarnings(running, next)
+	if len(ws) != 1 || ws[0].Key != "global.pipe_size" || ws[0].Line != 3 || !strings.HasPrefix(ws[0].String(), "test.toml:3: global.pipe_size: differs from the running") {
+		t.Fatalf("%v", ws)
+	}
+}

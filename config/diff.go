@@ -125,6 +125,18 @@ func RestartOnly(running, next *Config) []string {
 	return keys
 }
 
+// RestartWarnings are the warnings `l4lb check` gives, with and without
+// --diff, for the settings of next that differ from running's but that a
+// reload cannot change (RestartOnly), each at its line in next.
+func RestartWarnings(running, next *Config) []Problem {
+	var out []Problem
+	for _, key := range RestartOnly(running, next) {
+		out = append(out, Problem{File: next.Path, Line: next.lines.line(key), Key: key,
+			Msg: "differs from the running l4lb's; a reload keeps the running value, a restart applies it"})
+	}
+	return out
+}
+
 // InForce is the config a reload from running to next leaves in force:
 // next, with the running values of the settings that need a restart
 // (those RestartOnly lists), so that what the running process reports

@@ -357,7 +357,7 @@ func TestFileProblems(t *testing.T) {
 		if c.name == "no vip" {
 			c.src = "[global]\n"
 			_, err := config.Parse("test.toml", []byte(c.src))
-			if err == nil || !strings.Contains(err.Error(), "test.toml:?: vip: no [[vip]] table") {
+			if err == nil || !strings.Contains(err.Error(), "test.toml: vip: no [[vip]] table") {
 				t.Errorf("no vip: got %v", err)
 			}
 			continue

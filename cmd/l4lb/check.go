@@ -79,11 +79,7 @@ func runningDiff(cfg *config.Config, sock string) (problems, warnings []config.P
 	case err != nil:
 		return nil, []config.Problem{{File: cfg.Path, Msg: fmt.Sprintf("cannot read the running l4lb's config to compare: %v", err)}}
 	}
-	for _, key := range config.RestartOnly(running, cfg) {
-		warnings = append(warnings, config.Problem{File: cfg.Path, Key: key,
-			Msg: "differs from the running l4lb's; a reload keeps the running value, a restart applies it"})
-	}
-	return config.CheckReload(running, cfg), warnings
+	return config.CheckReload(running, cfg), config.RestartWarnings(running, cfg)
 }
 
 // runningConfig asks the l4lb on sock for the config it runs; reached is
@@ -123,6 +119,9 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 		fmt.Fprintf(stderr, "l4lb check --diff: cannot read the config of the l4lb on %s: %v\n", sock, err)
 		return 1
 	}
+	// The same warnings as check without --diff: the file's, the host's,
+	// the names', and the settings only a restart applies.
+	warnings = append(warnings, config.RestartWarnings(running, cfg)...)
 	printWarnings(stderr, warnings)
 	if problems := config.CheckReload(running, cfg); len(problems) > 0 {
 		fmt.Fprintln(stderr, &config.Error{Problems: problems})
