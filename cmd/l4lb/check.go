@@ -54,7 +54,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, &config.Error{Problems: problems})
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok, %d VIPs, %d warnings\n", path, len(cfg.VIPs), len(warnings))
+	fmt.Fprintf(stdout, "%s: ok, %s, %s\n", path, config.Plural(len(cfg.VIPs), "VIP"), config.Plural(len(warnings), "warning"))
 	return 0
 }
 
@@ -135,7 +135,7 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 	if asJSON {
 		return printDiffJSON(stdout, stderr, diffReport{File: cfg.Path, Socket: sock, PID: st.Process.PID, Changed: !changes.Empty(), Changes: changes})
 	}
-	fmt.Fprintf(stdout, "%s: ok, %d VIPs, %d warnings\n", cfg.Path, len(cfg.VIPs), len(warnings))
+	fmt.Fprintf(stdout, "%s: ok, %s, %s\n", cfg.Path, config.Plural(len(cfg.VIPs), "VIP"), config.Plural(len(warnings), "warning"))
 	pid := ""
 	if st.Process.PID != 0 {
 		pid = fmt.Sprintf(" (pid %d)", st.Process.PID)

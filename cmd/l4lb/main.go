@@ -109,7 +109,7 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 
 // commandHelp is one command's help text without its flag list.
 func commandHelp(c command) string {
-	s := fmt.Sprintf("usage: l4lb %s %s\n\n%s.\n", c.name, c.usage, upperFirst(c.synopsis))
+	s := fmt.Sprintf("%s\n\n%s.\n", usageLine(c), upperFirst(c.synopsis))
 	if c.help != "" {
 		s += "\n" + c.help
 	}
@@ -283,7 +283,9 @@ backend, which resets them; UDP sessions move on their next datagram.
 ` + overrideCommon
 
 const enableHelp = `Enable clears a drain or disable: the backend takes new flows again when
-its health and its weight in the file allow.
+its health and its weight in the file allow. A backend with neither is
+left as it is ("nothing changed"), as is a drain or disable asked for
+twice: the first one and who set it stay.
 ` + overrideCommon
 
 const upgradeHelp = `Asks the running l4lb to start a new binary (--binary, or the path the
