@@ -189,7 +189,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	flagsOf := map[string][]string{
 		"run":       {"--config", "--log-format"},
 		"check":     {"--config", "--diff", "--socket", "--json"},
-		"status":    {"--socket", "--config", "--json", "--show-config"},
+		"status":    {"--socket", "--config", "--json", "--show-config", "--capabilities"},
 		"xdp":       {"--config"},
 		"decap":     {"--iface", "--mode"},
 		"version":   nil,

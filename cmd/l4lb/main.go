@@ -28,7 +28,7 @@ func commands() []command {
 	return []command{
 		{"run", "serve the VIPs of a config file", "[--config] FILE [--log-format console|json]", runHelp, cmdRun},
 		{"check", "validate a config file; --diff: what a reload with it would change", "[--config] FILE [--diff [--json] [--socket PATH]]", checkHelp, cmdCheck},
-		{"status", "show what a running l4lb serves", "[--socket PATH | --config FILE] [--json | --show-config]", statusHelp, cmdStatus},
+		{"status", "show what a running l4lb serves", "[--socket PATH | --config FILE] [--json] [--show-config] [--capabilities]", statusHelp, cmdStatus},
 		{"drain", "stop new flows to a backend; established flows continue", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", drainHelp, cmdOverride("drain")},
 		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", disableHelp, cmdOverride("disable")},
 		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", enableHelp, cmdOverride("enable")},
@@ -217,14 +217,18 @@ expect.
 `
 
 const statusHelp = `Asks the admin socket of a running l4lb (root only; default
-/run/l4lb/admin.sock, or the admin_socket of --config FILE). --json prints
-the raw answer; --show-config (or --config with no FILE) prints the
+/run/l4lb/admin.sock, or the admin_socket of --config FILE: --config always
+names a file). --json prints the raw answer; --show-config prints the
 configuration in force, every default resolved, as TOML (passwords
-redacted).
+redacted), and with --json as JSON with the same keys. A --config without a
+FILE is the old spelling of --show-config: it still works, and says so on
+stderr.
 
 The first lines name the process (version, commit, Go version, pid, uptime,
-config file) and the last reload (when, and whether it was applied or
-refused with the first problem); then the splice pipe pool; the event
+config file), its capabilities (by name when few are left, as after
+drop_capabilities; else their number, and --capabilities lists them all)
+and the last reload (when, and whether it was applied or refused with the
+first problem); then the splice pipe pool; the event
 loops ("workers: N event loops, TCP connections on each: ..."; one loop per
 CPU, or workers in [global]; a loop that holds 4 more connections than an
 idle one passes new ones to it); the XDP program when loaded, with its pass
