@@ -169,9 +169,13 @@ defaults to /etc/l4lb/l4lb.toml.
 
 Warnings (legal but probably wrong) go to stderr and do not change the exit
 status: a VIP address no interface has (unless freebind = true), a VIP whose
-backends all have weight 0, a UDP VIP whose TCP health check probes the
-service port, and, when an l4lb answers on the file's admin_socket (or
---socket), settings that differ from it but need a restart. check also
+backends all have weight 0, access lists that let no client in, PROXY
+headers trusted from anywhere or from allowed clients, defer_accept or
+first_byte_timeout with a server-first check, values far beyond what the
+host has (workers, max_pipes x pipe_size, max_sessions) or anyone waits for,
+and, when an l4lb answers on the file's admin_socket (or --socket), settings
+that differ from it but need a restart; --diff prints the same ones. "l4lb
+run" logs them at start, and a reload only those that are new. check also
 refuses what would fail or misbehave at start: listeners that cannot bind
 together (a wildcard and a specific address on one port and protocol, a TCP
 VIP on the metrics port), a backend that leads back into l4lb (the VIP
