@@ -146,10 +146,16 @@ func (l *layer) integer(key string, own, def opt[int64], builtin int, r bounds[i
 // needs a unit, as in Go's time.ParseDuration, which also lets "0" go
 // without one: nginx reads a bare number as seconds and HAProxy as
 // milliseconds, so "30" is refused rather than guessed, whether a string
-// or a TOML integer, with the fix in the message.
+// or a TOML integer, with the fix in the message; 0 is 0 either way.
 func (l *layer) duration(key string, own, def opt[string], builtin time.Duration, r bounds[time.Duration]) time.Duration {
 	if v := pick(l, key, own, def); v.set && v.bad != nil {
-		if n, ok := v.bad.(int64); ok {
+		switch n, ok := v.bad.(int64); {
+		case ok && n == 0 && r.has(0):
+			return 0
+		case ok && n == 0:
+			l.problem(key, "0 is out of range %s", r)
+			return builtin
+		case ok:
 			l.problem(key, "must be a duration string, not the number %d: %s", n, unitHint(strconv.FormatInt(n, 10)))
 			return builtin
 		}

@@ -88,7 +88,7 @@ func TestGlobalProblems(t *testing.T) {
 		// string or a TOML integer ("0" alone needs none).
 		{"drain_timeout no unit", g(`drain_timeout = "2"`), "global.drain_timeout", "", `"2" has no unit: write "2s" for seconds or "2ms" for milliseconds`},
 		{"drain_timeout type", g(`drain_timeout = 30`), "global.drain_timeout", "", `must be a duration string, not the number 30: write "30s" for seconds`},
-		{"drain_timeout integer 0", g(`drain_timeout = 0`), "global.drain_timeout", "", `not the number 0: write "0s"`},
+		{"resolve_min integer 0", g(`resolve_min = 0`), "global.resolve_min", "", "0 is out of range 100ms..1h"},
 		{"pipe_size small", g(`pipe_size = 1024`), "global.pipe_size", "", "1024 is out of range 4096..16777216"},
 		{"pipe_size type", g(`pipe_size = "1M"`), "global.pipe_size", "", "must be an integer, not a string"},
 		{"max_pipes negative", g(`max_pipes = -1`), "global.max_pipes", "", "-1 is out of range 0..4194304"},
@@ -433,7 +433,7 @@ listen = "198.18.0.10:5432"
 // time.ParseDuration), the same for every duration key; any other bare
 // number is refused with the fix, never read in a guessed unit.
 func TestDurationUnits(t *testing.T) {
-	for _, s := range []string{`"0"`, `"0s"`} {
+	for _, s := range []string{`"0"`, `"0s"`, `0`} {
 		c, err := config.Parse("t.toml", []byte("[global]\ndrain_timeout = "+s+"\n"+oneVIP("first_byte_timeout = "+s)))
 		if err != nil {
 			t.Fatalf("%s: %v", s, err)
