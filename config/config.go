@@ -105,7 +105,7 @@ type Global struct {
 // are ignored when they come from [defaults]; their fields then hold the
 // default and mean nothing.
 type VIP struct {
-	Name     string         // 1..64 of [a-zA-Z0-9_.-], unique
+	Name     string         // 1..64 of [a-zA-Z0-9_.-], not "." or "..", unique
 	Listen   netip.AddrPort // IPv4-mapped IPv6 is stored as IPv4; port != 0
 	Protocol l4.Protocol    // tcp | udp; default tcp
 	Mode     l4.Mode        // proxy | xdp; default proxy
@@ -273,7 +273,7 @@ type Health struct {
 	// Always off for type none.
 	SendProxy string
 
-	// send_expect: at least one of Send, Expect, ExpectRegex; each at most 4096 bytes.
+	// send_expect: at least one of Send, Expect, ExpectRegex not empty; each at most 4096 bytes.
 	Send        []byte // from send (string) or send_hex (hex, spaces allowed); not both
 	Expect      []byte // prefix the reply must start with (expect / expect_hex)
 	ExpectRegex string // alternatively (RE2 syntax), a regular expression the reply must match
@@ -328,6 +328,35 @@ type Backend struct {
 	Line int
 }
 
+// AttachesXDP reports whether l4lb loads and attaches the XDP program for
+// c: for its xdp VIPs or, with an [xdp] table, to guard proxy VIPs
+// (syn_rate_per_source, or allow/deny on a VIP the program can match).
+func (c *Config) AttachesXDP() bool {
+	if c.HasXDPVIP() {
+		return true
+	}
+	if c.XDP == nil {
+		return false
+	}
+	if c.XDP.SYNRatePerSource > 0 {
+		return true
+	}
+	for i := range c.VIPs {
+		if v := &c.VIPs[i]; len(v.Allow)+len(v.Deny) > 0 && v.XDPGuardable() {
+			return true
+		}
+	}
+	return false
+}
+
+// XDPGuardable reports whether the XDP program can match a proxy VIP's
+// packets to guard it: only a concrete listen address (a wildcard matches
+// every destination, which the program's exact lookup cannot express).
+func (v *VIP) XDPGuardable() bool {
+	a := v.Listen.Addr()
+	return a.IsValid() && !a.IsUnspecified()
+}
+
 // Key is what identifies the VIP to the kernel: its listen address and protocol.
 func (v *VIP) Key() l4.VIPKey { return l4.VIPKey{Addr: v.Listen, Proto: v.Protocol} }
 
@@ -366,3 +395,13 @@ type XDP struct {
 // (connections closed a second): a rebalance moves clients gradually, so
 // that their reconnections do not arrive all at once.
 const MaxRebalanceRate = 10000
+
+// HasXDPVIP reports whether some VIP has mode = "xdp".
+func (c *Config) HasXDPVIP() bool {
+	for i := range c.VIPs {
+		if c.VIPs[i].Mode == l4.ModeXDP {
+			return true
+		}
+	}
+	return false
+}

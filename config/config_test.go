@@ -107,6 +107,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"shape", "# comment\n\nvip = \"x\"\n", "test.toml:3: vip: must be an array of tables"},
 		{"table not array", "[vip]\nname = \"x\"\n", "test.toml:1: vip: must be an array of tables"},
 		{"scalar not table", "[[vip]]\nhealth = 5\n", "test.toml:2: vip.health: must be a table"},
+		// D32: a VIP's table before any [[vip]] says where it goes, not
+		// what the decoder's types are.
+		{"health before vip", "[vip.health]\ntype = \"tcp\"\n" + oneVIP(""), "test.toml:1: [vip.health] comes before any [[vip]], which makes vip a table instead of the list of VIPs: " +
+			"a VIP's own tables ([vip.health], [[vip.backend]], [[vip.route]]) go below its [[vip]] header; move it there, or make it [defaults.health] for every VIP"},
+		{"health and no vip", "[global]\n[vip.health] # checks\ntype = \"tcp\"\n", "test.toml:2: [vip.health] comes before any [[vip]]"},
+		{"backend before vip", "[[vip.backend]]\naddress = \"198.18.1.1:1\"\n" + oneVIP(""), "test.toml:1: [[vip.backend]] comes before any [[vip]]"},
 	} {
 		_, err := config.Parse("test.toml", []byte(c.src))
 		var cerr *config.Error
@@ -342,5 +348,31 @@ protocol = "udp"
 	again := mustParse(t, string(config.Format(c, config.FormatOptions{})))
 	if again.VIPs[0].Backends[0].MaxConns != 5 || again.VIPs[2].Backends[0].MaxSessions != 7 || again.VIPs[1].QueueTimeout != 0 {
 		t.Errorf("Format round trip lost a cap: %+v", again.VIPs)
+	}
+}
+
+// D14: a problem without a line has no line part (it was "file:?:").
+func TestProblemWithoutLine(t *testing.T) {
+	for _, c := range []struct {
+		p    config.Problem
+		want string
+	}{
+		{config.Problem{File: "f.toml", Key: "global.workers", Msg: "m"}, "f.toml: global.workers: m"},
+		{config.Problem{File: "f.toml", Line: 3, VIP: "a", Key: "vip[0].listen", Msg: "m"}, `f.toml:3: vip "a": vip[0].listen: m`},
+		{config.Problem{File: "f.toml", Msg: "m"}, "f.toml: m"},
+	} {
+		if got := c.p.String(); got != c.want {
+			t.Errorf("%q, want %q", got, c.want)
+		}
+	}
+}
+
+// D14: the settings only a restart applies warn at their lines.
+func TestRestartWarningsHaveLines(t *testing.T) {
+	running := mustParse(t, oneVIP(""))
+	next := mustParse(t, "[global]\nlog_level = \"info\"\npipe_size = 2097152\n"+oneVIP(""))
+	ws := config.RestartWarnings(running, next)
+	if len(ws) != 1 || ws[0].Key != "global.pipe_size" || ws[0].Line != 3 || !strings.HasPrefix(ws[0].String(), "test.toml:3: global.pipe_size: differs from the running") {
+		t.Fatalf("%v", ws)
 	}
 }

@@ -106,9 +106,9 @@ type DiffOptions struct {
 // admin API prints it) to next would change, and when each change takes
 // effect, as l4/reconcile applies it. It reads nothing but its arguments.
 func Diff(running, next *Config, opts DiffOptions) Changes {
-	loaded := opts.XDPLoaded || hasXDPVIP(running)
+	loaded := opts.XDPLoaded || running.HasXDPVIP()
 	return Changes{
-		Global: slices.Concat(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, hasXDPVIP(next)), diffBGP(running.BGP, next.BGP)),
+		Global: slices.Concat(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, next.HasXDPVIP()), diffBGP(running.BGP, next.BGP)),
 		VIPs:   diffVIPs(running, next),
 	}
 }
@@ -125,6 +125,18 @@ func RestartOnly(running, next *Config) []string {
 	return keys
 }
 
+// RestartWarnings are the warnings `l4lb check` gives, with and without
+// --diff, for the settings of next that differ from running's but that a
+// reload cannot change (RestartOnly), each at its line in next.
+func RestartWarnings(running, next *Config) []Problem {
+	var out []Problem
+	for _, key := range RestartOnly(running, next) {
+		out = append(out, Problem{File: next.Path, Line: next.lines.line(key), Key: key,
+			Msg: "differs from the running l4lb's; a reload keeps the running value, a restart applies it"})
+	}
+	return out
+}
+
 // InForce is the config a reload from running to next leaves in force:
 // next, with the running values of the settings that need a restart
 // (those RestartOnly lists), so that what the running process reports
@@ -139,15 +151,6 @@ func InForce(running, next *Config) *Config {
 		out.XDP = &x
 	}
 	return &out
-}
-
-func hasXDPVIP(c *Config) bool {
-	for i := range c.VIPs {
-		if c.VIPs[i].Mode == l4.ModeXDP {
-			return true
-		}
-	}
-	return false
 }
 
 // diffVIPs pairs VIPs by listen address and protocol, as the runtime does.

@@ -65,7 +65,7 @@ func writeVIP(b *strings.Builder, c *VIPChange) {
 	head := fmt.Sprintf("vip %q %s/%s", c.Name, c.Protocol, c.Listen)
 	switch c.Op {
 	case OpAdd:
-		fmt.Fprintf(b, "+ %s: %s, %s, %s; %s\n", head, c.Mode, c.Algorithm, plural(c.Backends, "backend"), c.Note)
+		fmt.Fprintf(b, "+ %s: %s, %s, %s; %s\n", head, c.Mode, c.Algorithm, Plural(c.Backends, "backend"), c.Note)
 	case OpRemove:
 		fmt.Fprintf(b, "- %s: %s\n", head, c.Note)
 	default:
@@ -109,9 +109,9 @@ func (c *Changes) summary() string {
 	for _, v := range c.VIPs {
 		ops[v.Op]++
 	}
-	s := fmt.Sprintf("reload: %s to add, %d to remove, %d to change", plural(ops[OpAdd], "VIP"), ops[OpRemove], ops[OpChange])
+	s := fmt.Sprintf("reload: %s to add, %d to remove, %d to change", Plural(ops[OpAdd], "VIP"), ops[OpRemove], ops[OpChange])
 	if n := len(c.Global); n > 0 {
-		s += fmt.Sprintf("; %s", plural(n, "global setting"))
+		s += fmt.Sprintf("; %s", Plural(n, "global setting"))
 	}
 	if n := len(c.NeedRestart()); n > 0 {
 		s += fmt.Sprintf("; %d only by a restart", n)
@@ -130,7 +130,9 @@ func (c *Changes) NeedRestart() []Change {
 	return out
 }
 
-func plural(n int, noun string) string {
+// Plural writes a count and its noun, in the plural unless the count is
+// 1: "1 VIP", "2 VIPs", "0 warnings". Every message that counts uses it.
+func Plural(n int, noun string) string {
 	if n == 1 {
 		return fmt.Sprintf("1 %s", noun)
 	}

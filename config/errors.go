@@ -19,10 +19,15 @@ type Problem struct {
 }
 
 // String formats the problem as `file:line: vip "name": key: message`,
-// leaving out the parts that are empty; an unknown line prints as "?".
+// leaving out the parts that are empty or unknown (a problem about the
+// file as a whole, or a key it does not set, has no line).
 func (p Problem) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s:%s: ", p.File, lineString(p.Line))
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d", p.Line)
+	}
+	b.WriteString(": ")
 	if p.VIP != "" {
 		fmt.Fprintf(&b, "vip %q: ", p.VIP)
 	}

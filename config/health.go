@@ -100,9 +100,33 @@ func healthPayload(l *layer, o, d *rawHealth, h *Health) {
 		l.problem("expect_regex", "%v", err)
 		h.ExpectRegex = ""
 	}
-	if h.Type == l4.CheckSendExpect && !l.has("send") && !l.has("send_hex") && len(h.Expect) == 0 && h.ExpectRegex == "" {
-		l.problem("type", "send_expect needs send or send_hex, or expect, expect_hex or expect_regex")
+	if h.Type == l4.CheckSendExpect && len(h.Send) == 0 && len(h.Expect) == 0 && h.ExpectRegex == "" && !anyFailed(l, payloadKeys...) {
+		l.problem(emptyCheckKey(l), "send_expect with nothing to send and nothing to expect is only a TCP connect: set send (or send_hex), expect, expect_hex or expect_regex to something, or use type = \"tcp\"")
 	}
+}
+
+// payloadKeys are the send_expect keys.
+var payloadKeys = []string{"send", "send_hex", "expect", "expect_hex", "expect_regex"}
+
+// emptyCheckKey is where an empty send_expect check is reported: the
+// first payload key the file sets (empty), else the type.
+func emptyCheckKey(l *layer) string {
+	for _, k := range payloadKeys {
+		if l.has(k) {
+			return k
+		}
+	}
+	return "type"
+}
+
+// anyFailed reports whether a problem was reported for one of keys.
+func anyFailed(l *layer, keys ...string) bool {
+	for _, k := range keys {
+		if l.failed[k] {
+			return true
+		}
+	}
+	return false
 }
 
 // payload resolves a pair of keys giving the same bytes as text or as hex

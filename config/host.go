@@ -9,6 +9,10 @@ import (
 	"io/fs"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // Host answers what the host checks need to know.
@@ -19,6 +23,13 @@ type Host interface {
 	Lstat(path string) (fs.FileInfo, error)
 	// HasInterface reports whether the host has a network interface so named.
 	HasInterface(name string) bool
+	// CPUs returns how many CPUs this process may run on.
+	CPUs() int
+	// FileLimit returns the hard open-file limit (RLIMIT_NOFILE), which
+	// `l4lb run` raises its own to.
+	FileLimit() (uint64, error)
+	// Memory returns the host's memory in bytes.
+	Memory() (uint64, error)
 }
 
 // CheckHost checks cfg against the host: problems would make `l4lb run`
@@ -35,8 +46,8 @@ func CheckHost(cfg *Config, h Host) (problems, warnings []Problem) {
 	} else {
 		checkLocal(p, cfg.VIPs, local)
 	}
-	if cfg.XDP != nil && !h.HasInterface(cfg.XDP.Interface) {
-		p.warn("", "xdp.interface", "this host has no interface %q: `l4lb run` will fail to attach the XDP program", cfg.XDP.Interface)
+	for _, warn := range hostWarnings {
+		warn(p, cfg, h)
 	}
 	if e := p.err(); e != nil {
 		problems = e.(*Error).Problems
@@ -94,4 +105,101 @@ func checkLocal(p *problems, vips []VIP, local []netip.Addr) {
 			}
 		}
 	}
+}
+
+// hostWarnings are the warnings that depend on the host (see warnings.go).
+var hostWarnings = []func(p *problems, c *Config, h Host){
+	warnXDPInterface,
+	warnWorkers,
+	warnPipes,
+	warnSessions,
+}
+
+// warnXDPInterface: the XDP program cannot attach to an interface the
+// host lacks; said only when the program is attached at all.
+func warnXDPInterface(p *problems, c *Config, h Host) {
+	if c.AttachesXDP() && !h.HasInterface(c.XDP.Interface) {
+		p.warn("", "xdp.interface", "this host has no interface %q: `l4lb run` will fail to attach the XDP program", c.XDP.Interface)
+	}
+}
+
+// warnWorkers: each event loop is a thread that keeps a scheduler slot
+// nearly all the time, so loops beyond the CPUs only take turns.
+func warnWorkers(p *problems, c *Config, h Host) {
+	if n := h.CPUs(); c.Global.Workers > n {
+		p.warn("", "global.workers", "%d event loops on %d CPUs: a loop beyond one per CPU only adds context switches and memory; 0 (the default) runs one per CPU",
+			c.Global.Workers, n)
+	}
+}
+
+// warnPipes: every splice pipe may hold pipe_size bytes of kernel memory,
+// which cannot be swapped out.
+func warnPipes(p *problems, c *Config, h Host) {
+	g := &c.Global
+	mem, err := h.Memory()
+	if g.MaxPipes == 0 || err != nil {
+		return // the default follows the connection budget
+	}
+	if total := uint64(g.MaxPipes) * uint64(g.PipeSize); total > mem {
+		p.warn("", "global.max_pipes", "max_pipes %d x pipe_size %s = %s of pipe buffers, more than this host's %s of memory: "+
+			"full pipes hold kernel memory that cannot be swapped; 0 (the default) follows the connection limit", g.MaxPipes, fmtBytes(uint64(g.PipeSize)), fmtBytes(total), fmtBytes(mem))
+	}
+}
+
+// warnSessions: each UDP session holds a socket, and UDP sessions are not
+// counted in the connection budget the open-file limit sets: past the
+// limit new sessions fail (EMFILE) instead of waiting at max_sessions.
+// Said only for max_sessions the file sets, not for the built-in default.
+func warnSessions(p *problems, c *Config, h Host) {
+	limit, err := h.FileLimit()
+	if err != nil {
+		return
+	}
+	total, udp, top := 0, 0, -1
+	at := -1 // the VIP whose max_sessions the warning is at; -1: [defaults]
+	for i := range c.VIPs {
+		v := &c.VIPs[i]
+		if v.Protocol != l4.UDP || v.Mode != l4.ModeProxy {
+			continue
+		}
+		total += v.MaxSessions
+		udp++
+		if top < 0 || v.MaxSessions > c.VIPs[top].MaxSessions {
+			top = i
+		}
+		if p.lines.has(sessionsKey(i)) && (at < 0 || v.MaxSessions > c.VIPs[at].MaxSessions) {
+			at = i
+		}
+	}
+	if uint64(total) <= limit || at < 0 && !p.lines.has("defaults.max_sessions") {
+		return // within the limit, or l4lb's own default
+	}
+	what := fmt.Sprintf("max_sessions %d", c.VIPs[top].MaxSessions)
+	if udp > 1 {
+		what = fmt.Sprintf("max_sessions of the udp VIPs add up to %d, which", total)
+	}
+	vip, key := "", "defaults.max_sessions"
+	if at >= 0 {
+		vip, key = c.VIPs[at].Name, sessionsKey(at)
+	}
+	p.warn(vip, key, "%s is more than the open-file limit %d: each session holds a socket, "+
+		"so sessions past about %d fail (EMFILE) instead of being refused at max_sessions; raise the limit (LimitNOFILE) or lower max_sessions",
+		what, limit, limit)
+}
+
+func sessionsKey(i int) string { return fmt.Sprintf("vip[%d].max_sessions", i) }
+
+// fmtBytes prints a size in binary units: 512 B, 16 MiB, 64 TiB.
+func fmtBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	s := strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64)
+	return strings.TrimSuffix(s, ".0") + " " + string("KMGTPE"[exp]) + "iB"
 }

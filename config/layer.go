@@ -142,14 +142,32 @@ func (l *layer) integer(key string, own, def opt[int64], builtin int, r bounds[i
 	return int(n)
 }
 
-// duration resolves a duration string ("2s", "1h30m") within r.
+// duration resolves a duration string ("2s", "1h30m") within r. A number
+// needs a unit, as in Go's time.ParseDuration, which also lets "0" go
+// without one: nginx reads a bare number as seconds and HAProxy as
+// milliseconds, so "30" is refused rather than guessed, whether a string
+// or a TOML integer, with the fix in the message; 0 is 0 either way.
 func (l *layer) duration(key string, own, def opt[string], builtin time.Duration, r bounds[time.Duration]) time.Duration {
+	if v := pick(l, key, own, def); v.set && v.bad != nil {
+		switch n, ok := v.bad.(int64); {
+		case ok && n == 0 && r.has(0):
+			return 0
+		case ok && n == 0:
+			l.problem(key, "0 is out of range %s", r)
+			return builtin
+		case ok:
+			l.problem(key, "must be a duration string, not the number %d: %s", n, unitHint(strconv.FormatInt(n, 10)))
+			return builtin
+		}
+	}
 	s := value(l, key, own, def, "", `a duration string such as "2s"`)
 	if !l.ok(key) {
 		return builtin
 	}
 	d, err := time.ParseDuration(s)
 	switch {
+	case err != nil && isBareNumber(s):
+		l.problem(key, "%q has no unit: %s", s, unitHint(s))
 	case err != nil:
 		l.problem(key, "%q is not a duration (use e.g. \"500ms\", \"2s\", \"1h30m\")", s)
 	case d < 0:
@@ -160,6 +178,17 @@ func (l *layer) duration(key string, own, def opt[string], builtin time.Duration
 		return d
 	}
 	return builtin
+}
+
+// isBareNumber reports whether s is a number without a unit ("30", "1.5").
+func isBareNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil && !strings.HasPrefix(s, "-")
+}
+
+// unitHint says how to write the duration n (a bare number) with a unit.
+func unitHint(n string) string {
+	return fmt.Sprintf("write %q for seconds or %q for milliseconds (nginx reads a bare number as seconds, HAProxy as milliseconds; only 0 needs no unit)", n+"s", n+"ms")
 }
 
 // bounds is an inclusive range; with zero set, 0 ("off") is allowed too.

@@ -85,6 +85,15 @@ func (x *lineIndex) line(path string) int {
 	return 0
 }
 
+// has reports whether the file defines path itself.
+func (x *lineIndex) has(path string) bool {
+	if x == nil {
+		return false
+	}
+	_, ok := x.byPath[path]
+	return ok
+}
+
 // parentPath drops the last step of a path: "a.b[2]" -> "a.b" -> "a".
 func parentPath(path string) string {
 	if strings.HasSuffix(path, "]") {

@@ -26,7 +26,7 @@ func Parse(path string, data []byte) (*Config, error) {
 	var raw rawFile
 	md, err := toml.Decode(string(data), &raw)
 	if err != nil {
-		return nil, decodeError(path, err)
+		return nil, decodeError(path, data, err)
 	}
 	p := newProblems(path, indexLines(data))
 	checkUnknown(p, &md, raw.VIPs)
@@ -51,12 +51,12 @@ func build(p *problems, raw *rawFile) *Config {
 		p.add("", "vip", "no [[vip]] table: at least one VIP is required")
 	}
 	for i := range raw.VIPs {
-		c.VIPs = append(c.VIPs, buildVIP(p, i, &raw.VIPs[i], &raw.Defaults, raw.XDP != nil))
+		c.VIPs = append(c.VIPs, buildVIP(p, i, &raw.VIPs[i], &raw.Defaults, c))
 	}
 	checkUnique(p, c.VIPs)
 	checkBindConflicts(p, c)
 	checkLoops(p, c.VIPs)
-	warnSurprises(p, c.VIPs, c.Global.LogLevel)
+	warnFile(p, c)
 	return c
 }
 

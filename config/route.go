@@ -77,8 +77,8 @@ func buildRoute(l *layer, rr *rawRoute, v *VIP, health *rawHealth) Route {
 	switch {
 	case !l.has("name"):
 		l.problem("name", "is required")
-	case l.ok("name") && !validName(r.Name):
-		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", r.Name)
+	case l.ok("name"):
+		l.checkName("name", r.Name)
 	}
 	r.Names = routeNames(l, rr.Names)
 	r.Algorithm = enum(l, "algorithm", rr.Algorithm, none, v.Algorithm, l4.ParseAlgorithm, l4.AlgorithmNames())

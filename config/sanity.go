@@ -142,33 +142,6 @@ func loopNames(vips []VIP, path []int) string {
 	return strings.Join(names, " -> ")
 }
 
-// warnSurprises records what is legal but probably not meant (level is
-// the file's log_level).
-func warnSurprises(p *problems, vips []VIP, level string) {
-	for i := range vips {
-		v := &vips[i]
-		if len(v.Backends) > 0 && allWeightsZero(v.Backends) {
-			p.warnAt(p.lines.line(fmt.Sprintf("vip[%d].backend[0]", i)), v.Name, fmt.Sprintf("vip[%d].backend", i), "every backend has weight 0: no backend takes new flows, so every new client is refused")
-		}
-		if v.LogConnections && (level == "warn" || level == "error") {
-			p.warn(v.Name, fmt.Sprintf("vip[%d].log_connections", i), "connection lines are logged at level info, which log_level = %q hides", level)
-		}
-		if v.Protocol == l4.UDP && v.Health.Port == 0 && (v.Health.Type == l4.CheckHTTP || v.Health.Type == l4.CheckSendExpect) {
-			p.warn(v.Name, fmt.Sprintf("vip[%d].health.type", i), "%s probes TCP port %d of each backend of this udp VIP: set health.port if the check listens elsewhere",
-				v.Health.Type, v.Listen.Port())
-		}
-	}
-}
-
-func allWeightsZero(bs []Backend) bool {
-	for _, b := range bs {
-		if b.Weight != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // CheckReload reports what would make a reload from running to next fail:
 // a reload opens new listeners before it closes the ones it removes, so a
 // new wildcard VIP cannot replace a specific one on its port (or the other

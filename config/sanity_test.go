@@ -3,6 +3,7 @@
 package config_test
 
 import (
+	"cmp"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -136,14 +137,21 @@ health = { type = "http" }
 	}
 }
 
-// fakeHost answers CheckHost's questions from fixed data.
+// fakeHost answers CheckHost's questions from fixed data; a zero count
+// stands for a roomy host (64 CPUs, 1Mi files, 64 GiB).
 type fakeHost struct {
-	addrs []netip.Addr
-	files map[string]fs.FileMode // path -> type; absent = does not exist
+	addrs  []netip.Addr
+	files  map[string]fs.FileMode // path -> type; absent = does not exist
+	cpus   int
+	nofile uint64
+	mem    uint64
 }
 
 func (h fakeHost) LocalAddrs() ([]netip.Addr, error) { return h.addrs, nil }
 func (h fakeHost) HasInterface(name string) bool     { return name == "veth0" }
+func (h fakeHost) CPUs() int                         { return cmp.Or(h.cpus, 64) }
+func (h fakeHost) FileLimit() (uint64, error)        { return cmp.Or(h.nofile, 1<<20), nil }
+func (h fakeHost) Memory() (uint64, error)           { return cmp.Or(h.mem, 64<<30), nil }
 
 func (h fakeHost) Lstat(path string) (fs.FileInfo, error) {
 	if m, ok := h.files[path]; ok {
@@ -168,6 +176,7 @@ func TestCheckHost(t *testing.T) {
 		files     map[string]fs.FileMode
 		problem   string
 		warning   string
+		host      fakeHost // CPUs, files and memory
 	}{
 		{name: "admin socket is the config file", src: "[global]\nadmin_socket = \"/etc/l4lb/l4lb.toml\"\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"),
 			files: map[string]fs.FileMode{"/etc/l4lb/l4lb.toml": 0}, problem: "exists and is a regular file, not a socket"},
@@ -181,16 +190,37 @@ func TestCheckHost(t *testing.T) {
 			warning: "no interface has 198.18.0.99"},
 		{name: "freebind VIP address on no interface", src: strings.Replace(vipTable("a", "tcp", "198.18.0.99:80", "198.18.1.1:80"), "listen", "freebind = true\nlisten", 1)},
 		{name: "local backend of a specific VIP", src: vipTable("a", "tcp", "198.18.0.1:80", "198.18.0.7:80")},
-		{name: "xdp interface missing", src: "[xdp]\ninterface = \"nope0\"\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"),
+		// D13: only when the program is attached at all.
+		{name: "xdp interface missing, no xdp user", src: "[xdp]\ninterface = \"nope0\"\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80")},
+		{name: "xdp interface missing, xdp VIP", src: "[xdp]\ninterface = \"nope0\"\n" + strings.Replace(vipTable("a", "udp", "198.18.0.1:53", "198.18.1.1:53"), "listen", "mode = \"xdp\"\nlisten", 1),
 			warning: `this host has no interface "nope0"`},
-		{name: "xdp interface present", src: "[xdp]\ninterface = \"veth0\"\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80")},
+		{name: "xdp interface missing, proxy VIP guarded", src: "[xdp]\ninterface = \"nope0\"\n" + strings.Replace(vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"), "listen", "deny = [\"198.18.9.0/24\"]\nlisten", 1),
+			warning: `this host has no interface "nope0"`},
+		{name: "xdp interface present", src: "[xdp]\ninterface = \"veth0\"\n" + strings.Replace(vipTable("a", "udp", "198.18.0.1:53", "198.18.1.1:53"), "listen", "mode = \"xdp\"\nlisten", 1)},
+		// D22: numbers far beyond what the host has.
+		{name: "workers beyond the CPUs", src: "[global]\nworkers = 1024\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"), host: fakeHost{cpus: 2},
+			warning: "1024 event loops on 2 CPUs: a loop beyond one per CPU only adds context switches"},
+		{name: "workers one per CPU", src: "[global]\nworkers = 2\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"), host: fakeHost{cpus: 2}},
+		{name: "pipes beyond memory", src: "[global]\nmax_pipes = 4194304\npipe_size = 16777216\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"), host: fakeHost{mem: 8 << 30},
+			warning: "max_pipes 4194304 x pipe_size 16 MiB = 64 TiB of pipe buffers, more than this host's 8 GiB of memory"},
+		{name: "pipes within memory", src: "[global]\nmax_pipes = 1024\n" + vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"), host: fakeHost{mem: 8 << 30}},
+		{name: "sessions beyond the file limit", src: strings.Replace(vipTable("a", "udp", "198.18.0.1:53", "198.18.1.1:53"), "listen", "max_sessions = 16777216\nlisten", 1), host: fakeHost{nofile: 20000},
+			warning: "max_sessions 16777216 is more than the open-file limit 20000: each session holds a socket"},
+		{name: "sessions from defaults", src: "[defaults]\nmax_sessions = 30000\n" + vipTable("a", "udp", "198.18.0.1:53", "198.18.1.1:53"), host: fakeHost{nofile: 20000},
+			warning: "max_sessions 30000"},
+		{name: "sessions of two VIPs", src: strings.Replace(vipTable("a", "udp", "198.18.0.1:53", "198.18.1.1:53"), "listen", "max_sessions = 15000\nlisten", 1) +
+			vipTable("b", "udp", "198.18.0.7:53", "198.18.1.1:53"), host: fakeHost{nofile: 20000},
+			warning: "max_sessions of the udp VIPs add up to 80536, which is more than the open-file limit 20000"},
+		{name: "built-in max_sessions", src: vipTable("a", "udp", "198.18.0.1:53", "198.18.1.1:53"), host: fakeHost{nofile: 20000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := config.Parse("h.toml", []byte(tc.src))
 			if err != nil {
 				t.Fatal(err)
 			}
-			problems, warnings := config.CheckHost(c, fakeHost{addrs: local, files: tc.files})
+			h := tc.host
+			h.addrs, h.files = local, tc.files
+			problems, warnings := config.CheckHost(c, h)
 			expectOne(t, "problem", problems, tc.problem)
 			expectOne(t, "warning", warnings, tc.warning)
 		})
@@ -232,6 +262,9 @@ type osHost struct{}
 func (osHost) LocalAddrs() ([]netip.Addr, error)      { return nil, nil }
 func (osHost) HasInterface(string) bool               { return false }
 func (osHost) Lstat(path string) (fs.FileInfo, error) { return os.Lstat(path) }
+func (osHost) CPUs() int                              { return 64 }
+func (osHost) FileLimit() (uint64, error)             { return 1 << 20, nil }
+func (osHost) Memory() (uint64, error)                { return 64 << 30, nil }
 
 func TestCheckReload(t *testing.T) {
 	running := mustParse(t, vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"))
@@ -242,5 +275,26 @@ func TestCheckReload(t *testing.T) {
 	kept := mustParse(t, vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80")+vipTable("c", "udp", "0.0.0.0:80", "198.18.1.1:80"))
 	if ps := config.CheckReload(running, kept); len(ps) != 0 {
 		t.Fatalf("a udp wildcard beside a kept tcp VIP: %v", ps)
+	}
+}
+
+// TestAttachesXDP: the program is attached for xdp VIPs, and for proxy
+// VIPs only when an [xdp] table gives its guards work they can do.
+func TestAttachesXDP(t *testing.T) {
+	const xdp = "[xdp]\ninterface = \"veth0\"\n"
+	for _, c := range []struct {
+		name, src string
+		want      bool
+	}{
+		{"no [xdp]", oneVIP(`deny = ["198.18.0.0/24"]`), false},
+		{"[xdp], no guard", xdp + oneVIP(""), false},
+		{"xdp VIP", xdp + strings.Replace(vipTable("d", "udp", "198.18.0.20:53", "198.18.1.21:53"), "listen", "mode = \"xdp\"\nlisten", 1), true},
+		{"syn rate", strings.Replace(xdp, "\n", "\nsyn_rate_per_source = 100\n", 1) + oneVIP(""), true},
+		{"list on a concrete address", xdp + oneVIP(`deny = ["198.18.0.0/24"]`), true},
+		{"list on a wildcard address", xdp + strings.Replace(oneVIP(`deny = ["198.18.0.0/24"]`), "198.18.0.10:5432", "0.0.0.0:5432", 1), false},
+	} {
+		if got := mustParse(t, c.src).AttachesXDP(); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -104,7 +105,10 @@ func vipName(path keyPath, vips []rawVIP) string {
 // decodeError turns an error of toml.Decode into an *Error: a syntax error
 // (a toml.ParseError, which has a position), or a value whose shape does
 // not fit the schema, such as vip = "x" (its message holds the line).
-func decodeError(file string, err error) error {
+func decodeError(file string, data []byte, err error) error {
+	if pr, ok := misplacedVIPTable(file, data); ok && strings.Contains(err.Error(), "vip") {
+		return &Error{Problems: []Problem{pr}}
+	}
 	pr := Problem{File: file, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
@@ -125,4 +129,40 @@ func shapeMsg(msg string) string {
 		return "must be a table"
 	}
 	return msg
+}
+
+// misplacedVIPTable finds a VIP's table ([vip.health], [[vip.backend]],
+// [vip.route]...) that comes before the first [[vip]]: it makes "vip" a
+// table, and the decoder then says only that the key "was already
+// created and cannot be used as an array" (or names Go types). The
+// problem says where the table should go instead.
+func misplacedVIPTable(file string, data []byte) (Problem, bool) {
+	for _, e := range indexLines(data).entries {
+		if len(e.path) < 2 || e.path[0].name != "vip" || e.path[0].idx >= 0 {
+			continue // not a table under vip, or inside a [[vip]] element
+		}
+		what := strings.TrimSpace(sourceLine(data, e.line))
+		if i := strings.IndexByte(what, '#'); i > 0 {
+			what = strings.TrimSpace(what[:i])
+		}
+		if !strings.HasPrefix(what, "[") {
+			continue // a key, such as name under a [vip] header
+		}
+		msg := fmt.Sprintf("%s comes before any [[vip]], which makes vip a table instead of the list of VIPs: "+
+			"a VIP's own tables ([vip.health], [[vip.backend]], [[vip.route]]) go below its [[vip]] header; move it there", what)
+		if e.path[1].name == "health" {
+			msg += ", or make it [defaults.health] for every VIP"
+		}
+		return Problem{File: file, Line: e.line, Msg: msg}, true
+	}
+	return Problem{}, false
+}
+
+// sourceLine returns line n (1-based) of data, or "".
+func sourceLine(data []byte, n int) string {
+	lines := strings.SplitN(string(data), "\n", n+1)
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	return lines[n-1]
 }

@@ -83,8 +83,12 @@ func TestGlobalProblems(t *testing.T) {
 		{"metrics_listen port", g(`metrics_listen = "127.0.0.1:http"`), "global.metrics_listen", "", "not host:port"},
 		{"drain_timeout range", g(`drain_timeout = "2h"`), "global.drain_timeout", "", "2h is out of range 0s..1h"},
 		{"drain_timeout negative", g(`drain_timeout = "-1s"`), "global.drain_timeout", "", "must not be negative"},
-		{"drain_timeout syntax", g(`drain_timeout = "30"`), "global.drain_timeout", "", "not a duration"},
-		{"drain_timeout type", g(`drain_timeout = 30`), "global.drain_timeout", "", "must be a duration string"},
+		{"drain_timeout syntax", g(`drain_timeout = "30 s"`), "global.drain_timeout", "", "not a duration"},
+		// D21: a bare number is refused with the unit to write, as a
+		// string or a TOML integer ("0" alone needs none).
+		{"drain_timeout no unit", g(`drain_timeout = "2"`), "global.drain_timeout", "", `"2" has no unit: write "2s" for seconds or "2ms" for milliseconds`},
+		{"drain_timeout type", g(`drain_timeout = 30`), "global.drain_timeout", "", `must be a duration string, not the number 30: write "30s" for seconds`},
+		{"resolve_min integer 0", g(`resolve_min = 0`), "global.resolve_min", "", "0 is out of range 100ms..1h"},
 		{"pipe_size small", g(`pipe_size = 1024`), "global.pipe_size", "", "1024 is out of range 4096..16777216"},
 		{"pipe_size type", g(`pipe_size = "1M"`), "global.pipe_size", "", "must be an integer, not a string"},
 		{"max_pipes negative", g(`max_pipes = -1`), "global.max_pipes", "", "-1 is out of range 0..4194304"},
@@ -111,6 +115,11 @@ func TestVIPProblems(t *testing.T) {
 			"vip[0].name", "p g", "must be 1 to 64"},
 		{"name long", "[[vip]]\nname = \"" + strings.Repeat("n", 65) + "\" " + marker + "\nlisten = \"198.18.0.10:5432\"\n[[vip.backend]]\naddress = \"198.18.1.1:1\"\n",
 			"vip[0].name", strings.Repeat("n", 65), "must be 1 to 64"},
+		// D6: the admin API could never reach these (/vips/../drain).
+		{"name dot", "[[vip]]\nname = \".\" " + marker + "\nlisten = \"198.18.0.10:5432\"\n[[vip.backend]]\naddress = \"198.18.1.1:1\"\n",
+			"vip[0].name", ".", `and not "." or ".." (names are path segments of the admin API)`},
+		{"name dot dot", "[[vip]]\nname = \"..\" " + marker + "\nlisten = \"198.18.0.10:5432\"\n[[vip.backend]]\naddress = \"198.18.1.1:1\"\n",
+			"vip[0].name", "..", `not "." or ".."`},
 		{"listen missing", "[[vip]] " + marker + "\nname = \"pg\"\n[[vip.backend]]\naddress = \"198.18.1.1:1\"\n",
 			"vip[0].listen", "pg", "is required"},
 		{"listen syntax", "[[vip]]\nname = \"pg\"\nlisten = \"198.18.0.10\" " + marker + "\n[[vip.backend]]\naddress = \"198.18.1.1:1\"\n",
@@ -277,6 +286,7 @@ func TestBackendProblems(t *testing.T) {
 		// act on the wrong machine.
 		{"name is an IP", b("address = \"198.18.1.12:5432\"\nname = \"198.18.1.11\""), "vip[0].backend[1].name", "pg", `"198.18.1.11" looks like an IP address`},
 		{"name reads as an IP", b("address = \"198.18.1.12:5432\"\nname = \"198.018.1.11\""), "vip[0].backend[1].name", "pg", "looks like an IP address"},
+		{"name dot dot", b("address = \"198.18.1.12:5432\"\nname = \"..\""), "vip[0].backend[1].name", "pg", `not "." or ".."`},
 		{"duplicate name", "[[vip]]\nname = \"pg\"\nlisten = \"198.18.0.10:5432\"\n  [[vip.backend]]\n  name = \"a\"\n  address = \"198.18.1.11:5432\"\n  [[vip.backend]]\n  name = \"a\" " + marker + "\n  address = \"198.18.1.12:5432\"\n",
 			"vip[0].backend[1].name", "pg", `backend "a" is defined twice`},
 		{"max_conns range", b("address = \"198.18.1.12:5432\"\nmax_conns = -1"), "vip[0].backend[1].max_conns", "pg", "out of range 0..10000000"},
@@ -311,7 +321,10 @@ func TestHealthProblems(t *testing.T) {
 		{"expect and regex", h("type = \"send_expect\"\nexpect = \"+OK\"\nexpect_regex = \"OK\""), "vip[0].health.expect_regex", "pg", "mutually exclusive"},
 		{"expect and expect_hex", h("type = \"send_expect\"\nexpect = \"+OK\"\nexpect_hex = \"2b\""), "vip[0].health.expect_hex", "pg", "mutually exclusive"},
 		{"expect_regex syntax", h("type = \"send_expect\"\nexpect_regex = \"(\""), "vip[0].health.expect_regex", "pg", "missing closing )"},
-		{"send_expect empty", h(`type = "send_expect"`), "vip[0].health.type", "pg", "needs send"},
+		{"send_expect empty", h(`type = "send_expect"`), "vip[0].health.type", "pg", "nothing to send and nothing to expect is only a TCP connect"},
+		// D20: empty values are no check either.
+		{"send_expect empty values", h("type = \"send_expect\"\nexpect = \"\"\nsend = \"\""), "vip[0].health.send", "pg", `or use type = "tcp"`},
+		{"send_expect empty regex", h("type = \"send_expect\"\nexpect_regex = \"\""), "vip[0].health.expect_regex", "pg", "nothing to send and nothing to expect"},
 		{"status", h("type = \"http\"\nstatus = 600"), "vip[0].health.status", "pg", "600 is out of range 100..599"},
 		{"path", h("type = \"http\"\npath = \"health\""), "vip[0].health.path", "pg", "must start with /"},
 		{"host", h("type = \"http\"\nhost = \"a b\""), "vip[0].health.host", "pg", "no spaces"},
@@ -348,7 +361,7 @@ func TestFileProblems(t *testing.T) {
 		if c.name == "no vip" {
 			c.src = "[global]\n"
 			_, err := config.Parse("test.toml", []byte(c.src))
-			if err == nil || !strings.Contains(err.Error(), "test.toml:?: vip: no [[vip]] table") {
+			if err == nil || !strings.Contains(err.Error(), "test.toml: vip: no [[vip]] table") {
 				t.Errorf("no vip: got %v", err)
 			}
 			continue
@@ -416,6 +429,27 @@ listen = "198.18.0.10:5432"
 		b := bs[i]
 		if b.ID() != w.id || b.Host != w.host || b.SRV != w.srv || b.Port != w.port || b.IsNamed() != w.named || b.Address.IsValid() == w.named {
 			t.Errorf("backend %d = %+v (id %q), want %+v", i, b, b.ID(), w)
+		}
+	}
+}
+
+// D21: "0" is the one duration without a unit (as in Go's
+// time.ParseDuration), the same for every duration key; any other bare
+// number is refused with the fix, never read in a guessed unit.
+func TestDurationUnits(t *testing.T) {
+	for _, s := range []string{`"0"`, `"0s"`, `0`} {
+		c, err := config.Parse("t.toml", []byte("[global]\ndrain_timeout = "+s+"\n"+oneVIP("first_byte_timeout = "+s)))
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if c.Global.DrainTimeout != 0 || c.VIPs[0].FirstByteTimeout != 0 {
+			t.Errorf("%s: drain_timeout %v, first_byte_timeout %v", s, c.Global.DrainTimeout, c.VIPs[0].FirstByteTimeout)
+		}
+	}
+	for _, key := range []string{"connect_timeout", "first_byte_timeout", "idle_timeout"} {
+		_, err := config.Parse("t.toml", []byte(oneVIP(key+` = "2"`)))
+		if err == nil || !strings.Contains(err.Error(), `vip[0].`+key+`: "2" has no unit: write "2s"`) {
+			t.Errorf("%s = \"2\": %v", key, err)
 		}
 	}
 }

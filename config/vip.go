@@ -10,9 +10,9 @@ import (
 	"github.com/l4lb/l4lb/l4"
 )
 
-// buildVIP resolves and checks vip[i]. hasXDP says whether the file has an
-// [xdp] table.
-func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
+// buildVIP resolves and checks vip[i]; c holds the file's [global], [xdp]
+// and [bgp], already built.
+func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, c *Config) VIP {
 	own := fmt.Sprintf("vip[%d]", i)
 	l := newLayer(p, rv.Name.val, own, "defaults")
 	v := VIP{Line: p.lines.line(own)}
@@ -28,8 +28,9 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, hasXDP bool) VIP {
 	checkBackendCaps(l, &v)
 	checkMaglev(l, &v)
 	if v.Mode == l4.ModeXDP {
-		checkXDPVIP(l, &v, hasXDP)
+		checkXDPVIP(l, &v, c.XDP != nil)
 	}
+	warnVIP(l, &v, c)
 	return v
 }
 
@@ -40,8 +41,8 @@ func vipIdentity(l *layer, rv *rawVIP, v *VIP) {
 	switch {
 	case !l.has("name"):
 		l.problem("name", "is required")
-	case l.ok("name") && !validName(v.Name):
-		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", v.Name)
+	case l.ok("name"):
+		l.checkName("name", v.Name)
 	}
 	v.Protocol = enum(l, "protocol", rv.Protocol, none, l4.TCP, l4.ParseProtocol, []string{"tcp", "udp"})
 	v.Listen = l.addrPort("listen", rv.Listen)
@@ -182,7 +183,7 @@ func buildBackend(l *layer, rb *rawBackend) Backend {
 	b.Name = l.str("name", rb.Name, none, "")
 	switch {
 	case l.ok("name") && !validName(b.Name):
-		l.problem("name", "%q must be 1 to 64 of a-z A-Z 0-9 _ . -", b.Name)
+		l.problem("name", "%q %s", b.Name, nameRule)
 	case l.ok("name") && looksLikeIP(b.Name):
 		l.problem("name", "%q looks like an IP address: drain, disable and enable take a backend's name or its address, so a name that is an address could pick another backend; use a name that is not an address (such as \"db1\"), or leave name out", b.Name)
 	}
@@ -220,9 +221,23 @@ func parseAddrPort(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(a, ap.Port()), nil
 }
 
-// validName reports whether s is a valid VIP or backend name.
+// checkName reports key's value s unless it is a valid VIP, backend or
+// route name.
+func (l *layer) checkName(key, s string) {
+	if !validName(s) {
+		l.problem(key, "%q %s", s, nameRule)
+	}
+}
+
+// nameRule says what a name may be. The admin API takes VIP and backend
+// names as URL path segments (/vips/NAME/backends/NAME/drain), where "."
+// and ".." are not names but steps: HTTP clients and servers resolve them
+// away before the request is routed.
+const nameRule = `must be 1 to 64 of a-z A-Z 0-9 _ . - and not "." or ".." (names are path segments of the admin API)`
+
+// validName reports whether s is a valid VIP, backend or route name.
 func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
+	if len(s) == 0 || len(s) > 64 || s == "." || s == ".." {
 		return false
 	}
 	for _, c := range []byte(s) {

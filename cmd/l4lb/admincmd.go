@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
@@ -57,7 +58,18 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 	}
 }
 
+// overrideDone says what an override leaves a backend.
+var overrideDone = map[string]string{"drain": "drained", "disable": "disabled"}
+
 func printOverride(w io.Writer, res reconcile.OverrideResult) {
+	if res.Unchanged {
+		if res.Override == "none" {
+			fmt.Fprintf(w, "vip %s: backend %s (%s) was not drained or disabled: nothing changed\n", res.VIP, res.Backend, res.Address)
+		} else {
+			fmt.Fprintf(w, "vip %s: backend %s (%s) was already %s (by %s): nothing changed\n", res.VIP, res.Backend, res.Address, overrideDone[res.Override], res.By)
+		}
+		return
+	}
 	switch res.Override {
 	case "drain":
 		fmt.Fprintf(w, "vip %s: backend %s (%s) drained: no new flows; %d established continue\n", res.VIP, res.Backend, res.Address, res.LiveFlows)
@@ -117,7 +129,7 @@ func printReload(stdout, stderr io.Writer, res admin.ReloadResult) {
 		}
 		return
 	}
-	fmt.Fprintf(stdout, "reload applied: %d VIPs\n", res.VIPs)
+	fmt.Fprintf(stdout, "reload applied: %s\n", config.Plural(res.VIPs, "VIP"))
 	for _, w := range res.Warnings {
 		fmt.Fprintln(stdout, "warning:", w)
 	}

@@ -57,7 +57,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, &config.Error{Problems: problems})
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok, %d VIPs, %d warnings\n", path, len(cfg.VIPs), len(warnings))
+	fmt.Fprintf(stdout, "%s: ok, %s, %s\n", path, config.Plural(len(cfg.VIPs), "VIP"), config.Plural(len(warnings), "warning"))
 	return 0
 }
 
@@ -82,11 +82,7 @@ func runningDiff(cfg *config.Config, sock string) (problems, warnings []config.P
 	case err != nil:
 		return nil, []config.Problem{{File: cfg.Path, Msg: fmt.Sprintf("cannot read the running l4lb's config to compare: %v", err)}}
 	}
-	for _, key := range config.RestartOnly(running, cfg) {
-		warnings = append(warnings, config.Problem{File: cfg.Path, Key: key,
-			Msg: "differs from the running l4lb's; a reload keeps the running value, a restart applies it"})
-	}
-	return config.CheckReload(running, cfg), warnings
+	return config.CheckReload(running, cfg), config.RestartWarnings(running, cfg)
 }
 
 // runningConfig asks the l4lb on sock for the config it runs; reached is
@@ -126,6 +122,9 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 		fmt.Fprintf(stderr, "l4lb check --diff: cannot read the config of the l4lb on %s: %v\n", sock, err)
 		return 1
 	}
+	// The same warnings as check without --diff: the file's, the host's,
+	// the names', and the settings only a restart applies.
+	warnings = append(warnings, config.RestartWarnings(running, cfg)...)
 	printWarnings(stderr, warnings)
 	if problems := config.CheckReload(running, cfg); len(problems) > 0 {
 		fmt.Fprintln(stderr, &config.Error{Problems: problems})
@@ -139,7 +138,7 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 	if asJSON {
 		return printDiffJSON(stdout, stderr, diffReport{File: cfg.Path, Socket: sock, PID: st.Process.PID, Changed: !changes.Empty(), Changes: changes})
 	}
-	fmt.Fprintf(stdout, "%s: ok, %d VIPs, %d warnings\n", cfg.Path, len(cfg.VIPs), len(warnings))
+	fmt.Fprintf(stdout, "%s: ok, %s, %s\n", cfg.Path, config.Plural(len(cfg.VIPs), "VIP"), config.Plural(len(warnings), "warning"))
 	pid := ""
 	if st.Process.PID != 0 {
 		pid = fmt.Sprintf(" (pid %d)", st.Process.PID)

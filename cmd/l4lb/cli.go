@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 )
 
@@ -17,19 +18,21 @@ const defaultConfigPath = "/etc/l4lb/l4lb.toml"
 // usage to stderr (exit 2).
 type flags struct {
 	*flag.FlagSet
-	cmd    command
-	stdout io.Writer
-	args   []string // positional arguments, wherever they stood among the flags
+	cmd            command
+	stdout, stderr io.Writer
+	args           []string // positional arguments, wherever they stood among the flags
 }
 
 func newFlags(name string, stdout, stderr io.Writer) *flags {
-	f := &flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), stdout: stdout}
+	f := &flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), stdout: stdout, stderr: stderr}
 	for _, c := range commands() {
 		if c.name == name {
 			f.cmd = c
 		}
 	}
-	f.SetOutput(stderr)
+	// The flag package's own messages name a flag with one dash (-reason);
+	// parse prints them itself, with two, as every other text does.
+	f.SetOutput(io.Discard)
 	f.Usage = func() {}
 	return f
 }
@@ -52,23 +55,52 @@ func (f *flags) parse(args []string) (code int, ok bool) {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(f.stdout, commandHelp(f.cmd), "\nflags:\n")
-		f.SetOutput(f.stdout)
-		f.PrintDefaults()
+		f.printFlags(f.stdout)
 		return 0, false
 	case err != nil:
-		f.usageError("")
+		f.usageError(oneDash.ReplaceAllString(err.Error(), "$1--$2"))
 		return 2, false
 	}
 	return 0, true
 }
 
+// oneDash finds a flag named with one dash in the flag package's errors
+// ("flag provided but not defined: -bogus").
+var oneDash = regexp.MustCompile(`(^| )-([a-zA-Z])`)
+
+// printFlags lists the flags as flag.PrintDefaults does, but each as
+// --name, the way l4lb's usage lines and help write them.
+func (f *flags) printFlags(w io.Writer) {
+	f.VisitAll(func(fl *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(fl)
+		line := "  --" + fl.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		switch def := fl.DefValue; {
+		case def == "" || def == "false" || def == "0" || def == "0s":
+		case kind == "string":
+			line += fmt.Sprintf(" (default %q)", def)
+		default:
+			line += fmt.Sprintf(" (default %s)", def)
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
 // usageError prints msg (if any) and the command's usage line to stderr.
 func (f *flags) usageError(msg string) {
-	out := f.Output()
 	if msg != "" {
-		fmt.Fprintf(out, "l4lb %s: %s\n", f.Name(), msg)
+		fmt.Fprintf(f.stderr, "l4lb %s: %s\n", f.Name(), msg)
 	}
-	fmt.Fprintf(out, "usage: l4lb %s %s (l4lb help %s)\n", f.Name(), f.cmd.usage, f.Name())
+	fmt.Fprintf(f.stderr, "%s (l4lb help %s)\n", usageLine(f.cmd), f.Name())
+}
+
+// usageLine is "usage: l4lb NAME FLAGS", without a trailing space when
+// the command takes none.
+func usageLine(c command) string {
+	return strings.TrimRight("usage: l4lb "+c.name+" "+c.usage, " ")
 }
 
 // noArgs refuses positional arguments: a word l4lb does not expect is an

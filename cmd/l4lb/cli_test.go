@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func TestCLIArguments(t *testing.T) {
 		inStderr string
 	}{
 		{"check takes the file as its argument", []string{"check", broken}, 1, "", "broken.toml:2"},
-		{"check with a good positional file", []string{"check", good}, 0, "good.toml: ok, 1 VIPs", ""},
+		{"check with a good positional file", []string{"check", good}, 0, "good.toml: ok, 1 VIP, 0 warnings", ""},
 		{"check --config and the same argument", []string{"check", "--config", good, good}, 0, "ok", ""},
 		{"check --config and another file", []string{"check", "--config", good, broken}, 2, "", "two config files"},
 		{"check two files", []string{"check", good, broken}, 2, "", "one config file"},
@@ -224,7 +225,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	flagsOf := map[string][]string{
 		"run":       {"--config", "--log-format"},
 		"check":     {"--config", "--diff", "--socket", "--json"},
-		"status":    {"--socket", "--config", "--json", "--show-config"},
+		"status":    {"--socket", "--config", "--json", "--show-config", "--capabilities"},
 		"xdp":       {"--config"},
 		"decap":     {"--iface", "--mode"},
 		"version":   nil,
@@ -259,7 +260,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		}
 		code, out, _ := runCLI(c.name, "--help")
 		for _, fl := range want {
-			if code != 0 || !strings.Contains(out, "\n  "+strings.TrimPrefix(fl, "-")) {
+			if code != 0 || !strings.Contains(out, "\n  "+fl+"") {
 				t.Errorf("%s --help: exit %d, flag list lacks %s:\n%s", c.name, code, fl, out)
 			}
 		}
@@ -303,7 +304,7 @@ func TestCheckExitCodesAndMessages(t *testing.T) {
 		code int
 		want []string // in stdout for exit 0, else in stderr
 	}{
-		{"valid", file("ok.toml", vip("listen = \"127.0.0.1:18400\"\n")), 0, []string{"ok.toml: ok, 1 VIPs"}},
+		{"valid", file("ok.toml", vip("listen = \"127.0.0.1:18400\"\n")), 0, []string{"ok.toml: ok, 1 VIP, 0 warnings\n"}},
 		{"bad value", file("value.toml", vip("listen = \"nonsense\"\n")), 1, []string{"value.toml:5:", "vip[0].listen", `"nonsense" is not ip:port`}},
 		{"every problem", file("two.toml", vip("listen = \"127.0.0.1:18400\"\nretries = 99\nalgorithm = \"nope\"\n")), 1,
 			[]string{"two.toml:6: ", "vip[0].retries: 99 is out of range", "two.toml:7: ", "vip[0].algorithm"}},
@@ -329,5 +330,40 @@ func TestCheckExitCodesAndMessages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHelpTextTidy (D34): no help, usage or flag error text has a line
+// ending in a space, or names a flag with one dash (the flag package's
+// -reason): l4lb's flags are --reason everywhere.
+func TestHelpTextTidy(t *testing.T) {
+	singleDash := regexp.MustCompile(`(^|[\s(\[|])-[a-zA-Z]`)
+	others := strings.NewReplacer("nginx -t", "", "sysctl -w", "", "l4lb -v", "") // not l4lb's flags, or its -v alias
+	check := func(what, text string) {
+		t.Helper()
+		for _, line := range strings.Split(text, "\n") {
+			if strings.TrimRight(line, " \t") != line {
+				t.Errorf("%s: trailing space in %q", what, line)
+			}
+			if singleDash.MatchString(others.Replace(line)) {
+				t.Errorf("%s: a flag with one dash in %q", what, line)
+			}
+		}
+	}
+	_, top, _ := runCLI("help")
+	check("l4lb help", top)
+	for _, c := range commands() {
+		_, prose, _ := runCLI("help", c.name)
+		check("help "+c.name, prose)
+		if c.name == "help" {
+			continue
+		}
+		_, out, errs := runCLI(c.name, "--help")
+		check(c.name+" --help", out+errs)
+		_, out, errs = runCLI(c.name, "--no-such-flag")
+		check(c.name+" --no-such-flag", out+errs)
+	}
+	if _, _, errs := runCLI("drain", "--bogus"); !strings.Contains(errs, "l4lb drain: flag provided but not defined: --bogus\n") {
+		t.Errorf("drain --bogus: %q", errs)
 	}
 }

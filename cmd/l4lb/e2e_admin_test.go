@@ -92,7 +92,7 @@ func TestDrainEnableDisable(t *testing.T) {
 	}
 
 	// A reload of the unchanged file keeps the drain.
-	if out := verb("reload"); !strings.Contains(out, "reload applied: 1 VIPs") {
+	if out := verb("reload"); !strings.Contains(out, "reload applied: 1 VIP\n") {
 		t.Fatalf("reload said:\n%s", out)
 	}
 	onlyBe1("drained, after a reload")
@@ -103,6 +103,10 @@ func TestDrainEnableDisable(t *testing.T) {
 	}
 	if seen := backendsSeen(t, tp, 80, 12); seen["be0"] == 0 {
 		t.Fatalf("after enable: %v, want be0 too", seen)
+	}
+	// Enabled again: nothing to change, and it says so (D34).
+	if out := verb("enable", "a", "be0"); !strings.Contains(out, "be0 (198.18.1.11:7000) was not drained or disabled: nothing changed") {
+		t.Fatalf("a second enable said:\n%s", out)
 	}
 
 	// Disable (by IP alone): the established connection is reset. First

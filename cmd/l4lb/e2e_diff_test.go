@@ -153,3 +153,55 @@ func exitCode(err error) int {
 	}
 	return 0
 }
+
+// TestCheckAndDiffWarnAlike (D14): check and check --diff print the same
+// warnings, each with its line: the file's own (idle_timeout below
+// keepalive) and a setting only a restart applies (pipe_size, in
+// [global], once "FILE:?:").
+func TestCheckAndDiffWarnAlike(t *testing.T) {
+	tp := testutil.NewTopology(t, 0)
+	lb := startLB(t, tp, diffRunning)
+	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	next := filepath.Join(t.TempDir(), "next.toml")
+	src := strings.Replace(strings.ReplaceAll(diffRunning, "@ADMIN@", sock), "drain_timeout", "pipe_size = 2097152\ndrain_timeout", 1)
+	src = strings.Replace(src, `name = "b"`, "name = \"b\"\nidle_timeout = \"30s\"\nkeepalive = \"1m\"", 1)
+	if err := os.WriteFile(next, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warnings := func(args ...string) (lines []string, summary string) {
+		t.Helper()
+		cmd := tp.LB.Command(append([]string{mustBin(t), "check", next}, args...)...)
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("check %v: %v\n%s%s", args, err, out, errb.String())
+		}
+		for _, l := range strings.Split(errb.String(), "\n") {
+			if strings.HasPrefix(l, "warning: ") {
+				lines = append(lines, l)
+			}
+		}
+		summary, _, _ = strings.Cut(string(out), "\n")
+		return lines, summary
+	}
+	plain, plainSum := warnings()
+	diff, diffSum := warnings("--diff")
+	want := []string{
+		"warning: " + next + `:22: vip "b": vip[1].idle_timeout: idle_timeout 30s closes a quiet connection`,
+		"warning: " + next + ":4: global.pipe_size: differs from the running l4lb's",
+	}
+	for _, got := range [][]string{plain, diff} {
+		if len(got) != len(want) {
+			t.Fatalf("check: %q\ncheck --diff: %q\nwant %d warnings each", plain, diff, len(want))
+		}
+		for i := range want {
+			if !strings.HasPrefix(got[i], want[i]) {
+				t.Errorf("warning %q, want prefix %q", got[i], want[i])
+			}
+		}
+	}
+	if plainSum != diffSum || plainSum != next+": ok, 2 VIPs, 2 warnings" {
+		t.Errorf("summaries %q and %q", plainSum, diffSum)
+	}
+}

@@ -2,7 +2,7 @@
 package main
 
 import (
-	"os/exec"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,11 +22,11 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	status := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(mustBin(t), append([]string{"status", "--socket", sock}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("status %v: %v\n%s", args, err, out)
+		out, errOut, code := l4lbCmd(t, append([]string{"status", "--socket", sock}, args...)...)
+		if code != 0 {
+			t.Fatalf("status %v: exit %d\n%s%s", args, code, out, errOut)
 		}
-		return string(out)
+		return out
 	}
 
 	st := lbStatus(t, lb)
@@ -38,7 +38,12 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	}
 
 	// --show-config and a bare --config print the running config, every
-	// default resolved; it parses back to what the file says.
+	// default resolved; it parses back to what the file says. The bare
+	// --config (the old spelling: --config otherwise names a file) says
+	// so on stderr (D26).
+	if _, errOut, _ := l4lbCmd(t, "status", "--socket", sock, "--config"); !strings.Contains(errOut, "--config without a FILE is the old spelling of --show-config") {
+		t.Errorf("a bare --config says nothing about its two meanings: %q", errOut)
+	}
 	for _, flag := range []string{"--show-config", "--config"} {
 		out := status(flag)
 		running, err := config.Parse("running", []byte(out))
@@ -48,6 +53,21 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 		if v := running.VIP("a"); v == nil || len(v.Backends) != 2 || !strings.Contains(out, `connect_timeout = "2s"`) {
 			t.Fatalf("status %s:\n%s", flag, out)
 		}
+	}
+
+	// --show-config --json is the same config as JSON, with its keys (D26).
+	var js struct {
+		Global struct {
+			DrainTimeout string `json:"drain_timeout"`
+		} `json:"global"`
+		VIP []struct {
+			Name    string           `json:"name"`
+			Backend []map[string]any `json:"backend"`
+		} `json:"vip"`
+	}
+	if out := status("--show-config", "--json"); json.Unmarshal([]byte(out), &js) != nil || js.Global.DrainTimeout != "3s" ||
+		len(js.VIP) != 1 || js.VIP[0].Name != "a" || len(js.VIP[0].Backend) != 2 {
+		t.Fatalf("status --show-config --json: %+v\n%s", js, out)
 	}
 
 	good := lb.currentConfig(t)

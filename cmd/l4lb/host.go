@@ -6,6 +6,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4/reconcile"
@@ -35,6 +38,25 @@ func (osHost) Lstat(path string) (fs.FileInfo, error) { return os.Lstat(path) }
 func (osHost) HasInterface(name string) bool {
 	_, err := net.InterfaceByName(name)
 	return err == nil
+}
+
+func (osHost) CPUs() int { return runtime.NumCPU() }
+
+// FileLimit is the hard limit: run raises its soft limit to it (raiseFileLimit).
+func (osHost) FileLimit() (uint64, error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	return lim.Max, nil
+}
+
+func (osHost) Memory() (uint64, error) {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0, err
+	}
+	return uint64(si.Totalram) * uint64(si.Unit), nil
 }
 
 // loadChecked loads path and checks it against this host: an error for a

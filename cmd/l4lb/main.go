@@ -28,7 +28,7 @@ func commands() []command {
 	return []command{
 		{"run", "serve the VIPs of a config file", "[--config] FILE [--log-format console|json]", runHelp, cmdRun},
 		{"check", "validate a config file; --diff: what a reload with it would change", "[--config] FILE [--diff [--json] [--socket PATH]]", checkHelp, cmdCheck},
-		{"status", "show what a running l4lb serves", "[--socket PATH | --config FILE] [--json | --show-config]", statusHelp, cmdStatus},
+		{"status", "show what a running l4lb serves", "[--socket PATH | --config FILE] [--json] [--show-config] [--capabilities]", statusHelp, cmdStatus},
 		{"drain", "stop new flows to a backend; established flows continue", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", drainHelp, cmdOverride("drain")},
 		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", disableHelp, cmdOverride("disable")},
 		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", enableHelp, cmdOverride("enable")},
@@ -109,7 +109,7 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 
 // commandHelp is one command's help text without its flag list.
 func commandHelp(c command) string {
-	s := fmt.Sprintf("usage: l4lb %s %s\n\n%s.\n", c.name, c.usage, upperFirst(c.synopsis))
+	s := fmt.Sprintf("%s\n\n%s.\n", usageLine(c), upperFirst(c.synopsis))
 	if c.help != "" {
 		s += "\n" + c.help
 	}
@@ -169,9 +169,13 @@ defaults to /etc/l4lb/l4lb.toml.
 
 Warnings (legal but probably wrong) go to stderr and do not change the exit
 status: a VIP address no interface has (unless freebind = true), a VIP whose
-backends all have weight 0, a UDP VIP whose TCP health check probes the
-service port, and, when an l4lb answers on the file's admin_socket (or
---socket), settings that differ from it but need a restart. check also
+backends all have weight 0, access lists that let no client in, PROXY
+headers trusted from anywhere or from allowed clients, defer_accept or
+first_byte_timeout with a server-first check, values far beyond what the
+host has (workers, max_pipes x pipe_size, max_sessions) or anyone waits for,
+and, when an l4lb answers on the file's admin_socket (or --socket), settings
+that differ from it but need a restart; --diff prints the same ones. "l4lb
+run" logs them at start, and a reload only those that are new. check also
 refuses what would fail or misbehave at start: listeners that cannot bind
 together (a wildcard and a specific address on one port and protocol, a TCP
 VIP on the metrics port), a backend that leads back into l4lb (the VIP
@@ -217,14 +221,18 @@ expect.
 `
 
 const statusHelp = `Asks the admin socket of a running l4lb (root only; default
-/run/l4lb/admin.sock, or the admin_socket of --config FILE). --json prints
-the raw answer; --show-config (or --config with no FILE) prints the
+/run/l4lb/admin.sock, or the admin_socket of --config FILE: --config always
+names a file). --json prints the raw answer; --show-config prints the
 configuration in force, every default resolved, as TOML (passwords
-redacted).
+redacted), and with --json as JSON with the same keys. A --config without a
+FILE is the old spelling of --show-config: it still works, and says so on
+stderr.
 
 The first lines name the process (version, commit, Go version, pid, uptime,
-config file) and the last reload (when, and whether it was applied or
-refused with the first problem); then the splice pipe pool; the event
+config file), its capabilities (by name when few are left, as after
+drop_capabilities; else their number, and --capabilities lists them all)
+and the last reload (when, and whether it was applied or refused with the
+first problem); then the splice pipe pool; the event
 loops ("workers: N event loops, TCP connections on each: ..."; one loop per
 CPU, or workers in [global]; a loop that holds 4 more connections than an
 idle one passes new ones to it); the XDP program when loaded, with its pass
@@ -283,7 +291,9 @@ backend, which resets them; UDP sessions move on their next datagram.
 ` + overrideCommon
 
 const enableHelp = `Enable clears a drain or disable: the backend takes new flows again when
-its health and its weight in the file allow.
+its health and its weight in the file allow. A backend with neither is
+left as it is ("nothing changed"), as is a drain or disable asked for
+twice: the first one and who set it stay.
 ` + overrideCommon
 
 const upgradeHelp = `Asks the running l4lb to start a new binary (--binary, or the path the

@@ -51,6 +51,10 @@ type daemon struct {
 	reloads  chan chan admin.ReloadResult
 	upgrades chan upgradeRequest
 	stopping chan struct{}
+	// warned holds the config warnings the last load logged (without
+	// their lines), so that a reload logs only new ones. Start and the
+	// signal loop use it, one after the other.
+	warned map[config.Problem]bool
 
 	mu          sync.Mutex
 	lastReload  *reconcile.ReloadStatus // nil until the first SIGHUP
@@ -500,11 +504,31 @@ func (d *daemon) reload(running *config.Config) (*config.Config, admin.ReloadRes
 	return cfg, res
 }
 
-// logWarnings logs what the config allows but is probably wrong.
+// logWarnings logs what the config allows but is probably wrong: at start
+// every warning, on a reload only those the last load did not have (the
+// others are counted in one info line), so that a file left as it was
+// does not repeat its warnings on every reload. A warning is the same
+// when only its line moved.
 func (d *daemon) logWarnings(warnings []config.Problem) {
+	next := make(map[config.Problem]bool, len(warnings))
+	repeated := 0
 	for _, w := range warnings {
+		k := w
+		k.Line = 0
+		if next[k] {
+			continue
+		}
+		next[k] = true
+		if d.warned[k] {
+			repeated++
+			continue
+		}
 		d.log.Warn("config warning", zap.String("warning", w.String()))
 	}
+	if repeated > 0 {
+		d.log.Info("config warnings as before, not repeated", zap.Int("warnings", repeated), zap.String("list", "l4lb check "+d.path))
+	}
+	d.warned = next
 }
 
 // applyFile loads the file and applies it, logging why when it cannot. It

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/BurntSushi/toml"
+
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/l4/reconcile"
@@ -22,14 +24,20 @@ const defaultAdminSocket = "/run/l4lb/admin.sock"
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("status", stdout, stderr)
 	sock := f.String("socket", "", "admin socket (default: from --config, else "+defaultAdminSocket+")")
-	cfgPath := f.String("config", "", "read the admin socket path from this config file (alone: --show-config)")
-	asJSON := f.Bool("json", false, "print the raw JSON")
+	cfgPath := f.String("config", "", "read the admin socket path from this config file")
+	asJSON := f.Bool("json", false, "print the raw JSON (with --show-config: the config in force as JSON)")
 	showConfig := f.Bool("show-config", false, "print the configuration in force, resolved, as TOML")
-	if code, ok := f.parse(bareConfigFlag(args)); !ok {
+	allCaps := f.Bool("capabilities", false, "list every capability the process holds (the summary counts them)")
+	args, bare := bareConfigFlag(args)
+	if code, ok := f.parse(args); !ok {
 		return code
 	}
 	if !f.noArgs() {
 		return 2
+	}
+	if bare {
+		*showConfig = true
+		fmt.Fprintln(stderr, "l4lb status: --config without a FILE is the old spelling of --show-config; --config FILE names the file whose admin_socket to ask")
 	}
 	path, err := adminPath(*sock, *cfgPath)
 	if err != nil {
@@ -45,7 +53,10 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "l4lb status:", err)
 		return 1
 	}
-	if *asJSON || *showConfig {
+	switch {
+	case *showConfig && *asJSON:
+		return printConfigJSON(stdout, stderr, body)
+	case *asJSON || *showConfig:
 		stdout.Write(body)
 		return 0
 	}
@@ -54,7 +65,25 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "l4lb status: bad answer:", err)
 		return 1
 	}
-	printStatus(stdout, st)
+	printStatus(stdout, st, statusView{allCaps: *allCaps})
+	return 0
+}
+
+// printConfigJSON prints the config in force (TOML, as the admin API
+// answers it) as JSON with the same keys: a table is an object, an array
+// of tables an array.
+func printConfigJSON(stdout, stderr io.Writer, body []byte) int {
+	var m map[string]any
+	if _, err := toml.Decode(string(body), &m); err != nil {
+		fmt.Fprintln(stderr, "l4lb status: bad answer:", err)
+		return 1
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
+		fmt.Fprintln(stderr, "l4lb status:", err)
+		return 1
+	}
 	return 0
 }
 
@@ -75,18 +104,19 @@ func adminPath(sock, cfgPath string) (string, error) {
 	return defaultAdminSocket, nil
 }
 
-// bareConfigFlag turns a --config given without a file (last, or before
-// another flag) into --show-config: `l4lb status --config` prints the
-// running config, while --config FILE still names the file that says
-// where the admin socket is.
-func bareConfigFlag(args []string) []string {
-	out := slices.Clone(args)
-	for i, a := range out {
-		if (a == "--config" || a == "-config") && (i+1 == len(out) || strings.HasPrefix(out[i+1], "-")) {
-			out[i] = "--show-config"
+// bareConfigFlag takes out a --config given without a file (last, or
+// before another flag): the old spelling of --show-config, kept so that
+// scripts that use it still work. --config FILE is left alone: it names
+// the file that says where the admin socket is.
+func bareConfigFlag(args []string) (out []string, bare bool) {
+	for i, a := range args {
+		if (a == "--config" || a == "-config") && (i+1 == len(args) || strings.HasPrefix(args[i+1], "-")) {
+			bare = true
+			continue
 		}
+		out = append(out, a)
 	}
-	return out
+	return out, bare
 }
 
 // adminGet asks the admin API at sock for endpoint.
@@ -94,8 +124,13 @@ func adminGet(sock, endpoint string) ([]byte, error) {
 	return admin.Client{Socket: sock, Timeout: 5 * time.Second}.Do(context.Background(), "GET", endpoint, nil, nil)
 }
 
-func printStatus(w io.Writer, st reconcile.Status) {
-	printProcess(w, st)
+// statusView says how much the text status shows.
+type statusView struct {
+	allCaps bool // every capability, not their count
+}
+
+func printStatus(w io.Writer, st reconcile.Status, view statusView) {
+	printProcess(w, st, view)
 	pipeCap := "none"
 	if st.Pipes.Max > 0 {
 		pipeCap = fmt.Sprint(st.Pipes.Max)
@@ -261,12 +296,12 @@ func counterList(c map[string]uint64) string {
 }
 
 // printProcess prints the build, uptime and last reload.
-func printProcess(w io.Writer, st reconcile.Status) {
+func printProcess(w io.Writer, st reconcile.Status, view statusView) {
 	p := st.Process
 	fmt.Fprintf(w, "l4lb %s (commit %s, %s), pid %d, up %s, config %s\n", p.Version, shortCommit(p.Commit), p.GoVersion,
 		p.PID, (time.Duration(p.UptimeSeconds) * time.Second).String(), st.Config)
 	if c := p.Capabilities; c != nil {
-		fmt.Fprintf(w, "capabilities: %s%s\n", capList(c.Effective), map[bool]string{true: " (drop_capabilities: the rest dropped, bounding set too)", false: ""}[c.Dropped])
+		fmt.Fprintf(w, "capabilities: %s\n", capSummary(c, view.allCaps))
 	}
 	switch r := p.LastReload; {
 	case r == nil:
@@ -279,6 +314,23 @@ func printProcess(w io.Writer, st reconcile.Status) {
 	if st.Stopping {
 		fmt.Fprintln(w, "STOPPING: no new connections; the VIPs below drain until their connections end or drain_timeout")
 	}
+}
+
+// listedCaps is how many capabilities the status line lists by name;
+// more (root's full set is about 40) are counted, and --capabilities
+// lists them.
+const listedCaps = 8
+
+// capSummary is the capabilities line: the few the daemon keeps after
+// drop_capabilities by name, a full set as a count.
+func capSummary(c *reconcile.CapabilityStatus, all bool) string {
+	switch {
+	case c.Dropped:
+		return capList(c.Effective) + " (drop_capabilities: the rest dropped, bounding set too)"
+	case all || len(c.Effective) <= listedCaps:
+		return capList(c.Effective)
+	}
+	return fmt.Sprintf("%d, not dropped (drop_capabilities = false; --capabilities lists them)", len(c.Effective))
 }
 
 // capList prints capability names without their cap_ prefix.

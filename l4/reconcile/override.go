@@ -38,6 +38,10 @@ type OverrideResult struct {
 	// Reset counts the flows a disable ended (TCP connections, xdp
 	// conntrack entries); UDP sessions move on their next datagram.
 	Reset int `json:"reset"`
+	// Unchanged: the backend was already so (an enable of a backend with
+	// no override, a drain of a drained one); nothing was set or logged,
+	// and By is who set the override in force.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // SetOverride sets an operator's state for backend ref (its name, its
@@ -71,9 +75,16 @@ func (v *vip) setOverride(ref string, o l4.Override, by string) (OverrideResult,
 		return OverrideResult{}, fmt.Errorf("vip %q: %w", v.name(), err)
 	}
 	prev := b.override.state
+	if o == prev {
+		res := OverrideResult{VIP: v.name(), Backend: string(b.b.ID), Address: b.b.Addr.String(), Override: o.String(),
+			Previous: prev.String(), By: b.override.by, LiveFlows: b.b.LiveFlows(), Unchanged: true}
+		v.mu.Unlock()
+		v.log.Debug("backend override unchanged", zap.String("backend", res.Backend), zap.Stringer("override", o), zap.String("asked_by", by))
+		return res, nil
+	}
 	if o == l4.OverrideNone {
 		b.override = overrideState{}
-	} else if o != prev {
+	} else {
 		b.override = overrideState{state: o, by: by, since: time.Now()}
 	}
 	b.b.SetEligible(b.keepsPinned())

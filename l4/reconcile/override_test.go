@@ -156,3 +156,34 @@ func TestOverrideRefusesANameThatIsAnotherBackendsIP(t *testing.T) {
 		}
 	}
 }
+
+// TestOverrideNoOp (D34): enabling a backend that has no override, or
+// draining a drained one, changes nothing: the result says so, no
+// override is recorded or logged, and the first drain's setter stays.
+func TestOverrideNoOp(t *testing.T) {
+	s1, s2 := startNamed(t, "s1"), startNamed(t, "s2")
+	rt, logs := observedRuntime(t, fmt.Sprintf(overrideVIP, testutil.FreeTCPAddr(t), s1.addr, s2.addr, 100))
+	res, err := rt.SetOverride("a", "s1", l4.OverrideNone, "alice")
+	if err != nil || !res.Unchanged || res.Previous != "none" || res.By != "" {
+		t.Fatalf("enable of a backend with no override: %+v %v", res, err)
+	}
+	if st, _ := backendStatus(rt, "a", "s1"); st.Override != "" || st.OverrideBy != "" || !st.OverrideSince.IsZero() {
+		t.Fatalf("status after a no-op enable: %+v", st)
+	}
+	if n := logs.FilterMessage("backend override set").Len(); n != 0 {
+		t.Fatalf("a no-op enable logged as an override: %v", logs.All())
+	}
+	if res, err := rt.SetOverride("a", "s1", l4.OverrideDrain, "bob"); err != nil || res.Unchanged {
+		t.Fatalf("drain: %+v %v", res, err)
+	}
+	res, err = rt.SetOverride("a", "s1", l4.OverrideDrain, "carol")
+	if err != nil || !res.Unchanged || res.By != "bob" {
+		t.Fatalf("second drain: %+v %v", res, err)
+	}
+	if st, _ := backendStatus(rt, "a", "s1"); st.OverrideBy != "bob" {
+		t.Fatalf("the second drain replaced who set it: %+v", st)
+	}
+	if n := logs.FilterMessage("backend override set").Len(); n != 1 {
+		t.Fatalf("%d override lines, want the one real drain", n)
+	}
+}

@@ -299,7 +299,7 @@ func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 // also when a reload removes the last xdp VIP; a reload cannot move it
 // (its [xdp] keys but syn_rate_per_source need a restart).
 func (r *Runtime) ensureXDP(cfg *config.Config) error {
-	if r.xdp != nil || !hasXDPVIP(cfg) && !wantsXDPGuards(cfg) {
+	if r.xdp != nil || !cfg.AttachesXDP() {
 		return nil
 	}
 	if cfg.XDP == nil {
@@ -321,7 +321,7 @@ func (r *Runtime) checkForwarding(cfg *config.Config, desired map[l4.VIPKey]*con
 	switch {
 	case r.xdp != nil:
 		return checkXDPForwarding(r.xdp.cfg.Interface, desired)
-	case cfg.XDP != nil && hasXDPVIP(cfg):
+	case cfg.XDP != nil && cfg.HasXDPVIP():
 		return checkXDPForwarding(cfg.XDP.Interface, desired)
 	}
 	return nil
@@ -335,15 +335,6 @@ func (r *Runtime) rescaleXDP() {
 	for _, v := range *r.index.Load() {
 		v.rescale(live)
 	}
-}
-
-func hasXDPVIP(cfg *config.Config) bool {
-	for i := range cfg.VIPs {
-		if cfg.VIPs[i].Mode == l4.ModeXDP {
-			return true
-		}
-	}
-	return false
 }
 
 // Shutdown stops accepting on every VIP, waits for connections to finish

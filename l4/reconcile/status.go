@@ -3,9 +3,11 @@ package reconcile
 
 import (
 	"cmp"
-	"github.com/l4lb/l4lb/l4"
 	"slices"
 	"time"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // Status is the runtime's state at one moment.
@@ -267,7 +269,7 @@ type BackendStatus struct {
 	Since         time.Time `json:"since,omitzero"`
 }
 
-// Status reports every VIP and backend, sorted by name and identity.
+// Status reports every VIP, in the config file's order, and its backends.
 func (r *Runtime) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -308,10 +310,28 @@ func (r *Runtime) Status() Status {
 		vs.Draining = true
 		st.VIPs = append(st.VIPs, vs)
 	}
-	slices.SortFunc(st.VIPs, func(a, b VIPStatus) int { // by name, a running VIP before a draining one
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(boolInt(a.Draining), boolInt(b.Draining)))
-	})
+	sortVIPs(st.VIPs, r.cfg)
 	return st
+}
+
+// sortVIPs puts VIPs in the order of the config file, as an operator
+// wrote them; draining VIPs (gone from the file) come last, by name.
+func sortVIPs(vips []VIPStatus, cfg *config.Config) {
+	pos := map[string]int{}
+	if cfg != nil {
+		for i := range cfg.VIPs {
+			pos[cfg.VIPs[i].Name] = i
+		}
+	}
+	at := func(v VIPStatus) int {
+		if i, ok := pos[v.Name]; ok && !v.Draining {
+			return i
+		}
+		return len(pos)
+	}
+	slices.SortFunc(vips, func(a, b VIPStatus) int {
+		return cmp.Or(cmp.Compare(at(a), at(b)), cmp.Compare(a.Name, b.Name), cmp.Compare(boolInt(a.Draining), boolInt(b.Draining)))
+	})
 }
 
 func boolInt(b bool) int {

@@ -15,7 +15,7 @@ import (
 // make `l4lb run` fail to start the XDP program of cfg, each with its fix.
 // It changes nothing, and says nothing when cfg loads no XDP program.
 func CheckXDPHost(cfg *config.Config) []config.Problem {
-	if cfg.XDP == nil || !hasXDPVIP(cfg) && !wantsXDPGuards(cfg) {
+	if cfg.XDP == nil || !cfg.AttachesXDP() {
 		return nil
 	}
 	x := cfg.XDP
@@ -28,7 +28,7 @@ func CheckXDPHost(cfg *config.Config) []config.Problem {
 			warn("xdp.pin_path", "`l4lb run` will fail: %v", err)
 		}
 	}
-	if hasXDPVIP(cfg) {
+	if cfg.HasXDPVIP() {
 		vips := make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs))
 		for i := range cfg.VIPs {
 			vips[cfg.VIPs[i].Key()] = &cfg.VIPs[i]

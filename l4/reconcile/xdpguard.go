@@ -39,15 +39,6 @@ func (a *vipACL) of(vc *config.VIP) (*guard.ACL, error) {
 	return acl, nil
 }
 
-// guardable says whether a proxy VIP can be entered in the XDP program's
-// vips map: only a concrete address can be matched on (a wildcard listen
-// address matches every destination, which the program's exact lookup
-// cannot express).
-func guardable(key l4.VIPKey) bool {
-	a := key.Addr.Addr()
-	return a.IsValid() && !a.IsUnspecified()
-}
-
 // xdpGuard is a proxy VIP's guard-only entry in the XDP program, written
 // while the program runs (xdp holds it once loaded): its allow/deny and
 // the SYN rate are enforced before the kernel spends a socket, everything
@@ -70,7 +61,7 @@ type xdpGuard struct {
 // never guard it (no program in this runtime, a wildcard address). All its
 // methods do nothing on nil.
 func newXDPGuard(key l4.VIPKey, vc *config.VIP, xdp *atomic.Pointer[xdpRuntime], log *zap.Logger) *xdpGuard {
-	if vc.Mode != l4.ModeProxy || xdp == nil || !guardable(key) {
+	if vc.Mode != l4.ModeProxy || xdp == nil || !vc.XDPGuardable() {
 		return nil
 	}
 	return &xdpGuard{key: key, xdp: xdp, log: log, vc: vc}
@@ -165,23 +156,4 @@ func (g *xdpGuard) fillStatus(s *VIPStatus) {
 			s.XDPGuard = &XDPGuardStatus{ACLDrops: st.ACLDrops, SYNRateDrops: st.SYNRateDrops}
 		}
 	})
-}
-
-// wantsXDPGuards says whether cfg asks the XDP program to guard proxy VIPs
-// even without xdp VIPs: a SYN rate, or an access list on a VIP it can
-// match.
-func wantsXDPGuards(cfg *config.Config) bool {
-	if cfg.XDP == nil {
-		return false
-	}
-	if cfg.XDP.SYNRatePerSource > 0 {
-		return true
-	}
-	for i := range cfg.VIPs {
-		v := &cfg.VIPs[i]
-		if len(v.Allow)+len(v.Deny) > 0 && guardable(l4.VIPKey{Addr: v.Listen, Proto: v.Protocol}) {
-			return true
-		}
-	}
-	return false
 }
