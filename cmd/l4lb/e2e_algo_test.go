@@ -1,7 +1,8 @@
 // Every balancing algorithm through the daemon: one l4lb with one VIP per
 // algorithm in front of the same three backends, each VIP checked for the
 // property that sets its algorithm apart (affinity for the hashes, even
-// load for least_conn and p2c, a share for everyone for random).
+// load for least_conn and p2c, a share for everyone for random, bounded
+// loads for a hash with hash_balance_factor).
 package main
 
 import (
@@ -30,11 +31,22 @@ func algoConfig() string {
 	b.WriteString("[global]\nadmin_socket = \"@ADMIN@\"\ndrain_timeout = \"1s\"\n")
 	for _, a := range algoPorts {
 		fmt.Fprintf(&b, "\n[[vip]]\nname = %q\nlisten = \"198.18.2.10:%d\"\nalgorithm = %q\n  [vip.health]\n  type = \"none\"\n", a.algo, a.port, a.algo)
-		for i := range 3 {
-			fmt.Fprintf(&b, "  [[vip.backend]]\n  name = \"be%d\"\n  address = \"198.18.1.%d:7000\"\n", i, 11+i)
-		}
+		algoBackends(&b)
 	}
+	// Maglev with bounded loads: a hot client spreads once its backend
+	// holds 1.25 x its share.
+	fmt.Fprintf(&b, "\n[[vip]]\nname = \"bounded\"\nlisten = \"198.18.2.10:%d\"\nalgorithm = \"maglev\"\nhash_balance_factor = 125\n  [vip.health]\n  type = \"none\"\n", boundedPort)
+	algoBackends(&b)
 	return b.String()
+}
+
+// boundedPort is the port of the VIP with hash_balance_factor.
+const boundedPort = 85
+
+func algoBackends(b *strings.Builder) {
+	for i := range 3 {
+		fmt.Fprintf(b, "  [[vip.backend]]\n  name = \"be%d\"\n  address = \"198.18.1.%d:7000\"\n", i, 11+i)
+	}
 }
 
 // clientAddrs adds n more addresses (198.18.0.3 on) to the client
@@ -147,6 +159,50 @@ func TestAlgorithmsThroughDaemon(t *testing.T) {
 			t.Logf("clients per backend: %v", perBackend)
 		})
 	}
+
+	// Bounded loads (hash_balance_factor = 125): one hot client address,
+	// whose every connection hashes to the same backend, holds 12
+	// connections; after each, no backend holds more than the ceiling
+	// ceil(1.25 x n / 3) of the n held, and the client's own backend, which
+	// its key prefers, holds the most.
+	t.Run("maglev_bounded", func(t *testing.T) {
+		hot := clients[0]
+		held := map[string]int{}
+		home := ""
+		for n := 1; n <= 12; n++ {
+			c, err := dialVIPFrom(tp, hot, boundedPort)
+			if err != nil {
+				t.Fatalf("connection %d: %v", n, err)
+			}
+			t.Cleanup(func() { c.Close() })
+			c.SetDeadline(time.Time{})
+			held[c.backend]++
+			if home == "" {
+				home = c.backend
+			}
+			ceiling := (125*n + 299) / 300
+			for b, k := range held {
+				if k > ceiling {
+					t.Fatalf("after %d connections from %s: %s holds %d, over the ceiling %d (%v)", n, hot, b, k, ceiling, held)
+				}
+			}
+		}
+		for b, k := range held {
+			if k > held[home] {
+				t.Fatalf("%s holds %d, more than the client's own backend %s (%v)", b, k, home, held)
+			}
+		}
+		if len(held) != 3 {
+			t.Fatalf("12 connections of a hot client reached %v, want all three backends", held)
+		}
+		live := liveFlows(t, lb, "bounded")
+		for b, k := range held {
+			if live[b] != int64(k) {
+				t.Fatalf("status live flows %v, the client holds %v", live, held)
+			}
+		}
+		t.Logf("held: %v (home %s)", held, home)
+	})
 
 	// least_conn: every pick goes to a backend with the fewest live
 	// connections, also after one backend's connections all end.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 const blackholeVIP = `
 [global]
 admin_socket = "@ADMIN@"
+log_format = "json"
 
 [[vip]]
 name = "a"
@@ -20,6 +23,8 @@ listen = "198.18.2.10:80"
 protocol = "tcp"
 connect_timeout = "300ms"
 retries = 2
+log_connections = true
+log_connections_rate = 0
   [vip.health]
   type = "tcp"
   interval = "300ms"
@@ -39,10 +44,17 @@ retries = 2
 
 // TestBlackholedBackend: a backend whose host silently drops everything
 // (a blackhole route inside its namespace) is taken down by probe
-// timeouts; meanwhile clients that hit it wait at most connect_timeout and
+// timeouts; meanwhile clients that hit it wait one connect_timeout and
 // then reach another backend, and no client that started after the
 // blackhole fails. (One already proxied to it when its host went dark may
 // hang: its bytes are in flight, nothing can be replayed.)
+//
+// What each client waited is read from l4lb's own connection log (its
+// retries and connect time, on the event loop's clock), not from the
+// client's stopwatch, which on a busy machine also counts the test's own
+// goroutines waiting for a CPU. How soon the backend is marked down is
+// counted in probes by the in-process TestBackendDownAndBack; here the
+// wait for it is only bounded.
 func TestBlackholedBackend(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
 	for i := range 3 {
@@ -98,7 +110,7 @@ func TestBlackholedBackend(t *testing.T) {
 	mu.Lock()
 	blackholed = time.Now() // the route is in effect: later clients cannot reach be2
 	mu.Unlock()
-	waitStatus(t, lb, 5*time.Second, "be2 down", func(st reconcile.Status) bool {
+	waitStatus(t, lb, 10*time.Second, "be2 down", func(st reconcile.Status) bool {
 		return st.VIPs[0].Backends[2].Health == "down"
 	})
 	took := time.Since(start)
@@ -106,16 +118,66 @@ func TestBlackholedBackend(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	if bound := 2*300*time.Millisecond + 200*time.Millisecond; took > bound+400*time.Millisecond {
-		t.Errorf("blackholed backend down after %v; bound fall x interval + timeout = %v", took, bound)
-	}
 	if len(failures) > 0 {
 		t.Fatalf("%d of %d clients failed, first: %v", len(failures), len(failures)+len(latencies), failures[0])
 	}
-	slices.Sort(latencies)
-	p50, worst := latencies[len(latencies)/2], latencies[len(latencies)-1]
-	if p50 > 100*time.Millisecond || worst > 300*time.Millisecond+500*time.Millisecond {
-		t.Fatalf("client connect+first byte: p50 %v, worst %v (connect_timeout 300ms)", p50, worst)
+	// Every connection has ended and been logged, but those that reached
+	// be2 before its host went dark: they wait for be2's FIN.
+	waitStatus(t, lb, 10*time.Second, "every connection not stuck on be2 to end (and be logged)", func(st reconcile.Status) bool {
+		return st.VIPs[0].Active == st.VIPs[0].Backends[2].LiveFlows
+	})
+	retried := checkRetries(t, lb.log.String(), 300*time.Millisecond)
+	if fails := lbStatus(t, lb).VIPs[0].Backends[2].ConnectFails; fails != uint64(retried) {
+		t.Errorf("be2 counts %d failed connects, the connection log %d retried connections", fails, retried)
 	}
-	t.Logf("%d clients, p50 %v, worst %v, down after %v", len(latencies), p50, worst, took)
+	// The median client is not held up: a connect waiting for its
+	// timeout holds no other connection back. A median, measured at 3-5
+	// ms with both cores busy, is not moved by the few slow ones.
+	slices.Sort(latencies)
+	p50 := latencies[len(latencies)/2]
+	if p50 > 100*time.Millisecond {
+		t.Fatalf("client connect+first byte: p50 %v (connect_timeout 300ms)", p50)
+	}
+	t.Logf("%d clients (%d retried after be2's connect timeout), p50 %v, worst %v, down after %v",
+		len(latencies), retried, p50, latencies[len(latencies)-1], took)
+}
+
+// checkRetries reads the connection lines of the daemon's JSON log: no
+// connection waited for more than one connect timeout (retries <= 1), and
+// each retried one waited the configured timeout, not a default (its
+// connect time is at least timeout and well under the 2s default), and
+// then reached a backend other than the blackholed be2. It returns how
+// many were retried.
+func checkRetries(t *testing.T, log string, timeout time.Duration) int {
+	t.Helper()
+	retried, lines := 0, 0
+	for _, line := range strings.Split(log, "\n") {
+		var m struct {
+			Msg         string  `json:"msg"`
+			Backend     string  `json:"backend"`
+			Retries     float64 `json:"retries"`
+			ConnectTime string  `json:"connect_time"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Msg != "connection" {
+			continue
+		}
+		lines++
+		if m.Retries == 0 {
+			continue
+		}
+		retried++
+		d, err := time.ParseDuration(m.ConnectTime)
+		switch {
+		case m.Retries > 1:
+			t.Errorf("a connection waited for %v connect timeouts: %s", m.Retries, line)
+		case m.Backend == "be2" || err != nil:
+			t.Errorf("a retried connection did not reach another backend: %s", line)
+		case d < timeout || d >= time.Second:
+			t.Errorf("a retried connection's connect took %v, want one connect_timeout (%v) and a connect: %s", d, timeout, line)
+		}
+	}
+	if lines == 0 {
+		t.Fatal("no connection lines in the log")
+	}
+	return retried
 }

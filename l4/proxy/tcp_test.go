@@ -149,42 +149,6 @@ func TestBackendHalfClose(t *testing.T) {
 	}
 }
 
-func TestResetFromClientReachesBackend(t *testing.T) {
-	backendErr := make(chan error, 1)
-	addr := startServer(t, func(c *net.TCPConn) {
-		buf := make([]byte, 10)
-		io.ReadFull(c, buf)
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		_, err := c.Read(buf)
-		backendErr <- err
-	})
-	ts := newService(t, Settings{}, addr)
-	c := ts.dial(t)
-	c.Write([]byte("0123456789"))
-	time.Sleep(50 * time.Millisecond)
-	c.SetLinger(0)
-	c.Close()
-	if err := within(t, backendErr, "the backend's read"); !errors.Is(err, syscall.ECONNRESET) {
-		t.Fatalf("backend read: %v, want connection reset", err)
-	}
-}
-
-func TestResetFromBackendReachesClient(t *testing.T) {
-	addr := startServer(t, func(c *net.TCPConn) {
-		buf := make([]byte, 5)
-		io.ReadFull(c, buf)
-		c.SetLinger(0)
-	})
-	ts := newService(t, Settings{}, addr)
-	c := ts.dial(t)
-	c.Write([]byte("hello"))
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err := c.Read(make([]byte, 10))
-	if !errors.Is(err, syscall.ECONNRESET) {
-		t.Fatalf("client read: %v, want connection reset", err)
-	}
-}
-
 // TestRefusedBackendIsRetried: the first pick is a dead address; the client
 // never notices.
 func TestRefusedBackendIsRetried(t *testing.T) {

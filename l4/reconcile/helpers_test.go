@@ -146,12 +146,14 @@ func dialName(addr netip.AddrPort) (string, error) {
 	return string(buf[:n-1]), nil
 }
 
-// clientLoop dials addr until stopped, counting names and errors.
+// clientLoop dials addr until stopped, one connection at a time,
+// counting names and errors.
 type clientLoop struct {
 	mu     sync.Mutex
 	names  map[string]int
 	errs   []error
-	errAt  []time.Time
+	errAt  []time.Time // when the dial that failed began
+	last   time.Time   // when the last dial that completed began
 	stop   chan struct{}
 	done   chan struct{}
 	target netip.AddrPort
@@ -167,13 +169,15 @@ func startClients(addr netip.AddrPort) *clientLoop {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
+			start := time.Now()
 			name, err := dialName(addr)
 			l.mu.Lock()
 			if err != nil {
-				l.errs, l.errAt = append(l.errs, err), append(l.errAt, time.Now())
+				l.errs, l.errAt = append(l.errs, err), append(l.errAt, start)
 			} else {
 				l.names[name]++
 			}
+			l.last = start
 			l.mu.Unlock()
 		}
 	}()
@@ -196,15 +200,27 @@ func (l *clientLoop) finish() []error {
 	return l.errs
 }
 
-// errorsOutside returns the errors that happened outside [from, to].
-func (l *clientLoop) errorsOutside(from, to time.Time) []error {
+// errorsSince returns the errors of dials that began at or after from.
+func (l *clientLoop) errorsSince(from time.Time) []error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []error
 	for i, err := range l.errs {
-		if at := l.errAt[i]; at.Before(from) || at.After(to) {
+		if !l.errAt[i].Before(from) {
 			out = append(out, err)
 		}
 	}
 	return out
+}
+
+// waitDialSince waits until a dial that began at or after from has
+// completed: the loop dials one at a time, so every earlier connection
+// has ended by then.
+func (l *clientLoop) waitDialSince(t *testing.T, from time.Time) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "a client dial begun after the change to complete", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return !l.last.Before(from)
+	})
 }

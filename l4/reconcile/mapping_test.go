@@ -1,0 +1,282 @@
+// The config-to-plane mapping, field by field: every setting a VIP or
+// backend maps onto a data plane's settings (proxy.Settings,
+// proxy.UDPSettings, balance.Options, the backend caps, keepalive, the
+// health spec) arrives there, so a setting dropped on the way fails here
+// and not only in whichever end-to-end test happens to lean on it.
+package reconcile
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/health"
+	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/guard"
+	"github.com/l4lb/l4lb/l4/proxy"
+)
+
+// planeView is everything the mapping produces for one VIP and its first
+// backend, by the names the rows below use as paths.
+type planeView struct {
+	Settings  proxy.Settings
+	UDP       proxy.UDPSettings
+	Balance   balance.Options
+	KeepAlive net.KeepAliveConfig // the listener's and the backend sockets' keepalive
+	TCPCap    int64               // the backend's cap as a tcp VIP's
+	UDPCap    int64               // the backend's cap as a udp VIP's
+	Health    health.Spec
+}
+
+func viewOf(t *testing.T, vc *config.VIP) planeView {
+	t.Helper()
+	st, err := settings(vc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ust, err := udpSettings(vc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := balanceOptions(vc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, udp := *vc, *vc
+	tcp.Protocol, udp.Protocol = l4.TCP, l4.UDP
+	return planeView{
+		Settings: st, UDP: ust, Balance: opts, KeepAlive: keepAliveFor(st),
+		TCPCap: backendCap(&tcp, &vc.Backends[0]), UDPCap: backendCap(&udp, &vc.Backends[0]),
+		Health: healthSpec(vc.Health, vc.LeastTimeMetric),
+	}
+}
+
+// defaultVIP is a VIP with every key at its default, as config makes it.
+func defaultVIP(t *testing.T) config.VIP {
+	t.Helper()
+	cfg := parse(t, `
+[[vip]]
+name = "v"
+listen = "198.18.0.10:80"
+  [[vip.backend]]
+  address = "198.18.1.11:80"
+`)
+	vc := cfg.VIPs[0]
+	vc.Backends = slices.Clone(vc.Backends)
+	return vc
+}
+
+// mappingRow sets one config key (or a few that only mean something
+// together) on a default VIP and names where the value must arrive.
+type mappingRow struct {
+	key  string
+	set  func(v *config.VIP)
+	path string // a leaf of planeView, "Settings.MaxConns"
+	want any    // its value; or check it with check
+	// check, when set, judges the leaf instead of want.
+	check func(got any) error
+	// sameAsDefault: the row checks a rule whose answer is the default's
+	// (first_byte turns MeasureConnect back off), not a value carried over.
+	sameAsDefault bool
+}
+
+func prefixes(s ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(s))
+	for i, p := range s {
+		out[i] = netip.MustParsePrefix(p)
+	}
+	return out
+}
+
+// allows checks an ACL's verdicts on addresses.
+func allows(verdicts map[string]bool) func(any) error {
+	return func(got any) error {
+		acl := got.(*guard.ACL)
+		for a, want := range verdicts {
+			if ok := acl.Allowed(netip.MustParseAddr(a)); ok != want {
+				return fmt.Errorf("%s allowed = %v, want %v (lists %v)", a, ok, want, fmt.Sprint(acl.Lists()))
+			}
+		}
+		return nil
+	}
+}
+
+var mappingRows = []mappingRow{
+	// Every VIP.
+	{key: "name", set: func(v *config.VIP) { v.Name = "renamed" }, path: "Settings.Name", want: "renamed"},
+	{key: "name", set: func(v *config.VIP) { v.Name = "renamed" }, path: "UDP.Name", want: "renamed"},
+	{key: "log_connections", set: func(v *config.VIP) { v.LogConnections = true }, path: "Settings.LogConnections", want: true},
+	{key: "log_connections", set: func(v *config.VIP) { v.LogConnections = true }, path: "UDP.LogConnections", want: true},
+	{key: "log_connections_rate", set: func(v *config.VIP) { v.LogConnectionsRate = 77 }, path: "Settings.LogRate", want: 77},
+	{key: "log_connections_rate", set: func(v *config.VIP) { v.LogConnectionsRate = 77 }, path: "UDP.LogRate", want: 77},
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "Settings.Access",
+		check: allows(map[string]bool{"198.18.0.66": false, "198.18.0.5": true})},
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "UDP.Access",
+		check: allows(map[string]bool{"198.18.0.66": false, "198.18.0.5": true})},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "Settings.Access",
+		check: allows(map[string]bool{"198.18.0.66": false, "198.18.0.5": true})},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "UDP.Access",
+		check: allows(map[string]bool{"198.18.0.66": false, "198.18.0.5": true})},
+	{key: "conn_rate_per_client", set: func(v *config.VIP) { v.ConnRatePerClient = 33 }, path: "Settings.ClientLimits.Rate", want: 33},
+	{key: "conn_rate_per_client", set: func(v *config.VIP) { v.ConnRatePerClient = 33 }, path: "UDP.ClientLimits.Rate", want: 33},
+
+	// Balancing.
+	{key: "algorithm", set: func(v *config.VIP) { v.Algorithm = l4.P2C }, path: "Balance.Algorithm", want: l4.P2C},
+	{key: "hash_key", set: func(v *config.VIP) { v.Algorithm, v.HashKey = l4.Maglev, l4.HashFiveTuple }, path: "Balance.HashKey", want: l4.HashFiveTuple},
+	{key: "maglev_table_size", set: func(v *config.VIP) { v.Algorithm, v.MaglevTableSize = l4.Maglev, 1009 }, path: "Balance.MaglevSize", want: uint32(1009)},
+	{key: "hash_balance_factor", set: func(v *config.VIP) { v.Algorithm, v.HashBalanceFactor = l4.SourceHash, 125 }, path: "Balance.BalanceFactor", want: uint32(125)},
+	{key: "least_time_default", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeDefault = l4.LeastTime, 7*time.Millisecond }, path: "Balance.LeastTimeDefault", want: 7 * time.Millisecond},
+	{key: "least_time_bias", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeBias = l4.LeastTime, 0 }, path: "Balance.LeastTimeBias", want: time.Duration(0)},
+	{key: "least_time_bias", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeBias = l4.LeastTime, 3*time.Millisecond }, path: "Balance.LeastTimeBias", want: 3 * time.Millisecond},
+	{key: "algorithm = least_time, least_time_metric = connect", set: func(v *config.VIP) { v.Algorithm = l4.LeastTime },
+		path: "Settings.MeasureConnect", want: true},
+	{key: "least_time_metric = first_byte", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeMetric = l4.LeastTime, "first_byte" },
+		path: "Settings.MeasureConnect", want: false, sameAsDefault: true},
+	{key: "least_time_metric", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeMetric = l4.LeastTime, "first_byte" }, path: "Health.Metric", want: "first_byte"},
+
+	// TCP proxy.
+	{key: "connect_timeout", set: func(v *config.VIP) { v.ConnectTimeout = 750 * time.Millisecond }, path: "Settings.ConnectTimeout", want: 750 * time.Millisecond},
+	{key: "retries", set: func(v *config.VIP) { v.Retries = 7 }, path: "Settings.Retries", want: 7},
+	{key: "idle_timeout", set: func(v *config.VIP) { v.IdleTimeout = 90 * time.Second }, path: "Settings.IdleTimeout", want: 90 * time.Second},
+	{key: "keepalive", set: func(v *config.VIP) { v.KeepAlive = 40 * time.Second }, path: "Settings.KeepAlive", want: 40 * time.Second},
+	{key: "keepalive", set: func(v *config.VIP) { v.KeepAlive = 40 * time.Second }, path: "KeepAlive.Idle", want: 40 * time.Second},
+	{key: "keepalive", set: func(v *config.VIP) { v.KeepAlive = 40 * time.Second }, path: "KeepAlive.Interval", want: 10 * time.Second},
+	{key: "keepalive = 0", set: func(v *config.VIP) { v.KeepAlive = 0 }, path: "KeepAlive.Enable", want: false},
+	{key: "keepalive = 0", set: func(v *config.VIP) { v.KeepAlive = 0 }, path: "KeepAlive.Count", want: 0},
+	{key: "max_conns", set: func(v *config.VIP) { v.MaxConns = 1234 }, path: "Settings.MaxConns", want: 1234},
+	{key: "proxy_protocol = v1", set: func(v *config.VIP) { v.ProxyProtocol = "v1" }, path: "Settings.ProxyProtocol", want: 1},
+	{key: "proxy_protocol = v2", set: func(v *config.VIP) { v.ProxyProtocol = "v2" }, path: "Settings.ProxyProtocol", want: 2},
+	{key: "accept_proxy_protocol = v1", set: func(v *config.VIP) { v.AcceptProxyProtocol = "v1" }, path: "Settings.AcceptProxy", want: proxy.AcceptProxyV1},
+	{key: "accept_proxy_protocol = v2", set: func(v *config.VIP) { v.AcceptProxyProtocol = "v2" }, path: "Settings.AcceptProxy", want: proxy.AcceptProxyV2},
+	{key: "accept_proxy_protocol = any", set: func(v *config.VIP) { v.AcceptProxyProtocol = "any" }, path: "Settings.AcceptProxy", want: proxy.AcceptProxyAny},
+	{key: "accept_proxy_protocol_from", set: func(v *config.VIP) { v.AcceptProxyProtocolFrom = prefixes("198.18.5.0/24") },
+		path: "Settings.AcceptProxyFrom", want: prefixes("198.18.5.0/24")},
+	{key: "first_byte_timeout", set: func(v *config.VIP) { v.FirstByteTimeout = 1500 * time.Millisecond }, path: "Settings.FirstByteTimeout", want: 1500 * time.Millisecond},
+	{key: "queue_timeout", set: func(v *config.VIP) { v.QueueTimeout = 250 * time.Millisecond }, path: "Settings.QueueTimeout", want: 250 * time.Millisecond},
+	{key: "affinity_timeout", set: func(v *config.VIP) { v.AffinityTimeout = 3 * time.Second }, path: "Settings.AffinityTimeout", want: 3 * time.Second},
+	{key: "max_conns_per_client", set: func(v *config.VIP) { v.MaxConnsPerClient = 5 }, path: "Settings.ClientLimits.MaxOpen", want: 5},
+
+	// UDP.
+	{key: "session_timeout", set: func(v *config.VIP) { v.SessionTimeout = 12 * time.Second }, path: "UDP.SessionTimeout", want: 12 * time.Second},
+	{key: "max_sessions", set: func(v *config.VIP) { v.MaxSessions = 999 }, path: "UDP.MaxSessions", want: 999},
+	{key: "udp_responses", set: func(v *config.VIP) { v.UDPResponses = 2 }, path: "UDP.Responses", want: 2},
+	{key: "max_sessions_per_client", set: func(v *config.VIP) { v.MaxSessionsPerClient = 4 }, path: "UDP.ClientLimits.MaxOpen", want: 4},
+
+	// The backend.
+	{key: "backend max_conns", set: func(v *config.VIP) { v.Backends[0].MaxConns = 11 }, path: "TCPCap", want: int64(11)},
+	{key: "backend max_sessions", set: func(v *config.VIP) { v.Backends[0].MaxSessions = 13 }, path: "UDPCap", want: int64(13)},
+	{key: "backend max_conns in xdp mode", set: func(v *config.VIP) { v.Mode, v.Backends[0].MaxConns = l4.ModeXDP, 11 },
+		path: "TCPCap", want: int64(0), sameAsDefault: true},
+
+	// The health check.
+	{key: "health.type", set: func(v *config.VIP) { v.Health.Type = l4.CheckHTTP }, path: "Health.Type", want: l4.CheckHTTP},
+	{key: "health.interval", set: func(v *config.VIP) { v.Health.Interval = 700 * time.Millisecond }, path: "Health.Interval", want: 700 * time.Millisecond},
+	{key: "health.timeout", set: func(v *config.VIP) { v.Health.Timeout = 300 * time.Millisecond }, path: "Health.Timeout", want: 300 * time.Millisecond},
+	{key: "health.rise", set: func(v *config.VIP) { v.Health.Rise = 5 }, path: "Health.Rise", want: 5},
+	{key: "health.fall", set: func(v *config.VIP) { v.Health.Fall = 6 }, path: "Health.Fall", want: 6},
+	{key: "health.port", set: func(v *config.VIP) { v.Health.Port = 8081 }, path: "Health.Port", want: uint16(8081)},
+	{key: "health.max_fails", set: func(v *config.VIP) { v.Health.MaxFails = 9 }, path: "Health.MaxFails", want: 9},
+	{key: "health.fail_timeout", set: func(v *config.VIP) { v.Health.FailTimeout = 4 * time.Second }, path: "Health.FailTimeout", want: 4 * time.Second},
+	{key: "health.send", set: func(v *config.VIP) { v.Health.Send = []byte("PING\r\n") }, path: "Health.Send", want: []byte("PING\r\n")},
+	{key: "health.expect", set: func(v *config.VIP) { v.Health.Expect = []byte("+PONG") }, path: "Health.Expect", want: []byte("+PONG")},
+	{key: "health.expect_regex", set: func(v *config.VIP) { v.Health.ExpectRegex = "^OK" }, path: "Health.ExpectRegex", want: "^OK"},
+	{key: "health.path", set: func(v *config.VIP) { v.Health.Path = "/healthz" }, path: "Health.Path", want: "/healthz"},
+	{key: "health.host", set: func(v *config.VIP) { v.Health.Host = "db.example" }, path: "Health.Host", want: "db.example"},
+	{key: "health.status", set: func(v *config.VIP) { v.Health.Status = 204 }, path: "Health.Status", want: 204},
+	{key: "health.websocket", set: func(v *config.VIP) { v.Health.WebSocket = true }, path: "Health.WebSocket", want: true},
+	{key: "health.user", set: func(v *config.VIP) { v.Health.User = "probe" }, path: "Health.User", want: "probe"},
+	{key: "health.password", set: func(v *config.VIP) { v.Health.Password = "secret" }, path: "Health.Password", want: "secret"},
+	{key: "health.database", set: func(v *config.VIP) { v.Health.Database = "app" }, path: "Health.Database", want: "app"},
+	{key: "health.role", set: func(v *config.VIP) { v.Health.Role = "primary" }, path: "Health.Role", want: "primary"},
+}
+
+// notMapped are the plane's settings no config key sets, with the reason.
+var notMapped = map[string]string{
+	"Health.PostgresSSLMode": "no config key: probes always use the default (prefer)",
+}
+
+// leaf returns the value at a dotted path of v.
+func leaf(v reflect.Value, path string) (reflect.Value, bool) {
+	for _, name := range strings.Split(path, ".") {
+		if v.Kind() != reflect.Struct {
+			return reflect.Value{}, false
+		}
+		if v = v.FieldByName(name); !v.IsValid() {
+			return reflect.Value{}, false
+		}
+	}
+	return v, true
+}
+
+// leafPaths lists the exported leaves of t: fields that are not structs
+// (a pointer, such as the ACL, is a leaf).
+func leafPaths(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue // test seams (queuePoll), not settings
+		}
+		p := prefix + f.Name
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Time]() {
+			out = append(out, leafPaths(f.Type, p+".")...)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// TestConfigToPlaneMapping: each row's non-default value arrives where
+// the data plane reads it, and every leaf of the plane's settings is
+// covered by a row (or listed in notMapped with its reason): a mapping
+// that drops a field, or a new plane setting nobody maps, fails here.
+func TestConfigToPlaneMapping(t *testing.T) {
+	base := defaultVIP(t)
+	def := reflect.ValueOf(viewOf(t, &base))
+	for _, r := range mappingRows {
+		t.Run(r.key+"->"+r.path, func(t *testing.T) {
+			vc := base
+			vc.Backends = slices.Clone(base.Backends)
+			r.set(&vc)
+			got, ok := leaf(reflect.ValueOf(viewOf(t, &vc)), r.path)
+			if !ok {
+				t.Fatalf("no field %s in the plane's settings", r.path)
+			}
+			if r.check != nil {
+				if err := r.check(got.Interface()); err != nil {
+					t.Fatalf("%s did not reach %s: %v", r.key, r.path, err)
+				}
+			} else if !reflect.DeepEqual(got.Interface(), r.want) {
+				t.Fatalf("%s did not reach %s: got %#v, want %#v", r.key, r.path, got.Interface(), r.want)
+			}
+			old, _ := leaf(def, r.path)
+			if r.sameAsDefault {
+				return
+			}
+			if r.check == nil && reflect.DeepEqual(old.Interface(), r.want) {
+				t.Fatalf("row %s: %#v is %s's default value: it cannot show the value arrives", r.key, r.want, r.path)
+			}
+			if r.check != nil && r.check(old.Interface()) == nil {
+				t.Fatalf("row %s: the default VIP passes the check too: it cannot show the value arrives", r.key)
+			}
+		})
+	}
+
+	covered := map[string]bool{}
+	for _, r := range mappingRows {
+		covered[r.path] = true
+	}
+	for _, p := range leafPaths(reflect.TypeFor[planeView](), "") {
+		if !covered[p] && notMapped[p] == "" {
+			t.Errorf("%s: no row maps a config value onto it (add one, or say in notMapped why nothing does)", p)
+		}
+	}
+}
