@@ -20,6 +20,12 @@ import (
 // backend i's namespace.
 func udpNamedEcho(t *testing.T, tp *testutil.Topology, i, port int) {
 	t.Helper()
+	udpEchoIf(t, tp, i, port, func([]byte) bool { return true })
+}
+
+// udpEchoIf is udpNamedEcho for the datagrams answer accepts.
+func udpEchoIf(t *testing.T, tp *testutil.Topology, i, port int, answer func([]byte) bool) {
+	t.Helper()
 	var pc net.PacketConn
 	tp.Backends[i].MustDo(t, func() (err error) {
 		pc, err = net.ListenPacket("udp4", fmt.Sprintf("%s:%d", tp.BackendIP(i), port))
@@ -34,7 +40,9 @@ func udpNamedEcho(t *testing.T, tp *testutil.Topology, i, port int) {
 			if err != nil {
 				return
 			}
-			pc.WriteTo(append(append([]byte(nil), prefix...), buf[:n]...), from)
+			if answer(buf[:n]) {
+				pc.WriteTo(append(append([]byte(nil), prefix...), buf[:n]...), from)
+			}
 		}
 	}()
 }

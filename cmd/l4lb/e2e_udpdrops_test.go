@@ -25,25 +25,7 @@ import (
 // no reply's send can fail and blur the count of client datagrams).
 func udpEchoUnlessX(t *testing.T, tp *testutil.Topology, i, port int) {
 	t.Helper()
-	var pc net.PacketConn
-	tp.Backends[i].MustDo(t, func() (err error) {
-		pc, err = net.ListenPacket("udp4", fmt.Sprintf("%s:%d", tp.BackendIP(i), port))
-		return err
-	})
-	t.Cleanup(func() { pc.Close() })
-	prefix := []byte(fmt.Sprintf("be%d:", i))
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if n > 0 && buf[0] != 'x' {
-				pc.WriteTo(append(append([]byte(nil), prefix...), buf[:n]...), from)
-			}
-		}
-	}()
+	udpEchoIf(t, tp, i, port, func(b []byte) bool { return len(b) > 0 && b[0] != 'x' })
 }
 
 // udpClients opens n client sockets connected to the VIP's port, in the
