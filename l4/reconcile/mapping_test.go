@@ -195,6 +195,7 @@ var mappingRows = []mappingRow{
 	{key: "health.password", set: func(v *config.VIP) { v.Health.Password = "secret" }, path: "Health.Password", want: "secret"},
 	{key: "health.database", set: func(v *config.VIP) { v.Health.Database = "app" }, path: "Health.Database", want: "app"},
 	{key: "health.role", set: func(v *config.VIP) { v.Health.Role = "primary" }, path: "Health.Role", want: "primary"},
+	{key: "health.send_proxy", set: func(v *config.VIP) { v.Health.SendProxy = "v2" }, path: "Health.ProxyHeader", want: 2},
 }
 
 // notMapped are the plane's settings no config key sets, with the reason.
