@@ -66,7 +66,7 @@ type handoffMsg struct {
 
 	Backends []reconcile.BackendState `json:"backends,omitempty"`
 
-	Conns    []proxy.ConnState    `json:"conns,omitempty"`    // two descriptors each: client, backend
+	Conns    []proxy.ConnState    `json:"conns,omitempty"`    // descriptors each as its FDCount says: client, backend, pipes
 	Sessions []proxy.SessionState `json:"sessions,omitempty"` // one descriptor each: the backend socket
 	Taken    []bool               `json:"taken,omitempty"`
 	Kept     int                  `json:"kept,omitempty"`
@@ -75,6 +75,10 @@ type handoffMsg struct {
 	AdminTaken bool `json:"admin_taken,omitempty"`
 	// Signal (stop, reload): the signal the old process got, by name.
 	Signal string `json:"signal,omitempty"`
+	// Pipes (hello, new -> old): this l4lb adopts connections with their
+	// bytes in flight in their pipes (proxy.ConnState.FDCount); without it
+	// the old process flushes them first.
+	Pipes bool `json:"pipes,omitempty"`
 }
 
 // udpGroupWire is a UDP VIP's socket group in a listeners message.

@@ -81,7 +81,7 @@ func (n *newSide) fail(err error) {
 // listeners says hello and receives the old process's sockets and what it
 // knew of its backends.
 func (n *newSide) listeners() (*reconcile.ListenSockets, []reconcile.BackendState, error) {
-	if err := n.conn.send(&handoffMsg{Op: opHello, PID: os.Getpid()}, nil); err != nil {
+	if err := n.conn.send(&handoffMsg{Op: opHello, PID: os.Getpid(), Pipes: true}, nil); err != nil {
 		return nil, nil, err
 	}
 	ls := &reconcile.ListenSockets{TCP: map[string]int{}, UDP: map[string][]int{}}
@@ -283,20 +283,26 @@ func sameListenAddr(bound, want string) bool {
 	return err1 == nil && err2 == nil && b.Port == w.Port && (b.IP.Equal(w.IP) || (w.IP == nil && b.IP.IsUnspecified()))
 }
 
-// adoptConns adopts a batch of connections (two descriptors each) and
-// says which it took; the refused ones' descriptors are closed here (the
-// old process keeps them).
+// adoptConns adopts a batch of connections (their descriptors in order,
+// as each one's FDCount says) and says which it took; the refused ones'
+// descriptors are closed here (the old process keeps them).
 func (d *daemon) adoptConns(states []proxy.ConnState, fds []int) []bool {
 	taken := make([]bool, len(states))
-	if len(fds) != 2*len(states) {
+	want := 0
+	for i := range states {
+		want += states[i].FDCount()
+	}
+	if len(fds) != want {
 		closeFDs(fds)
-		d.log.Error("upgrade: a batch of connections came with the wrong number of sockets", zap.Int("conns", len(states)), zap.Int("sockets", len(fds)))
+		d.log.Error("upgrade: a batch of connections came with the wrong number of descriptors", zap.Int("conns", len(states)), zap.Int("descriptors", len(fds)), zap.Int("want", want))
 		return taken
 	}
 	refused := map[string]int{}
 	for i, st := range states {
-		if err := d.rt.AdoptConn(st, fds[2*i], fds[2*i+1]); err != nil {
-			closeFDs(fds[2*i : 2*i+2])
+		mine := fds[:st.FDCount()]
+		fds = fds[st.FDCount():]
+		if err := d.rt.AdoptConn(st, mine); err != nil {
+			closeFDs(mine)
 			refused[st.VIP+": "+err.Error()]++
 			continue
 		}

@@ -90,7 +90,7 @@ func (d *daemon) upgrade(cfg *config.Config, binary string, timeout time.Duratio
 	res.OK = true
 	d.log.Info("upgrade done: the new process serves; this one exits once what it kept has drained",
 		zap.Int("new_pid", res.PID), zap.Int("listeners", res.Listeners), zap.Int("connections", res.Connections),
-		zap.Int("flushed", res.Flushed), zap.Int("sessions", res.Sessions), zap.Int("kept", res.Kept), zap.Float64("seconds", res.Seconds))
+		zap.Int("flushed", res.Flushed), zap.Int("piped", res.Piped), zap.Int("sessions", res.Sessions), zap.Int("kept", res.Kept), zap.Float64("seconds", res.Seconds))
 	return res, next
 }
 
@@ -153,19 +153,22 @@ type oldSide struct {
 	deadline time.Time
 	held     bool // XDP map writes held
 	paused   bool // accepting paused
+	pipes    bool // the new process adopts pipes with bytes in flight (its hello said)
 }
 
 // run is the protocol, from the new process's hello to its done.
 func (o *oldSide) run() error {
-	if err := o.awaitStart(opHello); err != nil {
+	hello, err := o.awaitStart(opHello)
+	if err != nil {
 		return err
 	}
+	o.pipes = hello.Pipes
 	o.d.rt.HoldXDP(true) // the new process writes its config into the pinned maps now
 	o.held = true
 	if err := o.sendListeners(); err != nil {
 		return err
 	}
-	if err := o.awaitStart(opReady); err != nil {
+	if _, err := o.awaitStart(opReady); err != nil {
 		return err
 	}
 	o.d.log.Info("upgrade: the new process is ready; handing over", zap.Int("new_pid", o.child.pid()))
@@ -188,23 +191,27 @@ func (o *oldSide) run() error {
 // the new process is killed, as when it fails, and the stop is put back
 // for the loop. From ready on, the handover is bounded and runs to its
 // end; a stop then goes to the new process (successor).
-func (o *oldSide) awaitStart(op string) error {
-	got := make(chan error, 1)
+func (o *oldSide) awaitStart(op string) (*handoffMsg, error) {
+	type reply struct {
+		m   *handoffMsg
+		err error
+	}
+	got := make(chan reply, 1)
 	go func() {
-		_, err := o.child.expect(op, o.deadline)
-		got <- err
+		m, err := o.child.expect(op, o.deadline)
+		got <- reply{m, err}
 	}()
 	var sig os.Signal
 	select {
-	case err := <-got:
-		return err
+	case r := <-got:
+		return r.m, r.err
 	case sig = <-o.d.sigs.stop:
 	case sig = <-o.d.sigs.passed:
 	}
 	o.d.sigs.putBack(sig)
 	_ = o.child.cmd.Process.Kill()
 	<-got // the read ends with the new process
-	return fmt.Errorf("%w (%v)", errUpgradeCancelled, sig)
+	return nil, fmt.Errorf("%w (%v)", errUpgradeCancelled, sig)
 }
 
 // handSessions hands every UDP session over (its backend socket and its
@@ -263,8 +270,9 @@ func (o *oldSide) exchange(m *handoffMsg, fds []int, n int) ([]bool, error) {
 }
 
 // handoverFlush bounds how long a connection may take to write out the
-// bytes this process holds for it before it is handed over; one that
-// cannot (its receiver does not read) stays here and drains.
+// bytes this process holds for it before it is handed over, when they are
+// not in a pipe (or the new process takes no pipes); one that cannot (its
+// receiver does not read) stays here and drains.
 const handoverFlush = 2 * time.Second
 
 // handConns hands every established TCP connection over, in batches the
@@ -272,7 +280,7 @@ const handoverFlush = 2 * time.Second
 func (o *oldSide) handConns() error {
 	start := time.Now()
 	defer func() { o.res.HandoverSeconds = time.Since(start).Seconds() }()
-	st, err := o.d.rt.DetachConns(handoverFlush, o.emitConns)
+	st, err := o.d.rt.DetachConns(handoverFlush, o.pipes, o.emitConns)
 	o.res.Kept += st.Kept
 	if st.Kept > 0 {
 		o.d.log.Warn("upgrade: connections not flushed in time (or still connecting) stay in this process and drain",
@@ -281,11 +289,15 @@ func (o *oldSide) handConns() error {
 	return err
 }
 
-// emitConns sends flushed connections in batches; each is released here
+// emitConns sends ready connections in batches; each is released here
 // once the new process took it, or put back to work here.
 func (o *oldSide) emitConns(conns []*proxy.DetachedConn) error {
 	for len(conns) > 0 {
-		n := min(len(conns), maxFDsPerMsg/2)
+		n, fds := 0, 0
+		for n < len(conns) && fds+len(conns[n].FDs) <= maxFDsPerMsg {
+			fds += len(conns[n].FDs)
+			n++
+		}
 		batch := conns[:n]
 		conns = conns[n:]
 		taken, err := o.sendConns(batch)
@@ -304,6 +316,9 @@ func (o *oldSide) emitConns(conns []*proxy.DetachedConn) error {
 			if c.Flushed {
 				o.res.Flushed++
 			}
+			if c.Piped {
+				o.res.Piped++
+			}
 		}
 		proxy.ReleaseConns(gone)
 		proxy.RestoreConns(left)
@@ -316,10 +331,10 @@ func (o *oldSide) emitConns(conns []*proxy.DetachedConn) error {
 // sendConns sends one batch and returns which the new process took.
 func (o *oldSide) sendConns(batch []*proxy.DetachedConn) ([]bool, error) {
 	m := &handoffMsg{Op: opConns}
-	fds := make([]int, 0, 2*len(batch))
+	var fds []int
 	for _, c := range batch {
 		m.Conns = append(m.Conns, c.State)
-		fds = append(fds, c.Client, c.Backend)
+		fds = append(fds, c.FDs...)
 	}
 	return o.exchange(m, fds, len(batch))
 }
@@ -639,8 +654,8 @@ func printUpgrade(stdout, stderr io.Writer, res admin.UpgradeResult) {
 		return
 	}
 	fmt.Fprintf(stdout, "upgraded: pid %d -> %d (%s) in %.3fs\n", res.OldPID, res.PID, res.Binary, res.Seconds)
-	fmt.Fprintf(stdout, "handed over: %d listening sockets, %d connections (%d flushed first), %d UDP sessions (in %.3fs)\n",
-		res.Listeners, res.Connections, res.Flushed, res.Sessions, res.HandoverSeconds)
+	fmt.Fprintf(stdout, "handed over: %d listening sockets, %d connections (%d flushed first, %d with their bytes in flight), %d UDP sessions (in %.3fs)\n",
+		res.Listeners, res.Connections, res.Flushed, res.Piped, res.Sessions, res.HandoverSeconds)
 	if res.Kept > 0 {
 		fmt.Fprintf(stdout, "%d connections stay in pid %d until they end (drain_timeout at most)\n", res.Kept, res.OldPID)
 	}

@@ -74,8 +74,10 @@ type UpgradeResult struct {
 	Listeners   int `json:"listeners"`
 	Connections int `json:"connections"`
 	// Flushed: of the connections handed over, those whose bytes held in
-	// this process (pipes, buffers) were written out first.
+	// this process (pipes, buffers) were written out first; Piped: those
+	// whose bytes in flight went with them, in their pipes.
 	Flushed  int `json:"flushed"`
+	Piped    int `json:"piped"`
 	Sessions int `json:"sessions"`
 	Kept     int `json:"kept"`
 	// Seconds is how long the upgrade took, from the start of the new

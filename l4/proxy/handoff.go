@@ -1,11 +1,14 @@
 // Established TCP connections handed to another process (an upgrade): the
-// old loops stop reading a connection, flush what it holds to its
-// destinations and take its sockets out of their epoll sets; the new
-// process adopts the two sockets with the connection's state into its own
-// loops. None of this runs outside an upgrade.
+// old loops stop reading a connection and take its sockets out of their
+// epoll sets; bytes it holds in a pipe go with it (the pipe's descriptors
+// travel beside the sockets: the kernel keeps the bytes), bytes held in
+// user space (no pipe could be had) are written out first; the new
+// process adopts the sockets, the pipes and the connection's state into
+// its own loops. None of this runs outside an upgrade.
 package proxy
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
@@ -16,8 +19,9 @@ import (
 )
 
 // ConnState is an established connection as the next process needs it,
-// besides its two sockets. Bytes the old process read and had not written
-// are flushed before, so none are in flight outside the sockets.
+// besides its descriptors (FDs). Bytes the old process read and had not
+// written travel in their pipe (PendingUp, PendingDown), or were flushed
+// before.
 type ConnState struct {
 	VIP         string         `json:"vip"`             // l4.VIPKey.String()
 	Route       string         `json:"route,omitempty"` // the SNI route that chose its backend; "" = the VIP's own backends
@@ -45,19 +49,43 @@ type ConnState struct {
 	BackendEOF bool `json:"backend_eof,omitempty"`
 	SpliceUp   bool `json:"splice_up,omitempty"`
 	SpliceDown bool `json:"splice_down,omitempty"`
+	// PendingUp and PendingDown are bytes read from the client (backend)
+	// and not yet written to the backend (client): they wait in a pipe
+	// whose two descriptors follow the sockets. ClientFIN (BackendFIN):
+	// that side's FIN came after them and is passed on once they are.
+	PendingUp   int  `json:"pending_up,omitempty"`
+	PendingDown int  `json:"pending_down,omitempty"`
+	ClientFIN   bool `json:"client_fin,omitempty"`
+	BackendFIN  bool `json:"backend_fin,omitempty"`
+}
+
+// FDCount is how many descriptors come with the connection: its two
+// sockets, then the read and write ends of the pipe of each direction
+// with pending bytes (up first).
+func (st *ConnState) FDCount() int {
+	n := 2
+	if st.PendingUp > 0 {
+		n += 2
+	}
+	if st.PendingDown > 0 {
+		n += 2
+	}
+	return n
 }
 
 // DetachedConn is a connection off its loop: its sockets are open and in
 // no epoll set, its state frozen, until Release or Restore.
 type DetachedConn struct {
-	State           ConnState
-	Client, Backend int // its sockets
+	State ConnState
+	FDs   []int // its descriptors, as State.FDCount says
 	// Flushed: it held bytes (pipes, buffers) when it was frozen, and
 	// they were written out before the handover.
 	Flushed bool
-	c       *evConn
-	l       *loop
-	gen     uint32
+	// Piped: it holds bytes in flight, which go with it in their pipes.
+	Piped bool
+	c     *evConn
+	l     *loop
+	gen   uint32
 }
 
 // HandoverStats says what a detach did.
@@ -67,15 +95,17 @@ type HandoverStats struct {
 }
 
 // DetachConns takes the established connections of svcs (which share
-// their loops) off the loops: each stops reading, writes out what it holds
-// (pipes, buffers), and leaves the epoll sets. Every pass over the loops
-// hands the connections flushed so far to emit, which owns them from then
-// on (ReleaseConns or RestoreConns), so one that flushes at once waits
-// for no other. A connection that cannot flush within flush, and one still
-// connecting by then, goes on here and counts as kept. An error from emit
-// stops the detach: the connections still frozen go back to work, and it
-// is returned. Accepting must be paused before.
-func DetachConns(svcs []*TCPService, flush time.Duration, emit func([]*DetachedConn) error) (HandoverStats, error) {
+// their loops) off the loops: each stops reading and leaves the epoll
+// sets; with pipes (the next process adopts pipes), bytes it holds in a
+// pipe go with it, and what it holds otherwise (all of it, without pipes)
+// is written out first. Every pass over the loops hands the connections
+// ready so far to emit, which owns them from then on (ReleaseConns or
+// RestoreConns), so one that is ready at once waits for no other. A
+// connection that cannot flush within flush, and one still connecting by
+// then, goes on here and counts as kept. An error from emit stops the
+// detach: the connections still frozen go back to work, and it is
+// returned. Accepting must be paused before.
+func DetachConns(svcs []*TCPService, flush time.Duration, pipes bool, emit func([]*DetachedConn) error) (HandoverStats, error) {
 	var st HandoverStats
 	if len(svcs) == 0 {
 		return st, nil
@@ -102,7 +132,7 @@ func DetachConns(svcs []*TCPService, flush time.Duration, emit func([]*DetachedC
 		var ready []*DetachedConn
 		pending, connecting := 0, 0
 		ls.each(func(l *loop) {
-			r, left := l.detachPass(want)
+			r, left := l.detachPass(want, pipes)
 			mu.Lock()
 			ready = append(ready, r...)
 			pending += left
@@ -130,9 +160,9 @@ func DetachConns(svcs []*TCPService, flush time.Duration, emit func([]*DetachedC
 }
 
 // detachPass, on the loop, freezes the open connections of the wanted
-// services and flushes every frozen one it can; it returns those flushed
-// and how many still hold bytes.
-func (l *loop) detachPass(want map[*TCPService]bool) ([]*DetachedConn, int) {
+// services and readies every frozen one it can (see DetachConns); it
+// returns those ready and how many still hold bytes to flush.
+func (l *loop) detachPass(want map[*TCPService]bool, pipes bool) ([]*DetachedConn, int) {
 	for c := range l.conns {
 		if want[c.svc] && c.state == evOpen && !c.stays {
 			held := c.up.pending > 0 || c.down.pending > 0
@@ -150,13 +180,17 @@ func (l *loop) detachPass(want map[*TCPService]bool) ([]*DetachedConn, int) {
 		if c.gen != h.gen || c.state != evHanding {
 			continue // it ended while flushing (a reset, or both FINs passed)
 		}
-		if !c.flushHanding(l) {
+		piped := pipes && c.pipedOnly()
+		if !piped && !c.flushHanding(l) {
 			if c.state == evHanding {
 				keep = append(keep, h)
 			}
 			continue
 		}
-		ready = append(ready, &DetachedConn{State: c.handoverState(l), Client: c.client.fd, Backend: c.backend.fd, Flushed: h.held, c: c, l: l, gen: c.gen})
+		d := &DetachedConn{State: c.handoverState(l), FDs: c.handoverFDs(), c: c, l: l, gen: c.gen}
+		d.Piped = d.State.PendingUp+d.State.PendingDown > 0
+		d.Flushed = h.held && !d.Piped
+		ready = append(ready, d)
 	}
 	clear(l.handing[len(keep):])
 	l.handing = keep
@@ -199,6 +233,30 @@ func (l *loop) restoreHanding() int {
 	return n
 }
 
+// pipedOnly reports whether every byte c holds is in a pipe (none in a
+// buffer of its own), so that it can go as it is.
+func (c *evConn) pipedOnly() bool {
+	c.mustLive()
+	for _, d := range [2]*evDir{&c.up, &c.down} {
+		if d.pending > 0 && d.pipe == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// handoverFDs are the descriptors that go with c (ConnState.FDCount).
+func (c *evConn) handoverFDs() []int {
+	c.mustLive()
+	fds := []int{c.client.fd, c.backend.fd}
+	for _, d := range [2]*evDir{&c.up, &c.down} {
+		if d.pending > 0 {
+			fds = append(fds, d.pipe.r, d.pipe.w)
+		}
+	}
+	return fds
+}
+
 // handoverState is the connection's state for the next process.
 func (c *evConn) handoverState(l *loop) ConnState {
 	c.mustLive()
@@ -220,6 +278,8 @@ func (c *evConn) handoverState(l *loop) ConnState {
 		Quiet:       time.Duration(now - c.lastActive),
 		ClientEOF:   c.up.done, BackendEOF: c.down.done,
 		SpliceUp: c.up.splice, SpliceDown: c.down.splice,
+		PendingUp: c.up.pending, PendingDown: c.down.pending,
+		ClientFIN: c.up.eof && !c.up.done, BackendFIN: c.down.eof && !c.down.done,
 	}
 }
 
@@ -272,7 +332,12 @@ func (c *evConn) released(l *loop) {
 		}
 	}
 	for _, d := range [2]*evDir{&c.up, &c.down} {
-		c.putPipe(l, d) // empty: flushed before
+		if d.pipe != nil && d.pending > 0 {
+			l.pool.discard(d.pipe) // the next process holds the pipe and its bytes
+			d.pipe = nil
+			continue
+		}
+		c.putPipe(l, d) // empty
 	}
 	s := c.svc
 	s.release(c.target)
@@ -319,12 +384,27 @@ func (c *evConn) armTimers(l *loop) {
 	}
 }
 
-// AdoptConn takes over a connection another process detached: cfd and bfd
-// are its sockets (owned from now on), b its backend here. It counts
-// against max_conns and the process budget even above them (the
-// connection exists already), holds a live flow on b, and runs on the
-// loop matching the old one.
-func (s *TCPService) AdoptConn(st ConnState, cfd, bfd int, b *l4.Backend) {
+// AdoptConn takes over a connection another process detached: fds are its
+// descriptors as st.FDCount says (owned from now on; on an error the
+// caller still owns them), b its backend here. It counts against
+// max_conns and the process budget even above them (the connection exists
+// already), holds a live flow on b, and runs on the loop matching the old
+// one. A pipe must hold exactly the pending bytes st says.
+func (s *TCPService) AdoptConn(st ConnState, fds []int, b *l4.Backend) error {
+	if len(fds) != st.FDCount() || st.PendingUp < 0 || st.PendingDown < 0 {
+		return fmt.Errorf("%d descriptors for a connection that needs %d", len(fds), st.FDCount())
+	}
+	at := 2
+	for _, n := range [2]int{st.PendingUp, st.PendingDown} {
+		if n == 0 {
+			continue
+		}
+		held, err := unix.IoctlGetInt(fds[at], unix.TIOCINQ) // FIONREAD: the bytes a pipe holds
+		if err != nil || held != n {
+			return fmt.Errorf("a pipe holds %d bytes (%v), the connection says %d", held, err, n)
+		}
+		at += 2
+	}
 	s.limit.force()
 	if s.budget != nil {
 		s.budget.force()
@@ -334,11 +414,12 @@ func (s *TCPService) AdoptConn(st ConnState, cfd, bfd int, b *l4.Backend) {
 	s.wg.Add(1)
 	loops := s.ev.loops.loops
 	l := loops[st.Loop%len(loops)]
-	l.post(func() { s.adoptOn(l, st, cfd, bfd, b) })
+	l.post(func() { s.adoptOn(l, st, fds, b) })
+	return nil
 }
 
 // adoptOn builds the adopted connection on loop l and starts moving bytes.
-func (s *TCPService) adoptOn(l *loop, st ConnState, cfd, bfd int, b *l4.Backend) {
+func (s *TCPService) adoptOn(l *loop, st ConnState, fds []int, b *l4.Backend) {
 	c := l.newConn()
 	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), gen: c.gen, target: b, state: evHanding}
 	if st.Route != "" {
@@ -346,15 +427,28 @@ func (s *TCPService) adoptOn(l *loop, st ConnState, cfd, bfd int, b *l4.Backend)
 	}
 	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
 	c.flow = l4.Flow{Src: st.Client, Dst: st.Local, Proto: l4.TCP}
-	c.client.reg, c.backend.reg = reg{fd: cfd, slot: -1}, reg{fd: bfd, slot: -1}
+	c.client.reg, c.backend.reg = reg{fd: fds[0], slot: -1}, reg{fd: fds[1], slot: -1}
 	now := l.now()
 	c.acceptAt = now - acceptAge(st)
 	c.connectAt = c.acceptAt + max(int64(st.ConnectTime), 1) // connected: never 0
 	c.picked, c.attempts = b, 1+st.Retries
 	c.lastActive = now - int64(st.Quiet)
 	c.idle = int64(st.IdleTimeout)
-	c.up = evDir{src: &c.client, dst: &c.backend, bytes: &b.Stats.BytesIn, n: st.BytesIn, eof: st.ClientEOF, done: st.ClientEOF, splice: st.SpliceUp}
-	c.down = evDir{src: &c.backend, dst: &c.client, bytes: &b.Stats.BytesOut, n: st.BytesOut, eof: st.BackendEOF, done: st.BackendEOF, splice: st.SpliceDown}
+	c.up = evDir{src: &c.client, dst: &c.backend, bytes: &b.Stats.BytesIn, n: st.BytesIn,
+		eof: st.ClientEOF || st.ClientFIN, done: st.ClientEOF, splice: st.SpliceUp}
+	c.down = evDir{src: &c.backend, dst: &c.client, bytes: &b.Stats.BytesOut, n: st.BytesOut,
+		eof: st.BackendEOF || st.BackendFIN, done: st.BackendEOF, splice: st.SpliceDown}
+	at := 2
+	for _, d := range [2]*evDir{&c.up, &c.down} {
+		n := st.PendingUp
+		if d == &c.down {
+			n = st.PendingDown
+		}
+		if n > 0 {
+			d.pipe, d.pending = l.pool.adopt(fds[at], fds[at+1]), n
+			at += 2
+		}
+	}
 	l.live.Add(1)
 	if !s.trackEv(l, c) {
 		c.finish(l, true, true, l4.EndDrain) // the service is shutting down

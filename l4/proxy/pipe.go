@@ -115,6 +115,14 @@ func (pp *PipePool) overMax() bool {
 	return m > 0 && pp.open.Load() > m
 }
 
+// adopt takes in a pipe another process handed over with bytes in it (an
+// upgrade), as lent: it comes back by put once empty, or discard.
+func (pp *PipePool) adopt(r, w int) *pipe {
+	pp.open.Add(1)
+	pp.lent.Add(1)
+	return &pipe{r: r, w: w}
+}
+
 // discard closes a pipe that may still hold data (its peer failed).
 func (pp *PipePool) discard(p *pipe) {
 	pp.lent.Add(-1)

@@ -236,10 +236,11 @@ func (r *Runtime) UpgradeBlocker() string {
 
 // DetachConns takes the established TCP connections of every proxy VIP off
 // the event loops for the next l4lb, handing them to emit as they are
-// flushed (see proxy.DetachConns): accepting must be paused before. Those
-// that could not flush within flush, or were still connecting, stay here
-// and drain.
-func (r *Runtime) DetachConns(flush time.Duration, emit func([]*proxy.DetachedConn) error) (proxy.HandoverStats, error) {
+// ready, with the pipes that hold their bytes in flight when pipes (the
+// next l4lb adopts pipes), else flushed (see proxy.DetachConns):
+// accepting must be paused before. Those that could not flush within
+// flush, or were still connecting, stay here and drain.
+func (r *Runtime) DetachConns(flush time.Duration, pipes bool, emit func([]*proxy.DetachedConn) error) (proxy.HandoverStats, error) {
 	r.mu.Lock()
 	var svcs []*proxy.TCPService
 	for _, v := range r.vips {
@@ -248,7 +249,7 @@ func (r *Runtime) DetachConns(flush time.Duration, emit func([]*proxy.DetachedCo
 		}
 	}
 	r.mu.Unlock()
-	return proxy.DetachConns(svcs, flush, emit)
+	return proxy.DetachConns(svcs, flush, pipes, emit)
 }
 
 // Errors an adoption is refused with: the connection stays in the old
@@ -258,11 +259,11 @@ var (
 	errAdoptNoBackend = errors.New("its backend is not in this config (or has another address)")
 )
 
-// AdoptConn takes over a connection the previous l4lb detached: cfd and
-// bfd are its sockets, owned by the runtime on success (the caller closes
-// them on an error). The VIP and the backend (same identity and address)
-// must be in this config.
-func (r *Runtime) AdoptConn(st proxy.ConnState, cfd, bfd int) error {
+// AdoptConn takes over a connection the previous l4lb detached: fds are
+// its sockets and pipes (proxy.ConnState.FDCount), owned by the runtime on
+// success (the caller closes them on an error). The VIP and the backend
+// (same identity and address) must be in this config.
+func (r *Runtime) AdoptConn(st proxy.ConnState, fds []int) error {
 	v := r.lookupVIP(st.VIP)
 	if v == nil {
 		return errAdoptNoVIP
@@ -286,8 +287,7 @@ func (r *Runtime) AdoptConn(st proxy.ConnState, cfd, bfd int) error {
 	if !ok || be.b.Addr != st.BackendAddr {
 		return errAdoptNoBackend
 	}
-	p.svc.AdoptConn(st, cfd, bfd, be.b)
-	return nil
+	return p.svc.AdoptConn(st, fds, be.b)
 }
 
 // DetachSessions takes every UDP session of every proxy VIP off the event
