@@ -465,37 +465,63 @@ func TestBusyPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.release()
+	tid := unix.Gettid()
 	// pollFor waits with busy polling set to spin while a task is posted
-	// after wakeAfter; it returns the events, the wall time and the CPU.
-	pollFor := func(spin, wakeAfter time.Duration) (int, time.Duration, time.Duration) {
+	// after wakeAfter; it returns the events, the wall time, the CPU, and
+	// the thread's state (R: on or waiting for a CPU, S: asleep) seen by
+	// another goroutine at lookAt, with when it looked.
+	pollFor := func(spin, wakeAfter, lookAt time.Duration) (n int, wall, cpu time.Duration, state byte, looked time.Duration) {
 		l.busyPoll.Store(int64(spin))
 		timer := time.AfterFunc(wakeAfter, l.wake)
 		defer timer.Stop()
 		start, cpu0 := time.Now(), threadCPU(t)
+		seen := make(chan byte, 1)
+		look := time.AfterFunc(lookAt, func() { looked = time.Since(start); seen <- threadState(t, tid) })
+		defer look.Stop()
 		n, err := l.poll()
 		if err != nil && err != unix.EINTR {
 			t.Fatal(err)
 		}
-		wall, cpu := time.Since(start), threadCPU(t)-cpu0
+		wall, cpu = time.Since(start), threadCPU(t)-cpu0
 		var b [8]byte
 		_, _ = readRetry(l.wakefd, b[:]) // as dispatch does
 		l.woken.Store(false)
-		return n, wall, cpu
+		return n, wall, cpu, <-seen, looked
 	}
-	if n, wall, cpu := pollFor(0, 60*time.Millisecond); n != 1 || cpu > 10*time.Millisecond {
-		t.Errorf("busy_poll off: %d events after %v, %v of CPU; want 1 event, the thread asleep meanwhile", n, wall, cpu)
+	if n, wall, cpu, state, _ := pollFor(0, 60*time.Millisecond, 30*time.Millisecond); n != 1 || cpu > 10*time.Millisecond || state != 'S' {
+		t.Errorf("busy_poll off: %d events after %v, %v of CPU, state %c; want 1 event, the thread asleep meanwhile", n, wall, cpu, state)
 	}
-	// The event comes while the loop polls: served without a sleep, so
-	// the thread was on its CPU for most of the wait.
-	// (Bounds leave room for a loaded CI machine: a polling thread there
-	// may get a tenth of a CPU.)
-	if n, wall, cpu := pollFor(500*time.Millisecond, 100*time.Millisecond); n != 1 || wall > 400*time.Millisecond || cpu < 10*time.Millisecond {
-		t.Errorf("busy_poll 500ms, event at 100ms: %d events after %v, %v of CPU; want 1 event before the poll ended, the thread polling", n, wall, cpu)
+	// The event comes while the loop polls: served without a sleep. On a
+	// busy machine a polling thread may get a tenth of a CPU or less, so
+	// what says it polled is its state (runnable, not asleep) and some
+	// CPU (1 ms is thousands of polls), not a share of the wait.
+	n, wall, cpu, state, looked := pollFor(500*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond)
+	if n != 1 || wall > 400*time.Millisecond || cpu < time.Millisecond || looked < 100*time.Millisecond && state != 'R' {
+		t.Errorf("busy_poll 500ms, event at 100ms: %d events after %v, %v of CPU, state %c at %v; want 1 event before the poll ended, the thread polling", n, wall, cpu, state, looked)
 	}
-	// The event comes after the poll: the loop polled for 40ms, then slept.
-	if n, wall, cpu := pollFor(40*time.Millisecond, 250*time.Millisecond); n != 1 || cpu < 4*time.Millisecond || cpu > 150*time.Millisecond {
-		t.Errorf("busy_poll 40ms, event at 250ms: %d events after %v, %v of CPU; want 1 event, about 40ms of polling, then sleep", n, wall, cpu)
+	// The event comes after the poll: the loop polled for 40ms, then slept
+	// (asleep well before the event; a loop that kept polling would be
+	// runnable, however little CPU the machine gave it).
+	if n, wall, cpu, state, looked := pollFor(40*time.Millisecond, 250*time.Millisecond, 150*time.Millisecond); n != 1 || cpu < time.Millisecond || cpu > 150*time.Millisecond || looked < 250*time.Millisecond && state != 'S' {
+		t.Errorf("busy_poll 40ms, event at 250ms: %d events after %v, %v of CPU, state %c at %v; want 1 event, about 40ms of polling, then sleep", n, wall, cpu, state, looked)
 	}
+}
+
+// threadState is the state letter of thread tid of this process
+// (/proc/self/task/TID/stat: R running or runnable, S sleeping, ...).
+func threadState(t *testing.T, tid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Error(err)
+		return '?'
+	}
+	// pid (comm) state ...: comm may hold spaces, so look after its ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		t.Errorf("stat %q", b)
+		return '?'
+	}
+	return b[i+2]
 }
 
 // warmConns is how many connections a test that counts allocations runs
