@@ -34,7 +34,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-source scripts/lib/demo.sh # step, inns
+source scripts/lib/demo.sh # step, inns, wait_running
 
 step "network: client -> router (BIRD, ECMP) -> two l4lb (VIP $VIP on each) -> three backends, in namespaces $S-*"
 for ns in $CLI $RTR "${LBS[@]}" "${BACKENDS[@]}"; do ip netns add "$ns"; inns "$ns" ip link set lo up; done
@@ -121,8 +121,7 @@ TOML
   LBPIDS+=($!); PIDS+=($!)
 done
 for i in 1 2; do
-  for _ in $(seq 100); do [ -S "$TMP/admin-$i.sock" ] && break; sleep 0.05; done
-  [ -S "$TMP/admin-$i.sock" ] || { cat "$TMP/l4lb-$i.log"; echo "l4lb-$i did not start"; exit 1; }
+  wait_running "$TMP/l4lb-$i.log" "${LBPIDS[$((i-1))]}" "l4lb-$i"
 done
 sed -n '/^\[bgp\]/,/^\[\[vip\]\]/p' "$TMP/l4lb-1.toml" | sed '$d' | sed 's/^/  l4lb-1.toml| /'
 

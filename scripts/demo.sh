@@ -30,7 +30,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-source scripts/lib/demo.sh # step, inns
+source scripts/lib/demo.sh # step, inns, wait_running
 
 step "network: client -> l4lb (VIP $VIP) -> three backends, in namespaces $S-*"
 for ns in $CLI $LB "${BACKENDS[@]}"; do ip netns add "$ns"; inns "$ns" ip link set lo up; done
@@ -86,8 +86,7 @@ step "bin/l4lb run --config demo.toml (in the balancer namespace)"
 ip netns exec $LB bin/l4lb run --config "$TMP/l4lb.toml" > "$TMP/l4lb.log" 2>&1 &
 LBPID=$!
 PIDS+=($LBPID)
-for _ in $(seq 100); do [ -S "$TMP/admin.sock" ] && break; sleep 0.05; done
-[ -S "$TMP/admin.sock" ] || { cat "$TMP/l4lb.log"; echo "l4lb did not start"; exit 1; }
+wait_running "$TMP/l4lb.log" $LBPID
 sed 's/^/  l4lb| /' "$TMP/l4lb.log"
 
 requests() { # requests N: N HTTP/1.0 requests to the VIP from the client namespace
@@ -249,8 +248,7 @@ step "bin/l4lb run xdp.toml (in the balancer namespace)"
 ip netns exec $XLB bin/l4lb run "$TMP/xdp.toml" > "$TMP/xdp.log" 2>&1 &
 XPID=$!
 PIDS+=($XPID)
-for _ in $(seq 100); do [ -S "$TMP/xdp.sock" ] && break; sleep 0.05; done
-[ -S "$TMP/xdp.sock" ] || { cat "$TMP/xdp.log"; echo "l4lb did not start"; exit 1; }
+wait_running "$TMP/xdp.log" $XPID
 grep -E "xdp program attached|generic mode" "$TMP/xdp.log" | cut -c1-160 | sed 's/^/  l4lb| /'
 sleep 1.2
 

@@ -31,6 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/topo.sh
+source scripts/lib/demo.sh # wait_running
 
 secs() { # secs 10m|90s|1h|90 -> seconds
   case $1 in
@@ -340,8 +341,7 @@ inns $LB bin/l4lb check --config "$RUN/l4lb.toml" >&2
 ip netns exec $LB bin/l4lb run --config "$RUN/l4lb.toml" >"$RUN/l4lb.log" 2>&1 &
 LBPID=$!
 PIDS+=($LBPID)
-for ((k = 0; k < 100; k++)); do [ -S "$RUN/admin.sock" ] && break; sleep 0.1; done
-[ -S "$RUN/admin.sock" ] || { cat "$RUN/l4lb.log" >&2; echo "l4lb did not start" >&2; exit 1; }
+wait_running "$RUN/l4lb.log" $LBPID
 wait_up
 
 say "warm-up: ${WARMUP}s of load, then at rest"
