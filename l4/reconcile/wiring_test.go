@@ -21,9 +21,9 @@ import (
 	"github.com/l4lb/l4lb/l4"
 )
 
-// wiredVIP is VIP "w" in front of backends s1 and s2 (TCP named echoes);
-// extra goes into the [[vip]] table, s1extra into s1's backend table.
-const wiredVIP = `
+// wiredVIPOne is VIP "w" in front of backend s1 (a TCP named echo); extra
+// goes into the [[vip]] table. Arguments: listen, extra, s1's address.
+const wiredVIPOne = `
 [global]
 admin_socket = "off"
 [[vip]]
@@ -35,7 +35,12 @@ listen = "%s"
   [[vip.backend]]
   name = "s1"
   address = "%s"
-%s
+`
+
+// wiredVIP is wiredVIPOne with backend s2 too; s1extra goes into s1's
+// backend table. Arguments: listen, extra, s1's address, s1extra, s2's
+// address.
+const wiredVIP = wiredVIPOne + `%s
   [[vip.backend]]
   name = "s2"
   address = "%s"
@@ -174,21 +179,7 @@ func TestDenyListRefusesClients(t *testing.T) {
 func TestReloadRemovingBackendKeepsConnections(t *testing.T) {
 	s1, s2 := startNamed(t, "s1"), startNamed(t, "s2")
 	vip := testutil.FreeTCPAddr(t)
-	only := func(extra string) string {
-		return fmt.Sprintf(`
-[global]
-admin_socket = "off"
-[[vip]]
-name = "w"
-listen = "%s"
-%s
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "s1"
-  address = "%s"
-`, vip, extra, s1.addr)
-	}
+	only := func(extra string) string { return fmt.Sprintf(wiredVIPOne, vip, extra, s1.addr) }
 	rt := startRuntime(t, fmt.Sprintf(wiredVIP, vip, "", s1.addr, "", s2.addr))
 	held := dialUntil(t, vip, "s2")
 	defer held.Close()
