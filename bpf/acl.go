@@ -1,4 +1,5 @@
 // The acl LPM trie: every VIP's access list under its index.
+
 package bpf
 
 import (

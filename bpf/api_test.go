@@ -1,5 +1,6 @@
 // The writers refuse what the program could not use, and round-trip what
 // it can.
+
 package bpf
 
 import (

@@ -1,4 +1,5 @@
 // Attaching xdp_lb to interfaces: modes, idempotence, errors.
+
 package bpf
 
 import (

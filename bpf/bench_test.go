@@ -14,6 +14,7 @@
 //     "ns/pkt-net".
 //
 // go test -run XXX -bench . -count 5 ./bpf/
+
 package bpf
 
 import (

@@ -1,4 +1,5 @@
 // bpffs: whether a pin path is on a bpffs, and whether that bpffs outlives this process.
+
 package bpf
 
 import (

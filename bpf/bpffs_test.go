@@ -1,5 +1,6 @@
 // Pin paths that would not outlive the process are refused with the fix;
 // the shutdown check and DetachPinned say what is really there.
+
 package bpf
 
 import (

@@ -1,4 +1,5 @@
 // Reading and purging the conntrack LRU from user space.
+
 package bpf
 
 import (

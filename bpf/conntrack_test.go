@@ -1,5 +1,6 @@
 // Conntrack rules: hits keep their backend, SYN rehashes, RST deletes, FIN
 // marks, stale backends rehash; purges, flow counts and the 1 s refresh.
+
 package bpf
 
 import (

@@ -1,5 +1,6 @@
 // Decap: the backends' xdp_decap program, attached by netlink so that it
 // outlives the process that attached it.
+
 package bpf
 
 import (

@@ -1,5 +1,6 @@
 // xdp_decap: strips exactly the outer header, passes everything else
 // untouched; attach/detach by interface, idempotent, across processes.
+
 package bpf
 
 import (

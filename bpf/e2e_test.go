@@ -1,5 +1,6 @@
 // End to end through namespaces: client -> xdp_lb (attached, native) ->
 // backend (xdp_decap attached by netlink) -> straight back to the client.
+
 package bpf
 
 import (

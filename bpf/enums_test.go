@@ -1,4 +1,5 @@
 // The C enums and Go's vocabulary agree (no privileges needed).
+
 package bpf
 
 import (

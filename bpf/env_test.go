@@ -1,5 +1,6 @@
 // Test harness: a loaded balancer, a namespace with routes and permanent
 // neighbours for bpf_fib_lookup, and a runner for BPF_PROG_TEST_RUN.
+
 package bpf
 
 import (

@@ -1,5 +1,6 @@
 // Explain: what the program would do with a flow's next packet, read
 // from its maps without writing them.
+
 package bpf
 
 import (

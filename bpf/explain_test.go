@@ -1,6 +1,7 @@
 // Explain against the program (BPF_PROG_TEST_RUN): the backend it
 // predicts is the one the packet then goes to, for new flows, established
 // ones, SYNs over an entry and stale entries; and it moves no counter.
+
 package bpf
 
 import (

@@ -1,4 +1,5 @@
 // Forwarding: exact output frames of ipip (through the FIB) and l2.
+
 package bpf
 
 import (

@@ -1,5 +1,6 @@
 // Native Go fuzzing of both programs through BPF_PROG_TEST_RUN. A plain
 // go test runs the seed corpus only; go test -fuzz FuzzXDPLB ./bpf/ explores.
+
 package bpf
 
 import (

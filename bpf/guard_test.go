@@ -1,5 +1,6 @@
 // Guards: access lists (acl trie), the per-source SYN rate and the
 // per-VIP new-flow rate, through BPF_PROG_TEST_RUN.
+
 package bpf
 
 import (

@@ -1,5 +1,6 @@
 // Hash agreement: the program picks exactly the slot Go's
 // balance.Slot(balance.FlowHash(&f, key), size) predicts.
+
 package bpf
 
 import (

@@ -1,4 +1,5 @@
 // Small helpers shared by the tests.
+
 package bpf
 
 import (

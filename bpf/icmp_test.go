@@ -1,5 +1,6 @@
 // ICMP errors about a VIP's flows reach the flow's backend, unchanged
 // inside the tunnel, without touching conntrack.
+
 package bpf
 
 import (

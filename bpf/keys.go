@@ -1,4 +1,5 @@
 // Conversions between l4's vocabulary and the map layouts.
+
 package bpf
 
 import (

@@ -1,4 +1,5 @@
 // LB: loading the balancer, attaching it to interfaces, pinning.
+
 package bpf
 
 import (

@@ -1,4 +1,5 @@
 // Typed writers of the balancer's configuration maps.
+
 package bpf
 
 import (

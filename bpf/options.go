@@ -1,4 +1,5 @@
 // Options, modes and sentinel errors of the loader.
+
 package bpf
 
 import (

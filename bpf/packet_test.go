@@ -1,4 +1,5 @@
 // Hand-rolled frame builders and checkers for the XDP tests.
+
 package bpf
 
 import (

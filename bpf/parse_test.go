@@ -1,5 +1,6 @@
 // Parsing: everything the balancer does not own passes untouched, with the
 // documented counter; malformed and truncated frames never crash it.
+
 package bpf
 
 import (

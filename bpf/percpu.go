@@ -1,4 +1,5 @@
 // Allocation-free reads of per-CPU array elements, for stats polled often.
+
 package bpf
 
 import (

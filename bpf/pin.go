@@ -1,4 +1,5 @@
 // Pinning: the versioned pin directory, bpffs, and the layout hash.
+
 package bpf
 
 import (

@@ -1,5 +1,6 @@
 // Pinning: a restarted process adopts maps (conntrack survives) and the
 // XDP link (program swapped, never detached); other layouts never are.
+
 package bpf
 
 import (

@@ -1,4 +1,5 @@
 // Counter reads: per VIP, per backend and global, summed over CPUs.
+
 package bpf
 
 import "fmt"

@@ -1,5 +1,6 @@
 // Stats: per-VIP, per-backend and global counters, summed over CPUs
 // without allocating.
+
 package bpf
 
 import (

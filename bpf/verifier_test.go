@@ -1,4 +1,5 @@
 // The programs stay far from the verifier's limits.
+
 package bpf
 
 import (

@@ -1,4 +1,5 @@
 // [bgp]: announce the VIPs to routers for ECMP across l4lb hosts.
+
 package config
 
 import (

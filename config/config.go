@@ -1,13 +1,3 @@
-// Package config turns an l4lb TOML file into a validated, normalised,
-// immutable Config.
-//
-// Decoding is strict: an unknown key is an error naming the key and its
-// line. Validation reports every problem at once, each naming the file, the
-// line and the VIP. Values come out typed (netip.AddrPort, time.Duration,
-// checked enum strings) with defaults applied: first the built-in ones, then
-// the file's [defaults] table, then the VIP's own keys. Nothing here does I/O
-// after reading the file, and nothing imports the rest of l4lb: the
-// reconciler maps a Config onto running state.
 package config
 
 import (

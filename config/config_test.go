@@ -1,4 +1,5 @@
 // Tests of Load/Parse: the example, strictness, layering, addresses.
+
 package config_test
 
 import (

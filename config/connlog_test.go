@@ -1,5 +1,6 @@
 // log_connections and log_connections_rate: defaults, [defaults], ranges,
 // mode xdp, and the warning when log_level hides the lines.
+
 package config_test
 
 import (

@@ -1,5 +1,6 @@
 // Diff: what a reload from the running config to another one changes in a
 // running l4lb, and when each change reaches its traffic.
+
 package config
 
 import (

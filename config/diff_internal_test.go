@@ -1,5 +1,6 @@
 // Diff knows every setting: a field added to the config without a line
 // in diffkeys.go fails here.
+
 package config
 
 import (

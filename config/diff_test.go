@@ -1,4 +1,5 @@
 // Tests of Diff: every kind of change a reload makes, and when it applies.
+
 package config_test
 
 import (

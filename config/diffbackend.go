@@ -1,4 +1,5 @@
 // Diff of a kept VIP's backends, paired by identity as the runtime pairs them.
+
 package config
 
 import (

@@ -1,5 +1,6 @@
 // The settings Diff compares, and when a reload applies each: the one
 // place that says which keys need a restart.
+
 package config
 
 import (

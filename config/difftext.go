@@ -1,4 +1,5 @@
 // Changes as text, like a plan: `+` added, `-` removed, `~` changed.
+
 package config
 
 import (

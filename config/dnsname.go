@@ -2,6 +2,7 @@
 // and the [global] keys that say how the names are looked up. Load only
 // checks their spelling: it never resolves, so `l4lb check` passes
 // without DNS.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Problems found in a config file, collected so that all are reported at once.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // The example file documents every key of the schema.
+
 package config
 
 import (

@@ -1,5 +1,6 @@
 // Format: a Config back to TOML, every value resolved, for
 // `l4lb status --show-config` and for comparing a file with what runs.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Format: what it prints parses back to the same Config.
+
 package config_test
 
 import (

@@ -1,6 +1,7 @@
 // Fuzzing Parse: no panic, an error is an *Error whose every problem is
 // located, and a config without error is usable and survives Format:
 // the formatted file parses to the same config and formats to itself.
+
 package config_test
 
 import (

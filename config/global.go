@@ -1,4 +1,5 @@
 // The [global] and [xdp] tables.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // A VIP's health check: [vip.health] over [defaults.health] over built-ins.
+
 package config
 
 import (

@@ -1,6 +1,7 @@
 // Checks that depend on the machine: what is at the admin socket's path,
 // which addresses are local. The caller answers through Host, so this
 // package still does no I/O of its own and the checks test without a host.
+
 package config
 
 import (

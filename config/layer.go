@@ -1,4 +1,5 @@
 // Layered typed values: built-in default < [defaults] < the table's own key.
+
 package config
 
 import (

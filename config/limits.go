@@ -1,4 +1,5 @@
 // Bounds on the input, checked before the TOML decoder sees it.
+
 package config
 
 import (

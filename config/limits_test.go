@@ -1,4 +1,5 @@
 // Bounds on hostile input: refused with a clear problem, never decoded.
+
 package config_test
 
 import (

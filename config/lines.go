@@ -1,4 +1,5 @@
 // Line index: the line where each table and key of a TOML file is defined.
+
 package config
 
 import (

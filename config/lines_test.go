@@ -1,4 +1,5 @@
 // Tests of the line index.
+
 package config
 
 import "testing"

@@ -1,4 +1,5 @@
 // Load and Parse: file -> strict decode -> layered, checked Config.
+
 package config
 
 import (

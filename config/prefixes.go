@@ -1,5 +1,6 @@
 // Lists of networks (accept_proxy_protocol_from): parsed, checked and
 // normalised.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Raw decoding structs: the file's shape, with every value kept untyped.
+
 package config
 
 // opt is one raw TOML value. It records whether the key was present at all

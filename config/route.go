@@ -1,5 +1,6 @@
 // [[vip.route]] tables: SNI routes of a tcp proxy VIP, each a server-name
 // list with its own backends, algorithm and health check.
+
 package config
 
 import (

@@ -1,5 +1,6 @@
 // Checks across VIPs: listeners that cannot bind together, backends that
 // lead back into l4lb, and warnings about what is legal but surprising.
+
 package config
 
 import (

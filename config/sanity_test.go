@@ -1,5 +1,6 @@
 // Cross-VIP checks (bind conflicts, loops), address classes, warnings, and
 // the host checks behind `l4lb check`.
+
 package config_test
 
 import (

@@ -1,4 +1,5 @@
 // Checks that span several keys of a VIP: which keys apply, Maglev, XDP.
+
 package config
 
 import (

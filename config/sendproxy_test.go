@@ -1,4 +1,5 @@
 // health.send_proxy: the PROXY header of checks follows the VIP's, as HAProxy's checks do.
+
 package config_test
 
 import (

@@ -1,5 +1,6 @@
 // LoadTrusted: refuse a config file that a user other than root (or the
 // daemon's own user) could change, as sshd's StrictModes does.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Strictness: keys the schema does not know, and values that do not fit it.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Table tests: one case per validation problem, checking key, line and VIP.
+
 package config_test
 
 import (

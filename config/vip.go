@@ -1,4 +1,5 @@
 // A [[vip]] table: identity, balancing and proxy settings, backends.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Warnings: what a file may say but probably does not mean.
+
 package config
 
 import (

@@ -1,6 +1,7 @@
 // The warnings of a file on its own: each at its key and line, with the
 // numbers that make it one, and none for the settings next to them that
 // are fine.
+
 package config_test
 
 import (

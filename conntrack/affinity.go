@@ -1,4 +1,5 @@
 // Affinity: TCP source persistence, client IP -> backend per VIP, with its own timeout.
+
 package conntrack
 
 import (

@@ -1,4 +1,5 @@
 // Tests of Affinity: get/set, replacement, expiry, key separation, no counts.
+
 package conntrack
 
 import (

@@ -1,4 +1,5 @@
 // Benchmarks: lookup (serial and parallel), insert, churn, eviction, bytes per entry.
+
 package conntrack
 
 import (

@@ -1,4 +1,5 @@
 // Test helpers: a fake clock, flow builders, count checks, hook recorders.
+
 package conntrack
 
 import (

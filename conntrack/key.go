@@ -1,4 +1,5 @@
 // Key: the fixed-size, pointer-free flow key, and the seeded hash over it.
+
 package conntrack
 
 import (

@@ -1,4 +1,5 @@
 // Tests of Key: round trips, family separation, allocation, hash spread.
+
 package conntrack
 
 import (

@@ -1,4 +1,5 @@
 // Benchmarks of the layouts not taken (Go map per shard, by pointer and by value) and of the hash, for the design record.
+
 package conntrack
 
 import (

@@ -1,4 +1,5 @@
 // Options: what a table may be told, its defaults and their checks.
+
 package conntrack
 
 import (

@@ -1,5 +1,6 @@
 // Peek and Range: reading the table for an operator's question without
 // touching it (no refresh, no hit or miss counted).
+
 package conntrack
 
 import (

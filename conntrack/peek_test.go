@@ -1,5 +1,6 @@
 // Tests of Peek and Range: they report entries with their age and change
 // nothing (no refresh, no counters).
+
 package conntrack
 
 import (

@@ -1,4 +1,5 @@
 // shard: one lock's worth of the table, an open-addressing index over a slab of entries.
+
 package conntrack
 
 import (

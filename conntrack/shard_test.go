@@ -1,4 +1,5 @@
 // Tests of the shard index: probing, backward-shift deletion, growth, slab reuse.
+
 package conntrack
 
 import (

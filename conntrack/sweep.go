@@ -1,4 +1,5 @@
 // Sweeper: the coarse clock, bounded idle expiry, and the table's lifecycle.
+
 package conntrack
 
 import (

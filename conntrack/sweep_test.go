@@ -1,4 +1,5 @@
 // Tests of the sweeper: per-protocol expiry, bounded work, lifecycle, no leaks.
+
 package conntrack
 
 import (

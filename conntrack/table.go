@@ -1,4 +1,5 @@
 // Table: the sharded flow table and its per-flow operations.
+
 package conntrack
 
 import (

@@ -1,4 +1,5 @@
 // Tests of Table operations: lookups, count ownership, eviction, hooks, concurrency.
+
 package conntrack
 
 import (

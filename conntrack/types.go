@@ -1,4 +1,5 @@
 // Types callers see: flow states, end reasons, entry copies and stats.
+
 package conntrack
 
 import (

@@ -1,4 +1,5 @@
 // checker.go: the Checker interface and the constructor that picks one per check type.
+
 package health
 
 import (

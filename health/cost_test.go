@@ -1,4 +1,5 @@
 // cost_test.go: what probing 1000 backends costs the prober (L4LB_MEASURE=1 only).
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // dial.go: the timed non-blocking connect and the polite close every checker shares.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // helpers_test.go: small servers and assertions shared by the health tests.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // http.go: the http check: GET expecting a status, or a WebSocket upgrade expecting 101.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // http_test.go: the http check: status codes, WebSocket upgrade and its Close frame.
+
 package health
 
 import (

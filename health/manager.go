@@ -1,4 +1,5 @@
 // manager.go: runs the checks of many targets, applies passive marks and reports results and transitions.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // manager_test.go: the Manager's loops, transitions, passive marks, jitter and goroutine hygiene.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // mysql.go: the mysql check: the server greeting, or a login that checks @@global.read_only.
+
 package health
 
 import (

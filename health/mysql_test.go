@@ -1,4 +1,5 @@
 // mysql_test.go: the mysql check against fake greeting servers and a real MariaDB server.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // postgres.go: the postgres check: an SSLRequest handshake, or a pgx login that checks the role.
+
 package health
 
 import (

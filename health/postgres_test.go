@@ -1,4 +1,5 @@
 // postgres_test.go: the postgres check against a real primary and a streaming replica.
+
 package health
 
 import (

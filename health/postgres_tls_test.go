@@ -1,4 +1,5 @@
 // postgres_tls_test.go: the postgres check against a server with ssl=on.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // redis.go: the redis check: optional AUTH, PING expecting +PONG, then QUIT.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // redis_test.go: the redis check against a real redis-server, with and without AUTH.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // result.go: the outcome of one check and the error-to-reason wording shared by all checkers.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // sendexpect.go: the send_expect check: write bytes, expect a prefix or a regular expression.
+
 package health
 
 import (

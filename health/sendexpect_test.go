@@ -1,4 +1,5 @@
 // sendexpect_test.go: send_expect against a line-echo server.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // sendproxy_test.go: checks start with the PROXY header, against a real nginx that requires it.
+
 package health
 
 import (

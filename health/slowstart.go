@@ -1,4 +1,5 @@
 // slowstart.go: the weight ramp of a backend that just came up.
+
 package health
 
 import "time"

@@ -1,4 +1,5 @@
 // slowstart_test.go: the slow-start weight ramp.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // spec.go: what an operator configures for a check, its defaults and validation.
+
 package health
 
 import (

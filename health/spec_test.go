@@ -1,4 +1,5 @@
 // spec_test.go: spec defaults, validation and equality.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // target.go: one tracked backend of the Manager: its probe loop and its guarded state.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // tcp.go: the tcp check: a timed handshake and a polite close, zero bytes sent.
+
 package health
 
 import (

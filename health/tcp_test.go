@@ -1,4 +1,5 @@
 // tcp_test.go: the tcp check against live, closed, silent and blackholed addresses.
+
 package health
 
 import (

@@ -1,4 +1,5 @@
 // tcpinfo_linux.go: the kernel's handshake RTT from TCP_INFO.
+
 package health
 
 import (

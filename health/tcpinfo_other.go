@@ -1,6 +1,7 @@
 //go:build !linux
 
 // tcpinfo_other.go: no kernel RTT off Linux; the wall clock is used.
+
 package health
 
 import (

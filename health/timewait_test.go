@@ -1,4 +1,5 @@
 // timewait_test.go: which side keeps TIME_WAIT after a probe, read from /proc/net/tcp.
+
 package health
 
 import (

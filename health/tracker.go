@@ -1,4 +1,5 @@
 // tracker.go: the rise/fall state machine with nginx-style passive marks; pure, no clock of its own.
+
 package health
 
 import (

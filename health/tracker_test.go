@@ -1,4 +1,5 @@
 // tracker_test.go: table tests of the rise/fall state machine and passive marks.
+
 package health
 
 import (

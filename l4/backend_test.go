@@ -1,4 +1,5 @@
 // Backend caps: TryAcquire never passes the cap, however many race for it.
+
 package l4
 
 import (

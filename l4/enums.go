@@ -1,5 +1,6 @@
 // The names an operator writes in the config file, as typed values: each
 // is named and parsed here and nowhere else.
+
 package l4
 
 import (

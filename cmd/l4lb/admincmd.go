@@ -1,5 +1,6 @@
 // The run-time verbs: `l4lb drain|enable|disable VIP BACKEND` and
 // `l4lb reload`, each a call to the running l4lb's admin API.
+
 package main
 
 import (

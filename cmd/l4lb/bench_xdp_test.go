@@ -25,6 +25,7 @@
 //	           the test process (more goroutine wake-ups at higher latency).
 //
 // scripts/bench/xdpreport prints medians, rates and ratios.
+
 package main
 
 import (

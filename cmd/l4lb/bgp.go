@@ -1,4 +1,5 @@
 // BGP wiring: the speaker announces the VIP addresses the runtime serves.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // `l4lb check`: validate a config file like `nginx -t` / `haproxy -c`, and
 // with --diff show what a reload with it would change in the running l4lb.
+
 package main
 
 import (

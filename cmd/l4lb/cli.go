@@ -1,5 +1,6 @@
 // Command-line parsing shared by the subcommands: help, positional paths,
 // unexpected arguments.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // The command line: positional paths, unexpected arguments, help, version,
 // and check's host problems and warnings. In process, no privileges.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // `l4lb decap`: the backends' side of xdp VIPs with forward = "ipip".
+
 package main
 
 import (

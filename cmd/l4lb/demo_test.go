@@ -1,4 +1,5 @@
 // The demos' step titles: bold on a terminal, plain text in a log or pipe and under NO_COLOR.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // The run-time verbs against a running daemon: drain, enable, disable,
 // reload, and the admin API's endpoints.
+
 package main
 
 import (

@@ -3,6 +3,7 @@
 // property that sets its algorithm apart (affinity for the hashes, even
 // load for least_conn and p2c, a share for everyone for random, bounded
 // loads for a hash with hash_balance_factor).
+
 package main
 
 import (

@@ -1,6 +1,7 @@
 // End-to-end: per-backend max_conns through the daemon: caps hold, the
 // overflow waits in arrival order, a reload that raises a cap serves it,
 // queue_timeout resets and counts.
+
 package main
 
 import (

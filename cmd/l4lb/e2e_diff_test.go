@@ -1,5 +1,6 @@
 // `l4lb check --diff` against a running l4lb: VIPs and backends added,
 // removed and changed, as text and as JSON.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // DNS-named backends end to end: l4lb runs against a real DNS server in
 // the balancer's namespace whose records the test changes.
+
 package main
 
 import (

@@ -3,6 +3,7 @@
 // and an xdp VIP in the one-arm DSR network (a flow from the explained
 // client address and port lands on the explained backend; while it lives,
 // explain shows its conntrack entry).
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // End-to-end: first_byte_timeout through the daemon, its counters, and a
 // reload that changes it.
+
 package main
 
 import (

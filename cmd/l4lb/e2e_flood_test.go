@@ -1,6 +1,7 @@
 // End-to-end: a bounded SYN flood (spoofed sources) and connection flood
 // from 2000 source addresses at a proxy VIP do not stop a legitimate
 // client, the health checks or the admin socket.
+
 package main
 
 import (

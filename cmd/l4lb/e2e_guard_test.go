@@ -1,5 +1,6 @@
 // Access control and per-client limits through the daemon, in namespaces:
 // clients at several source addresses of the client namespace.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // The daemon's health-change log lines say why, for every kind of transition.
+
 package main
 
 import (

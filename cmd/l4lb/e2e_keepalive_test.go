@@ -1,5 +1,6 @@
 // Keepalive on both of a proxied connection's sockets, as the daemon sets
 // it from the `keepalive` key, read from the kernel with ss.
+
 package main
 
 import (

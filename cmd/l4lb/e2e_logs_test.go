@@ -1,4 +1,5 @@
 // The daemon's JSON logs: one key per meaning, whatever the event.
+
 package main
 
 import (

@@ -1,6 +1,7 @@
 // End-to-end tests of the TCP event loops: thousands of idle connections
 // held at a small memory cost per connection, and connections on every
 // loop carried through reloads.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // The values on the metrics endpoint of a running daemon, after a known
 // sequence of connections and a backend's death.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // End-to-end tests with MariaDB's own load client, mysqlslap, through a
 // VIP in front of real servers, and the server-speaks-first handshake.
+
 package main
 
 import (

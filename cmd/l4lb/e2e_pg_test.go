@@ -1,6 +1,7 @@
 // End-to-end tests with PostgreSQL's own client, pgbench, through a VIP in
 // front of real servers: spreading, a server lost mid-run, role = "primary"
 // across a promotion.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // drop_capabilities through the binary: what every thread of the daemon
 // holds after start, and that reloads still work with only that.
+
 package main
 
 import (

@@ -2,6 +2,7 @@
 // real consumer (nginx's proxy_protocol listener reports the client it
 // saw), and the header l4lb accepts from a balancer in front (another
 // l4lb), over IPv4 and IPv6.
+
 package main
 
 import (

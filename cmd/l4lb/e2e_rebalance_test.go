@@ -1,6 +1,7 @@
 // `l4lb rebalance` against the real daemon: 300 long-lived connections on
 // two backends, a third joins by `l4lb reload`, and a rebalance moves a
 // third of them at the configured rate, with an orderly EOF for each.
+
 package main
 
 import (

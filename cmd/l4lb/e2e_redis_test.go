@@ -1,5 +1,6 @@
 // End-to-end test with Redis's own load client, redis-benchmark, through a
 // source_hash VIP in front of two real servers.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // Health checks to a backend that requires the PROXY header: they send it, as the VIP's traffic does.
+
 package main
 
 import (

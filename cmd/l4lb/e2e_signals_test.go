@@ -1,6 +1,7 @@
 // End-to-end tests of the daemon's lifecycle: signals in bursts during a
 // slow reload, status while a stop drains, and a second l4lb that clashes
 // only on the admin socket.
+
 package main
 
 import (

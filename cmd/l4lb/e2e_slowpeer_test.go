@@ -1,6 +1,7 @@
 // End-to-end: a client or a backend that stops reading costs l4lb bounded
 // memory (the bytes wait in kernel buffers and pipes), and every byte
 // arrives intact once it reads again.
+
 package main
 
 import (

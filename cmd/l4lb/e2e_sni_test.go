@@ -1,6 +1,7 @@
 // End to end: TLS routed by server name through the daemon, TLS ending at
 // the backends: wss:// WebSockets with a verifying TLS client, a client
 // without TLS, a silent one, and a reload that adds a route.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // `l4lb status`: the process, the last reload, and the config in force.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // End-to-end tests of the l4lb binary in network namespaces: reload and
 // shutdown as an operator drives them, with real signals.
+
 package main
 
 import (

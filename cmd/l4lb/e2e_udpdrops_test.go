@@ -1,5 +1,6 @@
 // UDP datagrams the daemon loses, each counted by its cause and shown in
 // status (JSON and text) and metrics; a backend that answers nothing.
+
 package main
 
 import (

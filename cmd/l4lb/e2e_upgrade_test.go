@@ -1,5 +1,6 @@
 // End-to-end tests of `l4lb upgrade` and SIGUSR2: real processes in
 // network namespaces, a new binary taking over the old one's sockets.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // Config warnings of a running l4lb: logged once, not on every reload.
+
 package main
 
 import (

@@ -1,6 +1,7 @@
 // End to end: thousands of WebSocket clients hold connections through a
 // VIP and exchange messages while an operator drains a backend, reloads
 // an unrelated change and a backend dies.
+
 package main
 
 import (

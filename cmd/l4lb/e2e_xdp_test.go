@@ -1,6 +1,7 @@
 // End to end in the one-arm direct-server-return shape of an edge host:
 // client -> l4lb (XDP on its only veth) -> backends (decap, VIP on lo) ->
 // straight back to the client.
+
 package main
 
 import (

@@ -1,6 +1,7 @@
 // A named backend on an xdp VIP: the answer's addresses of the VIP's
 // family become Maglev backends, and a changed answer is applied as a
 // reload (established flows stay on a removed backend).
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // End to end: the XDP program's access lists, for an xdp VIP and for a
 // proxy VIP it guards.
+
 package main
 
 import (

@@ -1,6 +1,7 @@
 // What an operator is told in xdp mode: pin paths that would not outlive
 // l4lb, forwarding it needs but never switches on, interfaces without
 // native XDP, and what `xdp detach` and `decap attach` really did.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // `l4lb explain VIP CLIENT_IP[:PORT]`: which backend a client's flow has
 // or would get on a running l4lb, and why.
+
 package main
 
 import (

@@ -1,6 +1,7 @@
 // The upgrade's wire: a SOCK_SEQPACKET socketpair between the running
 // l4lb and the new one it started, carrying one JSON message per packet
 // with descriptors attached (SCM_RIGHTS).
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // The host as `l4lb check` and `l4lb run` see it: local addresses, files.
+
 package main
 
 import (

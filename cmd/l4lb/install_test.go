@@ -1,5 +1,6 @@
 // `make install` and `make uninstall`: what goes where, with which mode,
 // and that an operator's config is never overwritten or removed.
+
 package main
 
 import (

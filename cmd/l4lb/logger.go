@@ -1,4 +1,5 @@
 // The process's zap logger, built once here and passed down.
+
 package main
 
 import (

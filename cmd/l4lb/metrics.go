@@ -1,4 +1,5 @@
 // Prometheus metrics, read from the runtime's status at scrape time.
+
 package main
 
 import (

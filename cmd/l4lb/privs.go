@@ -1,5 +1,6 @@
 // drop_capabilities: what the daemon keeps once its VIPs listen and its
 // XDP program is attached, and the drop itself.
+
 package main
 
 import (

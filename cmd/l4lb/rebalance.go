@@ -1,5 +1,6 @@
 // `l4lb rebalance VIP`: move long-lived connections off the backends above
 // their share, through the running l4lb's admin API.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // `l4lb run`: the daemon, its signals and its reloads.
+
 package main
 
 import (

@@ -1,6 +1,7 @@
 // The daemon's signals, read as the requests they are: a stop is never
 // lost behind other signals, and SIGHUPs that arrive while a reload waits
 // or runs make one more reload, not one each.
+
 package main
 
 import (

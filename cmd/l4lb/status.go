@@ -1,4 +1,5 @@
 // `l4lb status`: ask a running l4lb what it serves.
+
 package main
 
 import (

@@ -1,5 +1,6 @@
 // The text of `l4lb status` from a given answer: what line 2 says about
 // capabilities.
+
 package main
 
 import (

@@ -2,6 +2,7 @@
 // its end of a socketpair, it takes that l4lb's sockets instead of
 // binding, says ready, adopts what the old one hands over, then becomes
 // the service's main process.
+
 package main
 
 import (

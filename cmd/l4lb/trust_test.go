@@ -1,4 +1,5 @@
 // `l4lb check` and `l4lb run` refuse a config file others could change.
+
 package main
 
 import (

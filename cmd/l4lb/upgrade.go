@@ -1,6 +1,7 @@
 // `l4lb upgrade` and SIGUSR2: the running l4lb starts a new binary and
 // hands it its sockets; it keeps serving, and says why, when the new one
 // fails. This file is the old process's side; takeover.go is the new one's.
+
 package main
 
 import (

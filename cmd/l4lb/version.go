@@ -1,4 +1,5 @@
 // `l4lb version` and the build information that status and metrics report.
+
 package main
 
 import (

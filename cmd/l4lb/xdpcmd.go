@@ -1,5 +1,6 @@
 // `l4lb xdp detach`: take off an XDP program that a stopped l4lb left
 // attached with pinned maps.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // An adapter from GoBGP's logger interface to zap.
+
 package bgp
 
 import (

@@ -1,4 +1,5 @@
 // The Speaker: an embedded GoBGP server, its peers and the announced VIPs.
+
 package bgp
 
 import (

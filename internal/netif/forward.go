@@ -1,4 +1,5 @@
 // forward.go: the forwarding sysctls bpf_fib_lookup needs (else it answers FWD_DISABLED).
+
 package netif
 
 import (

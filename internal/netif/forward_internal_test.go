@@ -1,4 +1,5 @@
 // forward_internal_test.go: the forwarding logic against a fake /proc/sys, no privileges needed.
+
 package netif
 
 import (

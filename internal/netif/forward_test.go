@@ -1,4 +1,5 @@
 // forward_test.go: the forwarding sysctls, read inside a test namespace.
+
 package netif_test
 
 import (

@@ -1,4 +1,5 @@
 // handle.go: a netlink connection bound to one network namespace, and the errors callers branch on.
+
 package netif
 
 import (

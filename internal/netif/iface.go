@@ -1,4 +1,5 @@
 // iface.go: interface lookup: index, MTU, MAC, state and addresses.
+
 package netif
 
 import (

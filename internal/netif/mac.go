@@ -1,4 +1,5 @@
 // mac.go: a backend's own MAC for L2 forwarding, resolving it if needed within a deadline.
+
 package netif
 
 import (

@@ -1,4 +1,5 @@
 // mtu.go: whether the path toward a backend carries a full packet plus the IPIP outer header.
+
 package netif
 
 import (

@@ -1,4 +1,5 @@
 // neigh.go: keeping backend next hops resolved with kernel-managed neighbour entries.
+
 package netif
 
 import (

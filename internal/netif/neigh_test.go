@@ -1,4 +1,5 @@
 // neigh_test.go: managed neighbours for backend next hops, proven in a DSR network without sending the backends any traffic.
+
 package netif_test
 
 import (

@@ -1,4 +1,5 @@
 // netif_test.go: interface lookup, routes, source addresses and MTU checks, from the balancer's namespace of a DSR network.
+
 package netif_test
 
 import (

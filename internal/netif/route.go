@@ -1,4 +1,5 @@
 // route.go: what the kernel would do with a packet to a backend: egress interface, gateway, source, MTU.
+
 package netif
 
 import (

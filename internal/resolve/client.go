@@ -1,4 +1,5 @@
 // Client: one lookup of a name at the configured DNS servers.
+
 package resolve
 
 import (

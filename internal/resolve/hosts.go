@@ -1,4 +1,5 @@
 // Hosts: the hosts file and the order nsswitch.conf gives it, as the system resolver uses them.
+
 package resolve
 
 import (

@@ -1,4 +1,5 @@
 // The hosts file before (or after) DNS, as nsswitch.conf orders it, read again when it changes.
+
 package resolve_test
 
 import (

@@ -1,4 +1,5 @@
 // Tests against a real DNS server on loopback (internal/testutil).
+
 package resolve_test
 
 import (

@@ -1,4 +1,5 @@
 // Watcher: one name looked up again and again, on its TTL.
+
 package resolve
 
 import (

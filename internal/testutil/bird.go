@@ -1,5 +1,6 @@
 // BIRD 2 as the BGP router of tests: its own config, control socket and
 // PID file in a temporary directory, run in the foreground in a namespace.
+
 package testutil
 
 import (

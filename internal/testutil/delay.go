@@ -1,4 +1,5 @@
 // delay.go: a Topology whose backends sit behind a router that adds per-backend latency.
+
 package testutil
 
 import (

@@ -1,4 +1,5 @@
 // delay_test.go: checks that NewDelayNet adds the asked RTT per backend, carries data intact and leaks nothing.
+
 package testutil
 
 import (

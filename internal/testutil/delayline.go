@@ -1,4 +1,5 @@
 // delayline.go: a user-space delay line on a TUN device (netem's delay, which this kernel lacks).
+
 package testutil
 
 import (

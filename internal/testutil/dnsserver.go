@@ -1,5 +1,6 @@
 // DNSServer: a real DNS server (github.com/miekg/dns) whose records a test
 // changes while l4lb watches them.
+
 package testutil
 
 import (

@@ -1,4 +1,5 @@
 // dsr.go: a one-arm direct-server-return network: client, balancer and backends on one bridged segment.
+
 package testutil
 
 import (

@@ -1,4 +1,5 @@
 // dsr_cleanup_test.go: a DSR network touches nothing outside its namespaces and is gone after cleanup, even when its test fails.
+
 package testutil
 
 import (

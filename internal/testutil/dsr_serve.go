@@ -1,4 +1,5 @@
 // dsr_serve.go: running commands, code, servers and clients inside the hosts of a DSR network.
+
 package testutil
 
 import (

@@ -1,4 +1,5 @@
 // dsr_test.go: the DSR network works without l4lb: direct paths, a kernel-routed balancer with direct replies, its settings.
+
 package testutil
 
 import (

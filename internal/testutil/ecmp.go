@@ -1,4 +1,5 @@
 // The ECMP network: a client, a BGP router, several balancers, backends.
+
 package testutil
 
 import (

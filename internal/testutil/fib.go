@@ -1,4 +1,5 @@
 // fib.go: asks bpf_fib_lookup, from inside a test namespace, what the XDP program would be told about a destination.
+
 package testutil
 
 import (

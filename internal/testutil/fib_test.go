@@ -1,4 +1,5 @@
 // fib_test.go: FIBLookup reports what bpf_fib_lookup answers in a DSR network.
+
 package testutil
 
 import (

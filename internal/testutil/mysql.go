@@ -1,4 +1,5 @@
 // mysql.go: a real MariaDB server for tests, copied from a cached template data directory.
+
 package testutil
 
 import (

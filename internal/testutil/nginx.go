@@ -1,4 +1,5 @@
 // nginx.go: a real nginx for tests, an HTTP server that may require the PROXY protocol header.
+
 package testutil
 
 import (

@@ -1,4 +1,5 @@
 // postgres.go: real PostgreSQL servers for tests: a primary copied from a cached template, streaming replicas, promote.
+
 package testutil
 
 import (

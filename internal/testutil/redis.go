@@ -1,4 +1,5 @@
 // redis.go: a real redis-server for tests, on a loopback port in a temp dir.
+
 package testutil
 
 import (

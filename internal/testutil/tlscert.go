@@ -1,5 +1,6 @@
 // tlscert.go: a self-signed certificate for tests that run real TLS
 // servers (SNI routing: TLS ends at the backends, never at l4lb).
+
 package testutil
 
 import (

@@ -1,4 +1,5 @@
 // wsserver.go: a minimal HTTP and WebSocket-upgrade server for health-check tests.
+
 package testutil
 
 import (

@@ -1,4 +1,5 @@
 // xdppass.go: the two veth traps of native XDP in tests: a peer XDP program for XDP_TX, and tx checksum offload.
+
 package testutil
 
 import (

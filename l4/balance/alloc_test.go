@@ -1,4 +1,5 @@
 // Zero allocations per Pick for every algorithm, first pick and retry, bounded or not.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Overflow-safe integer comparisons of load ratios, without floats or division.
+
 package balance
 
 import "math/bits"

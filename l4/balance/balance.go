@@ -1,4 +1,5 @@
 // Shared vocabulary of the balancers: members, options, tried sets.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Benchmarks: Pick for every algorithm at 3, 16 and 1000 members, and table builds.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Bounded loads and the preference walk shared by the hashing algorithms (source_hash, maglev).
+
 package balance
 
 import (

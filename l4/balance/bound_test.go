@@ -1,4 +1,5 @@
 // Bounded loads: a hot key range cannot push any backend past ceil(factor x mean), and keys stay home when they can.
+
 package balance
 
 import (

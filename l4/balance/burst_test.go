@@ -1,4 +1,5 @@
 // Bursts of concurrent picks with long-lived flows: least_conn spreads by weight, least_time by weight/RTT.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Per-backend caps (max_conns, max_sessions): every algorithm skips a full backend, never overshoots.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Pickers under concurrent picks, releases, rebuilds (snapshot swaps) and RTT samples; run with -race.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Every algorithm shares traffic by weight, and every Pick honours the contract (tried, Acquire, empty sets).
+
 package balance
 
 import (

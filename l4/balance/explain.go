@@ -1,4 +1,5 @@
 // Explaining a pick: what Pick would do for a flow at this moment, and why, without doing it.
+
 package balance
 
 import (

@@ -1,5 +1,6 @@
 // Explain: it names what Pick then returns wherever Pick is deterministic,
 // and it changes nothing (no flow acquired, no rotation advanced).
+
 package balance
 
 import (

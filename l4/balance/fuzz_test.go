@@ -1,4 +1,5 @@
 // Fuzz tests: random member sets through the Maglev builder, the ring and the flow hash.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Fixed, seedless 64-bit hashing of flows and backend identities.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Tests of the fixed flow and ID hashes: stability, key selection, avalanche.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Test helpers: member sets that share a VIP counter, and reproducible flows.
+
 package balance
 
 import (

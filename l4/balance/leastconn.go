@@ -1,4 +1,5 @@
 // least_conn: fewest live flows per weight, scanned from a random start.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // least_time: lowest (live flows + 1) x handshake RTT per weight, compared in 128-bit integers.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // maglev: the weighted Maglev lookup table (Eisenbud et al., NSDI 2016) and its picker.
+
 package balance
 
 import (

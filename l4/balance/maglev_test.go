@@ -1,4 +1,5 @@
 // Property tests of the Maglev table: weighted shares, minimal disruption, determinism, input checks.
+
 package balance
 
 import (

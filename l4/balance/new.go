@@ -1,4 +1,5 @@
 // New: options checked once, then the algorithm's picker built over a private copy of the members.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // p2c: power of two random choices, drawn by weight, compared on live flows per weight.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // The member arrays every picker scans, and the scans pickers share.
+
 package balance
 
 import "github.com/l4lb/l4lb/l4"

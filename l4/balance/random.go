@@ -1,4 +1,5 @@
 // random: weighted uniform choice through Vose's alias table, O(1) a pick.
+
 package balance
 
 import (

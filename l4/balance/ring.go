@@ -1,4 +1,5 @@
 // source_hash: a consistent hash ring with weighted virtual nodes and an O(1)-expected, O(log n) lookup.
+
 package balance
 
 import (

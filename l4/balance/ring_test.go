@@ -1,4 +1,5 @@
 // Property tests of the source_hash ring: minimal remapping, lookup correctness, weighted vnodes.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // round_robin: nginx's smooth weighted round robin, precomputed and walked by one atomic cursor.
+
 package balance
 
 import (

@@ -1,4 +1,5 @@
 // Tests of the precomputed smooth weighted round robin and the alias table.
+
 package balance
 
 import (

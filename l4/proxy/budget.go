@@ -1,4 +1,5 @@
 // The process-wide connection budget derived from the open-file limit.
+
 package proxy
 
 import (

@@ -1,6 +1,7 @@
 // The per-connection log (log_connections): one line when a TCP
 // connection or a UDP session ends, written on its loop as it is freed,
 // never on the per-chunk or per-datagram path, and rate-limited per VIP.
+
 package proxy
 
 import (

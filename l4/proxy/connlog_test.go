@@ -1,5 +1,6 @@
 // The per-connection log: every end reason produced by a real connection
 // or session, and found in its line with the right fields.
+
 package proxy
 
 import (

@@ -1,6 +1,7 @@
 // Accepting on event loops: one listening socket per VIP, in every loop's
 // epoll set with EPOLLEXCLUSIVE, so a new connection wakes one loop,
 // which then owns it.
+
 package proxy
 
 import (

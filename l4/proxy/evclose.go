@@ -1,6 +1,7 @@
 // Ending connections on purpose: a rebalance moves clients off a backend
 // by closing some of its connections, gracefully (a FIN both ways) unless
 // asked to reset.
+
 package proxy
 
 import (

@@ -1,4 +1,5 @@
 // CloseSome: which connections it ends, and that a FIN close resets no one.
+
 package proxy
 
 import (

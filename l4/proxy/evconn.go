@@ -1,6 +1,7 @@
 // A proxied TCP connection on an event loop: non-blocking connect with
 // retries, then bytes moved by copy (small chunks) or splice (bulk), with
 // half-close, reset propagation and an idle timeout.
+
 package proxy
 
 import (

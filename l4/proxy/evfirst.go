@@ -1,6 +1,7 @@
 // The state before a backend is picked on a VIP with first_byte_timeout:
 // a client that connects and sends nothing within it is closed, and no
 // backend connection is ever made for it.
+
 package proxy
 
 import (

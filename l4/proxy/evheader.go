@@ -1,6 +1,7 @@
 // The state before a backend is picked on a VIP that accepts PROXY
 // headers: the client (another balancer) must send one, from a trusted
 // source, within connect_timeout; its source address becomes the flow's.
+
 package proxy
 
 import (

@@ -2,6 +2,7 @@
 // client's TLS ClientHello is peeked (never read: the backend gets every
 // byte, and TLS ends there), its server name picks the route, and only
 // then is a backend of that route dialed.
+
 package proxy
 
 import (

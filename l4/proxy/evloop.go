@@ -1,5 +1,6 @@
 // Event loops: one locked OS thread per loop with its own epoll set, the
 // data plane's scheduler for TCP connections (see evconn.go).
+
 package proxy
 
 import (

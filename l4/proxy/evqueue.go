@@ -1,5 +1,6 @@
 // Connections waiting for a backend slot: every backend of the VIP was at
 // its max_conns when they came. FIFO per VIP across the loops.
+
 package proxy
 
 import (

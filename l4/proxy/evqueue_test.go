@@ -1,4 +1,5 @@
 // Per-backend max_conns on real sockets: caps hold, waiters are served in order, time out, drain.
+
 package proxy
 
 import (

@@ -19,6 +19,7 @@
 // reads slowly or not at all for a lost edge: poll(2) applies the
 // kernel's own test (the same one that sends the edge: a third of the
 // send buffer free), so a socket the peer does not drain never qualifies.
+
 package proxy
 
 import (

@@ -3,6 +3,7 @@
 // recvmmsg batches, owns the sessions it created, reads their backends'
 // replies and sends them back in sendmmsg batches gathered over the
 // sessions it served in one round.
+
 package proxy
 
 import (

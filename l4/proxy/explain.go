@@ -1,4 +1,5 @@
 // Established connections of one client, for an operator's question (l4lb explain).
+
 package proxy
 
 import (

@@ -5,6 +5,7 @@
 // user space (no pipe could be had) are written out first; the new
 // process adopts the sockets, the pipes and the connection's state into
 // its own loops. None of this runs outside an upgrade.
+
 package proxy
 
 import (

@@ -1,6 +1,7 @@
 // UDP sessions handed to another process (an upgrade): each session's
 // connected backend socket and its conntrack entry, so that a flow keeps
 // its backend. None of this runs outside an upgrade.
+
 package proxy
 
 import (

@@ -1,4 +1,5 @@
 // Test helpers: real loopback backends and a service in front of them.
+
 package proxy
 
 import (

@@ -2,6 +2,7 @@
 // sockets are duplicated for the next l4lb, which adopts them instead of
 // binding; meanwhile the old process pauses accepting on the shared
 // socket, so the kernel's listen queue is never without a reader.
+
 package proxy
 
 import (

@@ -1,4 +1,5 @@
 // max_conns: a VIP stops accepting while it is at its limit.
+
 package proxy
 
 import "sync/atomic"

@@ -1,4 +1,5 @@
 // Listening sockets for VIPs.
+
 package proxy
 
 import (

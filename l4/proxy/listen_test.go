@@ -1,5 +1,6 @@
 // Listener options: TCP_DEFER_ACCEPT as set at listen and on reload, and
 // what it does to a client that sends nothing.
+
 package proxy
 
 import (

@@ -1,5 +1,6 @@
 // Batched datagram I/O (recvmmsg/sendmmsg) with preallocated headers,
 // addresses and control buffers, so a datagram costs no allocation.
+
 package proxy
 
 import (

@@ -1,5 +1,6 @@
 // Pipes for splice(2), pooled so that a burst of traffic does not open and
 // close descriptors per chunk.
+
 package proxy
 
 import (

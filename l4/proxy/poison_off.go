@@ -3,6 +3,7 @@
 // Without the l4lbpoison build tag, a finished connection or session
 // struct goes straight back to its loop's free list and the liveness
 // assertions cost nothing (see poison_on.go).
+
 package proxy
 
 // poisoning reports whether this build poisons freed structs.

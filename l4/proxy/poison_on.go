@@ -8,6 +8,7 @@
 // holds that), so code that goes on using one after a call that ended it
 // panics at once with both stacks, instead of reading a zeroed struct or,
 // worse, acting on the next connection that reuses it.
+
 package proxy
 
 import (

@@ -2,6 +2,7 @@
 // balancer in front: a parser that works on the bytes received so far, so
 // that a header arriving in pieces is parsed again as it grows, without
 // allocating.
+
 package proxy
 
 import (

@@ -1,6 +1,7 @@
 // PROXY protocol header (v1 text or v2 binary) sent to a backend first,
 // so that it learns the real client address; written by l4/proxyhdr,
 // which the health checks share.
+
 package proxy
 
 import (

@@ -1,4 +1,5 @@
 // Rate-limited warnings for paths that may fail many times a second.
+
 package proxy
 
 import (

@@ -4,6 +4,7 @@
 // connection and per request) buys nothing; and accept4 and connect
 // without the socket-address allocations of their golang.org/x/sys/unix
 // forms. epoll_wait, which blocks, keeps the ordinary path.
+
 package proxy
 
 import (

@@ -3,6 +3,7 @@
 // event on the reset socket, a read or splice from it that fails, or a
 // write or splice to it that fails; with the bytes in flight moving by
 // copy or by splice.
+
 package proxy
 
 import (

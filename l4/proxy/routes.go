@@ -1,5 +1,6 @@
 // SNI routes of a TCP VIP: which snapshot a connection picks from, by the
 // server name of its TLS ClientHello (evhello.go peeks it).
+
 package proxy
 
 import (

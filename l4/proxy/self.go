@@ -1,6 +1,7 @@
 // Self: the addresses l4lb itself listens on, so that a connection from
 // l4lb to l4lb (a backend that is a VIP, directly or through a local
 // address) is caught as a backend failure instead of looping.
+
 package proxy
 
 import (

@@ -1,4 +1,5 @@
 // A backend that is l4lb's own listener is a failed backend, not a loop.
+
 package proxy
 
 import (

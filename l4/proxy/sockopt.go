@@ -1,4 +1,5 @@
 // Socket options shared by listeners and backend connections.
+
 package proxy
 
 import (

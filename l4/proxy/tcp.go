@@ -1,5 +1,6 @@
 // TCP VIP service: settings, limits, drain and reset; its connections run
 // on the event loops (evaccept.go, evconn.go).
+
 package proxy
 
 import (

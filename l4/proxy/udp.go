@@ -1,6 +1,7 @@
 // UDP VIP service: datagrams become sessions in a conntrack table, each
 // with its own connected socket to the backend; the sessions run on the
 // event loops (evudp.go).
+
 package proxy
 
 import (

@@ -1,5 +1,6 @@
 // Fuzzing the UDP session path: random datagrams from a few clients through
 // a real UDP VIP on the event loops to real backends on loopback.
+
 package proxy
 
 import (

@@ -1,4 +1,5 @@
 // Which VIP addresses have something to serve: what a BGP speaker announces.
+
 package reconcile
 
 import (

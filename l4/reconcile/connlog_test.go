@@ -1,6 +1,7 @@
 // The per-connection log through the runtime: on_down = reset and an
 // operator's disable name their ends, and a reload turns the log on for
 // new connections.
+
 package reconcile
 
 import (

@@ -1,5 +1,6 @@
 // The data-plane seam: what a VIP's packet path must do for the control
 // loop, and the one place where a VIP's mode picks its implementation.
+
 package reconcile
 
 import (

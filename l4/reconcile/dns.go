@@ -1,6 +1,7 @@
 // Named backends: the DNS names the VIPs' backends look up, their
 // watchers and last good answers, and the expansion of a VIP's named
 // backends into one backend per address.
+
 package reconcile
 
 import (

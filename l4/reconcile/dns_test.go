@@ -1,5 +1,6 @@
 // Named backends against a real DNS server on loopback whose records
 // change while the runtime runs.
+
 package reconcile
 
 import (

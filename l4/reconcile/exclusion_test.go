@@ -3,6 +3,7 @@
 // clients that reach it), with a backend whose data port keeps serving
 // while its health port says it is down, so that a client sent there
 // would be served by it instead of failing and being retried elsewhere.
+
 package reconcile
 
 import (

@@ -1,5 +1,6 @@
 // Explain: which backend a client's flow has or would get on a VIP, and
 // why (l4lb explain). Read-only: nothing is acquired, refreshed or moved.
+
 package reconcile
 
 import (

@@ -2,6 +2,7 @@
 // the one a real connection from that client then reaches, for every
 // algorithm where the choice is determined; pins, sessions and
 // established connections decide first; and explaining changes nothing.
+
 package reconcile
 
 import (

@@ -1,5 +1,6 @@
 // What the proxy planes hold for a client (established connections,
 // affinity pins, UDP sessions), read without refreshing anything.
+
 package reconcile
 
 import (

@@ -1,5 +1,6 @@
 // Health: probe targets per backend, transitions to snapshots, passive
 // marks and RTT samples from the proxy, slow start and on_down.
+
 package reconcile
 
 import (

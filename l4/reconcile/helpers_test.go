@@ -1,4 +1,5 @@
 // Test helpers: a Runtime on loopback in front of real, restartable servers.
+
 package reconcile
 
 import (

@@ -1,4 +1,5 @@
 // Indexes: small numbers a BPF map can hold in place of a pointer.
+
 package reconcile
 
 import (

@@ -1,4 +1,5 @@
 // Mapping config values onto the data plane's types.
+
 package reconcile
 
 import (

@@ -3,6 +3,7 @@
 // proxy.UDPSettings, balance.Options, the backend caps, keepalive, the
 // health spec) arrives there, so a setting dropped on the way fails here
 // and not only in whichever end-to-end test happens to lean on it.
+
 package reconcile
 
 import (

@@ -1,6 +1,7 @@
 // Run-time backend overrides: an operator's drain, disable and enable,
 // set through the admin API and kept across reloads that leave the
 // backend unchanged.
+
 package reconcile
 
 import (

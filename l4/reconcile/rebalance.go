@@ -2,6 +2,7 @@
 // stay where they were. A rebalance closes connections on the backends
 // above their share, at a bounded rate, until every backend is within a
 // tolerance of its share, so clients reconnect to the others gradually.
+
 package reconcile
 
 import (

@@ -1,5 +1,6 @@
 // Rebalance: real long-lived connections moved off the loaded backends at
 // the configured rate, never reset; the plan's arithmetic by itself.
+
 package reconcile
 
 import (

@@ -1,6 +1,7 @@
 // Rebalance rounds: a plan of closes per backend made against the targets
 // of one moment, closed at the rate, then waited on until the closed
 // clients have landed somewhere.
+
 package reconcile
 
 import (

@@ -2,6 +2,7 @@
 // a listener (its own backends, snapshot store, health targets, passive
 // marks), and the VIP's proxy service gets a table from server names to
 // their stores.
+
 package reconcile
 
 import (

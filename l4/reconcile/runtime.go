@@ -1,4 +1,5 @@
 // The Runtime: running VIPs and the diff that a reload applies.
+
 package reconcile
 
 import (

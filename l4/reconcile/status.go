@@ -1,4 +1,5 @@
 // Status: what runs, for the admin API and `l4lb status`.
+
 package reconcile
 
 import (

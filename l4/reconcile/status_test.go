@@ -1,5 +1,6 @@
 // Status keeps showing what still carries traffic after a reload removed
 // it: draining VIPs and removed backends with live flows.
+
 package reconcile
 
 import (

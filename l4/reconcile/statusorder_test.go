@@ -1,4 +1,5 @@
 // Status order: the VIPs as the file lists them.
+
 package reconcile
 
 import (

@@ -1,5 +1,6 @@
 // A UDP backend with passive health only (type none): after its mark
 // expires it is on trial, not up, and stays down while it is still dead.
+
 package reconcile
 
 import (

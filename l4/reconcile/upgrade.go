@@ -1,6 +1,7 @@
 // Upgrade support: the listening sockets a running l4lb hands to the next
 // one, the pause of the old one's accepting while the new one takes over,
 // and the hold on the old one's XDP map writes.
+
 package reconcile
 
 import (

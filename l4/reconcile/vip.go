@@ -1,4 +1,5 @@
 // One running VIP: its service, its backends by identity, its snapshot.
+
 package reconcile
 
 import (

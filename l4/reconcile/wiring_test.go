@@ -3,6 +3,7 @@
 // of a backend, the deny list, a reload that removes a backend under an
 // established connection, and an affinity pin that expires after the
 // configured affinity_timeout.
+
 package reconcile
 
 import (

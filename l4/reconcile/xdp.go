@@ -1,6 +1,7 @@
 // The XDP fast path shared by every xdp VIP: the loaded program and its
 // maps, the interface it runs on, the backends' neighbours, and the loop
 // that reads the flow table.
+
 package reconcile
 
 import (

@@ -1,5 +1,6 @@
 // What `l4lb check` can tell about the XDP fast path on this host before
 // `l4lb run` tries it: pin path, IP forwarding, native XDP on loopback.
+
 package reconcile
 
 import (

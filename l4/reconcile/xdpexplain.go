@@ -1,5 +1,6 @@
 // What the XDP program does with a client's flow, read from its maps:
 // the conntrack entry, then the Maglev slot of the flow's hash.
+
 package reconcile
 
 import (

@@ -1,6 +1,7 @@
 // The XDP program's guards: access lists and rates in the maps, for xdp
 // VIPs (xdpPlane) and for the proxy VIPs whose packets the program sees
 // first (guardedPlane).
+
 package reconcile
 
 import (

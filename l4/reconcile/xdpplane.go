@@ -1,4 +1,5 @@
 // The data plane of one xdp VIP: its entries in the XDP program's maps.
+
 package reconcile
 
 import (

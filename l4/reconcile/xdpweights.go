@@ -1,5 +1,6 @@
 // least_conn and least_time in xdp mode: live flows and handshake RTTs
 // turned into Maglev weights, a bounded step at a time.
+
 package reconcile
 
 import (

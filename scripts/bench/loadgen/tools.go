@@ -1,5 +1,6 @@
 // tools.go: the database workloads, driven by each database's own
 // benchmark client: pgbench (T6) and redis-benchmark (T7).
+
 package main
 
 import (

@@ -1,6 +1,7 @@
 // mdwe runs a program with the kernel's memory-deny-write-execute policy
 // (PR_SET_MDWE, what systemd's MemoryDenyWriteExecute= asks for) and
 // no_new_privs: e2e_privs_test.go runs l4lb under it.
+
 package main
 
 import (
