@@ -85,15 +85,15 @@ func (s *TCPService) logConn(l *loop, c *evConn, why l4.EndReason) {
 	now := l.now()
 	f := l.logFields[:0]
 	f = append(f, zap.String("client", string(c.flow.Src.AppendTo(l.logText[:0]))))
-	if c.picked != nil {
-		f = append(f, zap.String("backend", string(c.picked.ID)))
+	if c.pick.lastTried != nil {
+		f = append(f, zap.String("backend", string(c.pick.lastTried.ID)))
 	}
 	f = append(f, zap.String("end", why.String()))
-	if c.connectAt != 0 {
-		f = append(f, zap.Duration("connect_time", time.Duration(c.connectAt-c.acceptAt)))
+	if c.times.connectAt != 0 {
+		f = append(f, zap.Duration("connect_time", time.Duration(c.times.connectAt-c.times.acceptAt)))
 	}
-	f = append(f, zap.Duration("duration", time.Duration(now-c.acceptAt)),
-		zap.Uint64("bytes_in", c.up.n), zap.Uint64("bytes_out", c.down.n), zap.Int("retries", max(c.attempts-1, 0)))
+	f = append(f, zap.Duration("duration", time.Duration(now-c.times.acceptAt)),
+		zap.Uint64("bytes_in", c.up.n), zap.Uint64("bytes_out", c.down.n), zap.Int("retries", max(c.pick.attempts-1, 0)))
 	ce.Write(f...)
 	clear(f)
 }

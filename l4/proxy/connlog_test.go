@@ -597,8 +597,8 @@ func BenchmarkConnLogLine(b *testing.B) {
 			st := &Settings{Name: "web", LogConnections: true}
 			s.settings.Store(st)
 			backend := l4.NewBackend("pg-a", netip.MustParseAddrPort("198.18.1.11:5432"), nil)
-			c := &evConn{st: st, picked: backend, flow: l4.Flow{Src: netip.MustParseAddrPort("198.18.0.2:40000")},
-				acceptAt: 1, connectAt: 2000, attempts: 1}
+			c := &evConn{st: st, flow: l4.Flow{Src: netip.MustParseAddrPort("198.18.0.2:40000")},
+				pick: connPick{lastTried: backend, attempts: 1}, times: connTimes{acceptAt: 1, connectAt: 2000}}
 			c.up.n, c.down.n = 517, 18000
 			b.ReportAllocs()
 			for b.Loop() {

@@ -243,13 +243,13 @@ func (a acceptResume) pending(uint32) bool       { return true }
 func (s *TCPService) evConnDone(l *loop, c *evConn) {
 	c.mustLive()
 	l.unwait(c)
-	if c.inQueue {
+	if c.in.queue {
 		s.queue.remove(c)
-		c.inQueue = false
+		c.in.queue = false
 	}
-	if c.clientHeld {
+	if c.in.clients {
 		s.clients.Release(c.flow.Src.Addr(), l.now())
-		c.clientHeld = false
+		c.in.clients = false
 	}
 	s.Stats.Active.Add(-1)
 	s.releaseSlots()
@@ -265,7 +265,7 @@ func (s *TCPService) trackEv(l *loop, c *evConn) bool {
 		return false
 	}
 	l.conns[c] = struct{}{}
-	c.tracked = true
+	c.in.conns = true
 	s.ev.live.Add(1)
 	return true
 }
@@ -273,7 +273,7 @@ func (s *TCPService) trackEv(l *loop, c *evConn) bool {
 func (s *TCPService) untrackEv(l *loop, c *evConn) {
 	c.mustLive()
 	delete(l.conns, c)
-	c.tracked = false
+	c.in.conns = false
 	s.ev.live.Add(-1)
 }
 
@@ -295,7 +295,7 @@ func (s *TCPService) resetWhereLoops(match func(*l4.Backend) bool, why l4.EndRea
 	var n atomic.Int64
 	s.ev.loops.each(func(l *loop) {
 		for c := range l.conns {
-			if c.svc == s && match(c.target) {
+			if c.svc == s && match(c.chosen) {
 				c.finish(l, true, true, why)
 				n.Add(1)
 			}
@@ -322,16 +322,16 @@ func (s *TCPService) resetWaitingLoops() int {
 
 // wait puts c in the loop's waiting set.
 func (l *loop) wait(c *evConn) {
-	if !c.waiting {
-		c.waiting = true
+	if !c.in.waiting {
+		c.in.waiting = true
 		l.waiting[c] = struct{}{}
 	}
 }
 
 // unwait takes c out of the waiting set, if it is there.
 func (l *loop) unwait(c *evConn) {
-	if c.waiting {
-		c.waiting = false
+	if c.in.waiting {
+		c.in.waiting = false
 		delete(l.waiting, c)
 	}
 }

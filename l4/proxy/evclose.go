@@ -77,7 +77,7 @@ func (s *TCPService) CloseSome(b *l4.Backend, n int, how CloseHow) int {
 		for _, k := range all {
 			// The struct may have ended and been reused since: its
 			// generation says.
-			if k.l == l && k.c.gen == k.gen && k.c.state == evOpen && k.c.svc == s && k.c.target == b {
+			if k.l == l && k.c.gen == k.gen && k.c.state == evOpen && k.c.svc == s && k.c.chosen == b {
 				k.c.startClose(l, how)
 				closed.Add(1)
 			}
@@ -113,11 +113,11 @@ func (s *TCPService) closeCandidates(l *loop, b *l4.Backend, n int) []closeCandi
 	var out []closeCandidate
 	now := l.now()
 	for c := range l.conns {
-		if c.svc != s || c.target != b || c.state != evOpen {
+		if c.svc != s || c.chosen != b || c.state != evOpen {
 			continue
 		}
-		busy := now-c.lastActive < int64(quietFor) || c.up.pending > 0 || c.down.pending > 0
-		out = append(out, closeCandidate{c: c, gen: c.gen, l: l, busy: busy, since: c.dialAt})
+		busy := now-c.times.lastActive < int64(quietFor) || c.up.pending > 0 || c.down.pending > 0
+		out = append(out, closeCandidate{c: c, gen: c.gen, l: l, busy: busy, since: c.times.dialAt})
 	}
 	if len(out) > n {
 		slices.SortFunc(out, closeOrder)
@@ -131,7 +131,7 @@ func (c *evConn) startClose(l *loop, how CloseHow) {
 	c.mustLive()
 	s := c.svc
 	if a := s.affinity.Load(); a != nil {
-		if pinned, ok := a.Get(s.key, c.flow.Src.Addr()); ok && pinned == c.target {
+		if pinned, ok := a.Get(s.key, c.flow.Src.Addr()); ok && pinned == c.chosen {
 			a.Delete(s.key, c.flow.Src.Addr())
 		}
 	}
@@ -140,10 +140,10 @@ func (c *evConn) startClose(l *loop, how CloseHow) {
 		return
 	}
 	c.state = evClosing
-	s.release(c.target)
+	s.release(c.chosen)
 	wait := closeLinger
-	if c.idle > 0 && time.Duration(c.idle) < wait {
-		wait = time.Duration(c.idle)
+	if c.times.idle > 0 && time.Duration(c.times.idle) < wait {
+		wait = time.Duration(c.times.idle)
 	}
 	l.after(wait, c, c.gen<<2|timerLinger)
 	c.pumpClosing(l)

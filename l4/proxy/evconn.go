@@ -67,48 +67,75 @@ type sock struct {
 }
 
 // evConn is one client connection proxied to one backend, owned by the
-// loop that accepted it.
+// loop that accepted it. It is allocated once per loop and reused (the
+// loop's free list), so its fields are grouped by concern into
+// sub-structs of their own rather than by who reads them; the ones every
+// event and chunk reads come first. Two fields name a backend, for two
+// reasons: chosen is the one it connects or is connected to (nil after a
+// failed connect until the next pick), pick.lastTried the one its log
+// line names (kept when a connect failed: the line then says which).
 type evConn struct {
-	svc  *TCPService
-	st   *Settings
-	snap *snapshot.Snapshot
-	aff  *conntrack.Affinity
-	flow l4.Flow
-	// routes: the VIP's SNI routes when the connection was accepted (nil =
-	// none); rt: the route its ClientHello chose (nil = the VIP's own
+	state  uint8
+	queued bool   // on the loop's again list
+	gen    uint32 // this connection's timers carry it; a reused struct gets a new one
+	svc    *TCPService
+	st     *Settings
+	flow   l4.Flow
+
+	// The connection's two sockets (the client's was accepted, the
+	// backend's is connected by the loop) and their epoll handlers.
+	clientSock, backendSock sock
+	cEnd, bEnd              evEnd
+	up, down                evDir // client to backend, backend to client
+
+	// chosen is the backend it connects or is connected to, whose live
+	// flow it holds (released when the connection ends, or as a close
+	// begins); nil after a failed connect until the next pick.
+	chosen *l4.Backend
+	pick   connPick
+	times  connTimes
+	in     connSets
+
+	fin   l4.EndReason // whose FIN came first: the end of a connection closed both ways (its log line)
+	stays bool         // an upgrade's new process did not take it: it ends here
+	freed *freeRecord  // where it was freed (l4lbpoison builds only)
+}
+
+// connPick is how a connection chooses its backend: what it picks from
+// and what it tried.
+type connPick struct {
+	snap *snapshot.Snapshot  // the backends it picks from: the VIP's, or its SNI route's
+	aff  *conntrack.Affinity // client pins; nil = none (or a route chose: pins are the VIP's)
+	// routes: the VIP's SNI routes when the connection was accepted (nil
+	// = none); rt: the route its ClientHello chose (nil = the VIP's own
 	// backends).
-	routes *Routes
-	rt     *Route
-
-	client, backend sock
-	cEnd, bEnd      evEnd
-	target          *l4.Backend
-	tried           balance.Tried
-	attempts        int
-	state           uint8
-	queued          bool   // on the loop's again list
-	gen             uint32 // this connection's timers carry it; a reused struct gets a new one
-	dialAt          int64  // loop clock at the last connect()
-	localUntil      int64  // retrying a local resource failure until then
-	localPause      time.Duration
-	up, down        evDir
-	lastActive      int64
-	idle            int64
-	tracked         bool
-	clientHeld      bool  // counted by the VIP's per-client limits: released when it ends
-	waiting         bool  // in its loop's waiting set (a PROXY header or first byte is due, or a backend slot)
-	inQueue         bool  // entered in the VIP's wait queue and not yet served from it (evqueue.go)
-	queueUntil      int64 // loop clock when its wait for a backend slot runs out
-
-	// For the connection's log line (connlog.go).
-	acceptAt  int64        // loop clock at accept (an upgrade passes it on)
-	connectAt int64        // loop clock when the backend answered; 0 = never
-	picked    *l4.Backend  // the backend tried last (target is nil once a connect failed)
-	fin       l4.EndReason // whose FIN came first: the end of a connection closed both ways
+	routes    *Routes
+	rt        *Route
+	tried     balance.Tried
+	attempts  int
+	lastTried *l4.Backend  // the backend tried last, for the log line (chosen is nil once its connect failed)
 	lastFail  l4.EndReason // how the last connect failed: connect_failed or connect_timeout
-	stays     bool         // an upgrade's new process did not take it: it ends here
+}
 
-	freed *freeRecord // where it was freed (l4lbpoison builds only)
+// connTimes are a connection's times on the loop clock (nanoseconds) and
+// the durations its timers wait.
+type connTimes struct {
+	acceptAt   int64         // at accept (an upgrade passes it on)
+	dialAt     int64         // at the last connect()
+	connectAt  int64         // when the backend answered; 0 = never
+	lastActive int64         // when a byte last moved (the idle timer's base)
+	idle       int64         // idle_timeout when it opened; 0 = none
+	localUntil int64         // retrying a local resource failure until then
+	localPause time.Duration // the next local-failure retry's wait
+	queueUntil int64         // when its wait for a backend slot runs out
+}
+
+// connSets says where a connection is entered, each undone as it ends.
+type connSets struct {
+	conns   bool // its loop's open connections (trackEv)
+	waiting bool // its loop's waiting set: a pre-read stage or a backend slot is due
+	queue   bool // the VIP's wait queue, not yet served from it (evqueue.go)
+	clients bool // the VIP's per-client limits: released when it ends
 }
 
 // evEnd is the handler of one of a connection's two sockets.
@@ -128,13 +155,14 @@ type evDir struct {
 	eof      bool   // src sent FIN
 	done     bool   // the FIN was passed on
 	splice   bool   // bulk: move chunks with splice
-	bytes    *atomic.Uint64
-	n        uint64 // bytes moved this way (the log line's bytes_in or bytes_out; an upgrade passes them on)
 	// stallMark is n when the loop last found the direction blocked on its
 	// destination; suspect: the destination could take bytes then, and no
-	// edge had come (evstall.go).
-	stallMark uint64
+	// edge had come (evstall.go). suspect sits with the other flags: one
+	// word for the four.
 	suspect   bool
+	stallMark uint64
+	bytes     *atomic.Uint64 // the backend's count this way (Stats.BytesIn or BytesOut)
+	n         uint64         // bytes moved this way (the log line's bytes_in or bytes_out; an upgrade passes them on)
 }
 
 // timer kinds in the low two bits of the generation a timer carries.
@@ -155,11 +183,12 @@ const keepAliveAfter = time.Second
 // startConn begins proxying a freshly accepted client socket.
 func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 	c := l.newConn()
-	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), routes: s.routes.Load(), gen: c.gen}
-	c.backend.reg = reg{fd: -1, slot: -1}
+	*c = evConn{svc: s, st: s.settings.Load(), gen: c.gen,
+		pick: connPick{snap: s.snaps.Load(), aff: s.affinity.Load(), routes: s.routes.Load()}}
+	c.backendSock.reg = reg{fd: -1, slot: -1}
 	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
 	c.flow = l4.Flow{Src: src, Dst: s.key.Addr, Proto: l4.TCP}
-	c.acceptAt = l.now()
+	c.times.acceptAt = l.now()
 	if s.wildcard {
 		c.flow.Dst = localAddrOf(fd, s.key.Addr.Port())
 	}
@@ -171,11 +200,11 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 	r, err := l.add(fd, sockEvents, &c.cEnd)
 	if err != nil {
 		unix.Close(fd)
-		c.client.reg = reg{fd: -1, slot: -1}
+		c.clientSock.reg = reg{fd: -1, slot: -1}
 		c.localFailure(l, err)
 		return
 	}
-	c.client.reg = r
+	c.clientSock.reg = r
 	if c.st.AcceptProxy != AcceptProxyOff {
 		c.awaitHeader(l)
 		return
@@ -205,7 +234,7 @@ func (c *evConn) admit(l *loop) {
 		c.resetClient(l, l4.EndClientLimit)
 		return
 	case v == guard.Admitted:
-		c.clientHeld = true
+		c.in.clients = true
 	}
 	c.awaitFirstByte(l)
 }
@@ -214,19 +243,19 @@ func (c *evConn) admit(l *loop) {
 func (c *evConn) dial(l *loop) {
 	c.mustLive()
 	l.unwait(c)
-	if c.attempts == 0 && c.svc.queue.n.Load() > 0 && c.st.QueueTimeout > 0 && c.svc.queue.has(c.store()) {
+	if c.pick.attempts == 0 && c.svc.queue.n.Load() > 0 && c.st.QueueTimeout > 0 && c.svc.queue.has(c.store()) {
 		c.enqueue(l) // others wait for a slot already: arrival order
 		return
 	}
 	b := c.pickBackend()
 	if b == nil {
-		if c.attempts <= c.st.Retries && c.snap.Full(&c.tried) {
+		if c.pick.attempts <= c.st.Retries && c.pick.snap.Full(&c.pick.tried) {
 			c.enqueue(l) // every backend left is at its max_conns: wait for a slot
 			return
 		}
 		why := l4.EndNoBackend
-		if c.attempts > 0 {
-			why = c.lastFail
+		if c.pick.attempts > 0 {
+			why = c.pick.lastFail
 		}
 		c.noBackend(l, balance.ErrNoBackend, why)
 		return
@@ -237,9 +266,9 @@ func (c *evConn) dial(l *loop) {
 // start connects to b, which the pick acquired.
 func (c *evConn) start(l *loop, b *l4.Backend) {
 	c.mustLive()
-	c.tried.Add(b)
-	c.target, c.picked = b, b
-	c.attempts++
+	c.pick.tried.Add(b)
+	c.chosen, c.pick.lastTried = b, b
+	c.pick.attempts++
 	c.connectTo(l, b)
 }
 
@@ -248,15 +277,15 @@ func (c *evConn) start(l *loop, b *l4.Backend) {
 // acquired either way.
 func (c *evConn) pickBackend() *l4.Backend {
 	c.mustLive()
-	if c.attempts > c.st.Retries {
+	if c.pick.attempts > c.st.Retries {
 		return nil
 	}
-	if c.aff != nil && c.tried.Len() == 0 {
-		if b, ok := c.aff.Get(c.svc.key, c.flow.Src.Addr()); ok && b.Eligible() && b.TryAcquire() {
+	if c.pick.aff != nil && c.pick.tried.Len() == 0 {
+		if b, ok := c.pick.aff.Get(c.svc.key, c.flow.Src.Addr()); ok && b.Eligible() && b.TryAcquire() {
 			return b // a pinned backend at its cap leaves the choice to the balancer
 		}
 	}
-	return c.snap.Pick(&c.flow, &c.tried)
+	return c.pick.snap.Pick(&c.flow, &c.pick.tried)
 }
 
 // connectTo opens the backend socket and connects without blocking.
@@ -288,8 +317,8 @@ func (c *evConn) connectTo(l *loop, b *l4.Backend) {
 		c.localFailure(l, err)
 		return
 	}
-	c.backend = sock{reg: r}
-	c.dialAt = l.now()
+	c.backendSock = sock{reg: r}
+	c.times.dialAt = l.now()
 	l.after(c.st.ConnectTimeout, c, c.gen<<2|timerConnect)
 }
 
@@ -303,20 +332,20 @@ func (c *evConn) localFailure(l *loop, err error) {
 	s.notePressure(l)
 	s.rateLog("cannot open a backend connection: local resources exhausted; accepting paused", zap.Error(err))
 	now := l.now()
-	if c.localUntil == 0 {
-		c.localUntil, c.localPause = now+int64(c.st.ConnectTimeout), 10*time.Millisecond
+	if c.times.localUntil == 0 {
+		c.times.localUntil, c.times.localPause = now+int64(c.st.ConnectTimeout), 10*time.Millisecond
 	}
-	if c.client.fd < 0 || now+int64(c.localPause) > c.localUntil {
-		if c.target != nil {
-			s.release(c.target)
-			c.target = nil
+	if c.clientSock.fd < 0 || now+int64(c.times.localPause) > c.times.localUntil {
+		if c.chosen != nil {
+			s.release(c.chosen)
+			c.chosen = nil
 		}
 		c.noBackend(l, err, l4.EndLocalError) // every other backend would fail the same way
 		return
 	}
 	c.state = evConnecting
-	l.after(c.localPause, c, c.gen<<2|timerConnect)
-	c.localPause = min(2*c.localPause, 200*time.Millisecond)
+	l.after(c.times.localPause, c, c.gen<<2|timerConnect)
+	c.times.localPause = min(2*c.times.localPause, 200*time.Millisecond)
 }
 
 // onTimer: a connect that took too long, a local-failure retry, the
@@ -328,8 +357,8 @@ func (c *evConn) onTimer(l *loop, gen uint32) {
 	c.mustLive()
 	switch gen & 3 {
 	case timerKeepAlive:
-		if c.state == evOpen && c.backend.fd >= 0 {
-			setKeepAliveFD(c.backend.fd, c.st.KeepAlive, false)
+		if c.state == evOpen && c.backendSock.fd >= 0 {
+			setKeepAliveFD(c.backendSock.fd, c.st.KeepAlive, false)
 		}
 	case timerIdle:
 		c.idleCheck(l)
@@ -375,11 +404,11 @@ func (c *evConn) connectTimer(l *loop) {
 	if c.state != evConnecting {
 		return
 	}
-	if c.backend.fd < 0 { // a local-failure retry
-		c.connectTo(l, c.target)
+	if c.backendSock.fd < 0 { // a local-failure retry
+		c.connectTo(l, c.chosen)
 		return
 	}
-	if l.now()-c.dialAt >= int64(c.st.ConnectTimeout) {
+	if l.now()-c.times.dialAt >= int64(c.st.ConnectTimeout) {
 		c.connectFailed(l, errConnectTimeout)
 	}
 }
@@ -392,11 +421,11 @@ var errClosedDuringConnect = errors.New("connection closed while connecting")
 // connectFailed counts a failed connect and tries the next backend.
 func (c *evConn) connectFailed(l *loop, err error) {
 	c.mustLive()
-	s, b := c.svc, c.target
-	if c.backend.fd >= 0 {
-		l.forget(&c.backend.reg)
-		unix.Close(c.backend.fd)
-		c.backend = sock{reg: reg{fd: -1, slot: -1}}
+	s, b := c.svc, c.chosen
+	if c.backendSock.fd >= 0 {
+		l.forget(&c.backendSock.reg)
+		unix.Close(c.backendSock.fd)
+		c.backendSock = sock{reg: reg{fd: -1, slot: -1}}
 	}
 	if !localFailure(err) {
 		b.Stats.ConnectFails.Add(1)
@@ -406,12 +435,12 @@ func (c *evConn) connectFailed(l *loop, err error) {
 		}
 	}
 	s.release(b)
-	c.target = nil
-	c.lastFail = l4.EndConnectFailed
+	c.chosen = nil
+	c.pick.lastFail = l4.EndConnectFailed
 	if err == errConnectTimeout {
-		c.lastFail = l4.EndConnectTimeout
+		c.pick.lastFail = l4.EndConnectTimeout
 	}
-	c.localUntil = 0
+	c.times.localUntil = 0
 	c.gen = l.nextGen() // the old attempt's timer must not fire on the next
 	c.dial(l)
 }
@@ -430,10 +459,10 @@ func (c *evConn) noBackend(l *loop, err error, why l4.EndReason) {
 func (c *evConn) resetClient(l *loop, why l4.EndReason) {
 	c.mustLive()
 	s := c.svc
-	if c.client.fd >= 0 {
-		_ = unix.SetsockoptLinger(c.client.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
-		l.forget(&c.client.reg)
-		unix.Close(c.client.fd)
+	if c.clientSock.fd >= 0 {
+		_ = unix.SetsockoptLinger(c.clientSock.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+		l.forget(&c.clientSock.reg)
+		unix.Close(c.clientSock.fd)
 	}
 	c.state = evClosed
 	s.logConn(l, c, why)
@@ -447,10 +476,10 @@ func (c *evConn) resetClient(l *loop, why l4.EndReason) {
 // getsockopt).
 func (c *evConn) connected(l *loop, events uint32) {
 	c.mustLive()
-	s, b := c.svc, c.target
+	s, b := c.svc, c.chosen
 	var err error
 	if events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-		soerr, gerr := unix.GetsockoptInt(c.backend.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		soerr, gerr := unix.GetsockoptInt(c.backendSock.fd, unix.SOL_SOCKET, unix.SO_ERROR)
 		switch {
 		case gerr != nil:
 			err = gerr
@@ -460,8 +489,8 @@ func (c *evConn) connected(l *loop, events uint32) {
 			err = errClosedDuringConnect
 		}
 	}
-	if err == nil && s.self.covers(l4.TCP, b.Addr) && s.self.loops(l4.TCP, localAddrOf(c.backend.fd, 0), b.Addr) {
-		_ = unix.SetsockoptLinger(c.backend.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+	if err == nil && s.self.covers(l4.TCP, b.Addr) && s.self.loops(l4.TCP, localAddrOf(c.backendSock.fd, 0), b.Addr) {
+		_ = unix.SetsockoptLinger(c.backendSock.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
 		err = s.selfConnect(b)
 	}
 	if err != nil {
@@ -469,14 +498,14 @@ func (c *evConn) connected(l *loop, events uint32) {
 		return
 	}
 	b.Stats.Flows.Add(1)
-	c.connectAt = l.now()
-	if c.aff != nil {
-		_ = c.aff.Set(s.key, c.flow.Src.Addr(), b)
+	c.times.connectAt = l.now()
+	if c.pick.aff != nil {
+		_ = c.pick.aff.Set(s.key, c.flow.Src.Addr(), b)
 	}
 	if o := c.observer(); o != nil {
 		var rtt time.Duration
 		if c.st.MeasureConnect {
-			rtt = tcpInfoRTT(c.backend.fd, time.Duration(l.now()-c.dialAt))
+			rtt = tcpInfoRTT(c.backendSock.fd, time.Duration(l.now()-c.times.dialAt))
 		}
 		o.ConnectOK(b, rtt)
 	}
@@ -492,15 +521,15 @@ func (c *evConn) open(l *loop) {
 	c.mustLive()
 	s := c.svc
 	c.state = evOpen
-	c.up = evDir{src: &c.client, dst: &c.backend, bytes: &c.target.Stats.BytesIn}
-	c.down = evDir{src: &c.backend, dst: &c.client, bytes: &c.target.Stats.BytesOut}
+	c.up = evDir{src: &c.clientSock, dst: &c.backendSock, bytes: &c.chosen.Stats.BytesIn}
+	c.down = evDir{src: &c.backendSock, dst: &c.clientSock, bytes: &c.chosen.Stats.BytesOut}
 	if !s.trackEv(l, c) {
 		c.finish(l, true, true, l4.EndDrain) // the service is shutting down
 		return
 	}
-	c.lastActive = l.now()
+	c.times.lastActive = l.now()
 	if c.st.IdleTimeout > 0 {
-		c.idle = int64(c.st.IdleTimeout)
+		c.times.idle = int64(c.st.IdleTimeout)
 		l.after(c.st.IdleTimeout, c, c.gen<<2|timerIdle)
 	}
 	if c.st.KeepAlive > 0 {
@@ -516,9 +545,9 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 	if l.hooks.events != nil {
 		events = l.hooks.events(c, backend, events)
 	}
-	sk := &c.client
+	sk := &c.clientSock
 	if backend {
-		sk = &c.backend
+		sk = &c.backendSock
 	}
 	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		sk.readable = true
@@ -847,7 +876,7 @@ func (c *evConn) moved(l *loop, d *evDir, n int) {
 	if n > 0 {
 		d.bytes.Add(uint64(n))
 		d.n += uint64(n)
-		c.lastActive = l.now()
+		c.times.lastActive = l.now()
 	}
 }
 
@@ -895,19 +924,19 @@ func (c *evConn) sawFIN(d *evDir) {
 // srcFailed: d's source failed (reset); its peer learns by a reset.
 func (c *evConn) srcFailed(l *loop, d *evDir, err error) {
 	c.mustLive()
-	c.finish(l, d.src == &c.backend, d.src == &c.client, c.resetOf(d.src == &c.client))
+	c.finish(l, d.src == &c.backendSock, d.src == &c.clientSock, c.resetOf(d.src == &c.clientSock))
 }
 
 // dstFailed: d's destination failed; whoever sent to it learns by a reset.
 func (c *evConn) dstFailed(l *loop, d *evDir, err error) {
 	c.mustLive()
-	c.finish(l, d.src == &c.client, d.src == &c.backend, c.resetOf(d.dst == &c.client))
+	c.finish(l, d.src == &c.clientSock, d.src == &c.backendSock, c.resetOf(d.dst == &c.clientSock))
 }
 
 // failed: a socket reported an error outside any read or write.
 func (c *evConn) failed(l *loop, r *reg) {
 	c.mustLive()
-	c.finish(l, r == &c.backend.reg, r == &c.client.reg, c.resetOf(r == &c.client.reg))
+	c.finish(l, r == &c.backendSock.reg, r == &c.clientSock.reg, c.resetOf(r == &c.clientSock.reg))
 }
 
 // resetOf is the end of a connection whose client's (or backend's) side failed.
@@ -925,9 +954,9 @@ func (c *evConn) idleCheck(l *loop) {
 	if c.state != evOpen {
 		return
 	}
-	quiet := l.now() - c.lastActive
-	if quiet < c.idle {
-		l.after(time.Duration(c.idle-quiet), c, c.gen<<2|timerIdle)
+	quiet := l.now() - c.times.lastActive
+	if quiet < c.times.idle {
+		l.after(time.Duration(c.times.idle-quiet), c, c.gen<<2|timerIdle)
 		return
 	}
 	c.svc.Stats.IdleClosed.Add(1)
@@ -946,8 +975,8 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 		why = l4.EndRebalance // whatever ends it, a rebalance began to close it
 	}
 	c.state = evClosed
-	c.closeSock(l, &c.client, resetClient)
-	c.closeSock(l, &c.backend, resetBackend)
+	c.closeSock(l, &c.clientSock, resetClient)
+	c.closeSock(l, &c.backendSock, resetBackend)
 	for _, d := range [2]*evDir{&c.up, &c.down} {
 		if d.pipe != nil {
 			l.pool.discard(d.pipe) // it may hold bytes nobody will read
@@ -955,10 +984,10 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 		}
 	}
 	s := c.svc
-	if c.target != nil && !released {
-		s.release(c.target)
+	if c.chosen != nil && !released {
+		s.release(c.chosen)
 	}
-	if c.tracked {
+	if c.in.conns {
 		s.untrackEv(l, c)
 	}
 	s.logConn(l, c, why)
@@ -989,7 +1018,7 @@ func (c *evConn) sendProxyHeader(l *loop) error {
 		return nil
 	}
 	h := appendProxyHeader(l.hdr[:0], c.st.ProxyProtocol, &c.flow)
-	n, err := writeRetry(c.backend.fd, h)
+	n, err := writeRetry(c.backendSock.fd, h)
 	if err == nil && n < len(h) {
 		err = errors.New("proxy header: short write")
 	}

@@ -20,7 +20,7 @@ const evFirstByte = evHanding + 1
 // kind: connectTimer tells the states apart) and allocates nothing.
 func (c *evConn) awaitFirstByte(l *loop) {
 	c.mustLive()
-	if c.routes != nil { // the ClientHello's wait stands for the first byte's
+	if c.pick.routes != nil { // the ClientHello's wait stands for the first byte's
 		c.awaitHello(l)
 		return
 	}
@@ -32,7 +32,7 @@ func (c *evConn) awaitFirstByte(l *loop) {
 	l.wait(c)
 	c.gen = l.nextGen() // a PROXY header's timer must not fire on this wait
 	l.after(c.st.FirstByteTimeout, c, c.gen<<2|timerConnect)
-	c.client.readable = true // the byte may be here already (defer_accept, a quick client)
+	c.clientSock.readable = true // the byte may be here already (defer_accept, a quick client)
 	c.readFirst(l)
 }
 
@@ -41,13 +41,13 @@ func (c *evConn) awaitFirstByte(l *loop) {
 // with no byte is not silence: the backend learns of it as before.
 func (c *evConn) readFirst(l *loop) {
 	c.mustLive()
-	if !c.client.readable {
+	if !c.clientSock.readable {
 		return
 	}
-	_, err := peekRetry(c.client.fd, l.buf[:1])
+	_, err := peekRetry(c.clientSock.fd, l.buf[:1])
 	switch {
 	case err == unix.EAGAIN:
-		c.client.readable = false
+		c.clientSock.readable = false
 		return
 	case err != nil:
 		c.finish(l, false, false, l4.EndClientReset)

@@ -36,7 +36,7 @@ func (c *evConn) awaitHeader(l *loop) {
 	c.state = evHeader
 	l.wait(c)
 	l.after(c.st.ConnectTimeout, c, c.gen<<2|timerConnect)
-	c.client.readable = true // the header may be here already (defer_accept, a quick client)
+	c.clientSock.readable = true // the header may be here already (defer_accept, a quick client)
 	c.readHeader(l)
 }
 
@@ -47,13 +47,13 @@ func (c *evConn) awaitHeader(l *loop) {
 // maxAcceptHeader bytes, into the loop's buffer).
 func (c *evConn) readHeader(l *loop) {
 	c.mustLive()
-	if !c.client.readable {
+	if !c.clientSock.readable {
 		return
 	}
-	n, err := peekRetry(c.client.fd, l.buf[:maxAcceptHeader])
+	n, err := peekRetry(c.clientSock.fd, l.buf[:maxAcceptHeader])
 	switch {
 	case err == unix.EAGAIN:
-		c.client.readable = false
+		c.clientSock.readable = false
 		return
 	case err != nil:
 		c.finish(l, false, false, l4.EndClientReset)
@@ -67,14 +67,14 @@ func (c *evConn) readHeader(l *loop) {
 	case err != nil:
 		c.refuseHeader(l, err)
 		return
-	case hn == 0 && (c.client.rdhup || n == maxAcceptHeader):
+	case hn == 0 && (c.clientSock.rdhup || n == maxAcceptHeader):
 		c.refuseHeader(l, errProxyTruncated) // nothing more will come
 		return
 	case hn == 0:
-		c.client.readable = false // the next piece brings a new edge
+		c.clientSock.readable = false // the next piece brings a new edge
 		return
 	}
-	if k, err := readRetry(c.client.fd, l.buf[:hn]); err != nil || k != hn {
+	if k, err := readRetry(c.clientSock.fd, l.buf[:hn]); err != nil || k != hn {
 		c.finish(l, false, false, l4.EndClientReset)
 		return
 	}

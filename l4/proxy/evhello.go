@@ -37,8 +37,8 @@ func (c *evConn) awaitHello(l *loop) {
 	c.state = evHello
 	l.wait(c)
 	c.gen = l.nextGen() // a PROXY header's timer must not fire on this wait
-	l.after(c.routes.Timeout, c, c.gen<<2|timerConnect)
-	c.client.readable = true // the hello may be here already
+	l.after(c.pick.routes.Timeout, c, c.gen<<2|timerConnect)
+	c.clientSock.readable = true // the hello may be here already
 	c.readHello(l)
 }
 
@@ -47,13 +47,13 @@ func (c *evConn) awaitHello(l *loop) {
 // wake the loop again); a name or a verdict picks the route and dials.
 func (c *evConn) readHello(l *loop) {
 	c.mustLive()
-	if !c.client.readable {
+	if !c.clientSock.readable {
 		return
 	}
-	n, err := peekRetry(c.client.fd, l.buf[:sni.MaxPeek])
+	n, err := peekRetry(c.clientSock.fd, l.buf[:sni.MaxPeek])
 	switch {
 	case err == unix.EAGAIN:
-		c.client.readable = false
+		c.clientSock.readable = false
 		return
 	case err != nil:
 		c.finish(l, false, false, l4.EndClientReset)
@@ -65,7 +65,7 @@ func (c *evConn) readHello(l *loop) {
 	name, more, perr := sni.Parse(l.buf[:n], l.buf[helloScratchAt:helloLowAt])
 	if more {
 		if n < sni.MaxPeek {
-			c.client.readable = false
+			c.clientSock.readable = false
 			return
 		}
 		perr = sni.ErrTooLarge
@@ -81,7 +81,7 @@ func (c *evConn) route(l *loop, name []byte, perr error) {
 	var r *Route
 	switch {
 	case perr == nil:
-		if r = c.routes.Lookup(name, l.buf[helloLowAt:helloBufLen]); r == nil {
+		if r = c.pick.routes.Lookup(name, l.buf[helloLowAt:helloBufLen]); r == nil {
 			s.Stats.SNINoMatch.Add(1)
 		}
 	case errors.Is(perr, sni.ErrNoName):
@@ -89,7 +89,7 @@ func (c *evConn) route(l *loop, name []byte, perr error) {
 	default:
 		s.Stats.SNINotTLS.Add(1)
 	}
-	if r == nil && c.routes.NoMatch == NoRouteClose {
+	if r == nil && c.pick.routes.NoMatch == NoRouteClose {
 		if ce := s.log.Check(zap.DebugLevel, "no SNI route for the client: reset"); ce != nil {
 			ce.Write(zap.Stringer("client", c.flow.Src), zap.ByteString("sni", name), zap.NamedError("parse", perr))
 		}
@@ -98,7 +98,7 @@ func (c *evConn) route(l *loop, name []byte, perr error) {
 	}
 	if r != nil {
 		r.Routed.Add(1)
-		c.rt, c.snap, c.aff = r, r.Snapshots.Load(), nil // affinity pins are the default route's
+		c.pick.rt, c.pick.snap, c.pick.aff = r, r.Snapshots.Load(), nil // affinity pins are the default route's
 	} else {
 		s.Stats.SNIDefault.Add(1)
 	}
@@ -115,7 +115,7 @@ func (c *evConn) helloTimeout(l *loop) {
 	s.Stats.SNITimeouts.Add(1)
 	if s.warnings.allow() {
 		s.log.Info("client sent no complete TLS ClientHello within sni_timeout: reset, no backend dialed",
-			zap.Stringer("client", c.flow.Src), zap.Duration("sni_timeout", c.routes.Timeout), zap.Stringer("listen", s.key))
+			zap.Stringer("client", c.flow.Src), zap.Duration("sni_timeout", c.pick.routes.Timeout), zap.Stringer("listen", s.key))
 	}
 	c.finish(l, true, false, l4.EndSNITimeout)
 }
@@ -124,8 +124,8 @@ func (c *evConn) helloTimeout(l *loop) {
 // health, or the VIP's.
 func (c *evConn) observer() Observer {
 	c.mustLive()
-	if c.rt != nil {
-		return c.rt.Observer
+	if c.pick.rt != nil {
+		return c.pick.rt.Observer
 	}
 	return c.svc.obs
 }

@@ -368,7 +368,7 @@ func TestProxiedSocketOptions(t *testing.T) {
 		loops.loops[0].post(func() {
 			defer close(done)
 			for c := range loops.loops[0].conns {
-				client, backend = read(c.client.fd), read(c.backend.fd)
+				client, backend = read(c.clientSock.fd), read(c.backendSock.fd)
 			}
 		})
 		within(t, done, "the loop to read the socket options")

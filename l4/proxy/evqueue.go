@@ -131,8 +131,8 @@ func (c *evConn) enqueue(l *loop) {
 	c.state = evQueued
 	l.wait(c)
 	c.gen = l.nextGen() // an earlier wait's or connect's timer must not fire on this one
-	c.queueUntil = l.now() + int64(c.st.QueueTimeout)
-	c.inQueue = true
+	c.times.queueUntil = l.now() + int64(c.st.QueueTimeout)
+	c.in.queue = true
 	s.queue.push(waiter{l: l, c: c, gen: c.gen, store: c.store()}, false)
 	c.armQueueTimer(l)
 	// A slot freed between the pick and the push saw nobody waiting.
@@ -144,8 +144,8 @@ func (c *evConn) enqueue(l *loop) {
 // store is where c picks from: its SNI route's snapshots, or the VIP's.
 func (c *evConn) store() *snapshot.Store {
 	c.mustLive()
-	if c.rt != nil {
-		return c.rt.Snapshots
+	if c.pick.rt != nil {
+		return c.pick.rt.Snapshots
 	}
 	return c.svc.snaps
 }
@@ -154,13 +154,13 @@ func (c *evConn) store() *snapshot.Store {
 func (c *evConn) armQueueTimer(l *loop) {
 	c.mustLive()
 	poll := cmp.Or(c.st.queuePoll, queuePoll)
-	l.after(time.Duration(min(c.queueUntil-l.now(), int64(poll))), c, c.gen<<2|timerConnect)
+	l.after(time.Duration(min(c.times.queueUntil-l.now(), int64(poll))), c, c.gen<<2|timerConnect)
 }
 
 // queueTimer: the wait ran out, or it is time to look for room.
 func (c *evConn) queueTimer(l *loop) {
 	c.mustLive()
-	if l.now() >= c.queueUntil {
+	if l.now() >= c.times.queueUntil {
 		c.queueTimeout(l)
 		return
 	}
@@ -181,12 +181,12 @@ func (s *TCPService) serveWaiter(l *loop, c *evConn, gen uint32) {
 	if s.ev.refuse.Load() {
 		return // a drain's end resets the waiting set, this one with it
 	}
-	c.inQueue = false
-	c.snap = c.store().Load() // a reload or health change since it came
+	c.in.queue = false
+	c.pick.snap = c.store().Load() // a reload or health change since it came
 	b := c.pickBackend()
 	if b == nil {
-		if c.snap.Full(&c.tried) {
-			c.inQueue = true
+		if c.pick.snap.Full(&c.pick.tried) {
+			c.in.queue = true
 			s.queue.push(waiter{l: l, c: c, gen: gen, store: c.store()}, true) // its timers run on: same gen
 			return
 		}
@@ -211,9 +211,9 @@ func (c *evConn) queueTimeout(l *loop) {
 	s.Stats.QueueTimeouts.Add(1)
 	s.rateLog("every backend is at its max_conns: client reset after queue_timeout",
 		zap.Stringer("client", c.flow.Src), zap.Duration("queue_timeout", c.st.QueueTimeout))
-	if c.inQueue {
+	if c.in.queue {
 		s.queue.remove(c)
-		c.inQueue = false
+		c.in.queue = false
 	}
 	c.resetClient(l, l4.EndQueueTimeout)
 }

@@ -211,7 +211,7 @@ func TestStallKickEndsConnection(t *testing.T) {
 		cl.SetLinger(0)
 		cl.Close() // a reset
 		// The pump must meet the reset: wait until the loop's socket has it.
-		fds := []unix.PollFd{{Fd: int32(c.client.fd), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(c.clientSock.fd), Events: unix.POLLIN}}
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
 			if n, _ := unix.Poll(fds, 100); n == 1 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
 				return

@@ -169,8 +169,8 @@ func (l *loop) detachPass(want map[*TCPService]bool, pipes bool) ([]*DetachedCon
 			held := c.up.pending > 0 || c.down.pending > 0
 			delete(l.conns, c)
 			c.state = evHanding
-			l.withdraw(&c.client.reg)
-			l.withdraw(&c.backend.reg)
+			l.withdraw(&c.clientSock.reg)
+			l.withdraw(&c.backendSock.reg)
 			l.handing = append(l.handing, handingConn{c: c, gen: c.gen, held: held})
 		}
 	}
@@ -249,7 +249,7 @@ func (c *evConn) pipedOnly() bool {
 // handoverFDs are the descriptors that go with c (ConnState.FDCount).
 func (c *evConn) handoverFDs() []int {
 	c.mustLive()
-	fds := []int{c.client.fd, c.backend.fd}
+	fds := []int{c.clientSock.fd, c.backendSock.fd}
 	for _, d := range [2]*evDir{&c.up, &c.down} {
 		if d.pending > 0 {
 			fds = append(fds, d.pipe.r, d.pipe.w)
@@ -263,20 +263,20 @@ func (c *evConn) handoverState(l *loop) ConnState {
 	c.mustLive()
 	now := l.now()
 	route := ""
-	if c.rt != nil {
-		route = c.rt.Name
+	if c.pick.rt != nil {
+		route = c.pick.rt.Name
 	}
 	return ConnState{
-		VIP: c.svc.key.String(), Route: route, Backend: c.target.ID, BackendAddr: c.target.Addr,
+		VIP: c.svc.key.String(), Route: route, Backend: c.chosen.ID, BackendAddr: c.chosen.Addr,
 		Client: c.flow.Src, Local: c.flow.Dst, Loop: l.id,
-		Started:     time.Now().Add(-time.Duration(now - c.acceptAt)),
-		StartedMono: hostMono() - (now - c.acceptAt),
-		ConnectTime: time.Duration(c.connectAt - c.acceptAt),
-		Retries:     max(c.attempts-1, 0),
+		Started:     time.Now().Add(-time.Duration(now - c.times.acceptAt)),
+		StartedMono: hostMono() - (now - c.times.acceptAt),
+		ConnectTime: time.Duration(c.times.connectAt - c.times.acceptAt),
+		Retries:     max(c.pick.attempts-1, 0),
 		BytesIn:     c.up.n,
 		BytesOut:    c.down.n,
-		IdleTimeout: time.Duration(c.idle),
-		Quiet:       time.Duration(now - c.lastActive),
+		IdleTimeout: time.Duration(c.times.idle),
+		Quiet:       time.Duration(now - c.times.lastActive),
 		ClientEOF:   c.up.done, BackendEOF: c.down.done,
 		SpliceUp: c.up.splice, SpliceDown: c.down.splice,
 		PendingUp: c.up.pending, PendingDown: c.down.pending,
@@ -326,7 +326,7 @@ func onLoops(ds []*DetachedConn, fn func(*evConn, *loop)) {
 func (c *evConn) released(l *loop) {
 	c.mustLive()
 	c.state = evClosed
-	for _, sk := range [2]*sock{&c.client, &c.backend} {
+	for _, sk := range [2]*sock{&c.clientSock, &c.backendSock} {
 		if sk.fd >= 0 {
 			closeFD(sk.fd)
 			sk.fd = -1
@@ -341,7 +341,7 @@ func (c *evConn) released(l *loop) {
 		c.putPipe(l, d) // empty
 	}
 	s := c.svc
-	s.release(c.target)
+	s.release(c.chosen)
 	s.untrackEv(l, c)
 	l.live.Add(-1)
 	s.evConnDone(l, c)
@@ -353,9 +353,9 @@ func (c *evConn) resume(l *loop) {
 	c.mustLive()
 	c.state = evOpen
 	c.queued = false // an again entry of before may be gone
-	for _, sk := range [2]*sock{&c.client, &c.backend} {
+	for _, sk := range [2]*sock{&c.clientSock, &c.backendSock} {
 		h := &c.cEnd
-		if sk == &c.backend {
+		if sk == &c.backendSock {
 			h = &c.bEnd
 		}
 		r, err := l.add(sk.fd, sockEvents, h)
@@ -376,8 +376,8 @@ func (c *evConn) resume(l *loop) {
 // found it frozen and did nothing).
 func (c *evConn) armTimers(l *loop) {
 	c.mustLive()
-	if c.idle > 0 {
-		wait := c.idle - (l.now() - c.lastActive)
+	if c.times.idle > 0 {
+		wait := c.times.idle - (l.now() - c.times.lastActive)
 		l.after(time.Duration(max(wait, int64(time.Millisecond))), c, c.gen<<2|timerIdle)
 	}
 	if c.st.KeepAlive > 0 {
@@ -422,22 +422,23 @@ func (s *TCPService) AdoptConn(st ConnState, fds []int, b *l4.Backend) error {
 // adoptOn builds the adopted connection on loop l and starts moving bytes.
 func (s *TCPService) adoptOn(l *loop, st ConnState, fds []int, b *l4.Backend) {
 	c := l.newConn()
-	*c = evConn{svc: s, st: s.settings.Load(), snap: s.snaps.Load(), aff: s.affinity.Load(), gen: c.gen, target: b, state: evHanding}
+	*c = evConn{svc: s, st: s.settings.Load(), gen: c.gen, chosen: b, state: evHanding,
+		pick: connPick{snap: s.snaps.Load(), aff: s.affinity.Load()}}
 	if st.Route != "" {
-		c.rt = s.routes.Load().byName(st.Route) // its passive marks go to the route's health
+		c.pick.rt = s.routes.Load().byName(st.Route) // its passive marks go to the route's health
 	}
 	c.cEnd, c.bEnd = evEnd{c: c}, evEnd{c: c, backend: true}
 	c.flow = l4.Flow{Src: st.Client, Dst: st.Local, Proto: l4.TCP}
-	c.client.reg, c.backend.reg = reg{fd: fds[0], slot: -1}, reg{fd: fds[1], slot: -1}
+	c.clientSock.reg, c.backendSock.reg = reg{fd: fds[0], slot: -1}, reg{fd: fds[1], slot: -1}
 	now := l.now()
-	c.acceptAt = now - acceptAge(st)
-	c.connectAt = c.acceptAt + max(int64(st.ConnectTime), 1) // connected: never 0
-	c.picked, c.attempts = b, 1+st.Retries
-	c.lastActive = now - int64(st.Quiet)
-	c.idle = int64(st.IdleTimeout)
-	c.up = evDir{src: &c.client, dst: &c.backend, bytes: &b.Stats.BytesIn, n: st.BytesIn,
+	c.times.acceptAt = now - acceptAge(st)
+	c.times.connectAt = c.times.acceptAt + max(int64(st.ConnectTime), 1) // connected: never 0
+	c.pick.lastTried, c.pick.attempts = b, 1+st.Retries
+	c.times.lastActive = now - int64(st.Quiet)
+	c.times.idle = int64(st.IdleTimeout)
+	c.up = evDir{src: &c.clientSock, dst: &c.backendSock, bytes: &b.Stats.BytesIn, n: st.BytesIn,
 		eof: st.ClientEOF || st.ClientFIN, done: st.ClientEOF, splice: st.SpliceUp}
-	c.down = evDir{src: &c.backend, dst: &c.client, bytes: &b.Stats.BytesOut, n: st.BytesOut,
+	c.down = evDir{src: &c.backendSock, dst: &c.clientSock, bytes: &b.Stats.BytesOut, n: st.BytesOut,
 		eof: st.BackendEOF || st.BackendFIN, done: st.BackendEOF, splice: st.SpliceDown}
 	at := 2
 	for _, d := range [2]*evDir{&c.up, &c.down} {
@@ -456,8 +457,8 @@ func (s *TCPService) adoptOn(l *loop, st ConnState, fds []int, b *l4.Backend) {
 		return
 	}
 	delete(l.conns, c) // resume puts it back
-	if c.aff != nil {
-		_ = c.aff.Set(s.key, st.Client.Addr(), b)
+	if c.pick.aff != nil {
+		_ = c.pick.aff.Set(s.key, st.Client.Addr(), b)
 	}
 	c.resume(l)
 }

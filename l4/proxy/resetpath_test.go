@@ -156,9 +156,9 @@ func mustSend(t *testing.T, from, to *net.TCPConn, b []byte) {
 // directions from x (to y) and from y (to x).
 func (f *resetFixture) sides(c *evConn) (px, py *sock, fromX, fromY *evDir) {
 	if f.xBackend {
-		return &c.backend, &c.client, &c.down, &c.up
+		return &c.backendSock, &c.clientSock, &c.down, &c.up
 	}
-	return &c.client, &c.backend, &c.up, &c.down
+	return &c.clientSock, &c.backendSock, &c.up, &c.down
 }
 
 // onLoop runs fn on the fixture's loop with its one connection; the loop
