@@ -304,9 +304,9 @@ func (s *TCPService) resetWhereLoops(match func(*l4.Backend) bool, why l4.EndRea
 	return int(n.Load())
 }
 
-// resetWaitingLoops resets the service's connections still waiting for
-// a PROXY header or a first byte (a drain's end must not wait for their
-// timeouts, which may be long).
+// resetWaitingLoops resets the service's connections still waiting in a
+// pre-read stage or for a backend slot (a drain's end must not wait for
+// their timeouts, which may be long).
 func (s *TCPService) resetWaitingLoops() int {
 	var n atomic.Int64
 	s.ev.loops.each(func(l *loop) {

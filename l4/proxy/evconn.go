@@ -43,7 +43,6 @@ const (
 	evOpen
 	evClosed
 	evClosing // closed on purpose, gracefully (evclose.go)
-	evHeader  // waiting for the client's PROXY header, before any backend is picked (evheader.go)
 	evHanding // frozen for an upgrade's handover (handoff.go): no event, timer or again turn moves its bytes (they want evOpen); only the handover flushes
 
 	// evFreed: back with its loop, poisoned (builds with the l4lbpoison
@@ -76,8 +75,9 @@ type sock struct {
 // line names (kept when a connect failed: the line then says which).
 type evConn struct {
 	state  uint8
-	queued bool   // on the loop's again list
-	gen    uint32 // this connection's timers carry it; a reused struct gets a new one
+	stage  preStage // the pre-read stage it waits in while state is evPreRead (evpreread.go)
+	queued bool     // on the loop's again list
+	gen    uint32   // this connection's timers carry it; a reused struct gets a new one
 	svc    *TCPService
 	st     *Settings
 	flow   l4.Flow
@@ -205,24 +205,20 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 		return
 	}
 	c.clientSock.reg = r
-	if c.st.AcceptProxy != AcceptProxyOff {
-		c.awaitHeader(l)
-		return
-	}
-	c.admit(l)
+	c.preRead(l, preHeader)
 }
 
 // admit applies the VIP's access list and per-client limits to the client
-// (the PROXY header's address when one was due), then goes on to a
-// backend (after the first byte, with first_byte_timeout). A refused
-// client is reset before any backend is chosen.
-func (c *evConn) admit(l *loop) {
+// (the PROXY header's address when one was due), before the pre-read
+// stages that follow the header and before any backend. A refused client
+// is reset (false).
+func (c *evConn) admit(l *loop) bool {
 	c.mustLive()
 	s, addr := c.svc, c.flow.Src.Addr()
 	if !c.st.Access.Allowed(addr) {
 		s.Stats.Denied.Add(1)
 		c.resetClient(l, l4.EndDenied)
-		return
+		return false
 	}
 	switch v := s.clients.Admit(addr, c.st.ClientLimits, l.now()); {
 	case v.Refused():
@@ -232,11 +228,11 @@ func (c *evConn) admit(l *loop) {
 				zap.Stringer("client", addr), zap.Stringer("limit", v))
 		}
 		c.resetClient(l, l4.EndClientLimit)
-		return
+		return false
 	case v == guard.Admitted:
 		c.in.clients = true
 	}
-	c.awaitFirstByte(l)
+	return true
 }
 
 // dial picks the next backend and starts a non-blocking connect.
@@ -385,20 +381,12 @@ func (c *evConn) ended() bool { return c.state == evClosed || c.state == evFreed
 // connectTimer: a connect that took too long, or a local-failure retry.
 func (c *evConn) connectTimer(l *loop) {
 	c.mustLive()
-	if c.state == evHeader {
-		c.refuseHeader(l, errProxyTimeout)
-		return
-	}
-	if c.state == evFirstByte {
-		c.firstByteTimeout(l)
+	if c.state == evPreRead {
+		c.preExpired(l)
 		return
 	}
 	if c.state == evQueued {
 		c.queueTimer(l)
-		return
-	}
-	if c.state == evHello {
-		c.helloTimeout(l)
 		return
 	}
 	if c.state != evConnecting {
@@ -567,7 +555,7 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 		} else if events&unix.EPOLLERR != 0 {
 			c.finish(l, false, true, l4.EndClientReset) // the client reset before its backend answered
 		}
-	case evHeader:
+	case evPreRead:
 		if backend {
 			return
 		}
@@ -575,29 +563,11 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 			c.finish(l, false, false, l4.EndClientReset)
 			return
 		}
-		c.readHeader(l)
-	case evFirstByte:
-		if backend {
-			return
-		}
-		if events&unix.EPOLLERR != 0 {
-			c.finish(l, false, false, l4.EndClientReset)
-			return
-		}
-		c.readFirst(l)
+		c.peekPre(l)
 	case evQueued:
 		if !backend && events&unix.EPOLLERR != 0 {
 			c.finish(l, false, false, l4.EndClientReset) // gave up waiting; bytes and a FIN wait for the backend
 		}
-	case evHello:
-		if backend {
-			return
-		}
-		if events&unix.EPOLLERR != 0 {
-			c.finish(l, false, false, l4.EndClientReset)
-			return
-		}
-		c.readHello(l)
 	case evOpen, evClosing:
 		if events&unix.EPOLLERR != 0 {
 			c.failed(l, &sk.reg) // a reset: the other side learns by one too

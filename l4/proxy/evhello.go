@@ -1,7 +1,7 @@
-// The state before a backend is picked on a VIP with SNI routes: the
-// client's TLS ClientHello is peeked (never read: the backend gets every
-// byte, and TLS ends there), its server name picks the route, and only
-// then is a backend of that route dialed.
+// The ClientHello's pre-read stage (evpreread.go), on a VIP with SNI
+// routes: the client's TLS ClientHello is peeked (never read: the backend
+// gets every byte, and TLS ends there), its server name picks the route,
+// and only then is a backend of that route dialed.
 
 package proxy
 
@@ -9,14 +9,10 @@ import (
 	"errors"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/sni"
 )
-
-// evHello: waiting for the client's ClientHello (after evFirstByte).
-const evHello = evFirstByte + 1
 
 // The loop's copy buffer holds a hello's peek, the parser's scratch for
 // a hello split over records, and the lower-cased name: no per-connection
@@ -30,47 +26,25 @@ const (
 // The loop's buffer must hold them (a compile-time check).
 var _ = [copyChunk - helloBufLen]struct{}{}
 
-// awaitHello waits for the ClientHello, up to the routes' timeout, on
-// one timer of the loop's heap (as awaitFirstByte does).
-func (c *evConn) awaitHello(l *loop) {
+// gotHello parses what the client sent so far (the pre-read stage
+// preHello): more to come waits for the next readable edge (the bytes
+// stay queued, new ones wake the loop again); a name or a verdict picks
+// the route and dials.
+func (c *evConn) gotHello(l *loop, p []byte) (more bool) {
 	c.mustLive()
-	c.state = evHello
-	l.wait(c)
-	c.gen = l.nextGen() // a PROXY header's timer must not fire on this wait
-	l.after(c.pick.routes.Timeout, c, c.gen<<2|timerConnect)
-	c.clientSock.readable = true // the hello may be here already
-	c.readHello(l)
-}
-
-// readHello peeks what the client sent so far and parses it: more to
-// come waits for the next readable edge (the bytes stay queued, new ones
-// wake the loop again); a name or a verdict picks the route and dials.
-func (c *evConn) readHello(l *loop) {
-	c.mustLive()
-	if !c.clientSock.readable {
-		return
-	}
-	n, err := peekRetry(c.clientSock.fd, l.buf[:sni.MaxPeek])
-	switch {
-	case err == unix.EAGAIN:
-		c.clientSock.readable = false
-		return
-	case err != nil:
-		c.finish(l, false, false, l4.EndClientReset)
-		return
-	case n == 0: // a FIN before a whole hello: the backend learns of it as before
+	if len(p) == 0 { // a FIN before a whole hello: the backend learns of it as before
 		c.route(l, nil, sni.ErrMalformed)
-		return
+		return false
 	}
-	name, more, perr := sni.Parse(l.buf[:n], l.buf[helloScratchAt:helloLowAt])
+	name, more, perr := sni.Parse(p, l.buf[helloScratchAt:helloLowAt])
 	if more {
-		if n < sni.MaxPeek {
-			c.clientSock.readable = false
-			return
+		if len(p) < sni.MaxPeek {
+			return true
 		}
 		perr = sni.ErrTooLarge
 	}
 	c.route(l, name, perr)
+	return false
 }
 
 // route picks the connection's route from the parse's outcome and dials,
@@ -102,9 +76,7 @@ func (c *evConn) route(l *loop, name []byte, perr error) {
 	} else {
 		s.Stats.SNIDefault.Add(1)
 	}
-	c.state = evConnecting
-	c.gen = l.nextGen() // the wait's timer must not fire on the connect
-	c.dial(l)
+	c.preReadDone(l)
 }
 
 // helloTimeout resets a client whose ClientHello was not complete within

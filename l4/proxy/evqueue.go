@@ -19,8 +19,8 @@ import (
 
 // evQueued: accepted, no backend dialed, waiting in the VIP's queue for a
 // backend to free a slot (declared here, beside its code, after
-// evhello.go's state).
-const evQueued = evHello + 1
+// evpreread.go's state).
+const evQueued = evPreRead + 1
 
 // queuePoll is how often a waiting connection looks for room itself: the
 // wake-ups on release and publish serve waiters at once, this only bounds

@@ -44,7 +44,7 @@ type Settings struct {
 	AcceptProxyFrom []netip.Prefix
 	// FirstByteTimeout > 0 closes a client that has sent nothing (after
 	// its PROXY header, if one is due) this long after accept, before any
-	// backend is picked (evfirst.go); 0 = off.
+	// backend is picked (evpreread.go); 0 = off.
 	FirstByteTimeout time.Duration
 	// QueueTimeout is how long a new connection waits, holding its
 	// max_conns slot, when every backend is at its cap (Backend.Full):
