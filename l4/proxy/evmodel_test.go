@@ -123,15 +123,18 @@ func (p *modelPeer) fin() {
 	close(p.out)
 }
 
-// hardReset closes with SO_LINGER 0: the peer gets a reset.
+// hardReset closes with SO_LINGER 0: the peer gets a reset. The socket
+// is closed before the writer's queue: a writer that found its queue
+// closed first would half-close, and a FIN could reach the proxy before
+// the reset (the peer then reads EOF, which the script did not ask for).
 func (p *modelPeer) hardReset() {
 	p.reset = true
+	p.conn.SetLinger(0)
+	p.conn.Close()
 	if !p.finned {
 		p.finned = true
 		close(p.out)
 	}
-	p.conn.SetLinger(0)
-	p.conn.Close()
 }
 
 func (p *modelPeer) received() []byte {
