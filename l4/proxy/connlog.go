@@ -78,13 +78,13 @@ func (s *TCPService) logConn(l *loop, c *evConn, why l4.EndReason) {
 	if !c.st.LogConnections {
 		return
 	}
-	ce := s.connLog.check(l, s.log, connLogMsg, s.settings.Load().LogRate) // the rate in force now
+	ce := s.logs.lines.check(l, s.log, connLogMsg, s.settings.Load().LogRate) // the rate in force now
 	if ce == nil {
 		return
 	}
 	now := l.now()
-	f := l.logFields[:0]
-	f = append(f, zap.String("client", string(c.flow.Src.AppendTo(l.logText[:0]))))
+	f := l.scratch.logFields[:0]
+	f = append(f, zap.String("client", string(c.flow.Src.AppendTo(l.scratch.logText[:0]))))
 	if c.pick.lastTried != nil {
 		f = append(f, zap.String("backend", string(c.pick.lastTried.ID)))
 	}
@@ -109,8 +109,8 @@ func (s *UDPService) logSession(l *loop, sess *loopSession, why l4.EndReason) {
 	if ce == nil {
 		return
 	}
-	f := append(l.logFields[:0],
-		zap.String("client", string(sess.client.AppendTo(l.logText[:0]))),
+	f := append(l.scratch.logFields[:0],
+		zap.String("client", string(sess.client.AppendTo(l.scratch.logText[:0]))),
 		zap.String("backend", string(sess.backend.ID)), zap.String("end", why.String()),
 		zap.Duration("duration", time.Duration(l.now()-sess.startAt)),
 		zap.Uint64("datagrams_in", sess.datagramsIn), zap.Uint64("datagrams_out", uint64(sess.sent)),

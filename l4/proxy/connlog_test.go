@@ -592,7 +592,7 @@ func BenchmarkConnLogLine(b *testing.B) {
 	}{{"json-discard", zapcore.AddSync(io.Discard), false}, {"json-devnull", null, false}, {"console-devnull", null, true}} {
 		b.Run(sink.name, func(b *testing.B) {
 			s := &TCPService{log: daemonLogger(sink.w, sink.console)}
-			s.connLog.lost = &s.Stats.ConnLogDropped
+			s.logs.lines.lost = &s.Stats.ConnLogDropped
 			l := &loop{}
 			st := &Settings{Name: "web", LogConnections: true}
 			s.settings.Store(st)
@@ -613,7 +613,7 @@ func BenchmarkConnLogLine(b *testing.B) {
 // allocation (zap's entry is taken only for a line that is written).
 func TestConnLogDroppedLinesAllocateNothing(t *testing.T) {
 	s := &TCPService{log: daemonLogger(zapcore.AddSync(io.Discard), false)}
-	s.connLog.lost = &s.Stats.ConnLogDropped
+	s.logs.lines.lost = &s.Stats.ConnLogDropped
 	l := &loop{clock: int64(time.Hour)}
 	st := &Settings{LogConnections: true, LogRate: 1}
 	s.settings.Store(st)

@@ -68,7 +68,7 @@ func (s *TCPService) syncAccept(l *loop) {
 	case want && r.slot < 0:
 		nr, err := l.add(e.fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, listenerHandler{s})
 		if err != nil {
-			s.acceptLog.warn(s.log, "cannot watch the listener", zap.Stringer("listen", s.key), zap.Error(err))
+			s.logs.accept.warn(s.log, "cannot watch the listener", zap.Stringer("listen", s.key), zap.Error(err))
 			return
 		}
 		*r = nr
@@ -96,7 +96,7 @@ func (s *TCPService) acceptOn(l *loop) {
 			s.pauseAccept(l, 20*time.Millisecond)
 			return
 		}
-		fd, err := accept4(e.fd, &l.peer)
+		fd, err := accept4(e.fd, &l.scratch.peer)
 		if err != nil {
 			s.releaseSlots()
 			if err == unix.EAGAIN || err == unix.EINTR {
@@ -108,14 +108,14 @@ func (s *TCPService) acceptOn(l *loop) {
 			s.Stats.AcceptErrors.Add(1)
 			b := acceptBackoff(err, e.back[l.id])
 			e.back[l.id] = b
-			s.acceptLog.warn(s.log, "accept failed", zap.Stringer("listen", s.key), zap.Error(err), zap.Duration("backoff", b))
+			s.logs.accept.warn(s.log, "accept failed", zap.Stringer("listen", s.key), zap.Error(err), zap.Duration("backoff", b))
 			s.pauseAccept(l, b)
 			return
 		}
 		e.back[l.id] = 0
 		s.Stats.Accepted.Add(1)
 		s.wg.Add(1)
-		src := getSockaddr(&l.peer)
+		src := getSockaddr(&l.scratch.peer)
 		if to := e.loops.lighter(l); to != nil {
 			to.handOff(handoff{s: s, fd: fd, src: src})
 			continue
@@ -141,10 +141,10 @@ func (ls *Loops) lighter(l *loop) *loop {
 		return nil
 	}
 	var best *loop
-	least := l.live.Load() - handoffSlack
+	least := l.shared.live.Load() - handoffSlack
 	now := l.now()
 	for _, o := range ls.loops {
-		if n := o.live.Load(); o != l && n < least && !o.saturated(now) {
+		if n := o.shared.live.Load(); o != l && n < least && !o.saturated(now) {
 			best, least = o, n
 		}
 	}
@@ -158,7 +158,7 @@ const saturatedAfter = time.Millisecond
 // saturated reports whether loop o has been busy since before
 // now - saturatedAfter (now on the loops' shared clock).
 func (o *loop) saturated(now int64) bool {
-	since := o.awakeSince.Load()
+	since := o.shared.awakeSince.Load()
 	return since != 0 && now-since > int64(saturatedAfter)
 }
 
@@ -384,9 +384,9 @@ func newEvService(s *TCPService, loops *Loops) (*evService, error) {
 // newConn hands out a connection struct from the loop's free list.
 func (l *loop) newConn() *evConn {
 	var c *evConn
-	if n := len(l.freeConns); n > 0 {
-		c = l.freeConns[n-1]
-		l.freeConns = l.freeConns[:n-1]
+	if n := len(l.free.conns); n > 0 {
+		c = l.free.conns[n-1]
+		l.free.conns = l.free.conns[:n-1]
 	} else {
 		c = new(evConn)
 	}
@@ -398,11 +398,11 @@ func (l *loop) newConn() *evConn {
 // timers and events are stale by generation). freeConn calls it: at once,
 // or (built with l4lbpoison) after a quarantine.
 func (l *loop) recycleConn(c *evConn) {
-	if len(l.freeConns) < maxFreeConns {
+	if len(l.free.conns) < maxFreeConns {
 		held := c.up.held[:0]
 		*c = evConn{gen: c.gen, state: evClosed}
 		c.up.held = held
-		l.freeConns = append(l.freeConns, c)
+		l.free.conns = append(l.free.conns, c)
 	}
 }
 

@@ -194,7 +194,7 @@ func (c *evConn) dropFrom(l *loop, d *evDir) bool {
 		if d.eof || !d.src.readable {
 			return false
 		}
-		n, err := readRetry(d.src.fd, l.buf)
+		n, err := readRetry(d.src.fd, l.scratch.buf)
 		switch {
 		case err == unix.EAGAIN:
 			d.src.readable = false
@@ -205,7 +205,7 @@ func (c *evConn) dropFrom(l *loop, d *evDir) bool {
 		case n == 0:
 			d.eof = true
 			return false
-		case n < len(l.buf):
+		case n < len(l.scratch.buf):
 			if d.src.rdhup {
 				d.eof = true // drained, and the FIN is all that follows
 			} else {

@@ -196,7 +196,7 @@ func (s *TCPService) startConn(l *loop, fd int, src netip.AddrPort) {
 		setKeepAliveFD(fd, c.st.KeepAlive, true) // changed by a reload since the listener opened
 	}
 	s.Stats.Active.Add(1)
-	l.live.Add(1)
+	l.shared.live.Add(1)
 	r, err := l.add(fd, sockEvents, &c.cEnd)
 	if err != nil {
 		unix.Close(fd)
@@ -223,7 +223,7 @@ func (c *evConn) admit(l *loop) bool {
 	switch v := s.clients.Admit(addr, c.st.ClientLimits, l.now()); {
 	case v.Refused():
 		s.Stats.ClientLimited.Add(1)
-		if s.limitLog.allow() {
+		if s.logs.limit.allow() {
 			s.log.Warn("per-client limit reached: connection reset", zap.String("vip", c.st.Name),
 				zap.Stringer("client", addr), zap.Stringer("limit", v))
 		}
@@ -454,7 +454,7 @@ func (c *evConn) resetClient(l *loop, why l4.EndReason) {
 	}
 	c.state = evClosed
 	s.logConn(l, c, why)
-	l.live.Add(-1)
+	l.shared.live.Add(-1)
 	s.evConnDone(l, c)
 	l.freeConn(c)
 }
@@ -669,13 +669,13 @@ func (c *evConn) move(l *loop, d *evDir) bool {
 // the destination does not take waits in a pipe.
 func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 	c.mustLive()
-	n, err = readRetry(d.src.fd, l.buf)
+	n, err = readRetry(d.src.fd, l.scratch.buf)
 	if err != nil || n == 0 {
 		return n, err, false
 	}
 	w := 0
 	if d.dst.writable {
-		w, err = writeRetry(d.dst.fd, l.buf[:n])
+		w, err = writeRetry(d.dst.fd, l.scratch.buf[:n])
 		if err == unix.EAGAIN {
 			w, err = 0, nil
 			d.dst.writable = false
@@ -690,7 +690,7 @@ func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 		// What was not written waits; the destination stays writable
 		// unless the write said EAGAIN (see writePending), so the next
 		// round writes again and learns which it is.
-		c.hold(l, d, l.buf[w:n])
+		c.hold(l, d, l.scratch.buf[w:n])
 	}
 	return n, nil, false
 }
@@ -712,7 +712,7 @@ func (c *evConn) hold(l *loop, d *evDir, rest []byte) {
 		}
 		// The pipe did not take it all (it cannot be sized up): keep the
 		// bytes in user space instead.
-		l.pool.discard(d.pipe)
+		l.pipes.pool.discard(d.pipe)
 		d.pipe = nil
 	}
 	c.svc.Stats.PipelessCopies.Add(1)
@@ -732,7 +732,7 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 		}
 		d.pipe = p
 	}
-	n, err = spliceRetry(d.src.fd, d.pipe.w, l.pool.size)
+	n, err = spliceRetry(d.src.fd, d.pipe.w, l.pipes.pool.size)
 	if err != nil || n == 0 {
 		c.putPipe(l, d)
 		return n, err, false
@@ -949,7 +949,7 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 	c.closeSock(l, &c.backendSock, resetBackend)
 	for _, d := range [2]*evDir{&c.up, &c.down} {
 		if d.pipe != nil {
-			l.pool.discard(d.pipe) // it may hold bytes nobody will read
+			l.pipes.pool.discard(d.pipe) // it may hold bytes nobody will read
 			d.pipe = nil
 		}
 	}
@@ -961,7 +961,7 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 		s.untrackEv(l, c)
 	}
 	s.logConn(l, c, why)
-	l.live.Add(-1)
+	l.shared.live.Add(-1)
 	s.evConnDone(l, c)
 	l.freeConn(c)
 }
@@ -987,7 +987,7 @@ func (c *evConn) sendProxyHeader(l *loop) error {
 	if c.st.ProxyProtocol == 0 {
 		return nil
 	}
-	h := appendProxyHeader(l.hdr[:0], c.st.ProxyProtocol, &c.flow)
+	h := appendProxyHeader(l.scratch.hdr[:0], c.st.ProxyProtocol, &c.flow)
 	n, err := writeRetry(c.backendSock.fd, h)
 	if err == nil && n < len(h) {
 		err = errors.New("proxy header: short write")

@@ -46,7 +46,7 @@ func (c *evConn) gotHeader(l *loop, p []byte) (more bool) {
 	case hn == 0:
 		return true // the next piece brings a new edge
 	}
-	if k, err := readRetry(c.clientSock.fd, l.buf[:hn]); err != nil || k != hn {
+	if k, err := readRetry(c.clientSock.fd, l.scratch.buf[:hn]); err != nil || k != hn {
 		c.finish(l, false, false, l4.EndClientReset)
 		return false
 	}
@@ -73,7 +73,7 @@ func (c *evConn) refuseHeader(l *loop, err error) {
 	default:
 		s.Stats.ProxyMalformed.Add(1)
 	}
-	if s.warnings.allow() { // a flood of refusals costs nothing more
+	if s.logs.warnings.allow() { // a flood of refusals costs nothing more
 		s.log.Warn("PROXY header refused: client reset", zap.Stringer("client", c.flow.Src), zap.Error(err), zap.Stringer("listen", s.key))
 	}
 	c.finish(l, true, false, why)

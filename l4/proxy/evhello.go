@@ -36,7 +36,7 @@ func (c *evConn) gotHello(l *loop, p []byte) (more bool) {
 		c.route(l, nil, sni.ErrMalformed)
 		return false
 	}
-	name, more, perr := sni.Parse(p, l.buf[helloScratchAt:helloLowAt])
+	name, more, perr := sni.Parse(p, l.scratch.buf[helloScratchAt:helloLowAt])
 	if more {
 		if len(p) < sni.MaxPeek {
 			return true
@@ -55,7 +55,7 @@ func (c *evConn) route(l *loop, name []byte, perr error) {
 	var r *Route
 	switch {
 	case perr == nil:
-		if r = c.pick.routes.Lookup(name, l.buf[helloLowAt:helloBufLen]); r == nil {
+		if r = c.pick.routes.Lookup(name, l.scratch.buf[helloLowAt:helloBufLen]); r == nil {
 			s.Stats.SNINoMatch.Add(1)
 		}
 	case errors.Is(perr, sni.ErrNoName):
@@ -85,7 +85,7 @@ func (c *evConn) helloTimeout(l *loop) {
 	c.mustLive()
 	s := c.svc
 	s.Stats.SNITimeouts.Add(1)
-	if s.warnings.allow() {
+	if s.logs.warnings.allow() {
 		s.log.Info("client sent no complete TLS ClientHello within sni_timeout: reset, no backend dialed",
 			zap.Stringer("client", c.flow.Src), zap.Duration("sni_timeout", c.pick.routes.Timeout), zap.Stringer("listen", s.key))
 	}

@@ -52,7 +52,7 @@ func (ls *Loops) Len() int { return len(ls.loops) }
 func (ls *Loops) Sessions() []int64 {
 	out := make([]int64, len(ls.loops))
 	for i, l := range ls.loops {
-		out[i] = l.sessions.Load()
+		out[i] = l.shared.sessions.Load()
 	}
 	return out
 }
@@ -61,7 +61,7 @@ func (ls *Loops) Sessions() []int64 {
 func (ls *Loops) Conns() []int64 {
 	out := make([]int64, len(ls.loops))
 	for i, l := range ls.loops {
-		out[i] = l.live.Load()
+		out[i] = l.shared.live.Load()
 	}
 	return out
 }
@@ -70,7 +70,7 @@ func (ls *Loops) Conns() []int64 {
 // (0: it sleeps at once). Loops read it before each wait.
 func (ls *Loops) SetBusyPoll(d time.Duration) {
 	for _, l := range ls.loops {
-		l.busyPoll.Store(int64(d))
+		l.shared.busyPoll.Store(int64(d))
 	}
 }
 
@@ -79,7 +79,7 @@ func (ls *Loops) BusyPoll() time.Duration {
 	if len(ls.loops) == 0 {
 		return 0
 	}
-	return time.Duration(ls.loops[0].busyPoll.Load())
+	return time.Duration(ls.loops[0].shared.busyPoll.Load())
 }
 
 // Close stops the loops (after the services on them closed) and waits.
@@ -118,7 +118,10 @@ type timed interface {
 	pending(gen uint32) bool
 }
 
-// loop is one event loop.
+// loop is one event loop. Its fields are grouped by concern into
+// sub-structs, and by owner (STYLE 7): the loop's thread owns everything
+// but posted (other goroutines post work there, under its lock) and
+// shared (atomics other goroutines read or set).
 type loop struct {
 	id     int
 	epfd   int
@@ -126,46 +129,97 @@ type loop struct {
 	base   time.Time
 	clock  int64 // nanoseconds since base at the start of this round (see now)
 
-	// Owned by the loop's thread.
-	handlers   []handler // by slot; nil = free
-	gens       []uint32  // by slot: bumped when the slot is freed
-	free       []int32   // free slots
-	timers     timerHeap
-	compactAt  int // compact the timers when there are this many (compactTimers)
-	events     [128]unix.EpollEvent
-	peer       unix.RawSockaddrInet6 // accept4 writes the client's address here
-	hdr        [maxProxyHeader]byte  // a PROXY header being sent
-	buf        []byte                // copy-mode bounce buffer, shared by the loop's connections
-	pipes      []*pipe               // a small local free list before the shared pool
-	pool       *PipePool
-	shard      int
-	conns      map[*evConn]struct{}
-	freeConns  []*evConn
-	gen        uint32
-	stopping   bool
-	stallArmed bool        // a stallCheck timer is armed (evstall.go)
-	kicks      []stallKick // connections the stall check moves on (evstall.go)
-	hooks      loopHooks   // fault injection (tests only; evstall.go)
-	// waiting are the connections waiting for a PROXY header or a first
-	// byte, before any backend: not in conns (they have no backend), but
-	// a drain's final reset must reach them.
-	waiting      map[*evConn]struct{}
-	again        []againEntry // work left over: another turn after this round's events
-	again2       []againEntry // the list being worked through (reused)
-	flushes      []*udpSock   // UDP sockets with replies to send at the end of the round
-	freeSessions []*loopSession
-	logFields    [maxLogFields]zap.Field // a connection's log line being written
-	logText      [64]byte                // its client address
-	handing      []handingConn           // connections frozen for an upgrade's handover, still flushing
-	quarantine   *quarantine             // freed structs not yet reused (l4lbpoison builds only)
+	slots   loopSlots
+	timers  timerQueue
+	scratch loopScratch
+	pipes   pipeCache
+	// conns are the open connections (proxying or closing); waiting,
+	// the ones in a pre-read stage or waiting for a backend slot: not in
+	// conns (they have no backend), but a drain's final reset must reach
+	// them; handing, the ones frozen for an upgrade's handover, still
+	// flushing.
+	conns    map[*evConn]struct{}
+	waiting  map[*evConn]struct{}
+	handing  []handingConn
+	free     loopFree
+	gen      uint32 // the last generation handed out (nextGen)
+	stopping bool
+	stall    stallGuard
+	hooks    loopHooks    // fault injection (tests only; evstall.go)
+	again    []againEntry // work left over: another turn after this round's events
+	again2   []againEntry // the list being worked through (reused)
+	flushes  []*udpSock   // UDP sockets with replies to send at the end of the round
 
-	mu     sync.Mutex // guards tasks and inbox
+	posted loopPosted
+	shared loopShared
+}
+
+// loopSlots are the descriptors registered with a loop, by slot: an
+// epoll event carries its slot and the slot's generation, so an event
+// for a descriptor closed earlier in the same batch finds a new
+// generation and is dropped.
+type loopSlots struct {
+	handlers []handler // nil = free
+	gens     []uint32  // bumped when the slot is freed
+	free     []int32   // free slots
+}
+
+// timerQueue is a loop's timers, earliest first.
+type timerQueue struct {
+	heap      timerHeap
+	compactAt int // compact the heap when it holds this many (compactTimers)
+}
+
+// loopScratch are buffers the loop's connections and sessions share, each
+// for the length of one call: nothing per connection, nothing allocated.
+type loopScratch struct {
+	events    [128]unix.EpollEvent
+	peer      unix.RawSockaddrInet6   // accept4 writes the client's address here
+	hdr       [maxProxyHeader]byte    // a PROXY header being sent
+	buf       []byte                  // copy-mode bounce buffer; pre-read peeks
+	logFields [maxLogFields]zap.Field // a connection's log line being written
+	logText   [64]byte                // its client address
+}
+
+// pipeCache is a loop's share of the pipe pool: a few empty pipes of its
+// own before the shared pool's shard.
+type pipeCache struct {
+	free  []*pipe // a small local free list before the shared pool
+	pool  *PipePool
+	shard int
+}
+
+// loopFree holds the structs of ended connections and sessions for
+// reuse.
+type loopFree struct {
+	conns      []*evConn
+	sessions   []*loopSession
+	quarantine *quarantine // freed structs not yet reused (l4lbpoison builds only)
+}
+
+// stallGuard is a loop's state of the guard against a lost EPOLLOUT edge
+// (evstall.go).
+type stallGuard struct {
+	armed bool        // a stallCheck timer is armed
+	kicks []stallKick // connections the stall check moves on
+}
+
+// loopPosted is work other goroutines post to the loop: mu guards tasks,
+// inbox and ended; inbox2 and ended2 are the lists being worked through,
+// the loop's own (reused, so that a handoff allocates nothing); woken is
+// set without the lock.
+type loopPosted struct {
+	mu     sync.Mutex
 	tasks  []func()
 	inbox  []handoff      // connections other loops accepted for this one
 	ended  []endedSession // UDP sessions other goroutines ended, for this loop to close
+	inbox2 []handoff
 	ended2 []endedSession
-	inbox2 []handoff   // the inbox being worked through (reused, so that a handoff allocates nothing)
 	woken  atomic.Bool // a wake is pending: posters need not write the eventfd again
+}
+
+// loopShared are what other goroutines read or set of a loop, atomically.
+type loopShared struct {
 	// awakeSince is the loop clock when the loop last left epoll_wait; 0
 	// while it waits there (see saturated).
 	awakeSince atomic.Int64
@@ -185,8 +239,11 @@ func newLoop(id int, pipes *PipePool, base time.Time) (*loop, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	l := &loop{id: id, epfd: epfd, wakefd: wakefd, base: base, compactAt: minCompactTimers, buf: make([]byte, copyChunk),
-		pool: pipes, shard: pipes.nextShard(), conns: map[*evConn]struct{}{}, waiting: map[*evConn]struct{}{}}
+	l := &loop{id: id, epfd: epfd, wakefd: wakefd, base: base,
+		timers:  timerQueue{compactAt: minCompactTimers},
+		scratch: loopScratch{buf: make([]byte, copyChunk)},
+		pipes:   pipeCache{pool: pipes, shard: pipes.nextShard()},
+		conns:   map[*evConn]struct{}{}, waiting: map[*evConn]struct{}{}}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -1}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &ev); err != nil {
 		l.release()
@@ -196,14 +253,14 @@ func newLoop(id int, pipes *PipePool, base time.Time) (*loop, error) {
 }
 
 func (l *loop) release() {
-	for _, h := range l.inbox { // handed over as the loops stopped: nobody will serve them
+	for _, h := range l.posted.inbox { // handed over as the loops stopped: nobody will serve them
 		unix.Close(h.fd)
 	}
-	l.inbox = nil
-	for _, p := range l.pipes {
-		l.pool.put(l.shard, p)
+	l.posted.inbox = nil
+	for _, p := range l.pipes.free {
+		l.pipes.pool.put(l.pipes.shard, p)
 	}
-	l.pipes = nil
+	l.pipes.free = nil
 	unix.Close(l.wakefd)
 	unix.Close(l.epfd)
 }
@@ -217,9 +274,9 @@ func (l *loop) tick() { l.clock = int64(time.Since(l.base)) + 1 } // never 0: aw
 
 // post runs fn on the loop's thread soon.
 func (l *loop) post(fn func()) {
-	l.mu.Lock()
-	l.tasks = append(l.tasks, fn)
-	l.mu.Unlock()
+	l.posted.mu.Lock()
+	l.posted.tasks = append(l.posted.tasks, fn)
+	l.posted.mu.Unlock()
 	l.wake()
 }
 
@@ -227,14 +284,14 @@ func (l *loop) post(fn func()) {
 func (l *loop) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	l.tid.Store(int32(unix.Gettid()))
+	l.shared.tid.Store(int32(unix.Gettid()))
 	l.tick()
 	yielded := l.clock
 	for !l.stopping {
-		l.awakeSince.Store(0)
+		l.shared.awakeSince.Store(0)
 		n, err := l.poll()
 		l.tick()
-		l.awakeSince.Store(l.clock)
+		l.shared.awakeSince.Store(l.clock)
 		if err != nil && err != unix.EINTR {
 			panic(fmt.Sprintf("proxy: epoll_wait: %v", err)) // a bad epoll fd: nothing can go on
 		}
@@ -247,7 +304,7 @@ func (l *loop) run() {
 			yielded = l.clock
 		}
 		for i := 0; i < n; i++ {
-			l.dispatch(&l.events[i])
+			l.dispatch(&l.scratch.events[i])
 		}
 		l.fireTimers()
 		l.runTasks()
@@ -288,13 +345,13 @@ func (l *loop) runAgain() {
 // virtual machine cost tens of microseconds each.
 func (l *loop) poll() (int, error) {
 	t := l.timeout()
-	spin := time.Duration(l.busyPoll.Load())
+	spin := time.Duration(l.shared.busyPoll.Load())
 	if t == 0 || spin <= 0 {
-		return unix.EpollWait(l.epfd, l.events[:], t)
+		return unix.EpollWait(l.epfd, l.scratch.events[:], t)
 	}
 	start := time.Now()
 	for {
-		n, err := unix.EpollWait(l.epfd, l.events[:], 0)
+		n, err := unix.EpollWait(l.epfd, l.scratch.events[:], 0)
 		if n != 0 || err != nil {
 			return n, err
 		}
@@ -303,7 +360,7 @@ func (l *loop) poll() (int, error) {
 		}
 	}
 	l.tick() // the timers' wait counts from now
-	return unix.EpollWait(l.epfd, l.events[:], l.timeout())
+	return unix.EpollWait(l.epfd, l.scratch.events[:], l.timeout())
 }
 
 // timeout is how long epoll_wait may sleep: until the next timer.
@@ -311,10 +368,10 @@ func (l *loop) timeout() int {
 	if len(l.again) > 0 {
 		return 0
 	}
-	if len(l.timers) == 0 {
+	if len(l.timers.heap) == 0 {
 		return -1
 	}
-	d := l.timers[0].at - l.now()
+	d := l.timers.heap[0].at - l.now()
 	if d <= 0 {
 		return 0
 	}
@@ -328,44 +385,44 @@ func (l *loop) dispatch(ev *unix.EpollEvent) {
 		_, _ = readRetry(l.wakefd, b[:])
 		return
 	}
-	if int(slot) >= len(l.handlers) || l.gens[slot] != uint32(ev.Pad) || l.handlers[slot] == nil {
+	if int(slot) >= len(l.slots.handlers) || l.slots.gens[slot] != uint32(ev.Pad) || l.slots.handlers[slot] == nil {
 		return // the descriptor was closed earlier in this batch
 	}
-	l.handlers[slot].onEvent(l, ev.Events)
+	l.slots.handlers[slot].onEvent(l, ev.Events)
 }
 
 // handOff gives the loop a connection another loop accepted.
 func (l *loop) handOff(h handoff) {
-	l.mu.Lock()
-	l.inbox = append(l.inbox, h)
-	l.mu.Unlock()
+	l.posted.mu.Lock()
+	l.posted.inbox = append(l.posted.inbox, h)
+	l.posted.mu.Unlock()
 	l.wake()
 }
 
 func (l *loop) wake() {
-	if !l.woken.Swap(true) {
+	if !l.posted.woken.Swap(true) {
 		one := [8]byte{1}
 		_, _ = writeRetry(l.wakefd, one[:])
 	}
 }
 
 func (l *loop) runTasks() {
-	l.woken.Store(false)
-	l.mu.Lock()
-	tasks := l.tasks
-	l.tasks = nil
-	in := l.inbox
-	l.inbox = l.inbox2[:0]
-	ended := l.ended
-	l.ended = l.ended2[:0]
-	l.mu.Unlock()
+	l.posted.woken.Store(false)
+	l.posted.mu.Lock()
+	tasks := l.posted.tasks
+	l.posted.tasks = nil
+	in := l.posted.inbox
+	l.posted.inbox = l.posted.inbox2[:0]
+	ended := l.posted.ended
+	l.posted.ended = l.posted.ended2[:0]
+	l.posted.mu.Unlock()
 	l.closeEnded(ended)
-	l.ended2 = ended[:0]
+	l.posted.ended2 = ended[:0]
 	for i, h := range in {
 		h.s.startConn(l, h.fd, h.src)
 		in[i] = handoff{}
 	}
-	l.inbox2 = in
+	l.posted.inbox2 = in
 	for _, t := range tasks {
 		t()
 	}
@@ -381,19 +438,19 @@ type reg struct {
 // add registers fd with events for h.
 func (l *loop) add(fd int, events uint32, h handler) (reg, error) {
 	var slot int32
-	if n := len(l.free); n > 0 {
-		slot, l.free = l.free[n-1], l.free[:n-1]
+	if n := len(l.slots.free); n > 0 {
+		slot, l.slots.free = l.slots.free[n-1], l.slots.free[:n-1]
 	} else {
-		slot = int32(len(l.handlers))
-		l.handlers = append(l.handlers, nil)
-		l.gens = append(l.gens, 0)
+		slot = int32(len(l.slots.handlers))
+		l.slots.handlers = append(l.slots.handlers, nil)
+		l.slots.gens = append(l.slots.gens, 0)
 	}
-	ev := unix.EpollEvent{Events: events, Fd: slot, Pad: int32(l.gens[slot])}
+	ev := unix.EpollEvent{Events: events, Fd: slot, Pad: int32(l.slots.gens[slot])}
 	if err := epollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		l.free = append(l.free, slot)
+		l.slots.free = append(l.slots.free, slot)
 		return reg{}, err
 	}
-	l.handlers[slot] = h
+	l.slots.handlers[slot] = h
 	return reg{fd: fd, slot: slot, events: events}, nil
 }
 
@@ -403,9 +460,9 @@ func (l *loop) forget(r *reg) {
 	if r.slot < 0 {
 		return
 	}
-	l.handlers[r.slot] = nil
-	l.gens[r.slot]++
-	l.free = append(l.free, r.slot)
+	l.slots.handlers[r.slot] = nil
+	l.slots.gens[r.slot]++
+	l.slots.free = append(l.slots.free, r.slot)
 	r.slot = -1
 }
 
@@ -420,10 +477,10 @@ func (l *loop) withdraw(r *reg) {
 
 // after arms a timer for t in d.
 func (l *loop) after(d time.Duration, t timed, gen uint32) {
-	if len(l.timers) >= l.compactAt {
+	if len(l.timers.heap) >= l.timers.compactAt {
 		l.compactTimers()
 	}
-	l.timers.push(timerEntry{at: l.now() + int64(d), t: t, gen: gen})
+	l.timers.heap.push(timerEntry{at: l.now() + int64(d), t: t, gen: gen})
 }
 
 // compactTimers drops the timers that no longer matter. An ended
@@ -433,16 +490,16 @@ func (l *loop) after(d time.Duration, t timed, gen uint32) {
 // last compaction keeps it within about twice the timers that matter, at
 // an amortized constant cost per timer.
 func (l *loop) compactTimers() {
-	live := l.timers[:0]
-	for _, e := range l.timers {
+	live := l.timers.heap[:0]
+	for _, e := range l.timers.heap {
 		if e.t.pending(e.gen) {
 			live = append(live, e)
 		}
 	}
-	clear(l.timers[len(live):])
-	l.timers = live
-	l.timers.init()
-	l.compactAt = max(2*len(live), minCompactTimers)
+	clear(l.timers.heap[len(live):])
+	l.timers.heap = live
+	l.timers.heap.init()
+	l.timers.compactAt = max(2*len(live), minCompactTimers)
 }
 
 // minCompactTimers is the heap size below which timers are never compacted.
@@ -450,31 +507,31 @@ const minCompactTimers = 1024
 
 func (l *loop) fireTimers() {
 	now := l.now()
-	for len(l.timers) > 0 && l.timers[0].at <= now {
-		e := l.timers.pop()
+	for len(l.timers.heap) > 0 && l.timers.heap[0].at <= now {
+		e := l.timers.heap.pop()
 		e.t.onTimer(l, e.gen)
 	}
 }
 
 // getPipe lends a pipe: from the loop's own list, else the shared pool.
 func (l *loop) getPipe() (*pipe, error) {
-	if n := len(l.pipes); n > 0 {
-		p := l.pipes[n-1]
-		l.pipes = l.pipes[:n-1]
-		l.pool.lent.Add(1)
+	if n := len(l.pipes.free); n > 0 {
+		p := l.pipes.free[n-1]
+		l.pipes.free = l.pipes.free[:n-1]
+		l.pipes.pool.lent.Add(1)
 		return p, nil
 	}
-	return l.pool.get(l.shard)
+	return l.pipes.pool.get(l.pipes.shard)
 }
 
 // putPipe takes back an empty pipe.
 func (l *loop) putPipe(p *pipe) {
-	if len(l.pipes) < loopPipes && !l.pool.overMax() {
-		l.pool.lent.Add(-1)
-		l.pipes = append(l.pipes, p)
+	if len(l.pipes.free) < loopPipes && !l.pipes.pool.overMax() {
+		l.pipes.pool.lent.Add(-1)
+		l.pipes.free = append(l.pipes.free, p)
 		return
 	}
-	l.pool.put(l.shard, p)
+	l.pipes.pool.put(l.pipes.shard, p)
 }
 
 // yieldEvery is how often a loop yields to the Go scheduler (under the

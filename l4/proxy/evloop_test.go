@@ -76,7 +76,7 @@ func TestSaturatedLoopDoesNotStarveAccepts(t *testing.T) {
 	for i := range n {
 		echoOnce(t, ts.dial(t), string(rune('a'+i)))
 	}
-	if got := loops.loops[1].live.Load(); got != n {
+	if got := loops.loops[1].shared.live.Load(); got != n {
 		t.Fatalf("the free loop holds %d connections, want %d", got, n)
 	}
 	release()
@@ -96,7 +96,7 @@ func TestIdleConnectionsSpreadOverLoops(t *testing.T) {
 		// client comes (on a busy test machine that takes a moment).
 		testutil.Eventually(t, 2*time.Second, "loops asleep", func() bool {
 			for _, l := range loops.loops {
-				if l.awakeSince.Load() != 0 {
+				if l.shared.awakeSince.Load() != 0 {
 					return false
 				}
 			}
@@ -117,7 +117,7 @@ func TestIdleConnectionsSpreadOverLoops(t *testing.T) {
 // loopCPU is the CPU time loop l's thread has run (schedstat: nanoseconds).
 func loopCPU(t *testing.T, l *loop) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", l.tid.Load()))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", l.shared.tid.Load()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestEndedConnectionsLeaveNoTimers(t *testing.T) {
 		unix.Close(fd)
 	}
 	var heap int
-	ls.each(func(l *loop) { heap = len(l.timers) })
+	ls.each(func(l *loop) { heap = len(l.timers.heap) })
 	if heap > 3*minCompactTimers {
 		t.Fatalf("%d timers in the heap after %d connections ended", heap, n)
 	}
@@ -428,7 +428,7 @@ func (s *stubTimer) pending(uint32) bool   { return s.live }
 // TestCompactTimersKeepsOrder: after dropping the timers that no longer
 // matter, the rest still pop in deadline order.
 func TestCompactTimersKeepsOrder(t *testing.T) {
-	l := &loop{compactAt: minCompactTimers}
+	l := &loop{timers: timerQueue{compactAt: minCompactTimers}}
 	keep, drop := &stubTimer{live: true}, &stubTimer{}
 	r := rand.New(rand.NewPCG(1, 2))
 	want := 0
@@ -437,15 +437,15 @@ func TestCompactTimersKeepsOrder(t *testing.T) {
 		if i%3 == 0 {
 			owner, want = keep, want+1
 		}
-		l.timers.push(timerEntry{at: r.Int64N(1 << 40), t: owner})
+		l.timers.heap.push(timerEntry{at: r.Int64N(1 << 40), t: owner})
 	}
 	l.compactTimers()
-	if len(l.timers) != want || l.compactAt != max(2*want, minCompactTimers) {
-		t.Fatalf("%d timers kept (want %d), next compaction at %d", len(l.timers), want, l.compactAt)
+	if len(l.timers.heap) != want || l.timers.compactAt != max(2*want, minCompactTimers) {
+		t.Fatalf("%d timers kept (want %d), next compaction at %d", len(l.timers.heap), want, l.timers.compactAt)
 	}
 	last := int64(-1)
-	for len(l.timers) > 0 {
-		e := l.timers.pop()
+	for len(l.timers.heap) > 0 {
+		e := l.timers.heap.pop()
 		if e.t != keep || e.at < last {
 			t.Fatalf("popped %+v after %d", e, last)
 		}
@@ -471,7 +471,7 @@ func TestBusyPoll(t *testing.T) {
 	// the thread's state (R: on or waiting for a CPU, S: asleep) seen by
 	// another goroutine at lookAt, with when it looked.
 	pollFor := func(spin, wakeAfter, lookAt time.Duration) (n int, wall, cpu time.Duration, state byte, looked time.Duration) {
-		l.busyPoll.Store(int64(spin))
+		l.shared.busyPoll.Store(int64(spin))
 		timer := time.AfterFunc(wakeAfter, l.wake)
 		defer timer.Stop()
 		start, cpu0 := time.Now(), threadCPU(t)
@@ -485,7 +485,7 @@ func TestBusyPoll(t *testing.T) {
 		wall, cpu = time.Since(start), threadCPU(t)-cpu0
 		var b [8]byte
 		_, _ = readRetry(l.wakefd, b[:]) // as dispatch does
-		l.woken.Store(false)
+		l.posted.woken.Store(false)
 		return n, wall, cpu, <-seen, looked
 	}
 	if n, wall, cpu, state, _ := pollFor(0, 60*time.Millisecond, 30*time.Millisecond); n != 1 || cpu > 10*time.Millisecond || state != 'S' {

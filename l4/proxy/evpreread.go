@@ -115,7 +115,7 @@ func (c *evConn) peekPre(l *loop) {
 	if !c.clientSock.readable {
 		return
 	}
-	n, err := peekRetry(c.clientSock.fd, l.buf[:c.stage.peekLen()])
+	n, err := peekRetry(c.clientSock.fd, l.scratch.buf[:c.stage.peekLen()])
 	switch {
 	case err == unix.EAGAIN:
 		c.clientSock.readable = false
@@ -124,7 +124,7 @@ func (c *evConn) peekPre(l *loop) {
 		c.finish(l, false, false, l4.EndClientReset)
 		return
 	}
-	if c.preGot(l, l.buf[:n]) {
+	if c.preGot(l, l.scratch.buf[:n]) {
 		c.clientSock.readable = false
 	}
 }
@@ -177,7 +177,7 @@ func (c *evConn) firstByteTimeout(l *loop) {
 	c.mustLive()
 	s := c.svc
 	s.Stats.FirstByteTimeouts.Add(1)
-	if s.warnings.allow() {
+	if s.logs.warnings.allow() {
 		s.log.Info("client sent nothing within first_byte_timeout: closed, no backend dialed",
 			zap.Stringer("client", c.flow.Src), zap.Duration("first_byte_timeout", c.st.FirstByteTimeout), zap.Stringer("listen", s.key))
 	}

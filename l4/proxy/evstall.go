@@ -38,7 +38,7 @@ type stallCheck struct{}
 func (stallCheck) pending(uint32) bool { return true }
 
 func (stallCheck) onTimer(l *loop, _ uint32) {
-	l.stallArmed = false
+	l.stall.armed = false
 	blocked := false
 	for c := range l.conns {
 		if c.state != evOpen {
@@ -55,7 +55,7 @@ func (stallCheck) onTimer(l *loop, _ uint32) {
 				c.svc.rateLog("a connection's destination could take bytes but never signalled it (lost wake-up): moved them on",
 					zap.Stringer("client", c.flow.Src), zap.Bool("to_client", d == &c.down))
 				d.dst.writable = true
-				l.kicks = append(l.kicks, stallKick{c: c, gen: c.gen})
+				l.stall.kicks = append(l.stall.kicks, stallKick{c: c, gen: c.gen})
 			}
 		}
 	}
@@ -97,8 +97,8 @@ type stallKick struct {
 // l.conns first: a pump may end its connection (a peer that reset
 // meanwhile), and nothing of an ended connection is touched after.
 func (l *loop) kick() {
-	for i, k := range l.kicks {
-		l.kicks[i] = stallKick{}
+	for i, k := range l.stall.kicks {
+		l.stall.kicks[i] = stallKick{}
 		if k.c.gen != k.gen || k.c.state != evOpen {
 			continue
 		}
@@ -107,7 +107,7 @@ func (l *loop) kick() {
 		}
 		k.c.pump(l)
 	}
-	l.kicks = l.kicks[:0]
+	l.stall.kicks = l.stall.kicks[:0]
 }
 
 // canWrite reports whether poll(2) finds fd writable now.
@@ -124,8 +124,8 @@ func canWrite(fd int) bool {
 
 // watchStalls arms the loop's check of blocked directions, once.
 func (l *loop) watchStalls() {
-	if !l.stallArmed && !l.hooks.noStallCheck {
-		l.stallArmed = true
+	if !l.stall.armed && !l.hooks.noStallCheck {
+		l.stall.armed = true
 		l.after(stallCheckEvery, stallCheck{}, 0)
 	}
 }

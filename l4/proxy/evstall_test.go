@@ -26,8 +26,8 @@ func setHooks(ls *Loops, fn func(h *loopHooks)) {
 // to any thread) to loop l's thread about every 50µs until the test ends.
 func signalStorm(t *testing.T, l *loop) *atomic.Int64 {
 	t.Helper()
-	testutil.Eventually(t, 5*time.Second, "the loop records its thread", func() bool { return l.tid.Load() != 0 })
-	tid := int(l.tid.Load())
+	testutil.Eventually(t, 5*time.Second, "the loop records its thread", func() bool { return l.shared.tid.Load() != 0 })
+	tid := int(l.shared.tid.Load())
 	var sent atomic.Int64
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {

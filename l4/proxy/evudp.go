@@ -475,7 +475,7 @@ func (s *UDPService) newLoopSession(l *loop, key conntrack.Key, f l4.Flow, held 
 		}
 		if r, err = l.add(fd, udpEvents, sess); err == nil {
 			sess.reg, sess.open = r, true
-			l.sessions.Add(1)
+			l.shared.sessions.Add(1)
 			return s.recordSession(l, sess)
 		}
 		l.freeSession(sess)
@@ -727,7 +727,7 @@ func (s *UDPService) closeSession(l *loop, sess *loopSession, why l4.EndReason) 
 	if why == l4.EndIdleTimeout && sess.sent == 0 && sess.datagramsIn > 0 {
 		s.unanswered(sess)
 	}
-	l.sessions.Add(-1)
+	l.shared.sessions.Add(-1)
 	l.forget(&sess.reg)
 	if d, err := socketDrops(sess.reg.fd); err == nil && d > 0 {
 		s.Stats.ReplyQueueDrops.Add(d)
@@ -770,18 +770,18 @@ func (s *UDPService) releaseClient(l *loop, addr netip.Addr, held bool) {
 
 // endSession hands a session to its loop to close.
 func (l *loop) endSession(sess *loopSession, why conntrack.Reason) {
-	l.mu.Lock()
-	l.ended = append(l.ended, endedSession{sess: sess, gen: sess.gen, why: why})
-	l.mu.Unlock()
+	l.posted.mu.Lock()
+	l.posted.ended = append(l.posted.ended, endedSession{sess: sess, gen: sess.gen, why: why})
+	l.posted.mu.Unlock()
 	l.wake()
 }
 
 // newSession hands out a session struct from the loop's free list.
 func (l *loop) newSession() *loopSession {
 	var sess *loopSession
-	if n := len(l.freeSessions); n > 0 {
-		sess = l.freeSessions[n-1]
-		l.freeSessions = l.freeSessions[:n-1]
+	if n := len(l.free.sessions); n > 0 {
+		sess = l.free.sessions[n-1]
+		l.free.sessions = l.free.sessions[:n-1]
 	} else {
 		sess = new(loopSession)
 	}
@@ -792,9 +792,9 @@ func (l *loop) newSession() *loopSession {
 // recycleSession takes a closed session struct back for reuse; freeSession
 // calls it (see recycleConn).
 func (l *loop) recycleSession(sess *loopSession) {
-	if len(l.freeSessions) < maxFreeConns {
+	if len(l.free.sessions) < maxFreeConns {
 		*sess = loopSession{gen: sess.gen}
-		l.freeSessions = append(l.freeSessions, sess)
+		l.free.sessions = append(l.free.sessions, sess)
 	}
 }
 

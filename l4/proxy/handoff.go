@@ -334,7 +334,7 @@ func (c *evConn) released(l *loop) {
 	}
 	for _, d := range [2]*evDir{&c.up, &c.down} {
 		if d.pipe != nil && d.pending > 0 {
-			l.pool.discard(d.pipe) // the next process holds the pipe and its bytes
+			l.pipes.pool.discard(d.pipe) // the next process holds the pipe and its bytes
 			d.pipe = nil
 			continue
 		}
@@ -343,7 +343,7 @@ func (c *evConn) released(l *loop) {
 	s := c.svc
 	s.release(c.chosen)
 	s.untrackEv(l, c)
-	l.live.Add(-1)
+	l.shared.live.Add(-1)
 	s.evConnDone(l, c)
 	l.freeConn(c)
 }
@@ -447,11 +447,11 @@ func (s *TCPService) adoptOn(l *loop, st ConnState, fds []int, b *l4.Backend) {
 			n = st.PendingDown
 		}
 		if n > 0 {
-			d.pipe, d.pending = l.pool.adopt(fds[at], fds[at+1]), n
+			d.pipe, d.pending = l.pipes.pool.adopt(fds[at], fds[at+1]), n
 			at += 2
 		}
 	}
-	l.live.Add(1)
+	l.shared.live.Add(1)
 	if !s.trackEv(l, c) {
 		c.finish(l, true, true, l4.EndDrain) // the service is shutting down
 		return

@@ -161,7 +161,7 @@ func (s *UDPService) adoptSessionOn(l *loop, st SessionState, key conntrack.Key,
 		return err
 	}
 	sess.reg, sess.open = r, true
-	l.sessions.Add(1)
+	l.shared.sessions.Add(1)
 	s.sessions.Add(1)
 	b.Acquire() // the table owns this count
 	if _, inserted, err := s.table.Insert(key, b, sess); !inserted {

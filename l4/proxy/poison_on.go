@@ -57,10 +57,10 @@ func (l *loop) freeSession(sess *loopSession) {
 
 // quarantined returns the loop's quarantine, made on first use.
 func (l *loop) quarantined() *quarantine {
-	if l.quarantine == nil {
-		l.quarantine = new(quarantine)
+	if l.free.quarantine == nil {
+		l.free.quarantine = new(quarantine)
 	}
-	return l.quarantine
+	return l.free.quarantine
 }
 
 // String formats the stack.

@@ -152,16 +152,21 @@ type TCPService struct {
 	pressure atomic.Int64  // loop clock of the last local-resource failure; 0 = none
 	spliced  atomic.Uint64 // bytes written to a destination by splice (tests prove splice ran)
 
-	warnings  rateLog // per-connection failures
-	acceptLog rateLog // accept failures (every 5s)
-	limitLog  rateLog // waits at a connection limit (every 5s)
-	connLog   lineLimit
+	logs tcpLogs
 
 	queue waitQueue // connections waiting for a backend slot (evqueue.go)
 
 	wg         sync.WaitGroup // connections
 	serving    atomic.Bool    // Serve ran: Close waits for it
 	acceptDone chan struct{}
+}
+
+// tcpLogs are the rate limits of a TCP service's log lines.
+type tcpLogs struct {
+	warnings rateLog   // per-connection failures
+	accept   rateLog   // accept failures (every 5s)
+	limit    rateLog   // waits at a connection limit (every 5s)
+	lines    lineLimit // the per-connection lines (log_connections)
 }
 
 // TCPConfig builds a TCPService.
@@ -200,9 +205,9 @@ func NewTCPService(cfg TCPConfig) (*TCPService, error) {
 		clients:    guard.NewClients(0),
 		acceptDone: make(chan struct{}),
 	}
-	s.connLog.lost = &s.Stats.ConnLogDropped
-	s.acceptLog.every = 5 * time.Second
-	s.limitLog.every = 5 * time.Second
+	s.logs.lines.lost = &s.Stats.ConnLogDropped
+	s.logs.accept.every = 5 * time.Second
+	s.logs.limit.every = 5 * time.Second
 	s.budget, s.self = cfg.Budget, cfg.Self
 	s.wildcard = s.key.Addr.Addr().IsUnspecified()
 	ev, err := newEvService(s, cfg.Loops)
@@ -279,7 +284,7 @@ func (s *TCPService) Serve() {
 // vipFull is called when accepting pauses at max_conns.
 func (s *TCPService) vipFull() {
 	s.Stats.LimitWaits.Add(1)
-	s.limitLog.warn(s.log, "connection limit reached: max_conns; new clients wait in the listen backlog",
+	s.logs.limit.warn(s.log, "connection limit reached: max_conns; new clients wait in the listen backlog",
 		zap.Stringer("listen", s.key), zap.Int("max_conns", s.settings.Load().MaxConns))
 }
 
@@ -287,7 +292,7 @@ func (s *TCPService) vipFull() {
 // connection budget (from the open-file limit).
 func (s *TCPService) processFull() {
 	s.Stats.LimitWaits.Add(1)
-	s.limitLog.warn(s.log, "connection limit reached: the process-wide budget from the open-file limit; new clients wait in the listen backlog",
+	s.logs.limit.warn(s.log, "connection limit reached: the process-wide budget from the open-file limit; new clients wait in the listen backlog",
 		zap.Stringer("listen", s.key), zap.Int("max_connections", s.budget.Cap()))
 }
 
@@ -308,7 +313,7 @@ func localFailure(err error) bool {
 
 // rateLog logs a warning at most once a second from the connection path.
 func (s *TCPService) rateLog(msg string, fields ...zap.Field) {
-	s.warnings.warn(s.log, msg, append(fields, zap.Stringer("listen", s.key))...)
+	s.logs.warnings.warn(s.log, msg, append(fields, zap.Stringer("listen", s.key))...)
 }
 
 // acceptBackoff grows the pause after an accept error: out of descriptors

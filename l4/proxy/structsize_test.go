@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// maxStructFields is the most fields a struct of the package has before
+// it must say why (structWhy in its doc comment): past it, a reader no
+// longer sees which fields go together, and sub-structs by concern say so.
+const maxStructFields = 25
+
+// structWhy is what the doc comment of a larger struct says, followed by
+// the reason.
+const structWhy = "Why so many fields:"
+
+// TestStructsStaySmall holds the package's structs to maxStructFields
+// fields (a name list such as `a, b int` counts each name), unless the
+// struct's doc comment says why.
+func TestStructsStaySmall(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				ts := spec.(*ast.TypeSpec)
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					continue
+				}
+				n := fieldCount(st)
+				doc := ts.Doc
+				if doc == nil {
+					doc = gd.Doc
+				}
+				if n > maxStructFields && !strings.Contains(doc.Text(), structWhy) {
+					t.Errorf("%s: %s has %d fields (at most %d): group them by concern, or say %q in its doc comment",
+						fset.Position(ts.Pos()), ts.Name.Name, n, maxStructFields, structWhy)
+				}
+			}
+		}
+	}
+}
+
+// fieldCount counts a struct's fields, each name of a name list and each
+// embedded type as one.
+func fieldCount(st *ast.StructType) int {
+	n := 0
+	for _, f := range st.Fields.List {
+		n += max(len(f.Names), 1)
+	}
+	return n
+}
