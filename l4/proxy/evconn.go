@@ -66,13 +66,13 @@ type sock struct {
 }
 
 // evConn is one client connection proxied to one backend, owned by the
-// loop that accepted it. It is allocated once per loop and reused (the
-// loop's free list), so its fields are grouped by concern into
-// sub-structs of their own rather than by who reads them; the ones every
-// event and chunk reads come first. Two fields name a backend, for two
-// reasons: chosen is the one it connects or is connected to (nil after a
-// failed connect until the next pick), pick.lastTried the one its log
-// line names (kept when a connect failed: the line then says which).
+// loop that accepted it; its struct goes back to the loop's free list
+// when it ends. Its fields are grouped by concern, the ones every event
+// and chunk reads first (632 bytes: Go's 640-byte size class). Three
+// fields concern the backend: backendSock is the socket to it, chosen
+// the backend it connects or is connected to, pick.lastTried the one
+// its log line names (chosen is nil after a failed connect, lastTried
+// keeps it so that the line says which failed).
 type evConn struct {
 	state  uint8
 	stage  preStage // the pre-read stage it waits in while state is evPreRead (evpreread.go)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // maxStructFields is the most fields a struct of the package has before
@@ -68,4 +69,17 @@ func fieldCount(st *ast.StructType) int {
 		n += max(len(f.Names), 1)
 	}
 	return n
+}
+
+// connSizeClass is the Go allocator's size class evConn fits: the next
+// one up is 704 bytes, 10% more memory for every connection.
+const connSizeClass = 640
+
+// TestConnFitsItsSizeClass: a field that pushes evConn over its size
+// class costs every connection the next class; if it is worth that,
+// raise connSizeClass here and say so.
+func TestConnFitsItsSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(evConn{}); n > connSizeClass {
+		t.Fatalf("evConn is %d bytes, over the %d-byte size class (group small fields where padding is)", n, connSizeClass)
+	}
 }
