@@ -167,13 +167,15 @@ var (
 // maskMetrics keeps every HELP and TYPE line and every l4lb series with
 // its labels, in the endpoint's order, and masks the values; the series
 // of the Go runtime and the process are left out (they come from the
-// Prometheus client, not from l4lb).
+// Prometheus client, not from l4lb), and so are the samples of the XDP
+// program's events (one per event that is not 0).
 func maskMetrics(scrape string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(scrape, "\n") {
 		switch {
 		case strings.HasPrefix(line, "# HELP l4lb_"), strings.HasPrefix(line, "# TYPE l4lb_"):
 			b.WriteString(line + "\n")
+		case strings.HasPrefix(line, "l4lb_xdp_events_total{"):
 		case strings.HasPrefix(line, "l4lb_"):
 			b.WriteString(metricValue.ReplaceAllString(line, "$1 <n>") + "\n")
 		}
