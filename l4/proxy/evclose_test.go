@@ -4,7 +4,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -171,37 +170,4 @@ func readN(t *testing.T, c *net.TCPConn, n int) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// TestDrainResetsWaitingClients: a drain's final reset reaches clients
-// still waiting for their PROXY header or first byte, whose own timeouts
-// (an hour here) would otherwise hold the drain up.
-func TestDrainResetsWaitingClients(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		st   Settings
-	}{
-		{"first byte", Settings{FirstByteTimeout: time.Hour}},
-		{"proxy header", Settings{AcceptProxy: AcceptProxyV1, AcceptProxyFrom: loopback, ConnectTimeout: time.Hour}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts := newService(t, tc.st, startServer(t, echoHandler))
-			c := ts.dial(t)
-			testutil.Eventually(t, 2*time.Second, "the client accepted", func() bool { return ts.Stats.Accepted.Load() == 1 })
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			defer cancel()
-			drained := make(chan int, 1)
-			go func() { drained <- ts.Drain(ctx) }()
-			select {
-			case n := <-drained:
-				if n != 1 {
-					t.Errorf("drain reset %d connections, want 1", n)
-				}
-			case <-time.After(3 * time.Second):
-				c.Close() // the client's FIN lets the connection end, and the drain with it
-				t.Fatal("drain still waiting 3s after its 200ms deadline: the waiting client was not reset")
-			}
-			readReset(t, c, "waiting client after the drain")
-		})
-	}
 }

@@ -79,19 +79,6 @@ func (c *evConn) route(l *loop, name []byte, perr error) {
 	c.preReadDone(l)
 }
 
-// helloTimeout resets a client whose ClientHello was not complete within
-// sni_timeout (unread bytes make the kernel's close a reset anyway).
-func (c *evConn) helloTimeout(l *loop) {
-	c.mustLive()
-	s := c.svc
-	s.Stats.SNITimeouts.Add(1)
-	if s.logs.warnings.allow() {
-		s.log.Info("client sent no complete TLS ClientHello within sni_timeout: reset, no backend dialed",
-			zap.Stringer("client", c.flow.Src), zap.Duration("sni_timeout", c.pick.routes.Timeout), zap.Stringer("listen", s.key))
-	}
-	c.finish(l, true, false, l4.EndSNITimeout)
-}
-
 // observer is where the connection's connects are reported: its route's
 // health, or the VIP's.
 func (c *evConn) observer() Observer {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -213,22 +212,6 @@ func TestSNISilentClient(t *testing.T) {
 		if n.Load() != 0 {
 			t.Fatalf("pool %s dialed for a silent client", label)
 		}
-	}
-}
-
-// TestSNIDrainResetsWaiting: a drain's final reset reaches a client
-// still waiting for its ClientHello (sni_timeout is an hour here).
-func TestSNIDrainResetsWaiting(t *testing.T) {
-	rig := newSNIRig(t, time.Hour, NoRouteDefault)
-	c := rig.ts.dial(t)
-	testutil.Eventually(t, 2*time.Second, "client accepted", func() bool { return rig.ts.Stats.Active.Load() == 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	done := make(chan int, 1)
-	go func() { done <- rig.ts.Drain(ctx) }()
-	readReset(t, c, "client waiting for its hello at a drain's end")
-	if n := within(t, done, "drain"); n != 1 {
-		t.Fatalf("drain reset %d, want 1", n)
 	}
 }
 

@@ -12,6 +12,7 @@
 package proxy
 
 import (
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -155,33 +156,44 @@ func (c *evConn) preReadDone(l *loop) {
 }
 
 // preExpired ends a connection whose client did not give its stage what
-// it waits for in time.
+// it waits for in time: counted on the VIP and logged (rate-limited); no
+// backend was dialed.
 func (c *evConn) preExpired(l *loop) {
 	c.mustLive()
+	s := c.svc
+	var e preExpiry
 	switch c.stage {
 	case preHeader:
-		c.refuseHeader(l, errProxyTimeout)
+		c.refuseHeader(l, errProxyTimeout) // with the header's other refusals
+		return
 	case preFirstByte:
-		c.firstByteTimeout(l)
+		// Closed with a FIN (as HAProxy's `timeout client` and nginx's
+		// preread and header timeouts do by default): a slow but honest
+		// client sees an orderly end rather than an error, and the socket
+		// holds no unread data, so the close costs the kernel no more than
+		// a reset would.
+		e = preExpiry{&s.Stats.FirstByteTimeouts, "client sent nothing within first_byte_timeout: closed, no backend dialed",
+			"first_byte_timeout", c.st.FirstByteTimeout, false, l4.EndFirstByte}
 	case preHello:
-		c.helloTimeout(l)
+		// Reset: unread bytes make the kernel's close a reset anyway.
+		e = preExpiry{&s.Stats.SNITimeouts, "client sent no complete TLS ClientHello within sni_timeout: reset, no backend dialed",
+			"sni_timeout", c.pick.routes.Timeout, true, l4.EndSNITimeout}
 	}
+	e.count.Add(1)
+	if s.logs.warnings.allow() {
+		s.log.Info(e.msg, zap.Stringer("client", c.flow.Src), zap.Duration(e.setting, e.wait), zap.Stringer("listen", s.key))
+	}
+	c.finish(l, e.reset, false, e.why)
 }
 
-// firstByteTimeout closes a client that sent nothing in time, with a FIN
-// (as HAProxy's `timeout client` and nginx's preread and header timeouts
-// do by default): a slow but honest client sees an orderly end rather
-// than an error, and the socket holds no unread data, so the close costs
-// the kernel no more than a reset would. Counted and logged, rate-limited.
-func (c *evConn) firstByteTimeout(l *loop) {
-	c.mustLive()
-	s := c.svc
-	s.Stats.FirstByteTimeouts.Add(1)
-	if s.logs.warnings.allow() {
-		s.log.Info("client sent nothing within first_byte_timeout: closed, no backend dialed",
-			zap.Stringer("client", c.flow.Src), zap.Duration("first_byte_timeout", c.st.FirstByteTimeout), zap.Stringer("listen", s.key))
-	}
-	c.finish(l, false, false, l4.EndFirstByte)
+// preExpiry is what a stage's timeout does.
+type preExpiry struct {
+	count   *atomic.Uint64 // the VIP's counter
+	msg     string         // the log line
+	setting string         // the setting the wait came from: the line's field
+	wait    time.Duration
+	reset   bool // reset the client, else close with a FIN
+	why     l4.EndReason
 }
 
 // peekRetry reads what a socket holds without consuming it.

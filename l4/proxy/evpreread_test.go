@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -85,10 +84,7 @@ func TestPreReadStages(t *testing.T) {
 			ts, conns := newPreReadService(t, long[p], time.Hour)
 			c := ts.dial(t)
 			testutil.Eventually(t, 5*time.Second, "client accepted", func() bool { return ts.Stats.Active.Load() == 1 })
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			defer cancel()
-			done := make(chan int, 1)
-			go func() { done <- ts.Drain(ctx) }()
+			done := drainSoon(t, ts, 100*time.Millisecond)
 			readReset(t, c, "client waiting in a pre-read stage at a drain's end")
 			if n := within(t, done, "drain"); n != 1 {
 				t.Fatalf("drain reset %d, want 1", n)

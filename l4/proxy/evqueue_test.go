@@ -3,7 +3,6 @@
 package proxy
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -255,10 +254,7 @@ func TestQueueDrain(t *testing.T) {
 	}
 	b := ts.dial(t)
 	testutil.Eventually(t, 5*time.Second, "one queued", func() bool { return ts.Queued() == 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	done := make(chan int, 1)
-	go func() { done <- ts.Drain(ctx) }()
+	done := drainSoon(t, ts, 200*time.Millisecond)
 	readReset(t, b, "waiting client at drain")
 	if n := within(t, done, "drain"); n != 2 {
 		t.Fatalf("drain reset %d connections, want 2 (one open, one waiting)", n)

@@ -6,9 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"net"
 	"net/netip"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -190,4 +195,36 @@ func within[T any](t testing.TB, ch <-chan T, what string) T {
 		var zero T
 		return zero
 	}
+}
+
+// drainSoon starts a drain of ts that runs out of time after d; the
+// channel gets what it reset.
+func drainSoon(t testing.TB, ts *testService, d time.Duration) <-chan int {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	done := make(chan int, 1)
+	go func() { done <- ts.Drain(ctx) }()
+	return done
+}
+
+// packageSources parses the package's non-test Go files.
+func packageSources(t *testing.T, mode parser.Mode) (*token.FileSet, []*ast.File) {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, mode|parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return fset, files
 }
