@@ -315,22 +315,6 @@ func usesAny(vc *config.VIP, qs map[resolve.Query]bool) bool {
 	return false
 }
 
-// NameStatus is what a named backend's name answered.
-type NameStatus struct {
-	Backend string `json:"backend"` // the named backend's identity
-	Lookup  string `json:"lookup"`  // name:port or the SRV name
-	// Addresses are the last good answer, in use; empty: the name has
-	// never resolved and the backend is absent.
-	Addresses []string `json:"addresses"`
-	// AnswerAge is how long ago a lookup last gave a good answer (0: never).
-	AnswerAge float64 `json:"answer_age_seconds"`
-	// Error is the last lookup's error while lookups fail (the last good
-	// answer stays in use); FailingFor how long they have.
-	Error      string  `json:"error,omitempty"`
-	FailingFor float64 `json:"failing_for_seconds,omitempty"`
-	Errors     uint64  `json:"errors"` // failed or empty lookups since the name was first watched
-}
-
 // status describes the names of the named backends of vc.
 func (d *dnsNames) status(vc *config.VIP, now time.Time) []NameStatus {
 	var out []NameStatus

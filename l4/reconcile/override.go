@@ -25,26 +25,6 @@ var (
 	ErrAmbiguous = errors.New("ambiguous backend")
 )
 
-// OverrideResult says what setting an override did.
-type OverrideResult struct {
-	VIP      string `json:"vip"`
-	Backend  string `json:"backend"` // the backend's identity: its name, or its address
-	Address  string `json:"address"`
-	Override string `json:"override"`
-	Previous string `json:"previous"`
-	By       string `json:"by"`
-	// LiveFlows counts the backend's established flows when the override
-	// was set: a drain lets them finish.
-	LiveFlows int64 `json:"live_flows"`
-	// Reset counts the flows a disable ended (TCP connections, xdp
-	// conntrack entries); UDP sessions move on their next datagram.
-	Reset int `json:"reset"`
-	// Unchanged: the backend was already so (an enable of a backend with
-	// no override, a drain of a drained one); nothing was set or logged,
-	// and By is who set the override in force.
-	Unchanged bool `json:"unchanged,omitempty"`
-}
-
 // SetOverride sets an operator's state for backend ref (its name, its
 // address, or its IP when only one backend of the VIP has it) of the VIP
 // named vipName. by says who set it, for status and the log.

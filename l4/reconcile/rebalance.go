@@ -51,14 +51,6 @@ const (
 	rebalanceStallTime   = 5 * time.Second
 )
 
-// Rebalance states.
-const (
-	RebalanceNone    = "none"    // none ran since the VIP started
-	RebalanceRunning = "running" // closing connections
-	RebalanceDone    = "done"    // every backend within the tolerance
-	RebalanceStopped = "stopped" // ended before that: Reason says why
-)
-
 var (
 	// ErrCannotRebalance: the VIP's data plane, its config or its state
 	// rules a rebalance out (the admin API answers 409).
@@ -73,49 +65,6 @@ type RebalanceOptions struct {
 	Reset bool   // end connections with an RST to both sides instead of a FIN
 	By    string // who asked, for status and the log
 }
-
-// RebalanceStatus is a rebalance's plan and progress: the admin API's
-// answer to POST, GET and DELETE /vips/{vip}/rebalance.
-type RebalanceStatus struct {
-	VIP   string `json:"vip"`
-	State string `json:"state"` // none | running | done | stopped
-	// Reason says why it ended, or why there was nothing to do.
-	Reason    string    `json:"reason,omitempty"`
-	Rate      int       `json:"rate,omitempty"`  // connections closed per second
-	Close     string    `json:"close,omitempty"` // fin | reset
-	Tolerance float64   `json:"tolerance"`
-	By        string    `json:"by,omitempty"`
-	Started   time.Time `json:"started,omitzero"`
-	Ended     time.Time `json:"ended,omitzero"`
-	// Planned is how many closes its rounds planned (the first round's
-	// plan when it started; a round that left the backends unbalanced,
-	// round robin's reconnections spread by weight, adds the next round's);
-	// Closed how many connections it closed so far; ToClose how many more
-	// the current round will close (with none running, how many a
-	// rebalance would plan now). Each close is expected to move one client.
-	Planned int `json:"planned"`
-	Closed  int `json:"closed"`
-	ToClose int `json:"to_close"`
-	// Rounds counts the plans so far.
-	Rounds   int                `json:"rounds,omitempty"`
-	Backends []RebalanceBackend `json:"backends"`
-}
-
-// RebalanceBackend is one backend in a rebalance.
-type RebalanceBackend struct {
-	ID string `json:"id"`
-	// Eligible backends take new flows and have a target; the others
-	// (down, drained, disabled, weight 0) are left alone.
-	Eligible bool    `json:"eligible"`
-	Weight   uint32  `json:"weight"` // the weight new flows see (slow start included)
-	Live     int64   `json:"live"`
-	Target   float64 `json:"target"` // live flows of eligible backends x its weight share
-	ToClose  int     `json:"to_close"`
-	Closed   int     `json:"closed"` // by this rebalance
-}
-
-// Running reports whether the rebalance is still closing connections.
-func (s RebalanceStatus) Running() bool { return s.State == RebalanceRunning }
 
 // Rebalance starts a rebalance of the VIP named vipName and returns its
 // plan at once; it runs in the background until done or stopped.

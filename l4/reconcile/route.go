@@ -8,7 +8,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -193,30 +192,6 @@ func (routePlane) backendDown(*l4.Backend) {}
 func (routePlane) outlivesProcess() bool   { return false }
 func (routePlane) fillStatus(*VIPStatus)   {}
 func (routePlane) explain(q *explainQuery) {}
-
-// RouteStatus is one SNI route of a VIP in status.
-type RouteStatus struct {
-	Name      string          `json:"name"`
-	Names     []string        `json:"names"`
-	Algorithm string          `json:"algorithm"`
-	Eligible  int             `json:"eligible"`
-	Routed    uint64          `json:"routed"` // connections its names brought
-	Backends  []BackendStatus `json:"backends"`
-}
-
-// SNIStatus is a VIP's SNI routing: its routes and what matched none.
-type SNIStatus struct {
-	Timeout time.Duration `json:"timeout_ns"`
-	NoMatch string        `json:"no_match"` // default | close
-	Routes  []RouteStatus `json:"routes"`
-	// Connections the VIP's own backends took for want of a route.
-	Default uint64 `json:"default"`
-	// Clients with a name no route lists or no name; not TLS or
-	// malformed; no whole ClientHello within sni_timeout (reset).
-	NoMatchCount uint64 `json:"sni_no_match"`
-	NotTLS       uint64 `json:"sni_not_tls"`
-	Timeouts     uint64 `json:"sni_timeout"`
-}
 
 // sniStatus fills the routes of v's status (r.mu held).
 func (r *Runtime) sniStatus(v *vip, s *VIPStatus) {

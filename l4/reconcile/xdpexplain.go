@@ -102,7 +102,8 @@ func (p *xdpPlane) explainEntry(q *explainQuery, path bpf.Path) {
 	}
 	pin.Why = "packets of this flow go to it while the entry lives (an LRU: evicted when the table is full; refreshed at most once a second)"
 	pin.Decides = true
-	q.decided(pin.Backend.ptr(), "the XDP conntrack entry of this flow")
+	b := pin.Backend
+	q.decided(&b, "the XDP conntrack entry of this flow")
 	if q.f.Proto == l4.TCP {
 		switch syn := path.Backend(true); {
 		case syn == fe.Backend:
@@ -115,8 +116,6 @@ func (p *xdpPlane) explainEntry(q *explainQuery, path bpf.Path) {
 	}
 	q.e.Pinned = append(q.e.Pinned, pin)
 }
-
-func (r BackendRef) ptr() *BackendRef { return &r }
 
 // refText names a backend for a sentence ("none: dropped" for nil).
 func refText(r *BackendRef) string {
