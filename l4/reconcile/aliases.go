@@ -45,6 +45,7 @@ const (
 )
 
 var (
-	ErrBadClient = plane.ErrBadClient
-	ParseClient  = plane.ParseClient
+	ErrCannotRebalance = plane.ErrCannotRebalance
+	ErrBadClient       = plane.ErrBadClient
+	ParseClient        = plane.ParseClient
 )

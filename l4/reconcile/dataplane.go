@@ -13,58 +13,10 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
-
-// dataPlane moves one VIP's traffic. The TCP and UDP proxy services and
-// the XDP map writer sit behind it, so the control loop (reload diff,
-// health, weights, drain, status) is written once for all of them.
-type dataPlane interface {
-	// serve starts moving traffic, once the VIP's first snapshot is
-	// published.
-	serve()
-	// publish makes snap the one new flows pick from. The proxy services
-	// read the VIP's snapshot.Store themselves; the XDP plane writes the
-	// snapshot's Maglev table and backends into its maps. It is how maps
-	// stay in step with health, weights and reloads.
-	publish(snap *snapshot.Snapshot) error
-	// update applies the settings a reload may change on a running VIP.
-	update(vc *config.VIP) error
-	// stopAccepting stops new flows; established ones continue.
-	stopAccepting()
-	// drain waits for established flows until ctx is done, then ends the
-	// rest; it returns how many it ended.
-	drain(ctx context.Context) int
-	// closeNow stops at once (a VIP whose start was rolled back).
-	closeNow()
-	// resetWhere ends the established flows whose backend matches and
-	// returns how many; why is the end their log lines give (l4.EndOnDown
-	// for on_down = reset).
-	resetWhere(match func(*l4.Backend) bool, why l4.EndReason) int
-	// closeSome ends up to n established flows of b, which it chooses,
-	// and returns how many it began to end (a rebalance). n = 0 only asks
-	// whether the plane can: an error wrapping ErrCannotRebalance says
-	// why not.
-	closeSome(b *l4.Backend, n int, how proxy.CloseHow) (int, error)
-	// backendsRemoved tells the plane a reload took these backends out;
-	// it calls release for each once no flow can reach it any more (the
-	// backend's index may then be reused).
-	backendsRemoved(bs []*l4.Backend, release func(*l4.Backend))
-	// backendDown tells the plane health took b down: flows pinned to it
-	// that cannot outlive it (UDP in the XDP conntrack) are let go.
-	backendDown(b *l4.Backend)
-	// outlivesProcess reports whether the plane keeps forwarding after
-	// l4lb exits (XDP with pinned maps): shutdown then leaves it as it is
-	// for the next l4lb to adopt, instead of draining it.
-	outlivesProcess() bool
-	// fillStatus adds the data plane's counters to s.
-	fillStatus(s *VIPStatus)
-	// explain answers l4lb explain for q's flow: the state the plane
-	// holds for it (connections, pins, sessions, conntrack) and what it
-	// would choose for a new one. It changes nothing.
-	explain(q *explainQuery)
-}
 
 // planeDeps are what the data planes share across VIPs.
 type planeDeps struct {
@@ -90,18 +42,31 @@ type planeDeps struct {
 	served *servedSignal
 }
 
-// newDataPlane opens the data plane vc's mode and protocol ask for. It is
-// the only place that dispatches on mode.
-func newDataPlane(key l4.VIPKey, vc *config.VIP, deps planeDeps) (dataPlane, error) {
+// newDataPlane opens the data plane vc's mode and protocol ask for, and
+// returns it with its update: what applies a reload's settings to it. It
+// is the only place that dispatches on mode.
+func newDataPlane(key l4.VIPKey, vc *config.VIP, deps planeDeps) (plane.Plane, func(*config.VIP) error, error) {
 	switch {
 	case vc.Mode == l4.ModeProxy && key.Proto == l4.TCP:
-		return newTCPPlane(key, vc, deps)
+		p, err := newTCPPlane(key, vc, deps)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, p.update, nil
 	case vc.Mode == l4.ModeProxy && key.Proto == l4.UDP:
-		return newUDPPlane(key, vc, deps)
+		p, err := newUDPPlane(key, vc, deps)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, p.update, nil
 	case vc.Mode == l4.ModeXDP:
-		return newXDPPlane(key, vc, deps.xdp, deps.log)
+		p, err := newXDPPlane(key, vc, deps.xdp, deps.log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, p.update, nil
 	}
-	return nil, fmt.Errorf("mode %s for %s VIPs: %w", vc.Mode, key.Proto, errModeUnavailable)
+	return nil, nil, fmt.Errorf("mode %s for %s VIPs: %w", vc.Mode, key.Proto, errModeUnavailable)
 }
 
 // errModeUnavailable: the mode is valid config but this runtime cannot run it.
@@ -151,26 +116,26 @@ func newTCPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*tcpPlane, error) 
 	return &tcpPlane{svc: svc}, nil
 }
 
-func (p *tcpPlane) serve() { go p.svc.Serve() }
+func (p *tcpPlane) Serve() { go p.svc.Serve() }
 
 // publish: the service reads the store; a new snapshot (a backend up, a
 // reload that raised a cap) may have room for connections waiting for a
 // backend slot.
-func (p *tcpPlane) publish(*snapshot.Snapshot) error { p.svc.ServeQueue(); return nil }
-func (p *tcpPlane) stopAccepting()                   { _ = p.svc.Close() }
-func (p *tcpPlane) drain(ctx context.Context) int    { return p.svc.Drain(ctx) }
-func (p *tcpPlane) closeNow()                        { _ = p.svc.Close() }
-func (p *tcpPlane) resetWhere(m func(*l4.Backend) bool, why l4.EndReason) int {
+func (p *tcpPlane) Publish(*snapshot.Snapshot) error { p.svc.ServeQueue(); return nil }
+func (p *tcpPlane) StopAccepting()                   { _ = p.svc.Close() }
+func (p *tcpPlane) Drain(ctx context.Context) int    { return p.svc.Drain(ctx) }
+func (p *tcpPlane) Close()                           { _ = p.svc.Close() }
+func (p *tcpPlane) ResetWhere(m func(*l4.Backend) bool, why l4.EndReason) int {
 	return p.svc.ResetWhere(m, why)
 }
-func (p *tcpPlane) closeSome(b *l4.Backend, n int, how proxy.CloseHow) (int, error) {
-	return p.svc.CloseSome(b, n, how), nil
+func (p *tcpPlane) CloseSome(b *l4.Backend, n int, how plane.CloseHow) (int, error) {
+	return p.svc.CloseSome(b, n, proxyClose(how)), nil
 }
-func (p *tcpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
+func (p *tcpPlane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	releaseAll(bs, release)
 }
-func (p *tcpPlane) backendDown(*l4.Backend) {} // connections end by on_down or by themselves
-func (p *tcpPlane) outlivesProcess() bool   { return false }
+func (p *tcpPlane) BackendDown(*l4.Backend) {} // connections end by on_down or by themselves
+func (p *tcpPlane) OutlivesProcess() bool   { return false }
 
 // update swaps in the new settings and sets defer_accept on the running
 // listener (one setsockopt, also when unchanged): the socket is never
@@ -184,7 +149,7 @@ func (p *tcpPlane) update(vc *config.VIP) error {
 	return p.svc.SetDeferAccept(vc.DeferAccept)
 }
 
-func (p *tcpPlane) fillStatus(s *VIPStatus) {
+func (p *tcpPlane) FillStatus(s *VIPStatus) {
 	st := &p.svc.Stats
 	s.Active, s.Accepted = st.Active.Load(), st.Accepted.Load()
 	s.NoBackend, s.ConnectFails = st.NoBackend.Load(), st.ConnectFails.Load()
@@ -203,7 +168,10 @@ func (p *tcpPlane) fillStatus(s *VIPStatus) {
 }
 
 // udpPlane is a UDP VIP in proxy mode.
-type udpPlane struct{ svc *proxy.UDPService }
+type udpPlane struct {
+	svc      *proxy.UDPService
+	settings atomic.Pointer[proxy.UDPSettings] // what explain reads
+}
 
 func newUDPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*udpPlane, error) {
 	ust, err := udpSettings(vc)
@@ -231,32 +199,46 @@ func newUDPPlane(key l4.VIPKey, vc *config.VIP, d planeDeps) (*udpPlane, error) 
 		return nil, err
 	}
 	d.self.Add(key)
-	return &udpPlane{svc: svc}, nil
+	p := &udpPlane{svc: svc}
+	p.settings.Store(&ust)
+	return p, nil
 }
 
-func (p *udpPlane) serve()                           { go p.svc.Serve() }
-func (p *udpPlane) publish(*snapshot.Snapshot) error { return nil } // the service reads the store
+func (p *udpPlane) Serve()                           { go p.svc.Serve() }
+func (p *udpPlane) Publish(*snapshot.Snapshot) error { return nil } // the service reads the store
 func (p *udpPlane) update(vc *config.VIP) error {
 	st, err := udpSettings(vc)
 	if err != nil {
 		return err
 	}
-	return p.svc.Update(st)
+	if err := p.svc.Update(st); err != nil {
+		return err
+	}
+	p.settings.Store(&st)
+	return nil
 }
-func (p *udpPlane) stopAccepting()                                      {} // datagrams have no backlog to refuse: drain closes
-func (p *udpPlane) drain(context.Context) int                           { _ = p.svc.Close(); return 0 }
-func (p *udpPlane) closeNow()                                           { _ = p.svc.Close() }
-func (p *udpPlane) resetWhere(func(*l4.Backend) bool, l4.EndReason) int { return 0 } // sessions move on their next datagram
+func (p *udpPlane) StopAccepting()                                      {} // datagrams have no backlog to refuse: drain closes
+func (p *udpPlane) Drain(context.Context) int                           { _ = p.svc.Close(); return 0 }
+func (p *udpPlane) Close()                                              { _ = p.svc.Close() }
+func (p *udpPlane) ResetWhere(func(*l4.Backend) bool, l4.EndReason) int { return 0 } // sessions move on their next datagram
 
 // closeSome: a UDP VIP rebalances by itself, as sessions end.
-func (p *udpPlane) closeSome(*l4.Backend, int, proxy.CloseHow) (int, error) {
-	return 0, fmt.Errorf("%w: udp VIPs are not rebalanced; a session ends after session_timeout without traffic and the next one is balanced anew", ErrCannotRebalance)
+func (p *udpPlane) CloseSome(*l4.Backend, int, plane.CloseHow) (int, error) {
+	return 0, fmt.Errorf("%w: udp VIPs are not rebalanced; a session ends after session_timeout without traffic and the next one is balanced anew", plane.ErrCannotRebalance)
 }
-func (p *udpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
+func (p *udpPlane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	releaseAll(bs, release)
 }
-func (p *udpPlane) backendDown(*l4.Backend) {} // sessions move on their next datagram
-func (p *udpPlane) outlivesProcess() bool   { return false }
+func (p *udpPlane) BackendDown(*l4.Backend) {} // sessions move on their next datagram
+func (p *udpPlane) OutlivesProcess() bool   { return false }
+
+// proxyClose is how in the proxy's terms.
+func proxyClose(how plane.CloseHow) proxy.CloseHow {
+	if how == plane.CloseReset {
+		return proxy.CloseReset
+	}
+	return proxy.CloseFIN
+}
 
 // releaseAll releases every backend at once: a proxy plane holds no index.
 func releaseAll(bs []*l4.Backend, release func(*l4.Backend)) {
@@ -265,7 +247,7 @@ func releaseAll(bs []*l4.Backend, release func(*l4.Backend)) {
 	}
 }
 
-func (p *udpPlane) fillStatus(s *VIPStatus) {
+func (p *udpPlane) FillStatus(s *VIPStatus) {
 	st := &p.svc.Stats
 	s.Active, s.Accepted, s.NoBackend = p.svc.Sessions(), st.SessionsCreated.Load(), st.NoBackend.Load()
 	s.ConnLogDropped = st.ConnLogDropped.Load()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -44,17 +43,6 @@ func reachable(k l4.VIPKey, client netip.Addr) error {
 	return fmt.Errorf("%w: %s cannot reach VIP %s (another address family)", ErrBadClient, client, k.Addr)
 }
 
-// explainQuery is one question, as the data planes see it.
-type explainQuery struct {
-	f      l4.Flow // client to the VIP's address
-	port   bool    // the client's port was given
-	vc     *config.VIP
-	snap   *snapshot.Snapshot
-	e      *Explanation
-	byPtr  map[*l4.Backend]*Candidate // the candidates by backend
-	decide string                     // what decided e.Backend, once something did
-}
-
 // explain composes the answer: the VIP, its candidates, then what its
 // data plane holds and chooses.
 func (v *vip) explain(client netip.AddrPort) Explanation {
@@ -62,7 +50,7 @@ func (v *vip) explain(client netip.AddrPort) Explanation {
 	f := l4.Flow{Src: client, Dst: v.key.Addr, Proto: v.key.Proto}
 	e := Explanation{
 		VIP: vc.Name, Listen: v.key.Addr.String(), Protocol: v.key.Proto.String(), Mode: vc.Mode.String(),
-		Algorithm: vc.Algorithm.String(), Client: client.Addr().String(), Flow: flowString(f),
+		Algorithm: vc.Algorithm.String(), Client: client.Addr().String(), Flow: plane.FlowString(f),
 	}
 	if client.Port() != 0 {
 		e.Client = client.String()
@@ -72,66 +60,23 @@ func (v *vip) explain(client netip.AddrPort) Explanation {
 	if vc.Algorithm.Hashing() && vc.Mode == l4.ModeProxy {
 		e.HashKey = vc.HashKey.String()
 	}
-	q := &explainQuery{f: f, port: client.Port() != 0, vc: vc, snap: v.store.Load(), e: &e}
-	v.candidates(q)
+	q := &plane.Query{Flow: f, Port: client.Port() != 0, Algorithm: vc.Algorithm, Snap: v.store.Load(), Answer: &e}
+	v.candidates(q, vc)
 	if v.key.Addr.Addr().IsUnspecified() {
 		e.Notes = append(e.Notes, fmt.Sprintf("the VIP listens on the wildcard address %s: UDP session keys and a 5tuple hash hold the address the client sent to, which is not known here; %s stands in for it", v.key.Addr.Addr(), v.key.Addr.Addr()))
 	}
-	v.dp.explain(q)
+	v.dp.Explain(q)
 	if e.Because == "" {
 		e.Because = "no backend: none is eligible"
 	}
-	explainAccess(vc, client.Addr(), &e)
 	return e
-}
-
-// explainAccess adds the VIP's allow/deny verdict: a refused client's new
-// flows reach no backend (its established ones, if any, still decide).
-func explainAccess(vc *config.VIP, client netip.Addr, e *Explanation) {
-	acl, err := accessList(vc)
-	if err != nil || acl == nil {
-		return
-	}
-	verdict := "allowed"
-	if !acl.Allowed(client) {
-		verdict = "refused"
-	}
-	if r, ok := acl.Match(client); ok {
-		list := "deny"
-		if r.Allowed {
-			list = "allow"
-		}
-		e.Access = fmt.Sprintf("%s by %s %s", verdict, list, r.Net)
-	} else if verdict == "allowed" {
-		e.Access = "allowed: in no list, and the VIP has no allow list"
-	} else {
-		e.Access = "refused: not in the VIP's allow list"
-	}
-	if verdict == "allowed" {
-		return
-	}
-	for _, p := range e.Pinned {
-		if p.Decides {
-			return
-		}
-	}
-	e.Backend, e.Because = nil, "no backend: the client is "+e.Access
-}
-
-// flowString formats a flow as the logs do: "tcp 198.18.0.50:40000->198.18.0.10:5432".
-func flowString(f l4.Flow) string {
-	return f.Proto.String() + " " + f.Src.String() + "->" + f.Dst.String()
-}
-
-func ref(b *l4.Backend) *BackendRef {
-	return &BackendRef{ID: string(b.ID), Address: b.Addr.String(), Index: b.Index}
 }
 
 // candidates lists every backend of the VIP with its state and why it
 // takes no new flows when it does not.
-func (v *vip) candidates(q *explainQuery) {
+func (v *vip) candidates(q *plane.Query, vc *config.VIP) {
 	effective := map[*l4.Backend]uint32{}
-	for _, m := range membersOf(q.snap) {
+	for _, m := range membersOf(q.Snap) {
 		effective[m.Backend] = m.Weight
 	}
 	v.mu.Lock()
@@ -152,7 +97,7 @@ func (v *vip) candidates(q *explainQuery) {
 		if b.override.state != l4.OverrideNone {
 			c.Override = b.override.state.String()
 		}
-		if scalesWeights(q.vc) && in {
+		if scalesWeights(vc) && in {
 			c.EffectiveWeight, c.Scale = (w+50)/100, max(b.scale, 0) // hundredths (effectiveMembers)
 			if c.Scale == 0 {
 				c.Scale = 1
@@ -162,14 +107,10 @@ func (v *vip) candidates(q *explainQuery) {
 		if c.Why == "eligible, but not in the snapshot yet" && b.conf.Backup {
 			c.Why = "backup: standing by while a primary (or, with backup_mode first, an earlier backup) serves"
 		}
-		q.e.Candidates = append(q.e.Candidates, c)
+		q.Answer.Candidates = append(q.Answer.Candidates, c)
 	}
 	v.mu.Unlock()
-	slices.SortFunc(q.e.Candidates, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
-	q.byPtr = map[*l4.Backend]*Candidate{}
-	for i := range q.e.Candidates {
-		q.byPtr[q.e.Candidates[i].Backend()] = &q.e.Candidates[i]
-	}
+	slices.SortFunc(q.Answer.Candidates, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // whyNot says why b takes no new flows, and what becomes of the flows
@@ -199,36 +140,24 @@ func whyIneligible(b *backend) string {
 	return "weight 0: no new flows; pinned flows move on their next packet"
 }
 
-// decided records the answer: b (nil: none) because of why.
-func (q *explainQuery) decided(b *BackendRef, why string) {
-	if q.decide != "" {
-		return
-	}
-	q.decide = why
-	q.e.Backend, q.e.Because = b, why
-}
-
-// portMatters reports whether the flow hash covers the client port.
-func portMatters(k l4.HashKey) bool { return k != l4.HashSrcIP }
-
 // explainPick is the proxy planes' answer for a new flow: the
 // snapshot's algorithm, read without picking.
-func (q *explainQuery) explainPick() {
-	e, vc := q.e, q.vc
-	x := q.snap.Explain(&q.f)
-	p := &Pick{Rule: x.Rule, Generation: q.snap.Generation()}
+func explainPick(q *plane.Query) {
+	e := q.Answer
+	x := q.Snap.Explain(&q.Flow)
+	p := &Pick{Rule: x.Rule, Generation: q.Snap.Generation()}
 	e.Pick = p
-	members := membersOf(q.snap)
+	members := membersOf(q.Snap)
 	at := func(i int) *BackendRef {
 		if i < 0 || i >= len(members) {
 			return nil
 		}
-		return ref(members[i].Backend)
+		return plane.Ref(members[i].Backend)
 	}
 	for _, m := range x.Members {
-		if c := q.byPtr[m.Backend]; c != nil {
+		if c := q.CandidateOf(m.Backend); c != nil {
 			c.Share, c.Load, c.OverBound, c.Full, c.MaxFlows = m.Share, m.Load, m.OverBound, m.Full, m.Backend.MaxFlows()
-			if vc.Algorithm == l4.LeastTime {
+			if q.Algorithm == l4.LeastTime {
 				c.RTT, c.RTTSampled, c.Cost = m.RTT, m.RTTSampled, time.Duration(m.Cost)
 			}
 		}
@@ -242,29 +171,29 @@ func (q *explainQuery) explainPick() {
 	}
 	switch {
 	case len(members) == 0:
-		q.decided(nil, "no eligible backend: a new "+flowNoun(q.f.Proto)+" is refused")
-	case x.Hash != nil && portMatters(x.Hash.Key) && !q.port:
+		q.Decided(nil, "no eligible backend: a new "+flowNoun(q.Flow.Proto)+" is refused")
+	case x.Hash != nil && plane.PortMatters(x.Hash.Key) && !q.Port:
 		p.Hash.Maglev, p.Hash.Ring, p.Hash.Owner, p.Hash.Skipped, p.Hash.Fallback = nil, nil, nil, nil, false
-		q.decided(nil, fmt.Sprintf("hash_key %s covers the client port, which was not given: each port hashes on its own (give CLIENT_IP:PORT)", x.Hash.Key))
+		q.Decided(nil, fmt.Sprintf("hash_key %s covers the client port, which was not given: each port hashes on its own (give CLIENT_IP:PORT)", x.Hash.Key))
 	case x.Chosen >= 0:
 		p.Backend = at(x.Chosen)
-		q.decided(p.Backend, pickBecause(x, p))
+		q.Decided(p.Backend, pickBecause(x, p))
 	case len(x.Tied) > 0:
-		q.decided(nil, fmt.Sprintf("%s: a tie between %v at the lowest score, broken at random", vc.Algorithm, p.Tied))
+		q.Decided(nil, fmt.Sprintf("%s: a tie between %v at the lowest score, broken at random", q.Algorithm, p.Tied))
 	case x.Algorithm == l4.RoundRobin:
-		q.decided(nil, fmt.Sprintf("round_robin rotates: the VIP's next new flow, from whichever client, goes to %s", p.Next.ID))
+		q.Decided(nil, fmt.Sprintf("round_robin rotates: the VIP's next new flow, from whichever client, goes to %s", p.Next.ID))
 	default:
-		q.decided(nil, fmt.Sprintf("%s: chance decides (see the shares)", vc.Algorithm))
+		q.Decided(nil, fmt.Sprintf("%s: chance decides (see the shares)", q.Algorithm))
 	}
 }
 
 // hashPath converts a balance hash path.
 func hashPath(h *balance.HashPath, members []balance.Member, at func(int) *BackendRef) *HashPath {
-	hp := &HashPath{Key: h.Key.String(), Hash: hex(h.Hash), Owner: at(h.Owner), BalanceFactor: h.BalanceFactor, Fallback: h.Fallback}
+	hp := &HashPath{Key: h.Key.String(), Hash: plane.Hex(h.Hash), Owner: at(h.Owner), BalanceFactor: h.BalanceFactor, Fallback: h.Fallback}
 	if h.TableSize > 0 {
 		hp.Maglev = &MaglevPath{Slot: h.Slot, TableSize: h.TableSize, Source: "snapshot"}
 	} else {
-		hp.Ring = &RingPath{Point: h.Point, Points: h.Points, Position: hex(h.Position), Vnodes: h.Vnodes}
+		hp.Ring = &RingPath{Point: h.Point, Points: h.Points, Position: plane.Hex(h.Position), Vnodes: h.Vnodes}
 	}
 	for _, i := range h.Skipped {
 		hp.Skipped = append(hp.Skipped, string(members[i].Backend.ID))
@@ -279,8 +208,6 @@ func membersOf(s *snapshot.Snapshot) []balance.Member {
 	}
 	return s.Members
 }
-
-func hex(u uint64) string { return "0x" + strconv.FormatUint(u, 16) }
 
 // pickBecause is the one line for a deterministic choice.
 func pickBecause(x balance.Explanation, p *Pick) string {
@@ -321,6 +248,3 @@ func flowNoun(p l4.Protocol) string {
 	}
 	return "connection"
 }
-
-// secs is d in seconds, to the millisecond.
-func secs(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds() }

@@ -8,95 +8,105 @@ import (
 
 	"github.com/l4lb/l4lb/conntrack"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/guard"
+	"github.com/l4lb/l4lb/l4/plane"
 )
-
-// maxListed bounds the flows listed for a client given without a port.
-const maxListed = 16
 
 // explain: an established connection from the client's address and
 // port, else the affinity pin, else the algorithm.
-func (p *tcpPlane) explain(q *explainQuery) {
-	src := q.f.Src
-	conns := p.svc.ConnsFrom(src.Addr(), src.Port(), maxListed+1)
+func (p *tcpPlane) Explain(q *plane.Query) {
+	src := q.Flow.Src
+	conns := p.svc.ConnsFrom(src.Addr(), src.Port(), plane.MaxListed+1)
 	for i, c := range conns {
-		if i == maxListed {
-			q.e.Notes = append(q.e.Notes, fmt.Sprintf("more than %d established connections from %s: the first %d are listed", maxListed, src.Addr(), maxListed))
+		if i == plane.MaxListed {
+			q.Answer.Notes = append(q.Answer.Notes, fmt.Sprintf("more than %d established connections from %s: the first %d are listed", plane.MaxListed, src.Addr(), plane.MaxListed))
 			break
 		}
-		pin := Pin{Kind: "connection", Flow: flowString(c.Flow), Backend: *ref(c.Backend), Decides: q.port,
-			IdleSeconds: secs(c.Idle), TimeoutSeconds: secs(q.vc.IdleTimeout),
+		pin := Pin{Kind: "connection", Flow: plane.FlowString(c.Flow), Backend: *plane.Ref(c.Backend), Decides: q.Port,
+			IdleSeconds: plane.Secs(c.Idle), TimeoutSeconds: plane.Secs(p.svc.Settings().IdleTimeout),
 			Why: "established: its bytes go to this backend until it ends"}
-		if q.port {
-			q.decided(ref(c.Backend), "an established connection from this address and port")
+		if q.Port {
+			q.Decided(plane.Ref(c.Backend), "an established connection from this address and port")
 		}
-		q.e.Pinned = append(q.e.Pinned, pin)
+		q.Answer.Pinned = append(q.Answer.Pinned, pin)
 	}
 	if len(conns) == 0 {
-		q.e.Unpinned = append(q.e.Unpinned, "no established connection from "+q.e.Client)
+		q.Answer.Unpinned = append(q.Answer.Unpinned, "no established connection from "+q.Answer.Client)
 	}
 	p.explainAffinity(q)
-	q.explainPick()
+	explainPick(q)
+	explainAccess(q, p.svc.Settings().Access)
+}
+
+// explainAccess adds the verdict of acl (nil: no lists) for the client.
+func explainAccess(q *plane.Query, acl *guard.ACL) {
+	if acl != nil {
+		r, _ := acl.Match(q.Flow.Src.Addr())
+		q.Access(acl.Allowed(q.Flow.Src.Addr()), r.Net, r.Allowed)
+	}
 }
 
 // explainAffinity reads the client address's pin, when the VIP has
 // affinity_timeout, without refreshing it.
-func (p *tcpPlane) explainAffinity(q *explainQuery) {
-	if q.vc.AffinityTimeout <= 0 {
+func (p *tcpPlane) explainAffinity(q *plane.Query) {
+	if p.svc.Settings().AffinityTimeout <= 0 {
 		return
 	}
 	a := p.svc.Affinity()
 	if a == nil {
-		q.e.Notes = append(q.e.Notes, "affinity_timeout is set but the pin table could not start: no pins")
+		q.Answer.Notes = append(q.Answer.Notes, "affinity_timeout is set but the pin table could not start: no pins")
 		return
 	}
-	client := q.f.Src.Addr()
+	client := q.Flow.Src.Addr()
 	pk, ok := a.Peek(p.svc.Key(), client)
 	if !ok {
-		q.e.Unpinned = append(q.e.Unpinned, "no affinity entry for "+client.String())
+		q.Answer.Unpinned = append(q.Answer.Unpinned, "no affinity entry for "+client.String())
 		return
 	}
 	b := pk.Backend
-	pin := Pin{Kind: "affinity", Flow: "client " + client.String(), Backend: *ref(b), IdleSeconds: secs(pk.Idle), TimeoutSeconds: secs(pk.Timeout)}
+	pin := Pin{Kind: "affinity", Flow: "client " + client.String(), Backend: *plane.Ref(b), IdleSeconds: plane.Secs(pk.Idle), TimeoutSeconds: plane.Secs(pk.Timeout)}
 	if b.Eligible() {
 		pin.Why = "a new connection from this address goes to it first (affinity_timeout); a failed connect retries by the algorithm"
-		pin.Decides = q.decide == ""
-		q.decided(ref(b), "affinity pin: the backend this client address used last")
+		pin.Decides = q.Undecided()
+		q.Decided(plane.Ref(b), "affinity pin: the backend this client address used last")
 	} else {
 		pin.Why = "its backend takes no pinned flows now (down, disabled, weight 0 or removed): the algorithm picks, and the pin moves to its choice"
 	}
-	q.e.Pinned = append(q.e.Pinned, pin)
+	q.Answer.Pinned = append(q.Answer.Pinned, pin)
 }
 
 // explain: the client's UDP session (its address and port), else the
 // algorithm for a new session.
-func (p *udpPlane) explain(q *explainQuery) {
+func (p *udpPlane) Explain(q *plane.Query) {
 	t := p.svc.Table()
-	if q.port {
-		if pk, ok := t.Peek(conntrack.KeyOf(&q.f)); ok {
-			q.e.Pinned = append(q.e.Pinned, q.sessionPin(q.f, pk, true))
+	if q.Port {
+		if pk, ok := t.Peek(conntrack.KeyOf(&q.Flow)); ok {
+			q.Answer.Pinned = append(q.Answer.Pinned, sessionPin(q, q.Flow, pk, true))
 		} else {
-			q.e.Unpinned = append(q.e.Unpinned, "no UDP session for "+q.e.Client)
+			q.Answer.Unpinned = append(q.Answer.Unpinned, "no UDP session for "+q.Answer.Client)
 		}
 	} else {
-		q.clientSessions(t)
+		clientSessions(q, t)
 	}
-	if st := q.vc; st.MaxSessions > 0 && p.svc.Sessions() >= int64(st.MaxSessions) && q.decide == "" {
-		q.e.Notes = append(q.e.Notes, fmt.Sprintf("max_sessions (%d) reached: a datagram that would start a new session is dropped", st.MaxSessions))
+	st := p.settings.Load()
+	if st.MaxSessions > 0 && p.svc.Sessions() >= int64(st.MaxSessions) && q.Undecided() {
+		q.Answer.Notes = append(q.Answer.Notes, fmt.Sprintf("max_sessions (%d) reached: a datagram that would start a new session is dropped", st.MaxSessions))
 	}
-	q.explainPick()
+	explainPick(q)
+	explainAccess(q, st.Access)
 }
 
 // sessionPin describes a UDP session; exact says it is the flow asked about.
-func (q *explainQuery) sessionPin(f l4.Flow, pk conntrack.Peeked, exact bool) Pin {
+func sessionPin(q *plane.Query, f l4.Flow, pk conntrack.Peeked, exact bool) Pin {
 	b := pk.Backend
-	pin := Pin{Kind: "session", Flow: flowString(f), Backend: *ref(b), IdleSeconds: secs(pk.Idle), TimeoutSeconds: secs(pk.Timeout)}
+	pin := Pin{Kind: "session", Flow: plane.FlowString(f), Backend: *plane.Ref(b), IdleSeconds: plane.Secs(pk.Idle), TimeoutSeconds: plane.Secs(pk.Timeout)}
 	switch {
 	case !b.Eligible():
 		pin.Why = "its backend takes no pinned flows now (down, disabled, weight 0 or removed): the next datagram ends the session and the algorithm picks again"
 	case exact:
 		pin.Why = "datagrams from this address and port go to it until the session is idle for session_timeout"
-		pin.Decides = q.decide == ""
-		q.decided(ref(b), "a UDP session of this address and port")
+		pin.Decides = q.Undecided()
+		q.Decided(plane.Ref(b), "a UDP session of this address and port")
 	default:
 		pin.Why = "a session of this client: its datagrams go to this backend until it is idle for session_timeout"
 	}
@@ -104,19 +114,19 @@ func (q *explainQuery) sessionPin(f l4.Flow, pk conntrack.Peeked, exact bool) Pi
 }
 
 // clientSessions lists the sessions of the client's address (any port).
-func (q *explainQuery) clientSessions(t *conntrack.Table) {
-	client := q.f.Src.Addr()
+func clientSessions(q *plane.Query, t *conntrack.Table) {
+	client := q.Flow.Src.Addr()
 	n := 0
 	t.Range(func(k conntrack.Key, pk conntrack.Peeked) bool {
 		if f := k.Flow(); f.Src.Addr() == client {
-			if n == maxListed {
-				q.e.Notes = append(q.e.Notes, fmt.Sprintf("more than %d UDP sessions from %s: the first %d are listed", maxListed, client, maxListed))
+			if n == plane.MaxListed {
+				q.Answer.Notes = append(q.Answer.Notes, fmt.Sprintf("more than %d UDP sessions from %s: the first %d are listed", plane.MaxListed, client, plane.MaxListed))
 				return false
 			}
-			q.e.Pinned = append(q.e.Pinned, q.sessionPin(f, pk, false))
+			q.Answer.Pinned = append(q.Answer.Pinned, sessionPin(q, f, pk, false))
 			n++
 		}
 		return true
 	})
-	q.e.Unpinned = append(q.e.Unpinned, "UDP sessions are per client port: give CLIENT_IP:PORT for the session a datagram would use")
+	q.Answer.Unpinned = append(q.Answer.Unpinned, "UDP sessions are per client port: give CLIENT_IP:PORT for the session a datagram would use")
 }

@@ -98,11 +98,11 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 	}
 	v.log.Log(level, "backend health changed", zap.String("backend", string(id)), zap.Stringer("from", old), zap.Stringer("to", h), zap.String("reason", reason))
 	if h == l4.HealthDown {
-		go v.dp.backendDown(b.b) // a purge walks the flow table: not on the probe goroutine
+		go v.dp.BackendDown(b.b) // a purge walks the flow table: not on the probe goroutine
 	}
 	if h == l4.HealthDown && vc.Health.OnDown == "reset" {
 		go func() {
-			n := v.dp.resetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndOnDown)
+			n := v.dp.ResetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndOnDown)
 			v.log.Info("on_down reset: sessions closed", zap.String("backend", string(id)), zap.Int("reset", n))
 		}()
 	}

@@ -77,7 +77,7 @@ func (v *vip) setOverride(ref string, o l4.Override, by string) (OverrideResult,
 		return res, fmt.Errorf("vip %q: backend %q: %w", v.name(), b.b.ID, err)
 	}
 	if o == l4.OverrideDisable {
-		res.Reset = v.dp.resetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndDisabled)
+		res.Reset = v.dp.ResetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndDisabled)
 	}
 	v.log.Info("backend override set", zap.String("backend", string(b.b.ID)), zap.Stringer("override", o),
 		zap.Stringer("previous", prev), zap.String("by", by), zap.Int64("live_flows", res.LiveFlows), zap.Int("reset", res.Reset))

@@ -19,7 +19,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
-	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // RebalanceTolerance is how far a backend's live flows may be from its
@@ -52,9 +52,6 @@ const (
 )
 
 var (
-	// ErrCannotRebalance: the VIP's data plane, its config or its state
-	// rules a rebalance out (the admin API answers 409).
-	ErrCannotRebalance = errors.New("cannot rebalance")
 	// ErrRebalanceRunning: one runs already (409).
 	ErrRebalanceRunning = errors.New("a rebalance of this VIP is already running")
 )
@@ -101,7 +98,7 @@ func (r *Runtime) StopRebalance(vipName, by string) (RebalanceStatus, error) {
 type rebalance struct {
 	v      *vip
 	rate   int
-	how    proxy.CloseHow
+	how    plane.CloseHow
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when run returns
 
@@ -123,18 +120,18 @@ func (v *vip) startRebalance(o RebalanceOptions) (RebalanceStatus, error) {
 	if rate == 0 {
 		rate = vc.RebalanceRate
 	}
-	if _, err := v.dp.closeSome(nil, 0, proxy.CloseFIN); err != nil {
+	if _, err := v.dp.CloseSome(nil, 0, plane.CloseFIN); err != nil {
 		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
 	if vc.RebalanceRate == 0 {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w: its rebalance_rate is 0", vc.Name, ErrCannotRebalance)
+		return RebalanceStatus{}, fmt.Errorf("vip %q: %w: its rebalance_rate is 0", vc.Name, plane.ErrCannotRebalance)
 	}
 	if err := CheckRebalanceRate(rate); err != nil {
 		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
-	how := proxy.CloseFIN
+	how := plane.CloseFIN
 	if o.Reset {
-		how = proxy.CloseReset
+		how = plane.CloseReset
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -196,7 +193,7 @@ func (v *vip) rebalanceStatus() RebalanceStatus {
 	if rb == nil {
 		vc := v.cfg()
 		st := RebalanceStatus{VIP: vc.Name, State: RebalanceNone, Tolerance: RebalanceTolerance, Rate: vc.RebalanceRate}
-		if _, err := v.dp.closeSome(nil, 0, proxy.CloseFIN); err != nil {
+		if _, err := v.dp.CloseSome(nil, 0, plane.CloseFIN); err != nil {
 			st.Reason = err.Error()
 		} else if vc.RebalanceRate == 0 {
 			st.Reason = "refused: its rebalance_rate is 0"
@@ -372,7 +369,7 @@ func (rb *rebalance) closeTick(p *pacer, rows []balanceRow, now time.Time) {
 			continue
 		}
 		b := rows[i].b
-		got, _ := rb.v.dp.closeSome(b, n, rb.how)
+		got, _ := rb.v.dp.CloseSome(b, n, rb.how)
 		p.tokens -= float64(got)
 		p.sinceBest += got
 		r.left[b] -= n // fewer closed: the backend has no more to give

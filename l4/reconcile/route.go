@@ -13,6 +13,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
@@ -39,7 +40,7 @@ func routeID(key l4.VIPKey, name string) string { return key.String() + "#route=
 func newRouteVIP(parent *vip, rc *config.VIP, name string, svc *proxy.TCPService) (*vip, error) {
 	v := &vip{key: parent.key, id: routeID(parent.key, name), log: parent.log.With(zap.String("route", name)), health: parent.health,
 		self: parent.self, indexes: parent.indexes, served: parent.served, backends: map[l4.BackendID]*backend{}}
-	v.dp = routePlane{svc: svc}
+	v.dp, v.update = routePlane{svc: svc}, func(*config.VIP) error { return nil }
 	p, err := v.plan(rc)
 	if err != nil {
 		return nil, err
@@ -170,28 +171,27 @@ func (r *Runtime) stopRoute(rv *vip) {
 // are the service's, the route only chose their backends.
 type routePlane struct{ svc *proxy.TCPService }
 
-func (routePlane) serve() {}
+func (routePlane) Serve() {}
 
 // publish: the service reads the route's store; a new snapshot may have
 // room for connections of the route waiting for a backend slot.
-func (p routePlane) publish(*snapshot.Snapshot) error { p.svc.ServeQueue(); return nil }
-func (routePlane) update(*config.VIP) error           { return nil }
-func (routePlane) stopAccepting()                     {}
-func (routePlane) drain(context.Context) int          { return 0 } // the VIP's drain covers its connections
-func (routePlane) closeNow()                          {}
-func (p routePlane) resetWhere(m func(*l4.Backend) bool, why l4.EndReason) int {
+func (p routePlane) Publish(*snapshot.Snapshot) error { p.svc.ServeQueue(); return nil }
+func (routePlane) StopAccepting()                     {}
+func (routePlane) Drain(context.Context) int          { return 0 } // the VIP's drain covers its connections
+func (routePlane) Close()                             {}
+func (p routePlane) ResetWhere(m func(*l4.Backend) bool, why l4.EndReason) int {
 	return p.svc.ResetWhere(m, why)
 }
-func (p routePlane) closeSome(b *l4.Backend, n int, how proxy.CloseHow) (int, error) {
-	return p.svc.CloseSome(b, n, how), nil
+func (p routePlane) CloseSome(b *l4.Backend, n int, how plane.CloseHow) (int, error) {
+	return p.svc.CloseSome(b, n, proxyClose(how)), nil
 }
-func (routePlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
+func (routePlane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	releaseAll(bs, release)
 }
-func (routePlane) backendDown(*l4.Backend) {}
-func (routePlane) outlivesProcess() bool   { return false }
-func (routePlane) fillStatus(*VIPStatus)   {}
-func (routePlane) explain(q *explainQuery) {}
+func (routePlane) BackendDown(*l4.Backend) {}
+func (routePlane) OutlivesProcess() bool   { return false }
+func (routePlane) FillStatus(*VIPStatus)   {}
+func (routePlane) Explain(q *plane.Query)  {}
 
 // sniStatus fills the routes of v's status (r.mu held).
 func (r *Runtime) sniStatus(v *vip, s *VIPStatus) {

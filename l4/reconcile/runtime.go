@@ -356,7 +356,7 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	for k, v := range vips {
-		if v.dp.outlivesProcess() {
+		if v.dp.OutlivesProcess() {
 			delete(vips, k) // left forwarding for the next l4lb to adopt
 			continue
 		}

@@ -121,7 +121,7 @@ func (v *vip) status() VIPStatus {
 		s.Rebalance = &st
 	}
 	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
-	v.dp.fillStatus(&s)
+	v.dp.FillStatus(&s)
 	v.guard.fillStatus(&s)
 	return s
 }

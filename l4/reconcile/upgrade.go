@@ -213,7 +213,7 @@ func (r *Runtime) HoldXDP(hold bool) {
 	}
 	for _, v := range r.vips {
 		if p, ok := v.dp.(*xdpPlane); ok {
-			if err := p.publish(v.store.Load()); err != nil {
+			if err := p.Publish(v.store.Load()); err != nil {
 				v.log.Error("xdp: rewriting the maps after an upgrade failed", zap.Error(err))
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
@@ -25,13 +26,14 @@ type vip struct {
 	id      string // health and index key: key.String(), or a route's (route.go)
 	log     *zap.Logger
 	health  *health.Manager
-	flows   l4.FlowCounter   // VIP-wide live flows (bounded-load hashing reads it)
-	store   snapshot.Store   // the snapshot new flows pick from
-	dp      dataPlane        // moves the traffic: proxy services or XDP maps
-	guard   *xdpGuard        // a proxy VIP's entry in the XDP program; nil: none
-	self    *proxy.Listeners // the process's listeners, which this VIP joins while it listens
-	indexes *indexPool       // backend indexes, shared by all VIPs
-	served  *servedSignal    // poked on every published snapshot (Runtime.Serving)
+	flows   l4.FlowCounter          // VIP-wide live flows (bounded-load hashing reads it)
+	store   snapshot.Store          // the snapshot new flows pick from
+	dp      plane.Plane             // moves the traffic: proxy services or XDP maps
+	update  func(*config.VIP) error // applies a reload's settings to dp
+	guard   *xdpGuard               // a proxy VIP's entry in the XDP program; nil: none
+	self    *proxy.Listeners        // the process's listeners, which this VIP joins while it listens
+	indexes *indexPool              // backend indexes, shared by all VIPs
+	served  *servedSignal           // poked on every published snapshot (Runtime.Serving)
 
 	conf    atomic.Pointer[config.VIP]
 	ramping atomic.Bool // a slow-start goroutine runs
@@ -118,7 +120,7 @@ func newVIP(key l4.VIPKey, vc *config.VIP, deps planeDeps, hm *health.Manager) (
 		return nil, err
 	}
 	deps.log, deps.obs, deps.store = v.log, v, &v.store
-	if v.dp, err = newDataPlane(key, vc, deps); err != nil {
+	if v.dp, v.update, err = newDataPlane(key, vc, deps); err != nil {
 		p.abandon(v.indexes)
 		return nil, err
 	}
@@ -135,7 +137,7 @@ func (v *vip) cfg() *config.VIP { return v.conf.Load() }
 
 func (v *vip) serve() {
 	v.guard.write()
-	v.dp.serve()
+	v.dp.Serve()
 }
 
 // stopAccepting stops new flows; established ones continue until drain.
@@ -144,14 +146,14 @@ func (v *vip) stopAccepting() {
 	v.served.poke()
 	v.self.Remove(v.key)
 	v.guard.clear()
-	v.dp.stopAccepting()
+	v.dp.StopAccepting()
 }
 
 func (v *vip) closeNow() {
 	v.stopped.Store(true)
 	v.self.Remove(v.key)
 	v.guard.clear()
-	v.dp.closeNow()
+	v.dp.Close()
 	v.releaseIndexes()
 }
 
@@ -161,7 +163,7 @@ func (v *vip) drain(ctx context.Context) int {
 	v.stopped.Store(true)
 	v.self.Remove(v.key)
 	v.guard.clear()
-	n := v.dp.drain(ctx)
+	n := v.dp.Drain(ctx)
 	v.releaseIndexes()
 	return n
 }
@@ -178,7 +180,7 @@ func (v *vip) releaseIndexes() {
 
 // apply switches the running VIP to a plan made by plan.
 func (v *vip) apply(p *plan) {
-	if err := v.dp.update(p.conf); err != nil {
+	if err := v.update(p.conf); err != nil {
 		v.log.Error("settings not applied", zap.Error(err))
 	}
 	v.guard.update(p.conf)
@@ -267,7 +269,7 @@ func (v *vip) commit(p *plan) error {
 	defer v.mu.Unlock()
 	stale := false
 	var gone []*l4.Backend
-	defer func() { v.dp.backendsRemoved(gone, func(b *l4.Backend) { v.indexes.put(b.Index) }) }()
+	defer func() { v.dp.BackendsRemoved(gone, func(b *l4.Backend) { v.indexes.put(b.Index) }) }()
 	for id, old := range v.backends {
 		nb, ok := p.backends[id]
 		if !ok || nb.b != old.b {
@@ -315,7 +317,7 @@ func (v *vip) commit(p *plan) error {
 func (v *vip) publishLocked(snap *snapshot.Snapshot) error {
 	v.store.Store(snap)
 	v.served.poke()
-	return v.dp.publish(snap)
+	return v.dp.Publish(snap)
 }
 
 // effective lists the members new flows may go to, with slow-start weights.

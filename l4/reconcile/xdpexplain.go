@@ -9,27 +9,38 @@ import (
 
 	"github.com/l4lb/l4lb/bpf"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/guard"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
-// explain follows the program's select_backend: a usable conntrack entry
+// Explain follows the program's select_backend: a usable conntrack entry
 // keeps a flow (a TCP SYN excepted), anything else takes the backend of
 // its slot in the VIP's table as the map holds it. Lookups from user space
 // neither refresh an entry nor make it recent in the LRU.
-func (p *xdpPlane) explain(q *explainQuery) {
+func (p *xdpPlane) Explain(q *plane.Query) {
+	p.explainMaps(q)
+	vc := p.conf()
+	if acl, err := guard.NewACL(vc.Allow, vc.Deny); err == nil {
+		explainAccess(q, acl)
+	}
+}
+
+// explainMaps reads the program's maps for the flow.
+func (p *xdpPlane) explainMaps(q *plane.Query) {
 	p.xdpCandidates(q)
 	var path bpf.Path
 	var err error
-	if !p.x.using(func() { path, err = p.x.lb.Explain(q.f) }) {
+	if !p.x.using(func() { path, err = p.x.lb.Explain(q.Flow) }) {
 		err = errors.New("the XDP program is shut down")
 	}
 	if err != nil {
-		q.e.Notes = append(q.e.Notes, "reading the XDP maps: "+err.Error())
-		q.decided(nil, "the XDP maps could not be read (see notes)")
+		q.Answer.Notes = append(q.Answer.Notes, "reading the XDP maps: "+err.Error())
+		q.Decided(nil, "the XDP maps could not be read (see notes)")
 		return
 	}
-	q.e.HashKey = path.VIP.HashKey.String()
+	q.Answer.HashKey = path.VIP.HashKey.String()
 	p.explainACL(q)
-	if q.port {
+	if q.Port {
 		p.explainEntry(q, path)
 	} else {
 		p.clientFlows(q)
@@ -39,14 +50,14 @@ func (p *xdpPlane) explain(q *explainQuery) {
 
 // explainACL notes the verdict of the VIP's allow/deny for the client, as
 // the program's trie gives it (the same rule as guard.ACL).
-func (p *xdpPlane) explainACL(q *explainQuery) {
+func (p *xdpPlane) explainACL(q *plane.Query) {
 	p.mu.Lock()
 	acl := p.acl.acl
 	p.mu.Unlock()
 	if acl == nil {
 		return
 	}
-	client := q.f.Src.Addr()
+	client := q.Flow.Src.Addr()
 	if acl.Allowed(client) {
 		return
 	}
@@ -54,26 +65,26 @@ func (p *xdpPlane) explainACL(q *explainQuery) {
 	if r, ok := acl.Match(client); ok {
 		why = "deny " + r.Net.String() + " is the most specific network containing it"
 	}
-	q.e.Notes = append(q.e.Notes, fmt.Sprintf("allow/deny refuses %s (%s): the XDP program drops its packets, but for a flow already in the conntrack", client, why))
+	q.Answer.Notes = append(q.Answer.Notes, fmt.Sprintf("allow/deny refuses %s (%s): the XDP program drops its packets, but for a flow already in the conntrack", client, why))
 }
 
 // xdpCandidates gives the candidates the flow table's live counts (read
 // every 2 s) and their share of the table by effective weight.
-func (p *xdpPlane) xdpCandidates(q *explainQuery) {
+func (p *xdpPlane) xdpCandidates(q *plane.Query) {
 	var sum float64
-	for _, c := range q.e.Candidates {
+	for _, c := range q.Answer.Candidates {
 		if c.Candidate {
 			sum += float64(c.EffectiveWeight)
 		}
 	}
-	for i := range q.e.Candidates {
-		c := &q.e.Candidates[i]
+	for i := range q.Answer.Candidates {
+		c := &q.Answer.Candidates[i]
 		c.LiveFlows = int64(p.x.liveFlows(c.Index))
 		if c.Candidate && sum > 0 {
 			c.Share = float64(c.EffectiveWeight) / sum
 		}
 	}
-	q.e.Notes = append(q.e.Notes, "live flows are the XDP flow table's count, read every 2 s")
+	q.Answer.Notes = append(q.Answer.Notes, "live flows are the XDP flow table's count, read every 2 s")
 }
 
 // ref names backend index i as this VIP knows it.
@@ -81,40 +92,40 @@ func (p *xdpPlane) ref(i uint32) *BackendRef {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if xb, ok := p.backends[i]; ok {
-		return ref(xb.b)
+		return plane.Ref(xb.b)
 	}
 	return &BackendRef{Index: i}
 }
 
 // explainEntry reads the flow's conntrack entry.
-func (p *xdpPlane) explainEntry(q *explainQuery, path bpf.Path) {
+func (p *xdpPlane) explainEntry(q *plane.Query, path bpf.Path) {
 	fe := path.Flow
 	if fe == nil {
-		q.e.Unpinned = append(q.e.Unpinned, "no XDP conntrack entry for "+q.e.Flow)
+		q.Answer.Unpinned = append(q.Answer.Unpinned, "no XDP conntrack entry for "+q.Answer.Flow)
 		return
 	}
-	pin := Pin{Kind: "conntrack", Flow: q.e.Flow, Backend: *p.ref(fe.Backend), Closing: fe.Closing,
-		IdleSeconds: secs(max(bpf.MonotonicNow()-fe.LastSeen, 0))}
+	pin := Pin{Kind: "conntrack", Flow: q.Answer.Flow, Backend: *p.ref(fe.Backend), Closing: fe.Closing,
+		IdleSeconds: plane.Secs(max(bpf.MonotonicNow()-fe.LastSeen, 0))}
 	if !path.FlowUsable {
 		pin.Why = fmt.Sprintf("its backend (index %d) is gone or inactive: the next packet takes the Maglev slot and rewrites the entry", fe.Backend)
-		q.e.Pinned = append(q.e.Pinned, pin)
+		q.Answer.Pinned = append(q.Answer.Pinned, pin)
 		return
 	}
 	pin.Why = "packets of this flow go to it while the entry lives (an LRU: evicted when the table is full; refreshed at most once a second)"
 	pin.Decides = true
 	b := pin.Backend
-	q.decided(&b, "the XDP conntrack entry of this flow")
-	if q.f.Proto == l4.TCP {
+	q.Decided(&b, "the XDP conntrack entry of this flow")
+	if q.Flow.Proto == l4.TCP {
 		switch syn := path.Backend(true); {
 		case syn == fe.Backend:
-			q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot: the same backend")
+			q.Answer.Notes = append(q.Answer.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot: the same backend")
 		case syn == 0:
-			q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot, which has no usable backend: dropped")
+			q.Answer.Notes = append(q.Answer.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot, which has no usable backend: dropped")
 		default:
-			q.e.Notes = append(q.e.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot instead: "+refText(p.ref(syn)))
+			q.Answer.Notes = append(q.Answer.Notes, "a TCP SYN from this address and port (a new connection over the entry) takes the Maglev slot instead: "+refText(p.ref(syn)))
 		}
 	}
-	q.e.Pinned = append(q.e.Pinned, pin)
+	q.Answer.Pinned = append(q.Answer.Pinned, pin)
 }
 
 // refText names a backend for a sentence ("none: dropped" for nil).
@@ -131,8 +142,8 @@ func refText(r *BackendRef) string {
 // clientFlows lists the conntrack entries of the client's address on
 // this VIP (any port), walking the flow table. Backends are named after
 // the walk: it holds the table's lock, which write takes under p.mu.
-func (p *xdpPlane) clientFlows(q *explainQuery) {
-	client := q.f.Src.Addr()
+func (p *xdpPlane) clientFlows(q *plane.Query) {
+	client := q.Flow.Src.Addr()
 	type found struct {
 		f  l4.Flow
 		fe bpf.FlowEntry
@@ -140,10 +151,10 @@ func (p *xdpPlane) clientFlows(q *explainQuery) {
 	var flows []found
 	more := false
 	walk := func(f l4.Flow, fe bpf.FlowEntry) bool {
-		if f.Src.Addr() != client || f.Dst != q.f.Dst || f.Proto != q.f.Proto {
+		if f.Src.Addr() != client || f.Dst != q.Flow.Dst || f.Proto != q.Flow.Proto {
 			return true
 		}
-		if len(flows) == maxListed {
+		if len(flows) == plane.MaxListed {
 			more = true
 			return false
 		}
@@ -153,69 +164,69 @@ func (p *xdpPlane) clientFlows(q *explainQuery) {
 	var err error
 	p.x.using(func() { err = p.x.lb.Flows(walk) })
 	if err != nil {
-		q.e.Notes = append(q.e.Notes, "walking the XDP flow table: "+err.Error())
+		q.Answer.Notes = append(q.Answer.Notes, "walking the XDP flow table: "+err.Error())
 	}
 	now := bpf.MonotonicNow()
 	for _, x := range flows {
-		q.e.Pinned = append(q.e.Pinned, Pin{Kind: "conntrack", Flow: flowString(x.f), Backend: *p.ref(x.fe.Backend), Closing: x.fe.Closing,
-			IdleSeconds: secs(max(now-x.fe.LastSeen, 0)), Why: "a flow of this client: its packets keep this backend while the entry lives and the backend is active"})
+		q.Answer.Pinned = append(q.Answer.Pinned, Pin{Kind: "conntrack", Flow: plane.FlowString(x.f), Backend: *p.ref(x.fe.Backend), Closing: x.fe.Closing,
+			IdleSeconds: plane.Secs(max(now-x.fe.LastSeen, 0)), Why: "a flow of this client: its packets keep this backend while the entry lives and the backend is active"})
 	}
 	if more {
-		q.e.Notes = append(q.e.Notes, fmt.Sprintf("more than %d XDP conntrack entries from %s: the first %d are listed", maxListed, client, maxListed))
+		q.Answer.Notes = append(q.Answer.Notes, fmt.Sprintf("more than %d XDP conntrack entries from %s: the first %d are listed", plane.MaxListed, client, plane.MaxListed))
 	}
-	q.e.Unpinned = append(q.e.Unpinned, "XDP conntrack entries are per client port: give CLIENT_IP:PORT for the entry a packet would use")
+	q.Answer.Unpinned = append(q.Answer.Unpinned, "XDP conntrack entries are per client port: give CLIENT_IP:PORT for the entry a packet would use")
 }
 
 // explainSlot is the Maglev step: the flow's slot in the map's table.
-func (p *xdpPlane) explainSlot(q *explainQuery, path bpf.Path) {
+func (p *xdpPlane) explainSlot(q *plane.Query, path bpf.Path) {
 	key := path.VIP.HashKey
-	pk := &Pick{Rule: xdpRule(q.vc.Algorithm), Generation: p.written.Load()}
-	q.e.Pick = pk
+	pk := &Pick{Rule: xdpRule(q.Algorithm), Generation: p.written.Load()}
+	q.Answer.Pick = pk
 	p.checkGeneration(q)
-	if portMatters(key) && !q.port {
+	if plane.PortMatters(key) && !q.Port {
 		pk.Hash = &HashPath{Key: key.String()}
-		q.decided(nil, fmt.Sprintf("hash_key %s covers the client port, which was not given: each port hashes on its own (give CLIENT_IP:PORT)", key))
+		q.Decided(nil, fmt.Sprintf("hash_key %s covers the client port, which was not given: each port hashes on its own (give CLIENT_IP:PORT)", key))
 		return
 	}
 	if path.TableSize == 0 {
-		q.decided(nil, "the VIP has no Maglev table in the map: its new flows are dropped")
+		q.Decided(nil, "the VIP has no Maglev table in the map: its new flows are dropped")
 		return
 	}
-	hp := &HashPath{Key: key.String(), Hash: hex(path.Hash), Maglev: &MaglevPath{Slot: int(path.Slot), TableSize: int(path.TableSize), Source: "xdp map"}}
+	hp := &HashPath{Key: key.String(), Hash: plane.Hex(path.Hash), Maglev: &MaglevPath{Slot: int(path.Slot), TableSize: int(path.TableSize), Source: "xdp map"}}
 	pk.Hash = hp
 	line := fmt.Sprintf("maglev (xdp map): hash %s -> slot %d of %d (generation %d)", hp.Hash, path.Slot, path.TableSize, pk.Generation)
 	switch {
 	case path.SlotBackend == 0:
-		q.decided(nil, line+": an empty slot, new flows are dropped (no eligible backend)")
+		q.Decided(nil, line+": an empty slot, new flows are dropped (no eligible backend)")
 	case !path.SlotUsable:
 		hp.Owner = p.ref(path.SlotBackend)
-		q.decided(nil, line+fmt.Sprintf(": its backend (index %d) is gone or inactive, new flows are dropped", path.SlotBackend))
+		q.Decided(nil, line+fmt.Sprintf(": its backend (index %d) is gone or inactive, new flows are dropped", path.SlotBackend))
 	default:
 		hp.Owner = p.ref(path.SlotBackend)
 		pk.Backend = hp.Owner
-		q.decided(pk.Backend, line)
+		q.Decided(pk.Backend, line)
 	}
 	p.checkSlot(q, path)
 }
 
 // checkGeneration notes when the maps hold an older table than the
 // control plane's current snapshot.
-func (p *xdpPlane) checkGeneration(q *explainQuery) {
-	if w, cur := p.written.Load(), q.snap.Generation(); w != cur {
-		q.e.Notes = append(q.e.Notes, fmt.Sprintf("the maps hold the table of generation %d, the control plane is at %d: a write failed or is under way", w, cur))
+func (p *xdpPlane) checkGeneration(q *plane.Query) {
+	if w, cur := p.written.Load(), q.Snap.Generation(); w != cur {
+		q.Answer.Notes = append(q.Answer.Notes, fmt.Sprintf("the maps hold the table of generation %d, the control plane is at %d: a write failed or is under way", w, cur))
 	}
 }
 
 // checkSlot compares the map's slot with the control plane's table.
-func (p *xdpPlane) checkSlot(q *explainQuery, path bpf.Path) {
-	t, err := p.table(q.snap, q.vc)
+func (p *xdpPlane) checkSlot(q *plane.Query, path bpf.Path) {
+	t, err := p.table(q.Snap, p.conf())
 	switch {
 	case err != nil:
-		q.e.Notes = append(q.e.Notes, "the control plane's table: "+err.Error())
+		q.Answer.Notes = append(q.Answer.Notes, "the control plane's table: "+err.Error())
 	case len(t) != int(path.TableSize):
-		q.e.Notes = append(q.e.Notes, fmt.Sprintf("the map's table has %d slots, the control plane's %d", path.TableSize, len(t)))
+		q.Answer.Notes = append(q.Answer.Notes, fmt.Sprintf("the map's table has %d slots, the control plane's %d", path.TableSize, len(t)))
 	case t[path.Slot] != path.SlotBackend:
-		q.e.Notes = append(q.e.Notes, fmt.Sprintf("slot %d: the map holds index %d, the control plane's table index %d", path.Slot, path.SlotBackend, t[path.Slot]))
+		q.Answer.Notes = append(q.Answer.Notes, fmt.Sprintf("slot %d: the map holds index %d, the control plane's table index %d", path.Slot, path.SlotBackend, t[path.Slot]))
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/guard"
-	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
@@ -76,12 +76,12 @@ func newXDPPlane(key l4.VIPKey, vc *config.VIP, x *xdpRuntime, log *zap.Logger) 
 func (p *xdpPlane) conf() *config.VIP { return p.vc.Load() }
 
 // serve: the VIP entry is written by the first publish; nothing runs here.
-func (p *xdpPlane) serve() {}
+func (p *xdpPlane) Serve() {}
 
 // publish writes the snapshot's backends and its Maglev table (the very
 // table the snapshot's picker uses, or, for algorithms without one, a
 // Maglev table over the snapshot's weighted members), then the VIP entry.
-func (p *xdpPlane) publish(snap *snapshot.Snapshot) (err error) {
+func (p *xdpPlane) Publish(snap *snapshot.Snapshot) (err error) {
 	if p.x.held.Load() {
 		return nil // another l4lb is adopting the maps; HoldXDP(false) writes it
 	}
@@ -177,7 +177,7 @@ func (p *xdpPlane) writeBackends(snap *snapshot.Snapshot) error {
 // backendsRemoved retires the backends a reload removed: their entries
 // stay while established flows use them, and their indexes are released
 // when the entries go.
-func (p *xdpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
+func (p *xdpPlane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, b := range bs {
@@ -192,7 +192,7 @@ func (p *xdpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) 
 // backendDown lets go of the UDP flows pinned to a backend that went down:
 // a datagram flow has no end the conntrack can see, and would otherwise
 // keep being sent into a dead backend. TCP flows follow on_down.
-func (p *xdpPlane) backendDown(b *l4.Backend) {
+func (p *xdpPlane) BackendDown(b *l4.Backend) {
 	if p.key.Proto != l4.UDP || p.x.held.Load() {
 		return
 	}
@@ -264,7 +264,7 @@ func (p *xdpPlane) backendAddrs() []netip.Addr {
 // outlivesProcess: with its link pinned on a bpffs that outlives l4lb the
 // program keeps forwarding (and its conntrack keeps flows on their
 // backends) while l4lb restarts; otherwise the VIP drains like a proxy's.
-func (p *xdpPlane) outlivesProcess() bool {
+func (p *xdpPlane) OutlivesProcess() bool {
 	stays, _ := p.x.staysAttached()
 	return stays
 }
@@ -276,7 +276,7 @@ func (p *xdpPlane) update(vc *config.VIP) error {
 
 // stopAccepting empties the Maglev table: new flows are dropped, flows in
 // the conntrack keep their backends until drain ends.
-func (p *xdpPlane) stopAccepting() {
+func (p *xdpPlane) StopAccepting() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
@@ -290,14 +290,14 @@ func (p *xdpPlane) stopAccepting() {
 
 // drain waits for the VIP's flows to end (or ctx), then removes the VIP
 // and its flows from the maps; it returns how many flows it cut.
-func (p *xdpPlane) drain(ctx context.Context) int {
-	p.stopAccepting()
+func (p *xdpPlane) Drain(ctx context.Context) int {
+	p.StopAccepting()
 	p.x.waitFlowsGone(ctx, p.indexes())
 	return p.clear()
 }
 
-func (p *xdpPlane) closeNow() {
-	p.stopAccepting()
+func (p *xdpPlane) Close() {
+	p.StopAccepting()
 	p.clear()
 }
 
@@ -333,7 +333,7 @@ func (p *xdpPlane) indexes() []uint32 {
 // resetWhere deletes the conntrack entries of matching backends: their
 // flows rehash onto a live backend, which resets them (on_down = reset).
 // The kernel forwards them, so there is no line to log: why is unused.
-func (p *xdpPlane) resetWhere(match func(*l4.Backend) bool, _ l4.EndReason) int {
+func (p *xdpPlane) ResetWhere(match func(*l4.Backend) bool, _ l4.EndReason) int {
 	if p.x.held.Load() {
 		return 0
 	}
@@ -363,11 +363,11 @@ func (p *xdpPlane) matching(match func(*l4.Backend) bool) []*l4.Backend {
 }
 
 // fillStatus reads the VIP's and its backends' counters.
-func (p *xdpPlane) fillStatus(s *VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
+func (p *xdpPlane) FillStatus(s *VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
 
 // closeSome: not in xdp mode, where the kernel owns the flows.
-func (p *xdpPlane) closeSome(*l4.Backend, int, proxy.CloseHow) (int, error) {
-	return 0, fmt.Errorf("%w: in xdp mode the kernel forwards the flows and l4lb holds no connection to close; established flows stay on their backend (BPF conntrack), new flows follow the Maglev table", ErrCannotRebalance)
+func (p *xdpPlane) CloseSome(*l4.Backend, int, plane.CloseHow) (int, error) {
+	return 0, fmt.Errorf("%w: in xdp mode the kernel forwards the flows and l4lb holds no connection to close; established flows stay on their backend (BPF conntrack), new flows follow the Maglev table", plane.ErrCannotRebalance)
 }
 
 func (p *xdpPlane) readStatus(s *VIPStatus) {

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
@@ -44,16 +45,16 @@ func TestNextScales(t *testing.T) {
 
 // recordingPlane is a data plane that records what it is given.
 type recordingPlane struct {
-	dataPlane
+	plane.Plane
 	published []*snapshot.Snapshot
 }
 
-func (p *recordingPlane) publish(s *snapshot.Snapshot) error {
+func (p *recordingPlane) Publish(s *snapshot.Snapshot) error {
 	p.published = append(p.published, s)
 	return nil
 }
 
-func (p *recordingPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
+func (p *recordingPlane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	releaseAll(bs, release)
 }
 
