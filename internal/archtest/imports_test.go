@@ -44,7 +44,7 @@ var allowedProject = map[string][]string{
 	"l4/proxyhdr":      {},
 	"health":           {"l4", "l4/proxyhdr"},
 	"l4/snapshot":      {"l4", "l4/balance"},
-	"l4/proxy":         {"l4", "l4/snapshot", "l4/balance", "l4/guard", "l4/sni", "l4/proxyhdr", "conntrack"},
+	"l4/proxy":         {"l4", "l4/snapshot", "l4/balance", "l4/guard", "l4/sni", "l4/proxyhdr", "conntrack", "l4/plane"},
 	"internal/netif":   {"l4"},
 	"bpf":              {"l4", "l4/balance", "l4/snapshot", "l4/guard", "conntrack"},
 	"internal/privs":   {},

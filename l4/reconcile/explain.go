@@ -9,13 +9,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
-	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/plane"
-	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
 // Explain says which backend client's flow on the VIP called vipName has
@@ -76,8 +73,10 @@ func (v *vip) explain(client netip.AddrPort) Explanation {
 // takes no new flows when it does not.
 func (v *vip) candidates(q *plane.Query, vc *config.VIP) {
 	effective := map[*l4.Backend]uint32{}
-	for _, m := range membersOf(q.Snap) {
-		effective[m.Backend] = m.Weight
+	if q.Snap != nil {
+		for _, m := range q.Snap.Members {
+			effective[m.Backend] = m.Weight
+		}
 	}
 	v.mu.Lock()
 	all := make([]*backend, 0, len(v.backends)+len(v.retired))
@@ -138,113 +137,4 @@ func whyIneligible(b *backend) string {
 		return "down: no new flows; pinned flows move on their next packet"
 	}
 	return "weight 0: no new flows; pinned flows move on their next packet"
-}
-
-// explainPick is the proxy planes' answer for a new flow: the
-// snapshot's algorithm, read without picking.
-func explainPick(q *plane.Query) {
-	e := q.Answer
-	x := q.Snap.Explain(&q.Flow)
-	p := &Pick{Rule: x.Rule, Generation: q.Snap.Generation()}
-	e.Pick = p
-	members := membersOf(q.Snap)
-	at := func(i int) *BackendRef {
-		if i < 0 || i >= len(members) {
-			return nil
-		}
-		return plane.Ref(members[i].Backend)
-	}
-	for _, m := range x.Members {
-		if c := q.CandidateOf(m.Backend); c != nil {
-			c.Share, c.Load, c.OverBound, c.Full, c.MaxFlows = m.Share, m.Load, m.OverBound, m.Full, m.Backend.MaxFlows()
-			if q.Algorithm == l4.LeastTime {
-				c.RTT, c.RTTSampled, c.Cost = m.RTT, m.RTTSampled, time.Duration(m.Cost)
-			}
-		}
-	}
-	for _, i := range x.Tied {
-		p.Tied = append(p.Tied, string(members[i].Backend.ID))
-	}
-	p.Next = at(x.Next)
-	if x.Hash != nil {
-		p.Hash = hashPath(x.Hash, members, at)
-	}
-	switch {
-	case len(members) == 0:
-		q.Decided(nil, "no eligible backend: a new "+flowNoun(q.Flow.Proto)+" is refused")
-	case x.Hash != nil && plane.PortMatters(x.Hash.Key) && !q.Port:
-		p.Hash.Maglev, p.Hash.Ring, p.Hash.Owner, p.Hash.Skipped, p.Hash.Fallback = nil, nil, nil, nil, false
-		q.Decided(nil, fmt.Sprintf("hash_key %s covers the client port, which was not given: each port hashes on its own (give CLIENT_IP:PORT)", x.Hash.Key))
-	case x.Chosen >= 0:
-		p.Backend = at(x.Chosen)
-		q.Decided(p.Backend, pickBecause(x, p))
-	case len(x.Tied) > 0:
-		q.Decided(nil, fmt.Sprintf("%s: a tie between %v at the lowest score, broken at random", q.Algorithm, p.Tied))
-	case x.Algorithm == l4.RoundRobin:
-		q.Decided(nil, fmt.Sprintf("round_robin rotates: the VIP's next new flow, from whichever client, goes to %s", p.Next.ID))
-	default:
-		q.Decided(nil, fmt.Sprintf("%s: chance decides (see the shares)", q.Algorithm))
-	}
-}
-
-// hashPath converts a balance hash path.
-func hashPath(h *balance.HashPath, members []balance.Member, at func(int) *BackendRef) *HashPath {
-	hp := &HashPath{Key: h.Key.String(), Hash: plane.Hex(h.Hash), Owner: at(h.Owner), BalanceFactor: h.BalanceFactor, Fallback: h.Fallback}
-	if h.TableSize > 0 {
-		hp.Maglev = &MaglevPath{Slot: h.Slot, TableSize: h.TableSize, Source: "snapshot"}
-	} else {
-		hp.Ring = &RingPath{Point: h.Point, Points: h.Points, Position: plane.Hex(h.Position), Vnodes: h.Vnodes}
-	}
-	for _, i := range h.Skipped {
-		hp.Skipped = append(hp.Skipped, string(members[i].Backend.ID))
-	}
-	return hp
-}
-
-// membersOf returns a snapshot's members (none before the first).
-func membersOf(s *snapshot.Snapshot) []balance.Member {
-	if s == nil {
-		return nil
-	}
-	return s.Members
-}
-
-// pickBecause is the one line for a deterministic choice.
-func pickBecause(x balance.Explanation, p *Pick) string {
-	h := p.Hash
-	switch {
-	case h != nil && h.Maglev != nil:
-		s := fmt.Sprintf("maglev: hash %s -> slot %d of %d (generation %d)", h.Hash, h.Maglev.Slot, h.Maglev.TableSize, p.Generation)
-		return s + bound(h, p)
-	case h != nil && h.Ring != nil:
-		s := fmt.Sprintf("source_hash: hash %s -> ring point %d of %d", h.Hash, h.Ring.Point, h.Ring.Points)
-		return s + bound(h, p)
-	case len(x.Members) == 1:
-		return "the only eligible backend"
-	case x.Algorithm == l4.LeastConn:
-		return "least_conn: fewest live flows per weight"
-	case x.Algorithm == l4.LeastTime:
-		return "least_time: lowest (live flows + 1) x (RTT + bias) per weight"
-	}
-	return x.Rule
-}
-
-// bound adds the load bound's effect to a hash line.
-func bound(h *HashPath, p *Pick) string {
-	switch {
-	case h.Fallback:
-		return fmt.Sprintf("; every backend early in its sequence was over the load bound (%d%%), a scan chose %s", h.BalanceFactor, p.Backend.ID)
-	case len(h.Skipped) > 0 && h.BalanceFactor == 0:
-		return fmt.Sprintf("; %v at max_conns, passed by", h.Skipped)
-	case len(h.Skipped) > 0:
-		return fmt.Sprintf("; %v over the load bound (%d%%) or at max_conns, passed by", h.Skipped, h.BalanceFactor)
-	}
-	return ""
-}
-
-func flowNoun(p l4.Protocol) string {
-	if p == l4.UDP {
-		return "session's datagram"
-	}
-	return "connection"
 }

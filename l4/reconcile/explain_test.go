@@ -16,6 +16,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/proxy"
 )
 
 const explainVIP = `
@@ -263,7 +264,7 @@ func TestExplainAffinity(t *testing.T) {
 	}
 	first := askFrom(t, vip, clientAddr(5, 0))
 	waitIdle(t, rt)
-	aff := rt.vipNamed("v").dp.(*tcpPlane).svc.Affinity()
+	aff := rt.vipNamed("v").dp.(*proxy.TCPPlane).Affinity()
 	lookups := aff.Stats().Lookups
 	e = mustExplain(t, rt, "127.0.0.5")
 	if len(e.Pinned) != 1 || e.Pinned[0].Kind != "affinity" || !e.Pinned[0].Decides || e.Pinned[0].Backend.ID != first ||
@@ -394,7 +395,7 @@ func TestExplainUDPSession(t *testing.T) {
 	if got := ask(); got != want {
 		t.Fatalf("explained %s, the datagram reached %s", want, got)
 	}
-	table := rt.vipNamed("v").dp.(*udpPlane).svc.Table()
+	table := rt.vipNamed("v").dp.(*proxy.UDPPlane).Table()
 	lookups := table.Stats().Lookups
 	e = mustExplain(t, rt, client.String())
 	if len(e.Pinned) != 1 || e.Pinned[0].Kind != "session" || !e.Pinned[0].Decides || e.Backend.ID != want || e.Pinned[0].TimeoutSeconds != 30 {

@@ -3,13 +3,9 @@
 package reconcile
 
 import (
-	"fmt"
-	"net"
-
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
-	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
 
@@ -25,11 +21,8 @@ func proxyVersion(s string) int {
 	return 0
 }
 
-func settings(vc *config.VIP) (proxy.Settings, error) {
-	acl, err := accessList(vc)
-	if err != nil {
-		return proxy.Settings{}, err
-	}
+// tcpSettings are a TCP proxy VIP's plane settings.
+func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 	accept := 0
 	switch vc.AcceptProxyProtocol {
 	case "v1":
@@ -39,7 +32,7 @@ func settings(vc *config.VIP) (proxy.Settings, error) {
 	case "any":
 		accept = proxy.AcceptProxyAny
 	}
-	return proxy.Settings{
+	st := proxy.Settings{
 		Name:           vc.Name,
 		ConnectTimeout: vc.ConnectTimeout,
 		Retries:        vc.Retries,
@@ -60,27 +53,23 @@ func settings(vc *config.VIP) (proxy.Settings, error) {
 		MeasureConnect: vc.Algorithm == l4.LeastTime && vc.LeastTimeMetric != "first_byte",
 		LogConnections: vc.LogConnections,
 		LogRate:        vc.LogConnectionsRate,
-
-		Access:       acl,
-		ClientLimits: guard.Limits{MaxOpen: vc.MaxConnsPerClient, Rate: vc.ConnRatePerClient},
-	}, nil
+	}
+	st.ClientLimits.MaxOpen, st.ClientLimits.Rate = vc.MaxConnsPerClient, vc.ConnRatePerClient
+	return proxy.TCPPlaneSettings{Service: st, Allow: vc.Allow, Deny: vc.Deny, Freebind: vc.Freebind, DeferAccept: vc.DeferAccept}
 }
 
-func udpSettings(vc *config.VIP) (proxy.UDPSettings, error) {
-	acl, err := accessList(vc)
-	if err != nil {
-		return proxy.UDPSettings{}, err
-	}
-	return proxy.UDPSettings{
+// udpSettings are a UDP proxy VIP's plane settings.
+func udpSettings(vc *config.VIP) proxy.UDPPlaneSettings {
+	st := proxy.UDPSettings{
 		Name:           vc.Name,
 		SessionTimeout: vc.SessionTimeout,
 		MaxSessions:    vc.MaxSessions,
 		Responses:      vc.UDPResponses,
 		LogConnections: vc.LogConnections,
 		LogRate:        vc.LogConnectionsRate,
-		Access:         acl,
-		ClientLimits:   guard.Limits{MaxOpen: vc.MaxSessionsPerClient, Rate: vc.ConnRatePerClient},
-	}, nil
+	}
+	st.ClientLimits.MaxOpen, st.ClientLimits.Rate = vc.MaxSessionsPerClient, vc.ConnRatePerClient
+	return proxy.UDPPlaneSettings{Service: st, Allow: vc.Allow, Deny: vc.Deny, Freebind: vc.Freebind}
 }
 
 // backendCap is the cap on b's live flows in vc: max_conns for tcp,
@@ -93,22 +82,6 @@ func backendCap(vc *config.VIP, b *config.Backend) int64 {
 		return int64(b.MaxSessions)
 	}
 	return int64(b.MaxConns)
-}
-
-// accessList builds the VIP's allow/deny list (nil when it has none).
-func accessList(vc *config.VIP) (*guard.ACL, error) {
-	acl, err := guard.NewACL(vc.Allow, vc.Deny)
-	if err != nil {
-		return nil, fmt.Errorf("vip %q: %w", vc.Name, err)
-	}
-	return acl, nil
-}
-
-func keepAliveFor(st proxy.Settings) net.KeepAliveConfig {
-	if st.KeepAlive <= 0 {
-		return net.KeepAliveConfig{}
-	}
-	return net.KeepAliveConfig{Enable: true, Idle: st.KeepAlive, Interval: st.KeepAlive / 4, Count: 4}
 }
 
 func balanceOptions(vc *config.VIP) (balance.Options, error) {

@@ -21,15 +21,14 @@ import (
 // Runtime owns every running VIP.
 type Runtime struct {
 	log     *zap.Logger
-	pipes   *proxy.PipePool
-	loops   *proxy.Loops      // the event loops proxy-mode VIPs run on; nil if they could not start
-	budget  *proxy.ConnBudget // nil = no process-wide cap
-	self    proxy.Listeners   // every address the VIPs listen on
-	indexes *indexPool        // backend indexes across all VIPs
-	xdp     *xdpRuntime       // the XDP program, once a config has xdp VIPs or XDP guards (guarded by mu)
+	proxy   *proxy.Planes // what the proxy-mode VIPs share: loops, pipes, budget
+	indexes *indexPool    // backend indexes across all VIPs
+	xdp     *xdpRuntime   // the XDP program, once a config has xdp VIPs or XDP guards (guarded by mu)
 	// xdpAt is xdp for the guards of proxy VIPs, which read it without mu.
 	xdpAt  atomic.Pointer[xdpRuntime]
 	health *health.Manager
+	// openPlane opens a VIP's data plane: newPlane (tests give a fake).
+	openPlane openPlane
 
 	dns *dnsNames // the names of named backends (their map under mu)
 
@@ -84,16 +83,10 @@ func New(log *zap.Logger, opts Options) *Runtime {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
+	r := &Runtime{log: log, opts: opts, vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
 		indexes: newIndexPool(MaxBackends), dns: newDNSNames(log), served: newServedSignal()}
-	if opts.MaxConns > 0 {
-		r.budget = proxy.NewConnBudget(opts.MaxConns)
-	}
-	loops, err := proxy.NewLoops(opts.Workers, r.pipes)
-	if err != nil {
-		log.Error("event loops unavailable: proxy-mode VIPs cannot start", zap.Error(err))
-	}
-	r.loops = loops
+	r.proxy = proxy.NewPlanes(proxy.PlanesOptions{PipeSize: opts.PipeSize, MaxConns: opts.MaxConns, Workers: opts.Workers}, log)
+	r.openPlane = r.newPlane
 	r.health = health.NewManager(r.onHealth)
 	r.publishIndex()
 	return r
@@ -178,7 +171,7 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 			plans[key] = p
 		}
 	}
-	if err := r.self.RefreshLocal(); err != nil {
+	if err := r.proxy.RefreshLocal(); err != nil {
 		r.log.Warn("cannot list local addresses; backends that loop into l4lb are caught only after connecting", zap.Error(err))
 	}
 	if err := r.checkForwarding(cfg, desired); err != nil {
@@ -224,10 +217,7 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	for _, sync := range routeHealth {
 		sync()
 	}
-	r.pipes.SetMax(r.opts.pipeCap(cfg.Global))
-	if r.loops != nil {
-		r.loops.SetBusyPoll(cfg.Global.BusyPoll)
-	}
+	r.proxy.Configure(r.opts.pipeCap(cfg.Global), cfg.Global.BusyPoll)
 	if r.xdp != nil {
 		r.xdp.settle(r.indexes)
 		if cfg.XDP != nil {
@@ -247,7 +237,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKe
 		if _, ok := r.vips[key]; ok && !moved[key] {
 			continue
 		}
-		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, loops: r.loops, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp, xdpAt: &r.xdpAt, inherit: r.inherit, carry: r.carry, served: r.served}, r.health)
+		v, err := r.newVIP(key, vc)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()
@@ -381,10 +371,7 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	}
 	wg.Wait()
 	r.draining.Wait()
-	if r.loops != nil {
-		r.loops.Close()
-	}
-	r.pipes.Close()
+	r.proxy.Close()
 	if r.xdp != nil {
 		r.xdp.shutdown()
 	}

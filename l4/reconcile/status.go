@@ -20,14 +20,7 @@ func (r *Runtime) Status() Status {
 		st.Config = r.cfg.Path
 	}
 	st.Stopping = r.closed
-	st.Pipes = PipeStatus{Open: r.pipes.Open(), Lent: r.pipes.Lent(), Max: r.pipes.Max()}
-	if r.loops != nil {
-		sessions := r.loops.Sessions()
-		st.BusyPoll = r.loops.BusyPoll()
-		for i, n := range r.loops.Conns() {
-			st.Workers = append(st.Workers, WorkerStatus{Conns: n, UDPSessions: sessions[i]})
-		}
-	}
+	r.proxy.FillStatus(&st)
 	if r.xdp != nil {
 		st.XDP = r.xdp.status()
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/plane"
-	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
@@ -31,7 +30,6 @@ type vip struct {
 	dp      plane.Plane             // moves the traffic: proxy services or XDP maps
 	update  func(*config.VIP) error // applies a reload's settings to dp
 	guard   *xdpGuard               // a proxy VIP's entry in the XDP program; nil: none
-	self    *proxy.Listeners        // the process's listeners, which this VIP joins while it listens
 	indexes *indexPool              // backend indexes, shared by all VIPs
 	served  *servedSignal           // poked on every published snapshot (Runtime.Serving)
 
@@ -53,7 +51,7 @@ type vip struct {
 
 	// routes are the VIP's SNI routes by name (route.go); changed only
 	// under the runtime's lock.
-	routes map[string]*sniRoute
+	routes map[string]*vip
 }
 
 // backend is a backend as the runtime tracks it.
@@ -111,20 +109,21 @@ type plan struct {
 	fresh    []*l4.Backend // backends created for this plan (their indexes are new)
 }
 
-func newVIP(key l4.VIPKey, vc *config.VIP, deps planeDeps, hm *health.Manager) (*vip, error) {
-	v := &vip{key: key, id: key.String(), log: deps.log.With(zap.String("vip", vc.Name)), health: hm, self: deps.self, indexes: deps.indexes, served: deps.served, backends: map[l4.BackendID]*backend{},
-		carry: deps.carry[key.String()]}
+// newVIP starts VIP vc at key: its backends, its data plane, and its
+// first snapshot.
+func (r *Runtime) newVIP(key l4.VIPKey, vc *config.VIP) (*vip, error) {
+	v := &vip{key: key, id: key.String(), log: r.log.With(zap.String("vip", vc.Name)), health: r.health, indexes: r.indexes, served: r.served, backends: map[l4.BackendID]*backend{},
+		carry: r.carry[key.String()]}
 	p, err := v.plan(vc)
 	v.carry = nil
 	if err != nil {
 		return nil, err
 	}
-	deps.log, deps.obs, deps.store = v.log, v, &v.store
-	if v.dp, v.update, err = newDataPlane(key, vc, deps); err != nil {
+	if v.dp, v.update, err = r.openPlane(key, vc, v); err != nil {
 		p.abandon(v.indexes)
 		return nil, err
 	}
-	v.guard = newXDPGuard(key, vc, deps.xdpAt, v.log)
+	v.guard = newXDPGuard(key, vc, &r.xdpAt, v.log)
 	if err := v.commit(p); err != nil {
 		v.closeNow()
 		return nil, err
@@ -144,14 +143,12 @@ func (v *vip) serve() {
 func (v *vip) stopAccepting() {
 	v.stopped.Store(true)
 	v.served.poke()
-	v.self.Remove(v.key)
 	v.guard.clear()
 	v.dp.StopAccepting()
 }
 
 func (v *vip) closeNow() {
 	v.stopped.Store(true)
-	v.self.Remove(v.key)
 	v.guard.clear()
 	v.dp.Close()
 	v.releaseIndexes()
@@ -161,7 +158,6 @@ func (v *vip) closeNow() {
 // many were ended then. The VIP's backend indexes are free afterwards.
 func (v *vip) drain(ctx context.Context) int {
 	v.stopped.Store(true)
-	v.self.Remove(v.key)
 	v.guard.clear()
 	n := v.dp.Drain(ctx)
 	v.releaseIndexes()

@@ -25,6 +25,14 @@ func (p *xdpPlane) Explain(q *plane.Query) {
 	}
 }
 
+// explainAccess adds acl's verdict for the client (nil: no lists).
+func explainAccess(q *plane.Query, acl *guard.ACL) {
+	if acl != nil {
+		r, _ := acl.Match(q.Flow.Src.Addr())
+		q.Access(acl.Allowed(q.Flow.Src.Addr()), r.Net, r.Allowed)
+	}
+}
+
 // explainMaps reads the program's maps for the flow.
 func (p *xdpPlane) explainMaps(q *plane.Query) {
 	p.xdpCandidates(q)

@@ -55,7 +55,9 @@ func (p *recordingPlane) Publish(s *snapshot.Snapshot) error {
 }
 
 func (p *recordingPlane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
-	releaseAll(bs, release)
+	for _, b := range bs {
+		release(b)
+	}
 }
 
 // An xdp least_conn VIP moves new flows away from the backend with more
