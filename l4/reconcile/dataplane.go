@@ -34,11 +34,14 @@ func (r *Runtime) newPlane(key l4.VIPKey, vc *config.VIP, v *vip) (plane.Plane, 
 		}
 		return p, func(vc *config.VIP) error { return p.Update(udpSettings(vc)) }, nil
 	case vc.Mode == l4.ModeXDP:
-		p, err := newXDPPlane(key, vc, r.xdp, v.log)
+		if r.xdp == nil {
+			return nil, nil, fmt.Errorf("mode xdp needs an [xdp] table")
+		}
+		p, err := r.xdp.NewPlane(key, vipOptions(vc), v.log)
 		if err != nil {
 			return nil, nil, err
 		}
-		return p, p.update, nil
+		return p, func(vc *config.VIP) error { p.Update(vipOptions(vc)); return nil }, nil
 	}
 	return nil, nil, fmt.Errorf("mode %s for %s VIPs: %w", vc.Mode, key.Proto, errModeUnavailable)
 }
@@ -47,21 +50,4 @@ func (r *Runtime) newPlane(key l4.VIPKey, vc *config.VIP, v *vip) (plane.Plane, 
 // outcomes of connects, and the sockets an earlier l4lb passed for it.
 func (r *Runtime) proxyVIP(key l4.VIPKey, v *vip) proxy.PlaneVIP {
 	return proxy.PlaneVIP{Key: key, Snapshots: &v.store, Observer: v, Log: v.log, Inherited: r.inherit.take(key)}
-}
-
-// errModeUnavailable: the mode is valid config but this runtime cannot run it.
-var errModeUnavailable = fmt.Errorf("not available in this version of l4lb")
-
-// CheckModes reports VIPs whose mode this runtime cannot run, as config
-// problems, so that `l4lb check` refuses what `run` would refuse.
-func CheckModes(cfg *config.Config) []config.Problem {
-	var out []config.Problem
-	for i := range cfg.VIPs {
-		v := &cfg.VIPs[i]
-		if v.Mode != l4.ModeProxy && v.Mode != l4.ModeXDP {
-			out = append(out, config.Problem{File: cfg.Path, Line: v.Line, VIP: v.Name, Key: fmt.Sprintf("vip[%d].mode", i),
-				Msg: fmt.Sprintf("mode %s is %s; use mode = \"proxy\"", v.Mode, errModeUnavailable)})
-		}
-	}
-	return out
 }

@@ -412,7 +412,7 @@ func (r *Runtime) applyNames() {
 		v.log.Info("backends changed by DNS", zap.Strings("backends", idList(maps.Keys(p.backends))), zap.Int("before", before))
 	}
 	if r.xdp != nil {
-		r.xdp.settle(r.indexes)
+		r.xdp.Settle()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/xdpplane"
 )
 
 // proxyVersion maps proxy_protocol (and health.send_proxy) to the PROXY
@@ -94,4 +95,47 @@ func balanceOptions(vc *config.VIP) (balance.Options, error) {
 		LeastTimeBias:    vc.LeastTimeBias,
 	}
 	return opts, nil
+}
+
+// xdpOptions are the XDP program's options.
+func xdpOptions(x *config.XDP) xdpplane.Options {
+	return xdpplane.Options{Interface: x.Interface, Generic: x.Attach == "generic", PinPath: x.PinPath,
+		ConntrackSize: x.ConntrackSize, WeightRefresh: x.WeightRefresh, SYNRatePerSource: x.SYNRatePerSource}
+}
+
+// vipOptions are an xdp VIP's plane options.
+func vipOptions(vc *config.VIP) xdpplane.VIPOptions {
+	return xdpplane.VIPOptions{HashKey: vc.HashKey, Forward: vc.Forward, NewFlowRate: vc.NewFlowRate,
+		MaglevTableSize: vc.MaglevTableSize, Allow: vc.Allow, Deny: vc.Deny, SessionTimeout: vc.SessionTimeout, Algorithm: vc.Algorithm}
+}
+
+// guardOptions are the lists of a proxy VIP the XDP program guards.
+func guardOptions(vc *config.VIP) xdpplane.GuardOptions {
+	return xdpplane.GuardOptions{Allow: vc.Allow, Deny: vc.Deny}
+}
+
+// ipipFamilies are the families bpf_fib_lookup routes for vips: those of
+// the backends of xdp VIPs with forward = "ipip" (the outer header's
+// family). l2 VIPs and the guards of proxy VIPs need no forwarding.
+func ipipFamilies(vips map[l4.VIPKey]*config.VIP) (v4, v6 bool) {
+	for _, vc := range vips {
+		if vc.Mode != l4.ModeXDP || vc.Forward != l4.ForwardIPIP {
+			continue
+		}
+		for _, b := range vc.Backends {
+			if a := b.Address.Addr(); a.Is4() {
+				v4 = true
+			} else if a.Is6() {
+				v6 = true
+			}
+		}
+	}
+	return v4, v6
+}
+
+// checkXDPForwarding refuses xdp VIPs that forward by ipip to backends of
+// a family that iface does not forward (see xdpplane.CheckForwarding).
+func checkXDPForwarding(iface string, vips map[l4.VIPKey]*config.VIP) error {
+	v4, v6 := ipipFamilies(vips)
+	return xdpplane.CheckForwarding(iface, v4, v6)
 }

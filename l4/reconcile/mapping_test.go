@@ -19,6 +19,7 @@ import (
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/xdpplane"
 )
 
 // planeView is everything the mapping produces for one VIP and its first
@@ -27,6 +28,8 @@ type planeView struct {
 	TCP     proxy.TCPPlaneSettings
 	UDP     proxy.UDPPlaneSettings
 	Balance balance.Options
+	XDP     xdpplane.VIPOptions
+	Guard   xdpplane.GuardOptions
 	TCPCap  int64 // the backend's cap as a tcp VIP's
 	UDPCap  int64 // the backend's cap as a udp VIP's
 	Health  health.Spec
@@ -41,7 +44,7 @@ func viewOf(t *testing.T, vc *config.VIP) planeView {
 	tcp, udp := *vc, *vc
 	tcp.Protocol, udp.Protocol = l4.TCP, l4.UDP
 	return planeView{
-		TCP: tcpSettings(vc), UDP: udpSettings(vc), Balance: opts,
+		TCP: tcpSettings(vc), UDP: udpSettings(vc), Balance: opts, XDP: vipOptions(vc), Guard: guardOptions(vc),
 		TCPCap: backendCap(&tcp, &vc.Backends[0]), UDPCap: backendCap(&udp, &vc.Backends[0]),
 		Health: healthSpec(vc.Health, vc.LeastTimeMetric),
 	}
@@ -101,6 +104,11 @@ var mappingRows = []mappingRow{
 	{key: "conn_rate_per_client", set: func(v *config.VIP) { v.ConnRatePerClient = 33 }, path: "TCP.Service.ClientLimits.Rate", want: 33},
 	{key: "conn_rate_per_client", set: func(v *config.VIP) { v.ConnRatePerClient = 33 }, path: "UDP.Service.ClientLimits.Rate", want: 33},
 
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "XDP.Deny", want: prefixes("198.18.0.64/26")},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "XDP.Allow", want: prefixes("198.18.0.0/26")},
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "Guard.Deny", want: prefixes("198.18.0.64/26")},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "Guard.Allow", want: prefixes("198.18.0.0/26")},
+
 	// Balancing.
 	{key: "algorithm", set: func(v *config.VIP) { v.Algorithm = l4.P2C }, path: "Balance.Algorithm", want: l4.P2C},
 	{key: "hash_key", set: func(v *config.VIP) { v.Algorithm, v.HashKey = l4.Maglev, l4.HashFiveTuple }, path: "Balance.HashKey", want: l4.HashFiveTuple},
@@ -133,6 +141,14 @@ var mappingRows = []mappingRow{
 	{key: "queue_timeout", set: func(v *config.VIP) { v.QueueTimeout = 250 * time.Millisecond }, path: "TCP.Service.QueueTimeout", want: 250 * time.Millisecond},
 	{key: "affinity_timeout", set: func(v *config.VIP) { v.AffinityTimeout = 3 * time.Second }, path: "TCP.Service.AffinityTimeout", want: 3 * time.Second},
 	{key: "max_conns_per_client", set: func(v *config.VIP) { v.MaxConnsPerClient = 5 }, path: "TCP.Service.ClientLimits.MaxOpen", want: 5},
+
+	// XDP.
+	{key: "hash_key (xdp)", set: func(v *config.VIP) { v.HashKey = l4.HashFiveTuple }, path: "XDP.HashKey", want: l4.HashFiveTuple},
+	{key: "forward", set: func(v *config.VIP) { v.Forward = l4.ForwardL2 }, path: "XDP.Forward", want: l4.ForwardL2},
+	{key: "new_flow_rate", set: func(v *config.VIP) { v.NewFlowRate = 5000 }, path: "XDP.NewFlowRate", want: 5000},
+	{key: "maglev_table_size (xdp)", set: func(v *config.VIP) { v.MaglevTableSize = 1009 }, path: "XDP.MaglevTableSize", want: 1009},
+	{key: "session_timeout (xdp)", set: func(v *config.VIP) { v.SessionTimeout = 12 * time.Second }, path: "XDP.SessionTimeout", want: 12 * time.Second},
+	{key: "algorithm (xdp)", set: func(v *config.VIP) { v.Algorithm = l4.LeastConn }, path: "XDP.Algorithm", want: l4.LeastConn},
 
 	// UDP.
 	{key: "session_timeout", set: func(v *config.VIP) { v.SessionTimeout = 12 * time.Second }, path: "UDP.Service.SessionTimeout", want: 12 * time.Second},
@@ -252,5 +268,34 @@ func TestConfigToPlaneMapping(t *testing.T) {
 		if !covered[p] && notMapped[p] == "" {
 			t.Errorf("%s: no row maps a config value onto it (add one, or say in notMapped why nothing does)", p)
 		}
+	}
+}
+
+// TestXDPOptionsMapping: every [xdp] key the program reads arrives in its
+// options, and only there.
+func TestXDPOptionsMapping(t *testing.T) {
+	cfg := parse(t, `
+[xdp]
+interface = "veth9"
+attach = "generic"
+pin_path = "/sys/fs/bpf/l4lb-test"
+conntrack_size = 4096
+weight_refresh = "7s"
+syn_rate_per_source = 40
+[[vip]]
+name = "x"
+listen = "198.18.100.1:80"
+mode = "xdp"
+  [[vip.backend]]
+  address = "198.18.10.11:80"
+`)
+	want := xdpplane.Options{Interface: "veth9", Generic: true, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
+		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40}
+	if got := xdpOptions(cfg.XDP); got != want {
+		t.Fatalf("xdp options %+v, want %+v", got, want)
+	}
+	cfg.XDP.Attach = "driver"
+	if xdpOptions(cfg.XDP).Generic {
+		t.Fatal("attach = driver mapped to generic")
 	}
 }

@@ -16,16 +16,17 @@ import (
 	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/xdpplane"
 )
 
 // Runtime owns every running VIP.
 type Runtime struct {
 	log     *zap.Logger
-	proxy   *proxy.Planes // what the proxy-mode VIPs share: loops, pipes, budget
-	indexes *indexPool    // backend indexes across all VIPs
-	xdp     *xdpRuntime   // the XDP program, once a config has xdp VIPs or XDP guards (guarded by mu)
+	proxy   *proxy.Planes       // what the proxy-mode VIPs share: loops, pipes, budget
+	indexes *xdpplane.IndexPool // backend indexes across all VIPs
+	xdp     *xdpplane.Program   // the XDP program, once a config has xdp VIPs or XDP guards (guarded by mu)
 	// xdpAt is xdp for the guards of proxy VIPs, which read it without mu.
-	xdpAt  atomic.Pointer[xdpRuntime]
+	xdpAt  atomic.Pointer[xdpplane.Program]
 	health *health.Manager
 	// openPlane opens a VIP's data plane: newPlane (tests give a fake).
 	openPlane openPlane
@@ -50,11 +51,6 @@ type Runtime struct {
 	inherit      *ListenSockets // sockets from an earlier l4lb for the next Apply (see Inherit)
 	carry        map[string]map[l4.BackendID]BackendState
 }
-
-// MaxBackends bounds the backends of all VIPs together: their indexes
-// (l4.Backend.Index) run from 1 to MaxBackends, and the XDP backend map
-// has a slot for each.
-const MaxBackends = 65535
 
 // Options are a Runtime's process-wide settings.
 type Options struct {
@@ -84,7 +80,7 @@ func New(log *zap.Logger, opts Options) *Runtime {
 		log = zap.NewNop()
 	}
 	r := &Runtime{log: log, opts: opts, vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
-		indexes: newIndexPool(MaxBackends), dns: newDNSNames(log), served: newServedSignal()}
+		indexes: xdpplane.NewIndexPool(xdpplane.MaxBackends), dns: newDNSNames(log), served: newServedSignal()}
 	r.proxy = proxy.NewPlanes(proxy.PlanesOptions{PipeSize: opts.PipeSize, MaxConns: opts.MaxConns, Workers: opts.Workers}, log)
 	r.openPlane = r.newPlane
 	r.health = health.NewManager(r.onHealth)
@@ -219,10 +215,9 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	}
 	r.proxy.Configure(r.opts.pipeCap(cfg.Global), cfg.Global.BusyPoll)
 	if r.xdp != nil {
-		r.xdp.settle(r.indexes)
+		r.xdp.Settle()
 		if cfg.XDP != nil {
-			r.xdp.weightRefresh.Store(int64(cfg.XDP.WeightRefresh))
-			r.xdp.setSYNRate(cfg.XDP.SYNRatePerSource)
+			r.xdp.Update(xdpOptions(cfg.XDP))
 		}
 	}
 	r.cfg = cfg
@@ -296,13 +291,13 @@ func (r *Runtime) ensureXDP(cfg *config.Config) error {
 	if cfg.XDP == nil {
 		return fmt.Errorf("xdp VIPs need an [xdp] table")
 	}
-	x, err := startXDP(*cfg.XDP, r.indexes, r.log)
+	x, err := xdpplane.Start(xdpOptions(cfg.XDP), r.indexes, r.log)
 	if err != nil {
 		return err
 	}
 	r.xdp = x
 	r.xdpAt.Store(x)
-	x.run(r.rescaleXDP)
+	x.Run(r.rescaleXDP)
 	return nil
 }
 
@@ -311,7 +306,7 @@ func (r *Runtime) ensureXDP(cfg *config.Config) error {
 func (r *Runtime) checkForwarding(cfg *config.Config, desired map[l4.VIPKey]*config.VIP) error {
 	switch {
 	case r.xdp != nil:
-		return checkXDPForwarding(r.xdp.cfg.Interface, desired)
+		return checkXDPForwarding(r.xdp.Interface(), desired)
 	case cfg.XDP != nil && cfg.HasXDPVIP():
 		return checkXDPForwarding(cfg.XDP.Interface, desired)
 	}
@@ -322,7 +317,7 @@ func (r *Runtime) checkForwarding(cfg *config.Config, desired map[l4.VIPKey]*con
 // toward their backends' live flows and RTTs. It runs on the XDP loop and
 // reads the VIPs through the lock-free index.
 func (r *Runtime) rescaleXDP() {
-	live := func(b *l4.Backend) uint64 { return r.xdp.liveFlows(b.Index) }
+	live := func(b *l4.Backend) uint64 { return r.xdp.LiveFlows(b.Index) }
 	for _, v := range *r.index.Load() {
 		v.rescale(live)
 	}
@@ -373,6 +368,6 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	r.draining.Wait()
 	r.proxy.Close()
 	if r.xdp != nil {
-		r.xdp.shutdown()
+		r.xdp.Shutdown()
 	}
 }

@@ -22,7 +22,7 @@ func (r *Runtime) Status() Status {
 	st.Stopping = r.closed
 	r.proxy.FillStatus(&st)
 	if r.xdp != nil {
-		st.XDP = r.xdp.status()
+		st.XDP = r.xdp.Status()
 	}
 	now := time.Now()
 	for _, v := range r.vips {
@@ -115,7 +115,7 @@ func (v *vip) status() VIPStatus {
 	}
 	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
 	v.dp.FillStatus(&s)
-	v.guard.fillStatus(&s)
+	v.guard.FillStatus(&s)
 	return s
 }
 

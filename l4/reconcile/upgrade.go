@@ -200,19 +200,13 @@ func (r *Runtime) HoldXDP(hold bool) {
 	if r.xdp == nil {
 		return
 	}
-	r.xdp.held.Store(hold)
+	r.xdp.Hold(hold)
 	if hold {
 		return
 	}
 	for _, v := range r.vips {
-		if p, ok := v.dp.(*xdpPlane); ok {
-			if err := p.Publish(v.store.Load()); err != nil {
-				v.log.Error("xdp: rewriting the maps after an upgrade failed", zap.Error(err))
-			}
-		}
-		v.guard.write()
+		v.guard.Write()
 	}
-	r.xdp.neighborsChanged()
 }
 
 // UpgradeBlocker says why this runtime cannot hand over to another
@@ -221,11 +215,10 @@ func (r *Runtime) HoldXDP(hold bool) {
 func (r *Runtime) UpgradeBlocker() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.xdp != nil && r.xdp.cfg.PinPath == "" && len(r.xdp.planeList()) > 0 {
-		return "xdp VIPs run without [xdp] pin_path: the new process could not take the XDP program over " +
-			"(set pin_path, which needs a restart, or restart instead of upgrading)"
+	if r.xdp == nil {
+		return ""
 	}
-	return ""
+	return r.xdp.UpgradeBlocker()
 }
 
 // DetachConns takes the established TCP connections of every proxy VIP off

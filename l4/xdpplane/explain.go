@@ -1,7 +1,7 @@
 // What the XDP program does with a client's flow, read from its maps:
 // the conntrack entry, then the Maglev slot of the flow's hash.
 
-package reconcile
+package xdpplane
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ import (
 // keeps a flow (a TCP SYN excepted), anything else takes the backend of
 // its slot in the VIP's table as the map holds it. Lookups from user space
 // neither refresh an entry nor make it recent in the LRU.
-func (p *xdpPlane) Explain(q *plane.Query) {
+func (p *Plane) Explain(q *plane.Query) {
 	p.explainMaps(q)
 	vc := p.conf()
 	if acl, err := guard.NewACL(vc.Allow, vc.Deny); err == nil {
@@ -34,7 +34,7 @@ func explainAccess(q *plane.Query, acl *guard.ACL) {
 }
 
 // explainMaps reads the program's maps for the flow.
-func (p *xdpPlane) explainMaps(q *plane.Query) {
+func (p *Plane) explainMaps(q *plane.Query) {
 	p.xdpCandidates(q)
 	var path bpf.Path
 	var err error
@@ -58,7 +58,7 @@ func (p *xdpPlane) explainMaps(q *plane.Query) {
 
 // explainACL notes the verdict of the VIP's allow/deny for the client, as
 // the program's trie gives it (the same rule as guard.ACL).
-func (p *xdpPlane) explainACL(q *plane.Query) {
+func (p *Plane) explainACL(q *plane.Query) {
 	p.mu.Lock()
 	acl := p.acl.acl
 	p.mu.Unlock()
@@ -78,7 +78,7 @@ func (p *xdpPlane) explainACL(q *plane.Query) {
 
 // xdpCandidates gives the candidates the flow table's live counts (read
 // every 2 s) and their share of the table by effective weight.
-func (p *xdpPlane) xdpCandidates(q *plane.Query) {
+func (p *Plane) xdpCandidates(q *plane.Query) {
 	var sum float64
 	for _, c := range q.Answer.Candidates {
 		if c.Candidate {
@@ -87,7 +87,7 @@ func (p *xdpPlane) xdpCandidates(q *plane.Query) {
 	}
 	for i := range q.Answer.Candidates {
 		c := &q.Answer.Candidates[i]
-		c.LiveFlows = int64(p.x.liveFlows(c.Index))
+		c.LiveFlows = int64(p.x.LiveFlows(c.Index))
 		if c.Candidate && sum > 0 {
 			c.Share = float64(c.EffectiveWeight) / sum
 		}
@@ -96,23 +96,23 @@ func (p *xdpPlane) xdpCandidates(q *plane.Query) {
 }
 
 // ref names backend index i as this VIP knows it.
-func (p *xdpPlane) ref(i uint32) *BackendRef {
+func (p *Plane) ref(i uint32) *plane.BackendRef {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if xb, ok := p.backends[i]; ok {
 		return plane.Ref(xb.b)
 	}
-	return &BackendRef{Index: i}
+	return &plane.BackendRef{Index: i}
 }
 
 // explainEntry reads the flow's conntrack entry.
-func (p *xdpPlane) explainEntry(q *plane.Query, path bpf.Path) {
+func (p *Plane) explainEntry(q *plane.Query, path bpf.Path) {
 	fe := path.Flow
 	if fe == nil {
 		q.Answer.Unpinned = append(q.Answer.Unpinned, "no XDP conntrack entry for "+q.Answer.Flow)
 		return
 	}
-	pin := Pin{Kind: "conntrack", Flow: q.Answer.Flow, Backend: *p.ref(fe.Backend), Closing: fe.Closing,
+	pin := plane.Pin{Kind: "conntrack", Flow: q.Answer.Flow, Backend: *p.ref(fe.Backend), Closing: fe.Closing,
 		IdleSeconds: plane.Secs(max(bpf.MonotonicNow()-fe.LastSeen, 0))}
 	if !path.FlowUsable {
 		pin.Why = fmt.Sprintf("its backend (index %d) is gone or inactive: the next packet takes the Maglev slot and rewrites the entry", fe.Backend)
@@ -137,7 +137,7 @@ func (p *xdpPlane) explainEntry(q *plane.Query, path bpf.Path) {
 }
 
 // refText names a backend for a sentence ("none: dropped" for nil).
-func refText(r *BackendRef) string {
+func refText(r *plane.BackendRef) string {
 	switch {
 	case r == nil:
 		return "none (dropped)"
@@ -150,7 +150,7 @@ func refText(r *BackendRef) string {
 // clientFlows lists the conntrack entries of the client's address on
 // this VIP (any port), walking the flow table. Backends are named after
 // the walk: it holds the table's lock, which write takes under p.mu.
-func (p *xdpPlane) clientFlows(q *plane.Query) {
+func (p *Plane) clientFlows(q *plane.Query) {
 	client := q.Flow.Src.Addr()
 	type found struct {
 		f  l4.Flow
@@ -176,7 +176,7 @@ func (p *xdpPlane) clientFlows(q *plane.Query) {
 	}
 	now := bpf.MonotonicNow()
 	for _, x := range flows {
-		q.Answer.Pinned = append(q.Answer.Pinned, Pin{Kind: "conntrack", Flow: plane.FlowString(x.f), Backend: *p.ref(x.fe.Backend), Closing: x.fe.Closing,
+		q.Answer.Pinned = append(q.Answer.Pinned, plane.Pin{Kind: "conntrack", Flow: plane.FlowString(x.f), Backend: *p.ref(x.fe.Backend), Closing: x.fe.Closing,
 			IdleSeconds: plane.Secs(max(now-x.fe.LastSeen, 0)), Why: "a flow of this client: its packets keep this backend while the entry lives and the backend is active"})
 	}
 	if more {
@@ -186,13 +186,13 @@ func (p *xdpPlane) clientFlows(q *plane.Query) {
 }
 
 // explainSlot is the Maglev step: the flow's slot in the map's table.
-func (p *xdpPlane) explainSlot(q *plane.Query, path bpf.Path) {
+func (p *Plane) explainSlot(q *plane.Query, path bpf.Path) {
 	key := path.VIP.HashKey
-	pk := &Pick{Rule: xdpRule(q.Algorithm), Generation: p.written.Load()}
+	pk := &plane.Pick{Rule: xdpRule(q.Algorithm), Generation: p.written.Load()}
 	q.Answer.Pick = pk
 	p.checkGeneration(q)
 	if plane.PortMatters(key) && !q.Port {
-		pk.Hash = &HashPath{Key: key.String()}
+		pk.Hash = &plane.HashPath{Key: key.String()}
 		q.Decided(nil, fmt.Sprintf("hash_key %s covers the client port, which was not given: each port hashes on its own (give CLIENT_IP:PORT)", key))
 		return
 	}
@@ -200,7 +200,7 @@ func (p *xdpPlane) explainSlot(q *plane.Query, path bpf.Path) {
 		q.Decided(nil, "the VIP has no Maglev table in the map: its new flows are dropped")
 		return
 	}
-	hp := &HashPath{Key: key.String(), Hash: plane.Hex(path.Hash), Maglev: &MaglevPath{Slot: int(path.Slot), TableSize: int(path.TableSize), Source: "xdp map"}}
+	hp := &plane.HashPath{Key: key.String(), Hash: plane.Hex(path.Hash), Maglev: &plane.MaglevPath{Slot: int(path.Slot), TableSize: int(path.TableSize), Source: "xdp map"}}
 	pk.Hash = hp
 	line := fmt.Sprintf("maglev (xdp map): hash %s -> slot %d of %d (generation %d)", hp.Hash, path.Slot, path.TableSize, pk.Generation)
 	switch {
@@ -219,14 +219,14 @@ func (p *xdpPlane) explainSlot(q *plane.Query, path bpf.Path) {
 
 // checkGeneration notes when the maps hold an older table than the
 // control plane's current snapshot.
-func (p *xdpPlane) checkGeneration(q *plane.Query) {
+func (p *Plane) checkGeneration(q *plane.Query) {
 	if w, cur := p.written.Load(), q.Snap.Generation(); w != cur {
 		q.Answer.Notes = append(q.Answer.Notes, fmt.Sprintf("the maps hold the table of generation %d, the control plane is at %d: a write failed or is under way", w, cur))
 	}
 }
 
 // checkSlot compares the map's slot with the control plane's table.
-func (p *xdpPlane) checkSlot(q *plane.Query, path bpf.Path) {
+func (p *Plane) checkSlot(q *plane.Query, path bpf.Path) {
 	t, err := p.table(q.Snap, p.conf())
 	switch {
 	case err != nil:
