@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -40,7 +41,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	// Names are looked up, but one that does not resolve is a warning:
 	// run starts without its backends, and the file is still right.
-	warnings = append(warnings, reconcile.CheckNames(cfg, checkNamesTimeout)...)
+	warnings = append(warnings, names.Check(cfg, checkNamesTimeout)...)
 	// What would stop the XDP program from starting here (pin path,
 	// forwarding): run would fail, but the file is right.
 	warnings = append(warnings, reconcile.CheckXDPHost(cfg)...)

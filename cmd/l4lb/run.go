@@ -20,6 +20,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
+	"github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/reconcile"
@@ -193,7 +194,8 @@ func (d *daemon) startVIPs(cfg *config.Config) error {
 	d.log.Info("connection limit from the open file limit", zap.Uint64("nofile", nofile), zap.Int("max_connections", maxConns))
 	workers := eventLoops(cfg.Global.Workers)
 	d.log.Info("event loops", zap.Int("workers", workers), zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
-	d.rt = reconcile.New(d.log.Named("runtime"), reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: workers})
+	rlog := d.log.Named("runtime")
+	d.rt = reconcile.New(rlog, reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: workers, Names: names.New(rlog)})
 	if d.up != nil {
 		// An upgrade: the VIPs the old process serves take its sockets.
 		ls, backends, err := d.up.listeners()

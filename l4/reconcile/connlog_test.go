@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	dnsnames "github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
 )
@@ -25,7 +26,7 @@ import (
 func observedRuntime(t *testing.T, toml string) (*Runtime, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zap.InfoLevel)
-	rt := New(zap.New(core), Options{})
+	rt := New(zap.New(core), Options{Names: dnsnames.New(zap.New(core))})
 	apply(t, rt, toml)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

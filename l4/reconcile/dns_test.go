@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	dnsnames "github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
@@ -84,7 +85,7 @@ func TestNamedBackendFollowsDNS(t *testing.T) {
 	dns.SetHost("svc.test", 1, a11, a12)
 	listen := testutil.FreeTCPAddr(t)
 	core, logs := observer.New(zap.InfoLevel)
-	rt := New(zap.New(core), Options{})
+	rt := New(zap.New(core), Options{Names: dnsnames.New(zap.New(core))})
 	apply(t, rt, dnsVIP(dns.Addr, listen, fmt.Sprintf("svc.test:%d", port)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -352,7 +353,7 @@ func TestNamedBackendReload(t *testing.T) {
 }
 
 // TestStatusAnswersWhileApplyWaitsForDNS: a reload that adds a name whose
-// server does not answer waits for it (up to firstAnswerWait) without the
+// server does not answer waits for it (up to names.FirstAnswerWait) without the
 // lock that Status takes, so status and the admin API answer meanwhile;
 // the reload then applies, the name's backend absent until it resolves.
 func TestStatusAnswersWhileApplyWaitsForDNS(t *testing.T) {
@@ -384,7 +385,7 @@ func TestStatusAnswersWhileApplyWaitsForDNS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(firstAnswerWait + 5*time.Second):
+	case <-time.After(dnsnames.FirstAnswerWait + 5*time.Second):
 		t.Fatal("the reload never returned")
 	}
 	if vs := vipStatus(rt, "svc"); len(vs.Names) != 1 || len(vs.Backends) != 1 {
@@ -445,5 +446,16 @@ func TestMaglevTableWarnsForManyAddresses(t *testing.T) {
 	warned := logs.FilterMessageSnippet("maglev_table_size is too small").All()
 	if len(warned) == 0 || warned[0].ContextMap()["want_at_least"] != int64(1100) {
 		t.Fatalf("no warning about the table size for 11 addresses: %v", warned)
+	}
+}
+
+// TestNamedBackendsNeedNames: a runtime made without Names refuses a
+// config with named backends rather than run it without them.
+func TestNamedBackendsNeedNames(t *testing.T) {
+	rt := New(zap.NewNop(), Options{})
+	defer rt.Shutdown(context.Background())
+	err := rt.Apply(parse(t, dnsVIP(netip.MustParseAddrPort("127.0.0.1:53"), testutil.FreeTCPAddr(t), "db.test:5432")))
+	if err == nil || !strings.Contains(err.Error(), "Options.Names") {
+		t.Fatalf("Apply: %v, want a refusal naming Options.Names", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/l4lb/l4lb/config"
+	dnsnames "github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
@@ -65,7 +66,8 @@ func (s *namedServer) restart(t *testing.T) {
 // startRuntime applies a config given as TOML text; it shuts down on cleanup.
 func startRuntime(t *testing.T, toml string) *Runtime {
 	t.Helper()
-	rt := New(zaptest.NewLogger(t), Options{})
+	log := zaptest.NewLogger(t)
+	rt := New(log, Options{Names: dnsnames.New(log)})
 	apply(t, rt, toml)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

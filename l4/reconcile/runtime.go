@@ -31,7 +31,10 @@ type Runtime struct {
 	// openPlane opens a VIP's data plane: newPlane (tests give a fake).
 	openPlane openPlane
 
-	dns *dnsNames // the names of named backends (their map under mu)
+	names Names // the names of named backends; nil: none can be looked up
+	// namesStop stops the goroutine that applies their answers (nil: none
+	// runs); namesDone is closed when it has.
+	namesStop, namesDone chan struct{}
 
 	served *servedSignal // pokes ServingChanged
 
@@ -61,6 +64,9 @@ type Options struct {
 	// Workers is the number of event loops for proxied TCP connections
 	// (0 = GOMAXPROCS).
 	Workers int
+	// Names looks up the names of named backends (names.New); nil: a
+	// config with named backends is refused.
+	Names Names
 }
 
 // pipeCap is the cap on open splice pipes for a config: max_pipes when
@@ -80,10 +86,11 @@ func New(log *zap.Logger, opts Options) *Runtime {
 		log = zap.NewNop()
 	}
 	r := &Runtime{log: log, opts: opts, vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
-		indexes: xdpplane.NewIndexPool(xdpplane.MaxBackends), dns: newDNSNames(log), served: newServedSignal()}
+		indexes: xdpplane.NewIndexPool(xdpplane.MaxBackends), names: opts.Names, served: newServedSignal()}
 	r.proxy = proxy.NewPlanes(proxy.PlanesOptions{PipeSize: opts.PipeSize, MaxConns: opts.MaxConns, Workers: opts.Workers}, log)
 	r.openPlane = r.newPlane
 	r.health = health.NewManager(r.onHealth)
+	r.startNames()
 	r.publishIndex()
 	return r
 }
@@ -127,20 +134,29 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 		r.mu.Unlock()
 		return errors.New("runtime is shut down")
 	}
-	wait := r.dns.add(cfg)
-	r.startNames()
+	if r.names == nil && hasNamed(cfg) {
+		r.closeInherited()
+		r.mu.Unlock()
+		return errors.New("named backends need a resolver (reconcile.Options.Names)")
+	}
+	wait := func() {}
+	if r.names != nil {
+		wait = r.names.Watch(cfg)
+	}
 	r.mu.Unlock()
 	wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.closeInherited()
-	defer func() { r.dns.prune(r.cfg) }()
+	if r.names != nil {
+		defer func() { r.names.Prune(r.cfg) }()
+	}
 	if r.closed {
 		return errors.New("runtime is shut down")
 	}
 	desired := make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs))
 	for i := range cfg.VIPs {
-		desired[cfg.VIPs[i].Key()] = r.dns.expand(&cfg.VIPs[i])
+		desired[cfg.VIPs[i].Key()] = r.expand(&cfg.VIPs[i])
 	}
 	plans := make(map[l4.VIPKey]*plan)
 	abandon := func() {
@@ -332,9 +348,10 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	vips := r.vips
 	r.vips = map[l4.VIPKey]*vip{}
 	r.publishIndex()
-	stopNames := r.dns.detach()
+	stop, done := r.namesStop, r.namesDone
+	r.namesStop = nil
 	r.mu.Unlock()
-	stopNames()
+	r.stopNames(stop, done)
 	r.health.Close()
 	for _, v := range vips {
 		v.stopRebalance("l4lb is shutting down") // before the loops it asks stop

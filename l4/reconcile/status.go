@@ -27,9 +27,9 @@ func (r *Runtime) Status() Status {
 	now := time.Now()
 	for _, v := range r.vips {
 		vs := v.status()
-		if r.cfg != nil {
+		if r.cfg != nil && r.names != nil {
 			if tv := r.cfg.VIP(vs.Name); tv != nil {
-				vs.Names = r.dns.status(tv, now)
+				vs.Names = r.names.Status(tv, now)
 			}
 		}
 		for i := range vs.Backends {
