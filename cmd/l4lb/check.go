@@ -11,6 +11,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/names"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -132,7 +133,7 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 		fmt.Fprintln(stderr, &config.Error{Problems: problems})
 		return 1
 	}
-	var st reconcile.Status // best effort: the pid, and whether XDP is loaded
+	var st plane.Status // best effort: the pid, and whether XDP is loaded
 	if body, err := adminGet(sock, "/status"); err == nil {
 		_ = json.Unmarshal(body, &st)
 	}

@@ -16,13 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // statusCollector turns one Status read into metrics, so the data plane
 // keeps only its own atomics and pays nothing between scrapes.
 type statusCollector struct {
-	status func() reconcile.Status
+	status func() plane.Status
 	descs  map[string]*prometheus.Desc
 }
 
@@ -31,7 +31,7 @@ var vipLabels, backendLabels = []string{"vip", "protocol"}, []string{"vip", "bac
 // nameLabels: a named backend's VIP, identity, and what it looks up (name:port or the SRV name).
 var nameLabels = []string{"vip", "backend", "name"}
 
-func newStatusCollector(status func() reconcile.Status) *statusCollector {
+func newStatusCollector(status func() plane.Status) *statusCollector {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("l4lb_"+name, help, labels, nil)
 	}
@@ -233,7 +233,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 
 // collectBackends sends the series of a VIP's (or an SNI route's)
 // backends; udp: a proxy UDP VIP's.
-func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip string, xdp, udp bool, bs []reconcile.BackendStatus) {
+func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip string, xdp, udp bool, bs []plane.BackendStatus) {
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
 	for _, b := range bs {
 		bl := []string{vip, b.ID, b.Address}
@@ -297,7 +297,7 @@ func boolGauge(b bool) float64 {
 }
 
 // collectBGP reports the sessions, the routes and which VIPs they cover.
-func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st reconcile.Status) {
+func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st plane.Status) {
 	b := st.BGP
 	if b == nil {
 		return

@@ -17,7 +17,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const defaultAdminSocket = "/run/l4lb/admin.sock"
@@ -61,7 +61,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(body)
 		return 0
 	}
-	var st reconcile.Status
+	var st plane.Status
 	if err := json.Unmarshal(body, &st); err != nil {
 		fmt.Fprintln(stderr, "l4lb status: bad answer:", err)
 		return 1
@@ -130,7 +130,7 @@ type statusView struct {
 	allCaps bool // every capability, not their count
 }
 
-func printStatus(w io.Writer, st reconcile.Status, view statusView) {
+func printStatus(w io.Writer, st plane.Status, view statusView) {
 	printProcess(w, st, view)
 	pipeCap := "none"
 	if st.Pipes.Max > 0 {
@@ -178,7 +178,7 @@ func printStatus(w io.Writer, st reconcile.Status, view statusView) {
 		}
 		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d%s\n",
 			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend, draining)
-		if t := v.TCP; t != nil && *t != (reconcile.TCPStatus{}) {
+		if t := v.TCP; t != nil && *t != (plane.TCPStatus{}) {
 			fmt.Fprintf(w, "  events: accept-errors %d  idle-closed %d  local-resource-errors %d  pipeless-copies %d  limit-waits %d\n",
 				t.AcceptErrors, t.IdleClosed, t.LocalErrors, t.PipelessCopies, t.LimitWaits)
 			if t.ProxyUntrusted+t.ProxyMalformed+t.ProxyTimeouts > 0 {
@@ -233,7 +233,7 @@ func printStatus(w io.Writer, st reconcile.Status, view statusView) {
 
 // liveString is a backend's live flows, "n/cap" when it has a cap
 // (max_conns, max_sessions).
-func liveString(b reconcile.BackendStatus) string {
+func liveString(b plane.BackendStatus) string {
 	if b.MaxFlows > 0 {
 		return fmt.Sprintf("%d/%d", b.LiveFlows, b.MaxFlows)
 	}
@@ -241,7 +241,7 @@ func liveString(b reconcile.BackendStatus) string {
 }
 
 // backendTable writes a backend table, each line indented by indent.
-func backendTable(w io.Writer, indent string, udp bool, bs []reconcile.BackendStatus) {
+func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	noReply := ""
 	if udp {
@@ -297,7 +297,7 @@ func counterList(c map[string]uint64) string {
 }
 
 // printProcess prints the build, uptime and last reload.
-func printProcess(w io.Writer, st reconcile.Status, view statusView) {
+func printProcess(w io.Writer, st plane.Status, view statusView) {
 	p := st.Process
 	fmt.Fprintf(w, "l4lb %s (commit %s, %s), pid %d, up %s, config %s\n", p.Version, shortCommit(p.Commit), p.GoVersion,
 		p.PID, (time.Duration(p.UptimeSeconds) * time.Second).String(), st.Config)
@@ -324,7 +324,7 @@ const listedCaps = 8
 
 // capSummary is the capabilities line: the few the daemon keeps after
 // drop_capabilities by name, a full set as a count.
-func capSummary(c *reconcile.CapabilityStatus, all bool) string {
+func capSummary(c *plane.CapabilityStatus, all bool) string {
 	switch {
 	case c.Dropped:
 		return capList(c.Effective) + " (drop_capabilities: the rest dropped, bounding set too)"
@@ -382,7 +382,7 @@ func rttString(d time.Duration) string {
 
 // nameSummary is one named backend's line: its last good answer, how old,
 // and the error while lookups fail.
-func nameSummary(n reconcile.NameStatus) string {
+func nameSummary(n plane.NameStatus) string {
 	s := n.Lookup + ": "
 	if len(n.Addresses) == 0 {
 		s += "NOT RESOLVED (no backends from it)"
@@ -400,7 +400,7 @@ func secondsString(s float64) string {
 }
 
 // printBGP shows the speaker: each session and the announced routes.
-func printBGP(w io.Writer, b *reconcile.BGPStatus) {
+func printBGP(w io.Writer, b *plane.BGPStatus) {
 	if b == nil {
 		return
 	}

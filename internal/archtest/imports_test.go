@@ -94,7 +94,7 @@ func TestProjectImportsAllowed(t *testing.T) {
 // may reach others through them): the admin API talks to the runtime, not
 // to the data planes.
 var directProject = map[string][]string{
-	"internal/admin": {"l4", "l4/reconcile"},
+	"internal/admin": {"l4", "l4/plane", "l4/reconcile"},
 }
 
 func TestDirectImportsAllowed(t *testing.T) {

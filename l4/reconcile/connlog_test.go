@@ -20,6 +20,7 @@ import (
 	dnsnames "github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // observedRuntime is startRuntime with a logger whose lines the test reads.
@@ -60,7 +61,7 @@ func TestOnDownLogsConnection(t *testing.T) {
 	srv := startNamed(t, "a")
 	vip := testutil.FreeTCPAddr(t)
 	rt, logs := observedRuntime(t, fmt.Sprintf(connLogVIP, vip, false, srv.addr))
-	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 	pinged(t, vip) // before the reload: not logged
 	apply(t, rt, fmt.Sprintf(connLogVIP, vip, true, srv.addr))
 	c := pinged(t, vip)
@@ -75,7 +76,7 @@ func TestDisableLogsConnection(t *testing.T) {
 	srv := startNamed(t, "a")
 	vip := testutil.FreeTCPAddr(t)
 	rt, logs := observedRuntime(t, fmt.Sprintf(connLogVIP, vip, true, srv.addr))
-	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 	c := pinged(t, vip)
 	if res, err := rt.SetOverride("web", "a", l4.OverrideDisable, "test"); err != nil || res.Reset != 1 {
 		t.Fatalf("disable: %+v, %v", res, err)

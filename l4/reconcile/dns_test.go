@@ -21,6 +21,7 @@ import (
 
 	dnsnames "github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // namedOnPort starts a named server on each of ips with one port.
@@ -58,17 +59,17 @@ listen = %q
 `, resolver, listen, backend)
 }
 
-func vipStatus(rt *Runtime, name string) VIPStatus {
+func vipStatus(rt *Runtime, name string) plane.VIPStatus {
 	for _, v := range rt.Status().VIPs {
 		if v.Name == name {
 			return v
 		}
 	}
-	return VIPStatus{}
+	return plane.VIPStatus{}
 }
 
 // liveIDs lists the VIP's backends that are not removed.
-func liveIDs(vs VIPStatus) string {
+func liveIDs(vs plane.VIPStatus) string {
 	var ids []string
 	for _, b := range vs.Backends {
 		if !b.Removed {
@@ -239,7 +240,7 @@ func nameGoroutines() int {
 	return strings.Count(stacks, "resolve.(*Watcher).run(") + strings.Count(stacks, "reconcile.(*Runtime).runNames(")
 }
 
-func mustBackend(t *testing.T, rt *Runtime, id string) BackendStatus {
+func mustBackend(t *testing.T, rt *Runtime, id string) plane.BackendStatus {
 	t.Helper()
 	b, ok := backendStatus(rt, "svc", id)
 	if !ok {
@@ -373,7 +374,7 @@ func TestStatusAnswersWhileApplyWaitsForDNS(t *testing.T) {
 		t.Fatalf("status during the reload: %+v", vs.Backends)
 	}
 	if took := time.Since(statusAt); took > time.Second {
-		t.Fatalf("Status took %v while a reload waited for DNS", took)
+		t.Fatalf("plane.Status took %v while a reload waited for DNS", took)
 	}
 	select {
 	case err := <-applied:

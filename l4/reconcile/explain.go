@@ -19,13 +19,13 @@ import (
 // or would get, and why. client's port is 0 when none was given. It
 // changes nothing: no flow acquired, no rotation advanced, no pin or
 // conntrack entry created or refreshed.
-func (r *Runtime) Explain(vipName string, client netip.AddrPort) (Explanation, error) {
+func (r *Runtime) Explain(vipName string, client netip.AddrPort) (plane.Explanation, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
-		return Explanation{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
+		return plane.Explanation{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
 	if err := reachable(v.key, client.Addr()); err != nil {
-		return Explanation{}, err
+		return plane.Explanation{}, err
 	}
 	return v.explain(client), nil
 }
@@ -37,15 +37,15 @@ func reachable(k l4.VIPKey, client netip.Addr) error {
 	if client.Is4() == vip.Is4() || (vip.Is6() && vip.IsUnspecified()) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s cannot reach VIP %s (another address family)", ErrBadClient, client, k.Addr)
+	return fmt.Errorf("%w: %s cannot reach VIP %s (another address family)", plane.ErrBadClient, client, k.Addr)
 }
 
 // explain composes the answer: the VIP, its candidates, then what its
 // data plane holds and chooses.
-func (v *vip) explain(client netip.AddrPort) Explanation {
+func (v *vip) explain(client netip.AddrPort) plane.Explanation {
 	vc := v.cfg()
 	f := l4.Flow{Src: client, Dst: v.key.Addr, Proto: v.key.Proto}
-	e := Explanation{
+	e := plane.Explanation{
 		VIP: vc.Name, Listen: v.key.Addr.String(), Protocol: v.key.Proto.String(), Mode: vc.Mode.String(),
 		Algorithm: vc.Algorithm.String(), Client: client.Addr().String(), Flow: plane.FlowString(f),
 	}
@@ -109,7 +109,7 @@ func (v *vip) candidates(q *plane.Query, vc *config.VIP) {
 		q.Answer.Candidates = append(q.Answer.Candidates, c)
 	}
 	v.mu.Unlock()
-	slices.SortFunc(q.Answer.Candidates, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(q.Answer.Candidates, func(a, b plane.Candidate) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // whyNot says why b takes no new flows, and what becomes of the flows

@@ -12,6 +12,7 @@ import (
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // slowStartStep is how often a ramping backend's weight is recomputed.
@@ -188,7 +189,7 @@ func (v *vip) backendByID(id l4.BackendID) *l4.Backend {
 }
 
 // healthStatus fills the health fields of a backend's status.
-func (r *Runtime) healthStatus(v *vip, bs *BackendStatus) {
+func (r *Runtime) healthStatus(v *vip, bs *plane.BackendStatus) {
 	st, ok := r.health.State(v.target(l4.BackendID(bs.ID)))
 	if !ok {
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/l4lb/l4lb/config"
 	dnsnames "github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // namedServer is a loopback server that writes its name to every
@@ -102,7 +103,7 @@ func backendsTOML(addrs map[string]netip.AddrPort) string {
 	return out
 }
 
-func backendStatus(rt *Runtime, vipName, id string) (BackendStatus, bool) {
+func backendStatus(rt *Runtime, vipName, id string) (plane.BackendStatus, bool) {
 	for _, v := range rt.Status().VIPs {
 		if v.Name != vipName {
 			continue
@@ -113,12 +114,12 @@ func backendStatus(rt *Runtime, vipName, id string) (BackendStatus, bool) {
 			}
 		}
 	}
-	return BackendStatus{}, false
+	return plane.BackendStatus{}, false
 }
 
 // waitBackend polls until cond holds for the backend's status and returns
 // how long that took.
-func waitBackend(t *testing.T, rt *Runtime, vipName, id string, limit time.Duration, what string, cond func(BackendStatus) bool) time.Duration {
+func waitBackend(t *testing.T, rt *Runtime, vipName, id string, limit time.Duration, what string, cond func(plane.BackendStatus) bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {

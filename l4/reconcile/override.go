@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // Errors a caller can tell apart (the admin API answers them with 404).
@@ -28,10 +29,10 @@ var (
 // SetOverride sets an operator's state for backend ref (its name, its
 // address, or its IP when only one backend of the VIP has it) of the VIP
 // named vipName. by says who set it, for status and the log.
-func (r *Runtime) SetOverride(vipName, ref string, o l4.Override, by string) (OverrideResult, error) {
+func (r *Runtime) SetOverride(vipName, ref string, o l4.Override, by string) (plane.OverrideResult, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
-		return OverrideResult{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
+		return plane.OverrideResult{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
 	return v.setOverride(ref, o, by)
 }
@@ -48,16 +49,16 @@ func (r *Runtime) vipNamed(name string) *vip {
 	return nil
 }
 
-func (v *vip) setOverride(ref string, o l4.Override, by string) (OverrideResult, error) {
+func (v *vip) setOverride(ref string, o l4.Override, by string) (plane.OverrideResult, error) {
 	v.mu.Lock()
 	b, err := v.resolveLocked(ref)
 	if err != nil {
 		v.mu.Unlock()
-		return OverrideResult{}, fmt.Errorf("vip %q: %w", v.name(), err)
+		return plane.OverrideResult{}, fmt.Errorf("vip %q: %w", v.name(), err)
 	}
 	prev := b.override.state
 	if o == prev {
-		res := OverrideResult{VIP: v.name(), Backend: string(b.b.ID), Address: b.b.Addr.String(), Override: o.String(),
+		res := plane.OverrideResult{VIP: v.name(), Backend: string(b.b.ID), Address: b.b.Addr.String(), Override: o.String(),
 			Previous: prev.String(), By: b.override.by, LiveFlows: b.b.LiveFlows(), Unchanged: true}
 		v.mu.Unlock()
 		v.log.Debug("backend override unchanged", zap.String("backend", res.Backend), zap.Stringer("override", o), zap.String("asked_by", by))
@@ -70,7 +71,7 @@ func (v *vip) setOverride(ref string, o l4.Override, by string) (OverrideResult,
 	}
 	b.b.SetEligible(b.keepsPinned())
 	err = v.rebuildLocked()
-	res := OverrideResult{VIP: v.name(), Backend: string(b.b.ID), Address: b.b.Addr.String(), Override: o.String(),
+	res := plane.OverrideResult{VIP: v.name(), Backend: string(b.b.ID), Address: b.b.Addr.String(), Override: o.String(),
 		Previous: prev.String(), By: by, LiveFlows: b.b.LiveFlows()}
 	v.mu.Unlock()
 	if err != nil {

@@ -65,30 +65,30 @@ type RebalanceOptions struct {
 
 // Rebalance starts a rebalance of the VIP named vipName and returns its
 // plan at once; it runs in the background until done or stopped.
-func (r *Runtime) Rebalance(vipName string, o RebalanceOptions) (RebalanceStatus, error) {
+func (r *Runtime) Rebalance(vipName string, o RebalanceOptions) (plane.RebalanceStatus, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
 	return v.startRebalance(o)
 }
 
 // RebalanceStatus reports the VIP's running or last rebalance; with none,
 // what one would close now.
-func (r *Runtime) RebalanceStatus(vipName string) (RebalanceStatus, error) {
+func (r *Runtime) RebalanceStatus(vipName string) (plane.RebalanceStatus, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
 	return v.rebalanceStatus(), nil
 }
 
 // StopRebalance stops the VIP's running rebalance, if any, and returns its
 // status.
-func (r *Runtime) StopRebalance(vipName, by string) (RebalanceStatus, error) {
+func (r *Runtime) StopRebalance(vipName, by string) (plane.RebalanceStatus, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
 	v.stopRebalance("stopped by " + by)
 	return v.rebalanceStatus(), nil
@@ -107,27 +107,27 @@ type rebalance struct {
 	round *round
 
 	mu     sync.Mutex
-	st     RebalanceStatus      // Backends unused: computed when asked
-	closed map[l4.BackendID]int // per backend
-	left   map[l4.BackendID]int // the round's closes still to make, per backend
+	st     plane.RebalanceStatus // Backends unused: computed when asked
+	closed map[l4.BackendID]int  // per backend
+	left   map[l4.BackendID]int  // the round's closes still to make, per backend
 }
 
 // startRebalance plans and starts a rebalance, unless one runs or the VIP
 // cannot be rebalanced.
-func (v *vip) startRebalance(o RebalanceOptions) (RebalanceStatus, error) {
+func (v *vip) startRebalance(o RebalanceOptions) (plane.RebalanceStatus, error) {
 	vc := v.cfg()
 	rate := o.Rate
 	if rate == 0 {
 		rate = vc.RebalanceRate
 	}
 	if _, err := v.dp.CloseSome(nil, 0, plane.CloseFIN); err != nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
 	if vc.RebalanceRate == 0 {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w: its rebalance_rate is 0", vc.Name, plane.ErrCannotRebalance)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w: its rebalance_rate is 0", vc.Name, plane.ErrCannotRebalance)
 	}
 	if err := CheckRebalanceRate(rate); err != nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
 	how := plane.CloseFIN
 	if o.Reset {
@@ -136,17 +136,17 @@ func (v *vip) startRebalance(o RebalanceOptions) (RebalanceStatus, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.rebal != nil && v.rebal.running() {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w (%s); stop it first", vc.Name, ErrRebalanceRunning, v.rebal.progress())
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w (%s); stop it first", vc.Name, ErrRebalanceRunning, v.rebal.progress())
 	}
 	rows := v.balanceRowsLocked()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rb := &rebalance{v: v, rate: rate, how: how, cancel: cancel, done: make(chan struct{}), closed: map[l4.BackendID]int{}}
-	rb.st = RebalanceStatus{VIP: vc.Name, State: RebalanceRunning, Rate: rate, Close: how.String(), Tolerance: RebalanceTolerance,
+	rb.st = plane.RebalanceStatus{VIP: vc.Name, State: plane.RebalanceRunning, Rate: rate, Close: how.String(), Tolerance: RebalanceTolerance,
 		By: o.By, Started: time.Now()}
 	rb.newRoundLocked(rows)
 	v.rebal = rb
 	if balanced(rows) {
-		rb.endLocked(RebalanceDone, nothingToDo(rows))
+		rb.endLocked(plane.RebalanceDone, nothingToDo(rows))
 		close(rb.done)
 		cancel(nil)
 		v.log.Info("rebalance: nothing to do", zap.String("by", o.By), zap.String("reason", rb.st.Reason))
@@ -185,14 +185,14 @@ func (v *vip) stopRebalance(reason string) {
 
 // rebalanceStatus is the running or last rebalance with the backends as
 // they are now; with none, what one would close now.
-func (v *vip) rebalanceStatus() RebalanceStatus {
+func (v *vip) rebalanceStatus() plane.RebalanceStatus {
 	v.mu.Lock()
 	rows := v.balanceRowsLocked()
 	rb := v.rebal
 	v.mu.Unlock()
 	if rb == nil {
 		vc := v.cfg()
-		st := RebalanceStatus{VIP: vc.Name, State: RebalanceNone, Tolerance: RebalanceTolerance, Rate: vc.RebalanceRate}
+		st := plane.RebalanceStatus{VIP: vc.Name, State: plane.RebalanceNone, Tolerance: RebalanceTolerance, Rate: vc.RebalanceRate}
 		if _, err := v.dp.CloseSome(nil, 0, plane.CloseFIN); err != nil {
 			st.Reason = err.Error()
 		} else if vc.RebalanceRate == 0 {
@@ -205,10 +205,10 @@ func (v *vip) rebalanceStatus() RebalanceStatus {
 
 // statusWith is the rebalance's status over rows: while it runs, what
 // its round has left to close; once ended, what a new one would plan.
-func (rb *rebalance) statusWith(rows []balanceRow) RebalanceStatus {
+func (rb *rebalance) statusWith(rows []balanceRow) plane.RebalanceStatus {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if rb.st.State != RebalanceRunning {
+	if rb.st.State != plane.RebalanceRunning {
 		return withRows(rb.st, rows, rb.closed)
 	}
 	st := withRows(rb.st, rows, rb.closed)
@@ -222,12 +222,12 @@ func (rb *rebalance) statusWith(rows []balanceRow) RebalanceStatus {
 
 // withRows fills st's backends from rows, with what a rebalance would
 // plan now.
-func withRows(st RebalanceStatus, rows []balanceRow, closed map[l4.BackendID]int) RebalanceStatus {
+func withRows(st plane.RebalanceStatus, rows []balanceRow, closed map[l4.BackendID]int) plane.RebalanceStatus {
 	st.ToClose = closesNeeded(rows)
 	plan := allocate(rows, st.ToClose)
-	st.Backends = make([]RebalanceBackend, len(rows))
+	st.Backends = make([]plane.RebalanceBackend, len(rows))
 	for i, r := range rows {
-		st.Backends[i] = RebalanceBackend{ID: string(r.b.ID), Eligible: r.weight > 0, Weight: r.weight, Live: r.live,
+		st.Backends[i] = plane.RebalanceBackend{ID: string(r.b.ID), Eligible: r.weight > 0, Weight: r.weight, Live: r.live,
 			Target: math.Round(r.target*10) / 10, ToClose: plan[i], Closed: closed[r.b.ID]}
 	}
 	return st
@@ -236,7 +236,7 @@ func withRows(st RebalanceStatus, rows []balanceRow, closed map[l4.BackendID]int
 func (rb *rebalance) running() bool {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	return rb.st.State == RebalanceRunning
+	return rb.st.State == plane.RebalanceRunning
 }
 
 // progress is "N of M closed", for messages.
@@ -279,7 +279,7 @@ func (rb *rebalance) run(ctx context.Context) {
 		var now time.Time
 		select {
 		case <-ctx.Done():
-			rb.end(RebalanceStopped, context.Cause(ctx).Error())
+			rb.end(plane.RebalanceStopped, context.Cause(ctx).Error())
 			return
 		case now = <-t.C:
 		}
@@ -314,10 +314,10 @@ type pacer struct {
 func (rb *rebalance) step(p *pacer, now time.Time) (state, reason string) {
 	v := rb.v
 	if v.stopped.Load() {
-		return RebalanceStopped, "the VIP stopped"
+		return plane.RebalanceStopped, "the VIP stopped"
 	}
 	if v.cfg().RebalanceRate == 0 {
-		return RebalanceStopped, "a reload set rebalance_rate to 0"
+		return plane.RebalanceStopped, "a reload set rebalance_rate to 0"
 	}
 	v.mu.Lock()
 	rows := v.balanceRowsLocked()
@@ -329,7 +329,7 @@ func (rb *rebalance) step(p *pacer, now time.Time) (state, reason string) {
 		if u := placed(rows); !p.started || u > p.best+0.5 {
 			p.best, p.sinceBest, p.bestAt, p.started = u, 0, now, true
 		} else if p.sinceBest >= rebalanceStallCloses && now.Sub(p.bestAt) >= rebalanceStallTime {
-			return RebalanceStopped, rb.stallReason(p.sinceBest)
+			return plane.RebalanceStopped, rb.stallReason(p.sinceBest)
 		}
 		if p.sinceBest < rebalanceStallCloses { // else wait for the clients closed so far to land somewhere
 			rb.closeTick(p, rows, now)
@@ -346,17 +346,17 @@ func (rb *rebalance) step(p *pacer, now time.Time) (state, reason string) {
 	}
 	switch {
 	case balanced(rows):
-		return RebalanceDone, fmt.Sprintf("every backend is within %.0f%% of its share (or one flow)", 100*RebalanceTolerance)
+		return plane.RebalanceDone, fmt.Sprintf("every backend is within %.0f%% of its share (or one flow)", 100*RebalanceTolerance)
 	case !back && u <= r.placed+0.5:
-		return RebalanceStopped, fmt.Sprintf("no progress: of the %d connections the last round closed, some clients did not reconnect within %v and none landed on a backend below its share; closing more would only lose clients",
+		return plane.RebalanceStopped, fmt.Sprintf("no progress: of the %d connections the last round closed, some clients did not reconnect within %v and none landed on a backend below its share; closing more would only lose clients",
 			r.closed, rebalanceStallTime)
 	case p.sinceBest >= rebalanceStallCloses && now.Sub(p.bestAt) >= rebalanceStallTime:
-		return RebalanceStopped, rb.stallReason(p.sinceBest)
+		return plane.RebalanceStopped, rb.stallReason(p.sinceBest)
 	}
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	if rb.newRoundLocked(rows) == 0 {
-		return RebalanceStopped, "nothing left to close: no backend above its share has a connection to give"
+		return plane.RebalanceStopped, "nothing left to close: no backend above its share has a connection to give"
 	}
 	return "", ""
 }

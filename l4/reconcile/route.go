@@ -150,13 +150,13 @@ func (r *Runtime) stopRoute(rv *vip) {
 }
 
 // sniStatus fills the routes of v's status (r.mu held).
-func (r *Runtime) sniStatus(v *vip, s *VIPStatus) {
+func (r *Runtime) sniStatus(v *vip, s *plane.VIPStatus) {
 	vc := v.cfg()
 	router, ok := v.dp.(plane.Router)
 	if len(vc.Routes) == 0 || !ok {
 		return
 	}
-	sni := &SNIStatus{Timeout: vc.SNITimeout, NoMatch: vc.SNINoMatch}
+	sni := &plane.SNIStatus{Timeout: vc.SNITimeout, NoMatch: vc.SNINoMatch}
 	for i := range vc.Routes {
 		rv, ok := v.routes[vc.Routes[i].Name]
 		if !ok {
@@ -168,7 +168,7 @@ func (r *Runtime) sniStatus(v *vip, s *VIPStatus) {
 				r.healthStatus(rv, &rs.Backends[j])
 			}
 		}
-		sni.Routes = append(sni.Routes, RouteStatus{Name: vc.Routes[i].Name, Names: vc.Routes[i].Names, Algorithm: rs.Algorithm,
+		sni.Routes = append(sni.Routes, plane.RouteStatus{Name: vc.Routes[i].Name, Names: vc.Routes[i].Names, Algorithm: rs.Algorithm,
 			Eligible: rs.Eligible, Backends: rs.Backends})
 	}
 	router.FillSNI(sni)

@@ -9,13 +9,14 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // Status reports every VIP, in the config file's order, and its backends.
-func (r *Runtime) Status() Status {
+func (r *Runtime) Status() plane.Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var st Status
+	var st plane.Status
 	if r.cfg != nil {
 		st.Config = r.cfg.Path
 	}
@@ -51,20 +52,20 @@ func (r *Runtime) Status() Status {
 
 // sortVIPs puts VIPs in the order of the config file, as an operator
 // wrote them; draining VIPs (gone from the file) come last, by name.
-func sortVIPs(vips []VIPStatus, cfg *config.Config) {
+func sortVIPs(vips []plane.VIPStatus, cfg *config.Config) {
 	pos := map[string]int{}
 	if cfg != nil {
 		for i := range cfg.VIPs {
 			pos[cfg.VIPs[i].Name] = i
 		}
 	}
-	at := func(v VIPStatus) int {
+	at := func(v plane.VIPStatus) int {
 		if i, ok := pos[v.Name]; ok && !v.Draining {
 			return i
 		}
 		return len(pos)
 	}
-	slices.SortFunc(vips, func(a, b VIPStatus) int {
+	slices.SortFunc(vips, func(a, b plane.VIPStatus) int {
 		return cmp.Or(cmp.Compare(at(a), at(b)), cmp.Compare(a.Name, b.Name), cmp.Compare(boolInt(a.Draining), boolInt(b.Draining)))
 	})
 }
@@ -76,9 +77,9 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func (v *vip) status() VIPStatus {
+func (v *vip) status() plane.VIPStatus {
 	vc := v.cfg()
-	s := VIPStatus{
+	s := plane.VIPStatus{
 		Name: vc.Name, Listen: v.key.Addr.String(), Protocol: v.key.Proto.String(),
 		Algorithm: vc.Algorithm.String(), Eligible: v.store.Load().Len(),
 	}
@@ -113,7 +114,7 @@ func (v *vip) status() VIPStatus {
 		st := rb.statusWith(rows)
 		s.Rebalance = &st
 	}
-	slices.SortFunc(s.Backends, func(a, b BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.Backends, func(a, b plane.BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
 	v.dp.FillStatus(&s)
 	v.guard.FillStatus(&s)
 	return s
@@ -121,8 +122,8 @@ func (v *vip) status() VIPStatus {
 
 // retiredStatusLocked lists removed backends that still hold flows, and
 // forgets those whose last flow ended (v.mu held).
-func (v *vip) retiredStatusLocked() []BackendStatus {
-	var out []BackendStatus
+func (v *vip) retiredStatusLocked() []plane.BackendStatus {
+	var out []plane.BackendStatus
 	keep := v.retired[:0]
 	for _, b := range v.retired {
 		if b.b.LiveFlows() == 0 {
@@ -138,9 +139,9 @@ func (v *vip) retiredStatusLocked() []BackendStatus {
 	return out
 }
 
-func (b *backend) status() BackendStatus {
+func (b *backend) status() plane.BackendStatus {
 	rtt, _ := b.b.RTT().Value()
-	bs := BackendStatus{
+	bs := plane.BackendStatus{
 		ID: string(b.b.ID), Address: b.b.Addr.String(), Index: b.b.Index, Weight: b.weight,
 		Health: b.health.String(), LiveFlows: b.b.LiveFlows(), MaxFlows: b.b.MaxFlows(),
 		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(), Unanswered: b.b.Stats.Unanswered.Load(),
