@@ -37,10 +37,10 @@ type Plane interface {
 	// for on_down = reset).
 	ResetWhere(match func(*l4.Backend) bool, why l4.EndReason) int
 	// CloseSome ends up to n established flows of b, which it chooses,
-	// and returns how many it began to end (a rebalance). n = 0 only asks
-	// whether the plane can: an error wrapping ErrCannotRebalance says
-	// why not.
-	CloseSome(b *l4.Backend, n int, how CloseHow) (int, error)
+	// in order or, with reset, with a reset to both sides, and returns how
+	// many it began to end (a rebalance). n = 0 only asks whether the
+	// plane can: an error wrapping ErrCannotRebalance says why not.
+	CloseSome(b *l4.Backend, n int, reset bool) (int, error)
 	// BackendsRemoved tells the plane a reload took these backends out;
 	// it calls release for each once no flow can reach it any more (the
 	// backend's index may then be reused).
@@ -64,25 +64,6 @@ type Plane interface {
 // ErrCannotRebalance: the VIP's data plane, its config or its state
 // rules a rebalance out (the admin API answers 409).
 var ErrCannotRebalance = errors.New("cannot rebalance")
-
-// CloseHow says how Plane.CloseSome ends a connection.
-type CloseHow uint8
-
-const (
-	// CloseFIN ends a connection in order: each side gets a FIN once what
-	// it was sent is written.
-	CloseFIN CloseHow = iota
-	// CloseReset resets both sides at once, as disable does.
-	CloseReset
-)
-
-// String is the name status gives it: "fin" or "reset".
-func (h CloseHow) String() string {
-	if h == CloseReset {
-		return "reset"
-	}
-	return "fin"
-}
 
 // Observer receives what a plane learns of backends on the way: the
 // handshake times least_time uses and the failures that count as passive

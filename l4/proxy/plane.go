@@ -99,18 +99,33 @@ type PlaneVIP struct {
 	Inherited []int
 }
 
-// access builds the guard.ACL of a VIP's allow and deny lists (nil: none).
-func access(name string, allow, deny []netip.Prefix) (*guard.ACL, error) {
-	acl, err := guard.NewACL(allow, deny)
+// listening is a proxy plane's entry in the process's listener set.
+type listening struct {
+	self *Listeners
+	key  l4.VIPKey
+}
+
+// unlisten takes the VIP out of the set: it stops listening.
+func (l listening) unlisten() { l.self.Remove(l.key) }
+
+// Lists are a VIP's allow and deny lists: each plane builds the
+// guard.ACL it enforces from them.
+type Lists struct {
+	Allow, Deny []netip.Prefix
+}
+
+// acl is the lists' guard.ACL (nil: none), for the VIP called name.
+func (l Lists) acl(name string) (*guard.ACL, error) {
+	acl, err := guard.NewACL(l.Allow, l.Deny)
 	if err != nil {
 		return nil, fmt.Errorf("vip %q: %w", name, err)
 	}
 	return acl, nil
 }
 
-// closeHow is how in the proxy's terms.
-func closeHow(how plane.CloseHow) CloseHow {
-	if how == plane.CloseReset {
+// closeHow is how CloseSome's reset asks to close.
+func closeHow(reset bool) CloseHow {
+	if reset {
 		return CloseReset
 	}
 	return CloseFIN

@@ -6,7 +6,6 @@ package proxy
 import (
 	"context"
 	"net"
-	"net/netip"
 	"sync"
 
 	"github.com/l4lb/l4lb/l4"
@@ -16,27 +15,23 @@ import (
 
 // TCPPlaneSettings are what a TCP VIP's plane is made and updated with.
 type TCPPlaneSettings struct {
-	// Service is what its connections run with; Service.Access is built
-	// from Allow and Deny.
-	Service     Settings
-	Allow, Deny []netip.Prefix
+	Service Settings // what its connections run with (Access: from Lists)
+	Lists
 	Freebind    bool // listen on an address the host does not have (yet)
 	DeferAccept bool // TCP_DEFER_ACCEPT on the listener
 }
 
 // service is s.Service with its access list.
-func (s TCPPlaneSettings) service() (Settings, error) {
-	st := s.Service
-	var err error
-	st.Access, err = access(st.Name, s.Allow, s.Deny)
+func (s TCPPlaneSettings) service() (st Settings, err error) {
+	st = s.Service
+	st.Access, err = s.acl(st.Name)
 	return st, err
 }
 
 // TCPPlane is a TCP VIP in proxy mode.
 type TCPPlane struct {
-	svc  *TCPService
-	self *Listeners
-	key  l4.VIPKey
+	svc *TCPService
+	listening
 
 	mu     sync.Mutex
 	routes map[string]*Route // the SNI routes by name, kept across SetRoutes
@@ -69,7 +64,7 @@ func (ps *Planes) NewTCP(v PlaneVIP, s TCPPlaneSettings) (*TCPPlane, error) {
 		return nil, err
 	}
 	ps.self.Add(v.Key)
-	return &TCPPlane{svc: svc, self: &ps.self, key: v.Key}, nil
+	return &TCPPlane{svc: svc, listening: listening{&ps.self, v.Key}}, nil
 }
 
 // Update swaps in the new settings and sets defer_accept on the running
@@ -93,17 +88,17 @@ func (p *TCPPlane) Publish(*snapshot.Snapshot) error { p.svc.ServeQueue(); retur
 
 // StopAccepting closes the listener; established connections go on.
 func (p *TCPPlane) StopAccepting() {
-	p.self.Remove(p.key)
+	p.unlisten()
 	_ = p.svc.Close()
 }
 
 func (p *TCPPlane) Drain(ctx context.Context) int {
-	p.self.Remove(p.key)
+	p.unlisten()
 	return p.svc.Drain(ctx)
 }
 
 func (p *TCPPlane) Close() {
-	p.self.Remove(p.key)
+	p.unlisten()
 	_ = p.svc.Close()
 }
 
@@ -111,8 +106,8 @@ func (p *TCPPlane) ResetWhere(m func(*l4.Backend) bool, why l4.EndReason) int {
 	return p.svc.ResetWhere(m, why)
 }
 
-func (p *TCPPlane) CloseSome(b *l4.Backend, n int, how plane.CloseHow) (int, error) {
-	return p.svc.CloseSome(b, n, closeHow(how)), nil
+func (p *TCPPlane) CloseSome(b *l4.Backend, n int, reset bool) (int, error) {
+	return p.svc.CloseSome(b, n, closeHow(reset)), nil
 }
 
 func (p *TCPPlane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
@@ -229,8 +224,8 @@ func (routePlane) Close()                             {}
 func (p routePlane) ResetWhere(m func(*l4.Backend) bool, why l4.EndReason) int {
 	return p.svc.ResetWhere(m, why)
 }
-func (p routePlane) CloseSome(b *l4.Backend, n int, how plane.CloseHow) (int, error) {
-	return p.svc.CloseSome(b, n, closeHow(how)), nil
+func (p routePlane) CloseSome(b *l4.Backend, n int, reset bool) (int, error) {
+	return p.svc.CloseSome(b, n, closeHow(reset)), nil
 }
 func (routePlane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	releaseAll(bs, release)

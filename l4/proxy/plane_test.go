@@ -11,18 +11,18 @@ import (
 // sockets' keepalive from the service's.
 func TestPlaneSettings(t *testing.T) {
 	p := func(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(s)} }
-	st, err := TCPPlaneSettings{Service: Settings{Name: "v"}, Deny: p("198.18.0.64/26")}.service()
+	st, err := TCPPlaneSettings{Service: Settings{Name: "v"}, Lists: Lists{Deny: p("198.18.0.64/26")}}.service()
 	if err != nil || st.Access == nil || st.Access.Allowed(netip.MustParseAddr("198.18.0.66")) || !st.Access.Allowed(netip.MustParseAddr("198.18.0.5")) {
 		t.Fatalf("deny list: %v, %v", st.Access, err)
 	}
-	ust, err := UDPPlaneSettings{Service: UDPSettings{Name: "u"}, Allow: p("198.18.0.0/26")}.service()
+	ust, err := UDPPlaneSettings{Service: UDPSettings{Name: "u"}, Lists: Lists{Allow: p("198.18.0.0/26")}}.service()
 	if err != nil || ust.Access == nil || ust.Access.Allowed(netip.MustParseAddr("198.18.0.66")) {
 		t.Fatalf("allow list: %v, %v", ust.Access, err)
 	}
 	if st, err := (TCPPlaneSettings{Service: Settings{Name: "v"}}).service(); err != nil || st.Access != nil {
 		t.Fatalf("no lists: %v, %v; want no ACL", st.Access, err)
 	}
-	if _, err := (TCPPlaneSettings{Service: Settings{Name: "v"}, Allow: p("198.18.2.0/24"), Deny: p("198.18.2.0/24")}).service(); err == nil {
+	if _, err := (TCPPlaneSettings{Service: Settings{Name: "v"}, Lists: Lists{Allow: p("198.18.2.0/24"), Deny: p("198.18.2.0/24")}}).service(); err == nil {
 		t.Error("a network in both lists accepted")
 	}
 	ka := keepAliveFor(Settings{KeepAlive: 40 * time.Second})

@@ -6,7 +6,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"sync/atomic"
 
 	"github.com/l4lb/l4lb/l4"
@@ -16,26 +15,22 @@ import (
 
 // UDPPlaneSettings are what a UDP VIP's plane is made and updated with.
 type UDPPlaneSettings struct {
-	// Service is what its sessions run with; Service.Access is built from
-	// Allow and Deny.
-	Service     UDPSettings
-	Allow, Deny []netip.Prefix
-	Freebind    bool // listen on an address the host does not have (yet)
+	Service UDPSettings // what its sessions run with (Access: from Lists)
+	Lists
+	Freebind bool // listen on an address the host does not have (yet)
 }
 
 // service is s.Service with its access list.
-func (s UDPPlaneSettings) service() (UDPSettings, error) {
-	st := s.Service
-	var err error
-	st.Access, err = access(st.Name, s.Allow, s.Deny)
+func (s UDPPlaneSettings) service() (st UDPSettings, err error) {
+	st = s.Service
+	st.Access, err = s.acl(st.Name)
 	return st, err
 }
 
 // UDPPlane is a UDP VIP in proxy mode.
 type UDPPlane struct {
-	svc      *UDPService
-	self     *Listeners
-	key      l4.VIPKey
+	svc *UDPService
+	listening
 	settings atomic.Pointer[UDPSettings] // in force, for explain
 }
 
@@ -68,7 +63,7 @@ func (ps *Planes) NewUDP(v PlaneVIP, s UDPPlaneSettings) (*UDPPlane, error) {
 		return nil, err
 	}
 	ps.self.Add(v.Key)
-	p := &UDPPlane{svc: svc, self: &ps.self, key: v.Key}
+	p := &UDPPlane{svc: svc, listening: listening{&ps.self, v.Key}}
 	p.settings.Store(&st)
 	return p, nil
 }
@@ -90,23 +85,23 @@ func (p *UDPPlane) Serve()                           { go p.svc.Serve() }
 func (p *UDPPlane) Publish(*snapshot.Snapshot) error { return nil } // the service reads the store
 
 // StopAccepting: datagrams have no backlog to refuse; Drain closes.
-func (p *UDPPlane) StopAccepting() { p.self.Remove(p.key) }
+func (p *UDPPlane) StopAccepting() { p.unlisten() }
 
 func (p *UDPPlane) Drain(context.Context) int {
-	p.self.Remove(p.key)
+	p.unlisten()
 	_ = p.svc.Close()
 	return 0
 }
 
 func (p *UDPPlane) Close() {
-	p.self.Remove(p.key)
+	p.unlisten()
 	_ = p.svc.Close()
 }
 
 func (p *UDPPlane) ResetWhere(func(*l4.Backend) bool, l4.EndReason) int { return 0 } // sessions move on their next datagram
 
 // CloseSome: a UDP VIP rebalances by itself, as sessions end.
-func (p *UDPPlane) CloseSome(*l4.Backend, int, plane.CloseHow) (int, error) {
+func (p *UDPPlane) CloseSome(*l4.Backend, int, bool) (int, error) {
 	return 0, fmt.Errorf("%w: udp VIPs are not rebalanced; a session ends after session_timeout without traffic and the next one is balanced anew", plane.ErrCannotRebalance)
 }
 

@@ -59,7 +59,7 @@ func (p *fakePlane) ResetWhere(match func(*l4.Backend) bool, why l4.EndReason) i
 	p.note("reset %v", why)
 	return 1
 }
-func (p *fakePlane) CloseSome(b *l4.Backend, n int, how plane.CloseHow) (int, error) {
+func (p *fakePlane) CloseSome(b *l4.Backend, n int, reset bool) (int, error) {
 	return 0, fmt.Errorf("%w: a fake holds no connection", plane.ErrCannotRebalance)
 }
 func (p *fakePlane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {

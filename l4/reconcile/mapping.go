@@ -56,7 +56,7 @@ func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 		LogRate:        vc.LogConnectionsRate,
 	}
 	st.ClientLimits.MaxOpen, st.ClientLimits.Rate = vc.MaxConnsPerClient, vc.ConnRatePerClient
-	return proxy.TCPPlaneSettings{Service: st, Allow: vc.Allow, Deny: vc.Deny, Freebind: vc.Freebind, DeferAccept: vc.DeferAccept}
+	return proxy.TCPPlaneSettings{Service: st, Lists: proxy.Lists{Allow: vc.Allow, Deny: vc.Deny}, Freebind: vc.Freebind, DeferAccept: vc.DeferAccept}
 }
 
 // udpSettings are a UDP proxy VIP's plane settings.
@@ -70,7 +70,7 @@ func udpSettings(vc *config.VIP) proxy.UDPPlaneSettings {
 		LogRate:        vc.LogConnectionsRate,
 	}
 	st.ClientLimits.MaxOpen, st.ClientLimits.Rate = vc.MaxSessionsPerClient, vc.ConnRatePerClient
-	return proxy.UDPPlaneSettings{Service: st, Allow: vc.Allow, Deny: vc.Deny, Freebind: vc.Freebind}
+	return proxy.UDPPlaneSettings{Service: st, Lists: proxy.Lists{Allow: vc.Allow, Deny: vc.Deny}, Freebind: vc.Freebind}
 }
 
 // backendCap is the cap on b's live flows in vc: max_conns for tcp,

@@ -95,10 +95,10 @@ var mappingRows = []mappingRow{
 	{key: "log_connections", set: func(v *config.VIP) { v.LogConnections = true }, path: "UDP.Service.LogConnections", want: true},
 	{key: "log_connections_rate", set: func(v *config.VIP) { v.LogConnectionsRate = 77 }, path: "TCP.Service.LogRate", want: 77},
 	{key: "log_connections_rate", set: func(v *config.VIP) { v.LogConnectionsRate = 77 }, path: "UDP.Service.LogRate", want: 77},
-	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "TCP.Deny", want: prefixes("198.18.0.64/26")},
-	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "UDP.Deny", want: prefixes("198.18.0.64/26")},
-	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "TCP.Allow", want: prefixes("198.18.0.0/26")},
-	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "UDP.Allow", want: prefixes("198.18.0.0/26")},
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "TCP.Lists.Deny", want: prefixes("198.18.0.64/26")},
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "UDP.Lists.Deny", want: prefixes("198.18.0.64/26")},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "TCP.Lists.Allow", want: prefixes("198.18.0.0/26")},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "UDP.Lists.Allow", want: prefixes("198.18.0.0/26")},
 	{key: "freebind", set: func(v *config.VIP) { v.Freebind = true }, path: "TCP.Freebind", want: true},
 	{key: "freebind", set: func(v *config.VIP) { v.Freebind = true }, path: "UDP.Freebind", want: true},
 	{key: "conn_rate_per_client", set: func(v *config.VIP) { v.ConnRatePerClient = 33 }, path: "TCP.Service.ClientLimits.Rate", want: 33},
@@ -188,8 +188,8 @@ var mappingRows = []mappingRow{
 // notMapped are the plane's settings no config key sets, with the reason.
 var notMapped = map[string]string{
 	"Health.PostgresSSLMode": "no config key: probes always use the default (prefer)",
-	"TCP.Service.Access":     "built by the plane from TCP.Allow and TCP.Deny",
-	"UDP.Service.Access":     "built by the plane from UDP.Allow and UDP.Deny",
+	"TCP.Service.Access":     "built by the plane from TCP.Lists",
+	"UDP.Service.Access":     "built by the plane from UDP.Lists",
 }
 
 // leaf returns the value at a dotted path of v.

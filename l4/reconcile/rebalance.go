@@ -20,6 +20,7 @@ import (
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/plane"
+	"github.com/l4lb/l4lb/l4/proxy"
 )
 
 // RebalanceTolerance is how far a backend's live flows may be from its
@@ -98,7 +99,7 @@ func (r *Runtime) StopRebalance(vipName, by string) (plane.RebalanceStatus, erro
 type rebalance struct {
 	v      *vip
 	rate   int
-	how    plane.CloseHow
+	how    proxy.CloseHow
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when run returns
 
@@ -120,7 +121,7 @@ func (v *vip) startRebalance(o RebalanceOptions) (plane.RebalanceStatus, error) 
 	if rate == 0 {
 		rate = vc.RebalanceRate
 	}
-	if _, err := v.dp.CloseSome(nil, 0, plane.CloseFIN); err != nil {
+	if _, err := v.dp.CloseSome(nil, 0, false); err != nil {
 		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
 	if vc.RebalanceRate == 0 {
@@ -129,9 +130,9 @@ func (v *vip) startRebalance(o RebalanceOptions) (plane.RebalanceStatus, error) 
 	if err := CheckRebalanceRate(rate); err != nil {
 		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
-	how := plane.CloseFIN
+	how := proxy.CloseFIN
 	if o.Reset {
-		how = plane.CloseReset
+		how = proxy.CloseReset
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -193,7 +194,7 @@ func (v *vip) rebalanceStatus() plane.RebalanceStatus {
 	if rb == nil {
 		vc := v.cfg()
 		st := plane.RebalanceStatus{VIP: vc.Name, State: plane.RebalanceNone, Tolerance: RebalanceTolerance, Rate: vc.RebalanceRate}
-		if _, err := v.dp.CloseSome(nil, 0, plane.CloseFIN); err != nil {
+		if _, err := v.dp.CloseSome(nil, 0, false); err != nil {
 			st.Reason = err.Error()
 		} else if vc.RebalanceRate == 0 {
 			st.Reason = "refused: its rebalance_rate is 0"
@@ -369,7 +370,7 @@ func (rb *rebalance) closeTick(p *pacer, rows []balanceRow, now time.Time) {
 			continue
 		}
 		b := rows[i].b
-		got, _ := rb.v.dp.CloseSome(b, n, rb.how)
+		got, _ := rb.v.dp.CloseSome(b, n, rb.how == proxy.CloseReset)
 		p.tokens -= float64(got)
 		p.sinceBest += got
 		r.left[b] -= n // fewer closed: the backend has no more to give

@@ -382,7 +382,7 @@ func (p *Plane) matching(match func(*l4.Backend) bool) []*l4.Backend {
 func (p *Plane) FillStatus(s *plane.VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
 
 // CloseSome: not in xdp mode, where the kernel owns the flows.
-func (p *Plane) CloseSome(*l4.Backend, int, plane.CloseHow) (int, error) {
+func (p *Plane) CloseSome(*l4.Backend, int, bool) (int, error) {
 	return 0, fmt.Errorf("%w: in xdp mode the kernel forwards the flows and l4lb holds no connection to close; established flows stay on their backend (BPF conntrack), new flows follow the Maglev table", plane.ErrCannotRebalance)
 }
 
