@@ -69,7 +69,10 @@ func (o Options) attachName() string {
 // the neighbours of backends are checked.
 const xdpRefresh = 2 * time.Second
 
-// Program is the XDP program shared by the xdp VIPs of one Runtime.
+// Program is the XDP program shared by the xdp VIPs of one control loop
+// (and by the guards of its proxy VIPs): it loads and attaches the
+// program, owns its maps, and runs the loop that reads the flow table and
+// keeps the backends' neighbours resolved.
 type Program struct {
 	cfg      Options
 	log      *zap.Logger
