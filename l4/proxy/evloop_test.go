@@ -468,16 +468,22 @@ func TestBusyPoll(t *testing.T) {
 	tid := unix.Gettid()
 	// pollFor waits with busy polling set to spin while a task is posted
 	// after wakeAfter; it returns the events, the wall time, the CPU, and
-	// the thread's state (R: on or waiting for a CPU, S: asleep) seen by
-	// another goroutine at lookAt, with when it looked.
-	pollFor := func(spin, wakeAfter, lookAt time.Duration) (n int, wall, cpu time.Duration, state byte, looked time.Duration) {
+	// the thread's state (R: on or waiting for a CPU, S: asleep) as
+	// another goroutine saw it at each of lookAt, with when it looked.
+	pollFor := func(spin, wakeAfter time.Duration, lookAt ...time.Duration) (n int, wall, cpu time.Duration, looks []threadLook) {
 		l.shared.busyPoll.Store(int64(spin))
 		timer := time.AfterFunc(wakeAfter, l.wake)
 		defer timer.Stop()
 		start, cpu0 := time.Now(), threadCPU(t)
-		seen := make(chan byte, 1)
-		look := time.AfterFunc(lookAt, func() { looked = time.Since(start); seen <- threadState(t, tid) })
-		defer look.Stop()
+		looks = make([]threadLook, len(lookAt))
+		seen := make(chan struct{}, len(lookAt))
+		for i, at := range lookAt {
+			look := time.AfterFunc(at, func() {
+				looks[i] = threadLook{state: threadState(t, tid), at: time.Since(start)}
+				seen <- struct{}{}
+			})
+			defer look.Stop()
+		}
 		n, err := l.poll()
 		if err != nil && err != unix.EINTR {
 			t.Fatal(err)
@@ -486,25 +492,45 @@ func TestBusyPoll(t *testing.T) {
 		var b [8]byte
 		_, _ = readRetry(l.wakefd, b[:]) // as dispatch does
 		l.posted.woken.Store(false)
-		return n, wall, cpu, <-seen, looked
+		for range lookAt {
+			<-seen
+		}
+		return n, wall, cpu, looks
 	}
-	if n, wall, cpu, state, _ := pollFor(0, 60*time.Millisecond, 30*time.Millisecond); n != 1 || cpu > 10*time.Millisecond || state != 'S' {
-		t.Errorf("busy_poll off: %d events after %v, %v of CPU, state %c; want 1 event, the thread asleep meanwhile", n, wall, cpu, state)
+	if n, wall, cpu, looks := pollFor(0, 60*time.Millisecond, 30*time.Millisecond); n != 1 || cpu > 10*time.Millisecond || looks[0].state != 'S' {
+		t.Errorf("busy_poll off: %d events after %v, %v of CPU, %v; want 1 event, the thread asleep meanwhile", n, wall, cpu, looks)
 	}
 	// The event comes while the loop polls: served without a sleep. On a
-	// busy machine a polling thread may get a tenth of a CPU or less, so
-	// what says it polled is its state (runnable, not asleep) and some
-	// CPU (1 ms is thousands of polls), not a share of the wait.
-	n, wall, cpu, state, looked := pollFor(500*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond)
-	if n != 1 || wall > 400*time.Millisecond || cpu < time.Millisecond || looked < 100*time.Millisecond && state != 'R' {
-		t.Errorf("busy_poll 500ms, event at 100ms: %d events after %v, %v of CPU, state %c at %v; want 1 event before the poll ended, the thread polling", n, wall, cpu, state, looked)
+	// busy machine a polling thread may get a tenth of a CPU or less (a
+	// loaded run gave one 0.2 ms of 40), so what says it polled is its
+	// state, runnable rather than asleep, at a look made while it should
+	// poll; a look that came late (the look's goroutine waits for a CPU
+	// too) says nothing.
+	n, wall, cpu, looks := pollFor(500*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond)
+	if n != 1 || wall > 400*time.Millisecond || !looks[0].is('R', 100*time.Millisecond) {
+		t.Errorf("busy_poll 500ms, event at 100ms: %d events after %v, %v of CPU, %v; want 1 event before the poll ended, the thread polling", n, wall, cpu, looks)
 	}
 	// The event comes after the poll: the loop polled for 40ms, then slept
 	// (asleep well before the event; a loop that kept polling would be
 	// runnable, however little CPU the machine gave it).
-	if n, wall, cpu, state, looked := pollFor(40*time.Millisecond, 250*time.Millisecond, 150*time.Millisecond); n != 1 || cpu < time.Millisecond || cpu > 150*time.Millisecond || looked < 250*time.Millisecond && state != 'S' {
-		t.Errorf("busy_poll 40ms, event at 250ms: %d events after %v, %v of CPU, state %c at %v; want 1 event, about 40ms of polling, then sleep", n, wall, cpu, state, looked)
+	n, wall, cpu, looks = pollFor(40*time.Millisecond, 250*time.Millisecond, 10*time.Millisecond, 150*time.Millisecond)
+	if n != 1 || cpu > 150*time.Millisecond || !looks[0].is('R', 40*time.Millisecond) || !looks[1].is('S', 250*time.Millisecond) {
+		t.Errorf("busy_poll 40ms, event at 250ms: %d events after %v, %v of CPU, %v; want 1 event, about 40ms of polling, then sleep", n, wall, cpu, looks)
 	}
+}
+
+// threadLook is a thread's state as a test saw it, and when it looked.
+type threadLook struct {
+	state byte
+	at    time.Duration
+}
+
+func (k threadLook) String() string { return fmt.Sprintf("state %c at %v", k.state, k.at) }
+
+// is reports whether the look saw state, or came at or after before
+// (too late to say).
+func (k threadLook) is(state byte, before time.Duration) bool {
+	return k.state == state || k.at >= before
 }
 
 // threadState is the state letter of thread tid of this process
