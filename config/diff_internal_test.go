@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // bump changes the value of field f, whatever its kind; false when it
@@ -94,10 +96,10 @@ func TestRestartOnlyKeys(t *testing.T) {
 // config and the next one differ in nothing that needs a restart, and
 // still in everything else.
 func TestInForceKeepsRestartOnlySettings(t *testing.T) {
-	running := &Config{Global: Global{LogFormat: "console", AdminSocket: "/run/a.sock", PipeSize: 1 << 20, Workers: 2, LogLevel: "info"},
-		XDP: &XDP{Interface: "eth1", Attach: "driver", ConntrackSize: 1000, WeightRefresh: time.Second}}
-	next := &Config{Global: Global{LogFormat: "json", AdminSocket: "/run/b.sock", MetricsListen: ":9", PipeSize: 2 << 20, Workers: 4, LogLevel: "debug"},
-		XDP: &XDP{Interface: "eth2", Attach: "generic", PinPath: "/sys/fs/bpf/x", ConntrackSize: 2000, WeightRefresh: 2 * time.Second}}
+	running := &Config{Global: Global{LogFormat: l4.LogConsole, AdminSocket: "/run/a.sock", PipeSize: 1 << 20, Workers: 2, LogLevel: l4.LogInfo},
+		XDP: &XDP{Interface: "eth1", Attach: l4.AttachDriver, ConntrackSize: 1000, WeightRefresh: time.Second}}
+	next := &Config{Global: Global{LogFormat: l4.LogJSON, AdminSocket: "/run/b.sock", MetricsListen: ":9", PipeSize: 2 << 20, Workers: 4, LogLevel: l4.LogDebug},
+		XDP: &XDP{Interface: "eth2", Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/x", ConntrackSize: 2000, WeightRefresh: 2 * time.Second}}
 	if keys := RestartOnly(running, next); len(keys) != 9 {
 		t.Fatalf("restart-only changes before: %v, want all 9", keys)
 	}
@@ -105,7 +107,7 @@ func TestInForceKeepsRestartOnlySettings(t *testing.T) {
 	if keys := RestartOnly(running, inForce); len(keys) != 0 {
 		t.Fatalf("restart-only changes left in force: %v", keys)
 	}
-	if inForce.Global.LogLevel != "debug" || inForce.XDP.WeightRefresh != 2*time.Second {
+	if inForce.Global.LogLevel != l4.LogDebug || inForce.XDP.WeightRefresh != 2*time.Second {
 		t.Fatalf("InForce dropped settings a reload applies: %+v %+v", inForce.Global, inForce.XDP)
 	}
 	if next.Global.PipeSize != 2<<20 || next.XDP.Interface != "eth2" {

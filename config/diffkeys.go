@@ -27,8 +27,8 @@ type setting[T any] struct {
 // once at start (reconcile.Options, the admin and metrics servers, the
 // logger's encoder).
 var globalSettings = []setting[Global]{
-	{"log_level", func(g *Global) string { return g.LogLevel }, EffectNow, "", nil},
-	{"log_format", func(g *Global) string { return g.LogFormat }, EffectRestart, "", func(n, r *Global) { n.LogFormat = r.LogFormat }},
+	{"log_level", func(g *Global) string { return g.LogLevel.String() }, EffectNow, "", nil},
+	{"log_format", func(g *Global) string { return g.LogFormat.String() }, EffectRestart, "", func(n, r *Global) { n.LogFormat = r.LogFormat }},
 	{"admin_socket", func(g *Global) string { return offIfEmpty(g.AdminSocket) }, EffectRestart, "", func(n, r *Global) { n.AdminSocket = r.AdminSocket }},
 	{"metrics_listen", func(g *Global) string { return offIfEmpty(g.MetricsListen) }, EffectRestart, "", func(n, r *Global) { n.MetricsListen = r.MetricsListen }},
 	{"drain_timeout", func(g *Global) string { return fmtDuration(g.DrainTimeout) }, EffectNow, "it bounds the drain of the VIPs this reload removes, and of the next shutdown", nil},
@@ -46,7 +46,7 @@ var globalSettings = []setting[Global]{
 // the XDP program loads; before that, they simply take the new value.
 var xdpSettings = []setting[XDP]{
 	{"interface", func(x *XDP) string { return x.Interface }, EffectRestart, "", func(n, r *XDP) { n.Interface = r.Interface }},
-	{"attach", func(x *XDP) string { return x.Attach }, EffectRestart, "", func(n, r *XDP) { n.Attach = r.Attach }},
+	{"attach", func(x *XDP) string { return x.Attach.String() }, EffectRestart, "", func(n, r *XDP) { n.Attach = r.Attach }},
 	{"pin_path", func(x *XDP) string { return orNone(x.PinPath) }, EffectRestart, "", func(n, r *XDP) { n.PinPath = r.PinPath }},
 	{"conntrack_size", func(x *XDP) string { return strconv.Itoa(x.ConntrackSize) }, EffectRestart, "", func(n, r *XDP) { n.ConntrackSize = r.ConntrackSize }},
 	{"weight_refresh", func(x *XDP) string { return fmtDuration(x.WeightRefresh) }, EffectNow, "", nil},
@@ -65,14 +65,14 @@ var vipSettingList = []setting[VIP]{
 	{"least_time_default", func(v *VIP) string { return fmtDuration(v.LeastTimeDefault) }, EffectNewFlows, "", nil},
 	{"least_time_bias", func(v *VIP) string { return fmtDuration(v.LeastTimeBias) }, EffectNewFlows, "", nil},
 	{"least_time_alpha", func(v *VIP) string { return strconv.FormatFloat(v.LeastTimeAlpha, 'g', -1, 64) }, EffectNewFlows, "RTT estimates take new samples with it", nil},
-	{"least_time_metric", func(v *VIP) string { return v.LeastTimeMetric }, EffectNewFlows, "probes restart to measure it; health states are kept", nil},
+	{"least_time_metric", func(v *VIP) string { return v.LeastTimeMetric.String() }, EffectNewFlows, "probes restart to measure it; health states are kept", nil},
 	{"connect_timeout", func(v *VIP) string { return fmtDuration(v.ConnectTimeout) }, EffectNewFlows, "", nil},
 	{"retries", func(v *VIP) string { return strconv.Itoa(v.Retries) }, EffectNewFlows, "", nil},
 	{"idle_timeout", func(v *VIP) string { return fmtDuration(v.IdleTimeout) }, EffectNewFlows, "", nil},
 	{"keepalive", func(v *VIP) string { return fmtDuration(v.KeepAlive) }, EffectNewFlows, "", nil},
 	{"max_conns", func(v *VIP) string { return strconv.Itoa(v.MaxConns) }, EffectNow, "no connection is cut: below the new limit the VIP stops accepting until enough end", nil},
-	{"proxy_protocol", func(v *VIP) string { return v.ProxyProtocol }, EffectNewFlows, "", nil},
-	{"accept_proxy_protocol", func(v *VIP) string { return v.AcceptProxyProtocol }, EffectNewFlows, "established connections keep the client address they started with", nil},
+	{"proxy_protocol", func(v *VIP) string { return v.ProxyProtocol.String() }, EffectNewFlows, "", nil},
+	{"accept_proxy_protocol", func(v *VIP) string { return v.AcceptProxyProtocol.String() }, EffectNewFlows, "established connections keep the client address they started with", nil},
 	{"accept_proxy_protocol_from", func(v *VIP) string { return prefixList(v.AcceptProxyProtocolFrom, strconv.Quote) }, EffectNewFlows, "", nil},
 	{"freebind", func(v *VIP) string { return strconv.FormatBool(v.Freebind) }, EffectNextBind, "the running socket is bound already", nil},
 	{"defer_accept", func(v *VIP) string { return strconv.FormatBool(v.DeferAccept) }, EffectNewFlows, "set on the running listener", nil},
@@ -80,7 +80,7 @@ var vipSettingList = []setting[VIP]{
 	{"first_byte_timeout", func(v *VIP) string { return fmtDuration(v.FirstByteTimeout) }, EffectNewFlows, "", nil},
 	{"queue_timeout", func(v *VIP) string { return fmtDuration(v.QueueTimeout) }, EffectNewFlows, "connections already waiting keep the time they started with", nil},
 	{"sni_timeout", func(v *VIP) string { return fmtDuration(v.SNITimeout) }, EffectNewFlows, "", nil},
-	{"sni_no_match", func(v *VIP) string { return v.SNINoMatch }, EffectNewFlows, "", nil},
+	{"sni_no_match", func(v *VIP) string { return v.SNINoMatch.String() }, EffectNewFlows, "", nil},
 	{"route", func(v *VIP) string { return routesText(v.Routes) }, EffectNewFlows, "connections already routed keep their route and backend", nil},
 	{"affinity_timeout", func(v *VIP) string { return fmtDuration(v.AffinityTimeout) }, EffectNewFlows, "the affinity table starts empty: clients' pins are forgotten", nil},
 	{"session_timeout", func(v *VIP) string { return fmtDuration(v.SessionTimeout) }, EffectNow, "every session, established ones too", nil},
@@ -94,7 +94,7 @@ var vipSettingList = []setting[VIP]{
 	{"max_conns_per_client", func(v *VIP) string { return strconv.Itoa(v.MaxConnsPerClient) }, EffectNewFlows, "no connection is cut; open ones count against the new limit", nil},
 	{"conn_rate_per_client", func(v *VIP) string { return strconv.Itoa(v.ConnRatePerClient) }, EffectNewFlows, "", nil},
 	{"max_sessions_per_client", func(v *VIP) string { return strconv.Itoa(v.MaxSessionsPerClient) }, EffectNewFlows, "no session is ended; open ones count against the new limit", nil},
-	{"backup_mode", func(v *VIP) string { return v.BackupMode }, EffectNow, "while the backups serve, the next rebuild of the VIP's table", nil},
+	{"backup_mode", func(v *VIP) string { return v.BackupMode.String() }, EffectNow, "while the backups serve, the next rebuild of the VIP's table", nil},
 	{"log_connections", func(v *VIP) string { return strconv.FormatBool(v.LogConnections) }, EffectNewFlows, "established connections and sessions keep the value they started with", nil},
 	{"log_connections_rate", func(v *VIP) string { return strconv.Itoa(v.LogConnectionsRate) }, EffectNow, "every line from then on", nil},
 }
@@ -112,7 +112,7 @@ var healthSettingList = []setting[Health]{
 	{"max_fails", func(h *Health) string { return strconv.Itoa(h.MaxFails) }, EffectNow, probesRestart, nil},
 	{"fail_timeout", func(h *Health) string { return fmtDuration(h.FailTimeout) }, EffectNow, probesRestart, nil},
 	{"slow_start", func(h *Health) string { return fmtDuration(h.SlowStart) }, EffectNow, "ramps in progress too", nil},
-	{"on_down", func(h *Health) string { return h.OnDown }, EffectNow, "for backends that go down from now on", nil},
+	{"on_down", func(h *Health) string { return h.OnDown.String() }, EffectNow, "for backends that go down from now on", nil},
 	{"send", func(h *Health) string { return quoteBytes(h.Send) }, EffectNow, probesRestart, nil},
 	{"expect", func(h *Health) string { return quoteBytes(h.Expect) }, EffectNow, probesRestart, nil},
 	{"expect_regex", func(h *Health) string { return strconv.Quote(h.ExpectRegex) }, EffectNow, probesRestart, nil},
@@ -123,8 +123,8 @@ var healthSettingList = []setting[Health]{
 	{"user", func(h *Health) string { return strconv.Quote(h.User) }, EffectNow, probesRestart, nil},
 	{"password", func(h *Health) string { return h.Password }, EffectNow, probesRestart, nil}, // shown by secret
 	{"database", func(h *Health) string { return strconv.Quote(h.Database) }, EffectNow, probesRestart, nil},
-	{"role", func(h *Health) string { return h.Role }, EffectNow, probesRestart, nil},
-	{"send_proxy", func(h *Health) string { return h.SendProxy }, EffectNow, probesRestart, nil},
+	{"role", func(h *Health) string { return h.Role.String() }, EffectNow, probesRestart, nil},
+	{"send_proxy", func(h *Health) string { return h.SendProxy.String() }, EffectNow, probesRestart, nil},
 }
 
 const probesRestart = "probes restart with it; health states are kept"

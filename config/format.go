@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // Redacted replaces secrets (health check passwords) in Format's output.
@@ -32,7 +34,7 @@ func Format(c *Config, opts FormatOptions) []byte {
 	if c.XDP != nil {
 		w.table("xdp")
 		w.str("interface", c.XDP.Interface)
-		w.str("attach", c.XDP.Attach)
+		w.str("attach", c.XDP.Attach.String())
 		w.str("pin_path", c.XDP.PinPath)
 		w.int("conntrack_size", c.XDP.ConntrackSize)
 		w.dur("weight_refresh", c.XDP.WeightRefresh)
@@ -47,8 +49,8 @@ func Format(c *Config, opts FormatOptions) []byte {
 
 func formatGlobal(w *tomlWriter, g *Global) {
 	w.table("global")
-	w.str("log_level", g.LogLevel)
-	w.str("log_format", g.LogFormat)
+	w.str("log_level", g.LogLevel.String())
+	w.str("log_format", g.LogFormat.String())
 	admin := g.AdminSocket
 	if admin == "" {
 		admin = "off"
@@ -97,10 +99,10 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"first_byte_timeout", func() { w.dur("first_byte_timeout", v.FirstByteTimeout) }},
 		{"queue_timeout", func() { w.dur("queue_timeout", v.QueueTimeout) }},
 		{"proxy_protocol", func() { w.str("proxy_protocol", fmt.Sprint(v.ProxyProtocol)) }},
-		{"accept_proxy_protocol", func() { w.str("accept_proxy_protocol", v.AcceptProxyProtocol) }},
+		{"accept_proxy_protocol", func() { w.str("accept_proxy_protocol", v.AcceptProxyProtocol.String()) }},
 		{"accept_proxy_protocol_from", func() { w.raw("accept_proxy_protocol_from", prefixList(v.AcceptProxyProtocolFrom, quoteTOML)) }},
 		{"sni_timeout", func() { w.dur("sni_timeout", v.SNITimeout) }},
-		{"sni_no_match", func() { w.str("sni_no_match", v.SNINoMatch) }},
+		{"sni_no_match", func() { w.str("sni_no_match", v.SNINoMatch.String()) }},
 		{"affinity_timeout", func() { w.dur("affinity_timeout", v.AffinityTimeout) }},
 		{"rebalance_rate", func() { w.int("rebalance_rate", v.RebalanceRate) }},
 		{"session_timeout", func() { w.dur("session_timeout", v.SessionTimeout) }},
@@ -108,7 +110,7 @@ func formatVIP(w *tomlWriter, v *VIP, opts FormatOptions) {
 		{"udp_responses", func() { w.int("udp_responses", v.UDPResponses) }},
 		{"forward", func() { w.str("forward", fmt.Sprint(v.Forward)) }},
 		{"new_flow_rate", func() { w.int("new_flow_rate", v.NewFlowRate) }},
-		{"backup_mode", func() { w.str("backup_mode", v.BackupMode) }},
+		{"backup_mode", func() { w.str("backup_mode", v.BackupMode.String()) }},
 		{"allow", func() { w.raw("allow", prefixList(v.Allow, quoteTOML)) }},
 		{"deny", func() { w.raw("deny", prefixList(v.Deny, quoteTOML)) }},
 		{"max_conns_per_client", func() { w.int("max_conns_per_client", v.MaxConnsPerClient) }},
@@ -191,7 +193,7 @@ func formatHealth(w *tomlWriter, table string, h *Health, opts FormatOptions) {
 	w.int("max_fails", h.MaxFails)
 	w.dur("fail_timeout", h.FailTimeout)
 	w.dur("slow_start", h.SlowStart)
-	w.str("on_down", h.OnDown)
+	w.str("on_down", h.OnDown.String())
 	applies := func(key string) bool {
 		for _, s := range healthScopes {
 			if s.key == key {
@@ -232,10 +234,10 @@ func formatHealth(w *tomlWriter, table string, h *Health, opts FormatOptions) {
 		w.str("database", h.Database)
 	}
 	if applies("role") {
-		w.str("role", h.Role)
+		w.str("role", h.Role.String())
 	}
 	if applies("send_proxy") {
-		w.bool("send_proxy", h.SendProxy != "off")
+		w.bool("send_proxy", h.SendProxy != l4.ProxyOff)
 	}
 }
 

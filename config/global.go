@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // MaxDrainTimeout is the largest drain_timeout (a service manager's stop
@@ -32,8 +34,8 @@ func buildGlobal(p *problems, g *rawGlobal) Global {
 	l := newLayer(p, "", "global", "")
 	var none opt[string]
 	out := Global{
-		LogLevel:      l.oneOf("log_level", g.LogLevel, none, "info", "debug", "info", "warn", "error"),
-		LogFormat:     l.oneOf("log_format", g.LogFormat, none, "console", "console", "json"),
+		LogLevel:      enum(l, "log_level", g.LogLevel, none, l4.LogInfo, l4.LogLevelNames()),
+		LogFormat:     enum(l, "log_format", g.LogFormat, none, l4.LogConsole, l4.LogFormatNames()),
 		AdminSocket:   l.str("admin_socket", g.AdminSocket, none, defaultAdminSocket),
 		MetricsListen: l.str("metrics_listen", g.MetricsListen, none, ""),
 		DrainTimeout:  l.duration("drain_timeout", g.DrainTimeout, none, 30*time.Second, span(0, MaxDrainTimeout)),
@@ -90,7 +92,7 @@ func buildXDP(p *problems, x *rawXDP) *XDP {
 	var none opt[string]
 	out := &XDP{
 		Interface:        l.str("interface", x.Interface, none, ""),
-		Attach:           l.oneOf("attach", x.Attach, none, "driver", "driver", "generic"),
+		Attach:           enum(l, "attach", x.Attach, none, l4.AttachDriver, l4.AttachModeNames()),
 		PinPath:          l.str("pin_path", x.PinPath, none, ""),
 		ConntrackSize:    l.integer("conntrack_size", x.ConntrackSize, opt[int64]{}, 1<<20, span[int64](1024, 1<<26)),
 		WeightRefresh:    l.duration("weight_refresh", x.WeightRefresh, none, 5*time.Second, span(time.Second, time.Hour)),

@@ -18,15 +18,14 @@ const maxPayload = 4096
 // buildHealth resolves and checks one VIP's health table. The built-in
 // check type is tcp for TCP VIPs and none (passive marks from ICMP errors
 // only) for UDP VIPs: a UDP service need not listen on TCP.
-// proxyProtocol is the header version the VIP sends its backends ("off"
-// when it sends none).
-func buildHealth(l *layer, o, d *rawHealth, protocol l4.Protocol, proxyProtocol string) Health {
+// proxyProtocol is the header version the VIP sends its backends.
+func buildHealth(l *layer, o, d *rawHealth, protocol l4.Protocol, proxyProtocol l4.ProxyVersion) Health {
 	defType := l4.CheckTCP
 	if protocol == l4.UDP {
 		defType = l4.CheckNone
 	}
 	h := Health{
-		Type:        enum(l, "type", o.Type, d.Type, defType, l4.ParseCheckType, l4.CheckTypeNames()),
+		Type:        enum(l, "type", o.Type, d.Type, defType, l4.CheckTypeNames()),
 		Interval:    l.duration("interval", o.Interval, d.Interval, 2*time.Second, span(100*time.Millisecond, time.Hour)),
 		Timeout:     l.duration("timeout", o.Timeout, d.Timeout, time.Second, span(time.Millisecond, time.Hour)),
 		Rise:        l.integer("rise", o.Rise, d.Rise, 2, span[int64](1, 100)),
@@ -35,7 +34,7 @@ func buildHealth(l *layer, o, d *rawHealth, protocol l4.Protocol, proxyProtocol 
 		MaxFails:    l.integer("max_fails", o.MaxFails, d.MaxFails, 1, span[int64](0, 100)),
 		FailTimeout: l.duration("fail_timeout", o.FailTimeout, d.FailTimeout, 10*time.Second, span(time.Second, time.Hour)),
 		SlowStart:   l.duration("slow_start", o.SlowStart, d.SlowStart, 0, span(0, time.Hour)),
-		OnDown:      l.oneOf("on_down", o.OnDown, d.OnDown, "keep", "keep", "reset"),
+		OnDown:      enum(l, "on_down", o.OnDown, d.OnDown, l4.OnDownKeep, l4.OnDownNames()),
 	}
 	if h.Timeout > h.Interval {
 		key := "timeout" // report at the one the VIP itself sets, if only one
@@ -59,17 +58,17 @@ func buildHealth(l *layer, o, d *rawHealth, protocol l4.Protocol, proxyProtocol 
 // send. A VIP that sets it without sending the header itself is refused:
 // the version would be a guess. From [defaults.health], it applies to the
 // VIPs that send one.
-func healthSendProxy(l *layer, o, d *rawHealth, h *Health, proxyProtocol string) string {
-	sends := proxyProtocol != "off" && proxyProtocol != ""
+func healthSendProxy(l *layer, o, d *rawHealth, h *Health, proxyProtocol l4.ProxyVersion) l4.ProxyVersion {
+	sends := proxyProtocol != l4.ProxyOff
 	on := l.boolean("send_proxy", o.SendProxy, d.SendProxy, sends && h.Port == 0)
 	switch {
 	case !on || h.Type == l4.CheckNone:
-		return "off"
+		return l4.ProxyOff
 	case !sends:
 		if l.ownSet("send_proxy") {
 			l.problem("send_proxy", "the VIP sends its backends no PROXY header (proxy_protocol = \"off\"); set proxy_protocol = \"v1\" or \"v2\", which the checks then send too")
 		}
-		return "off"
+		return l4.ProxyOff
 	}
 	return proxyProtocol
 }
@@ -200,8 +199,8 @@ func healthDB(l *layer, o, d *rawHealth, h *Health) {
 	l.noNUL("user", h.User)
 	l.noNUL("password", h.Password)
 	l.noNUL("database", h.Database)
-	h.Role = l.oneOf("role", o.Role, d.Role, "any", "any", "primary", "replica")
-	if h.Role != "any" && h.User == "" && (h.Type == l4.CheckPostgres || h.Type == l4.CheckMySQL) {
+	h.Role = enum(l, "role", o.Role, d.Role, l4.RoleAny, l4.DBRoleNames())
+	if h.Role != l4.RoleAny && h.User == "" && (h.Type == l4.CheckPostgres || h.Type == l4.CheckMySQL) {
 		l.problem("role", "role %s needs a user to log in and ask the server", h.Role)
 	}
 }
@@ -262,6 +261,6 @@ func checkHealthScopes(l *layer, h *Health) {
 		h.User, h.Password = "", ""
 	}
 	if h.Type != l4.CheckPostgres && h.Type != l4.CheckMySQL {
-		h.Database, h.Role = "", ""
+		h.Database, h.Role = "", l4.RoleAny
 	}
 }

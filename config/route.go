@@ -82,7 +82,7 @@ func buildRoute(l *layer, rr *rawRoute, v *VIP, health *rawHealth) Route {
 		l.checkName("name", r.Name)
 	}
 	r.Names = routeNames(l, rr.Names)
-	r.Algorithm = enum(l, "algorithm", rr.Algorithm, none, v.Algorithm, l4.ParseAlgorithm, l4.AlgorithmNames())
+	r.Algorithm = enum(l, "algorithm", rr.Algorithm, none, v.Algorithm, l4.AlgorithmNames())
 	hl := newLayer(l.p, l.vip, l.own+".health", l.def+".health")
 	r.Health = buildHealth(hl, &rr.Health, health, v.Protocol, sentProxyProtocol(v))
 	r.Backends = buildBackends(l, rr.Backends)

@@ -37,9 +37,9 @@ var vipScopes = []vipScope{
 	{"sni_no_match", hasRoutes, "applies only to VIPs with [[vip.route]] tables (SNI routing)"},
 	{"affinity_timeout", isTCPProxy, "applies only to tcp VIPs in proxy mode"},
 	{"rebalance_rate", isTCPProxy, "applies only to tcp VIPs in proxy mode (l4lb rebalance closes proxied connections)"},
-	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
-	{"accept_proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.AcceptProxyProtocol == "off" }, "applies only to tcp VIPs in proxy mode"},
-	{"accept_proxy_protocol_from", func(v *VIP) bool { return isTCPProxy(v) && v.AcceptProxyProtocol != "off" }, "applies only with accept_proxy_protocol on (tcp VIPs in proxy mode)"},
+	{"proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.ProxyProtocol == l4.ProxyOff }, "applies only to tcp VIPs in proxy mode"},
+	{"accept_proxy_protocol", func(v *VIP) bool { return isTCPProxy(v) || v.AcceptProxyProtocol == l4.AcceptProxyOff }, "applies only to tcp VIPs in proxy mode"},
+	{"accept_proxy_protocol_from", func(v *VIP) bool { return isTCPProxy(v) && v.AcceptProxyProtocol != l4.AcceptProxyOff }, "applies only with accept_proxy_protocol on (tcp VIPs in proxy mode)"},
 	{"max_conns", isTCPProxy, "applies only to tcp VIPs in proxy mode (udp VIPs: max_sessions)"},
 	{"session_timeout", func(v *VIP) bool { return v.Protocol == l4.UDP }, "applies only to udp VIPs"},
 	{"max_sessions", func(v *VIP) bool { return v.Protocol == l4.UDP && v.Mode == l4.ModeProxy }, "applies only to udp VIPs in proxy mode"},
@@ -61,9 +61,9 @@ func isProxy(v *VIP) bool     { return v.Mode == l4.ModeProxy }
 
 // sentProxyProtocol is the PROXY header version v sends its backends:
 // proxy_protocol where it applies (checkScopes turns it off elsewhere).
-func sentProxyProtocol(v *VIP) string {
+func sentProxyProtocol(v *VIP) l4.ProxyVersion {
 	if !isTCPProxy(v) {
-		return "off"
+		return l4.ProxyOff
 	}
 	return v.ProxyProtocol
 }
@@ -85,10 +85,10 @@ func checkScopes(l *layer, v *VIP) {
 		resetKey(s.key, v, &builtin)
 	}
 	if !isTCPProxy(v) {
-		v.ProxyProtocol = "off"
-		v.AcceptProxyProtocol = "off"
+		v.ProxyProtocol = l4.ProxyOff
+		v.AcceptProxyProtocol = l4.AcceptProxyOff
 	}
-	if v.AcceptProxyProtocol != "off" && len(v.AcceptProxyProtocolFrom) == 0 && !l.failed["accept_proxy_protocol_from"] {
+	if v.AcceptProxyProtocol != l4.AcceptProxyOff && len(v.AcceptProxyProtocolFrom) == 0 && !l.failed["accept_proxy_protocol_from"] {
 		l.problem("accept_proxy_protocol", "%q needs accept_proxy_protocol_from: the networks of the balancers in front, such as [\"198.18.0.0/15\"] (a header from anywhere else is refused)", v.AcceptProxyProtocol)
 	}
 }

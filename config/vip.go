@@ -45,8 +45,14 @@ func vipIdentity(l *layer, rv *rawVIP, v *VIP) {
 	case l.ok("name"):
 		l.checkName("name", v.Name)
 	}
-	v.Protocol = enum(l, "protocol", rv.Protocol, none, l4.TCP, l4.ParseProtocol, []string{"tcp", "udp"})
+	v.Protocol = parsed(l, "protocol", rv.Protocol, none, l4.TCP, parseProtocol, []string{"tcp", "udp"})
 	v.Listen = l.addrPort("listen", rv.Listen)
+}
+
+// parseProtocol maps tcp and udp to their protocols.
+func parseProtocol(s string) (l4.Protocol, bool) {
+	p, err := l4.ParseProtocol(s)
+	return p, err == nil
 }
 
 // addrPort resolves a required ip:port key of the table itself.
@@ -67,19 +73,19 @@ func (l *layer) addrPort(key string, own opt[string]) netip.AddrPort {
 
 // vipBalancing resolves mode and the balancing keys.
 func vipBalancing(l *layer, o, d *rawTuning, v *VIP) {
-	v.Mode = enum(l, "mode", o.Mode, d.Mode, l4.ModeProxy, l4.ParseMode, l4.ModeNames())
+	v.Mode = enum(l, "mode", o.Mode, d.Mode, l4.ModeProxy, l4.ModeNames())
 	algorithm := l4.RoundRobin
 	if v.Mode == l4.ModeXDP {
 		algorithm = l4.Maglev
 	}
-	v.Algorithm = enum(l, "algorithm", o.Algorithm, d.Algorithm, algorithm, l4.ParseAlgorithm, l4.AlgorithmNames())
+	v.Algorithm = enum(l, "algorithm", o.Algorithm, d.Algorithm, algorithm, l4.AlgorithmNames())
 	// source_hash keeps a client on its backend; maglev in xdp mode
 	// spreads one client's flows as the kernel's ECMP does.
 	hashKey := l4.HashSrcIP
 	if v.Mode == l4.ModeXDP && v.Algorithm == l4.Maglev {
 		hashKey = l4.HashFiveTuple
 	}
-	v.HashKey = enum(l, "hash_key", o.HashKey, d.HashKey, hashKey, l4.ParseHashKey, l4.HashKeyNames())
+	v.HashKey = enum(l, "hash_key", o.HashKey, d.HashKey, hashKey, l4.HashKeyNames())
 	v.HashBalanceFactor = l.integer("hash_balance_factor", o.HashBalanceFactor, d.HashBalanceFactor, 0, orOff[int64](100, 1000))
 	v.MaglevTableSize = l.integer("maglev_table_size", o.MaglevTableSize, d.MaglevTableSize, 65537, span[int64](1009, 1000003))
 	if !isPrime(v.MaglevTableSize) {
@@ -93,7 +99,7 @@ func vipBalancing(l *layer, o, d *rawTuning, v *VIP) {
 		l.problem("least_time_alpha", "%v is out of range (0, 1]", v.LeastTimeAlpha)
 		v.LeastTimeAlpha = 0.3
 	}
-	v.LeastTimeMetric = l.oneOf("least_time_metric", o.LeastTimeMetric, d.LeastTimeMetric, "connect", "connect", "first_byte")
+	v.LeastTimeMetric = enum(l, "least_time_metric", o.LeastTimeMetric, d.LeastTimeMetric, l4.MetricConnect, l4.RTTMetricNames())
 }
 
 // vipTraffic resolves the TCP proxy, UDP and XDP forwarding keys.
@@ -103,8 +109,8 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.IdleTimeout = l.duration("idle_timeout", o.IdleTimeout, d.IdleTimeout, time.Hour, span(time.Second, 7*24*time.Hour))
 	v.KeepAlive = l.duration("keepalive", o.KeepAlive, d.KeepAlive, time.Minute, orOff(time.Second, 2*time.Hour))
 	v.MaxConns = l.integer("max_conns", o.MaxConns, d.MaxConns, 0, span[int64](0, 10_000_000))
-	v.ProxyProtocol = l.oneOf("proxy_protocol", o.ProxyProtocol, d.ProxyProtocol, "off", "off", "v1", "v2")
-	v.AcceptProxyProtocol = l.oneOf("accept_proxy_protocol", o.AcceptProxy, d.AcceptProxy, "off", "off", "v1", "v2", "any")
+	v.ProxyProtocol = enum(l, "proxy_protocol", o.ProxyProtocol, d.ProxyProtocol, l4.ProxyOff, l4.ProxyVersionNames())
+	v.AcceptProxyProtocol = enum(l, "accept_proxy_protocol", o.AcceptProxy, d.AcceptProxy, l4.AcceptProxyOff, l4.ProxyAcceptNames())
 	v.AcceptProxyProtocolFrom = l.prefixes("accept_proxy_protocol_from", o.AcceptProxyFrom, d.AcceptProxyFrom)
 	v.Freebind = l.boolean("freebind", o.Freebind, d.Freebind, false)
 	v.DeferAccept = l.boolean("defer_accept", o.DeferAccept, d.DeferAccept, false)
@@ -112,14 +118,14 @@ func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
 	v.FirstByteTimeout = l.duration("first_byte_timeout", o.FirstByteTimeout, d.FirstByteTimeout, 0, orOff(time.Millisecond, time.Hour))
 	v.QueueTimeout = l.duration("queue_timeout", o.QueueTimeout, d.QueueTimeout, 5*time.Second, orOff(time.Millisecond, time.Hour))
 	v.SNITimeout = l.duration("sni_timeout", o.SNITimeout, d.SNITimeout, 5*time.Second, span(time.Millisecond, 5*time.Minute))
-	v.SNINoMatch = l.oneOf("sni_no_match", o.SNINoMatch, d.SNINoMatch, "default", "default", "close")
+	v.SNINoMatch = enum(l, "sni_no_match", o.SNINoMatch, d.SNINoMatch, l4.SNINoMatchDefault, l4.SNINoMatchNames())
 	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))
 	v.RebalanceRate = l.integer("rebalance_rate", o.RebalanceRate, d.RebalanceRate, 10, span[int64](0, MaxRebalanceRate))
 	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
 	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
 	v.UDPResponses = l.integer("udp_responses", o.UDPResponses, d.UDPResponses, 0, span[int64](0, 65535))
-	v.BackupMode = l.oneOf("backup_mode", o.BackupMode, d.BackupMode, "first", "first", "all")
-	v.Forward = enum(l, "forward", o.Forward, d.Forward, l4.ForwardIPIP, l4.ParseForward, l4.ForwardNames())
+	v.BackupMode = enum(l, "backup_mode", o.BackupMode, d.BackupMode, l4.BackupFirst, l4.BackupModeNames())
+	v.Forward = enum(l, "forward", o.Forward, d.Forward, l4.ForwardIPIP, l4.ForwardNames())
 	v.NewFlowRate = l.integer("new_flow_rate", o.NewFlowRate, d.NewFlowRate, 0, span[int64](0, 100_000_000))
 	v.Allow = l.prefixes("allow", o.Allow, d.Allow)
 	v.Deny = l.prefixes("deny", o.Deny, d.Deny)

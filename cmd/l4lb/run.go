@@ -94,11 +94,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		up.fail(err)
 		return 1
 	}
-	format := cfg.Global.LogFormat
+	format := cfg.Global.LogFormat.String()
 	if *logFormat != "" {
 		format = *logFormat
 	}
-	log, level, err := newLogger(stderr, format, cfg.Global.LogLevel)
+	log, level, err := newLogger(stderr, format, cfg.Global.LogLevel.String())
 	if err != nil {
 		fmt.Fprintln(stderr, "l4lb:", err)
 		up.fail(err)
@@ -491,7 +491,7 @@ func (d *daemon) reload(running *config.Config) (*config.Config, admin.ReloadRes
 		}
 		return running, res
 	}
-	if err := setLevel(d.level, cfg.Global.LogLevel); err != nil {
+	if err := setLevel(d.level, cfg.Global.LogLevel.String()); err != nil {
 		d.log.Warn("log level unchanged", zap.Error(err))
 	}
 	res := admin.ReloadResult{OK: true, VIPs: len(cfg.VIPs), RestartOnly: restart}

@@ -13,31 +13,10 @@ import (
 	"github.com/l4lb/l4lb/l4/proxy"
 )
 
-// proxyVersion maps proxy_protocol (and health.send_proxy) to the PROXY
-// header version sent: 0 for off.
-func proxyVersion(s string) int {
-	switch s {
-	case "v1":
-		return 1
-	case "v2":
-		return 2
-	}
-	return 0
-}
-
 func settings(vc *config.VIP) (proxy.Settings, error) {
 	acl, err := accessList(vc)
 	if err != nil {
 		return proxy.Settings{}, err
-	}
-	accept := 0
-	switch vc.AcceptProxyProtocol {
-	case "v1":
-		accept = proxy.AcceptProxyV1
-	case "v2":
-		accept = proxy.AcceptProxyV2
-	case "any":
-		accept = proxy.AcceptProxyAny
 	}
 	return proxy.Settings{
 		Name:           vc.Name,
@@ -46,9 +25,9 @@ func settings(vc *config.VIP) (proxy.Settings, error) {
 		IdleTimeout:    vc.IdleTimeout,
 		KeepAlive:      vc.KeepAlive,
 		MaxConns:       vc.MaxConns,
-		ProxyProtocol:  proxyVersion(vc.ProxyProtocol),
+		ProxyProtocol:  vc.ProxyProtocol,
 
-		AcceptProxy:     accept,
+		AcceptProxy:     vc.AcceptProxyProtocol,
 		AcceptProxyFrom: vc.AcceptProxyProtocolFrom,
 
 		FirstByteTimeout: vc.FirstByteTimeout,
@@ -57,7 +36,7 @@ func settings(vc *config.VIP) (proxy.Settings, error) {
 		AffinityTimeout: vc.AffinityTimeout,
 		// Only least_time with the connect metric uses the proxy's own
 		// handshake times; others save the syscall.
-		MeasureConnect: vc.Algorithm == l4.LeastTime && vc.LeastTimeMetric != "first_byte",
+		MeasureConnect: vc.Algorithm == l4.LeastTime && vc.LeastTimeMetric != l4.MetricFirstByte,
 		LogConnections: vc.LogConnections,
 		LogRate:        vc.LogConnectionsRate,
 

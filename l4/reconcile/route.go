@@ -111,11 +111,7 @@ func (v *vip) routeTable(vc *config.VIP) *proxy.Routes {
 			names = append(names, vc.Routes[i].Names)
 		}
 	}
-	noMatch := proxy.NoRouteDefault
-	if vc.SNINoMatch == "close" {
-		noMatch = proxy.NoRouteClose
-	}
-	t, err := proxy.NewRoutes(prs, names, vc.SNITimeout, noMatch)
+	t, err := proxy.NewRoutes(prs, names, vc.SNITimeout, vc.SNINoMatch)
 	if err != nil { // config validation refuses duplicates first
 		v.log.Error("SNI routes not applied", zap.Error(err))
 		return nil
@@ -226,7 +222,7 @@ func (r *Runtime) sniStatus(v *vip, s *VIPStatus) {
 		return
 	}
 	st := &tp.svc.Stats
-	sni := &SNIStatus{Timeout: vc.SNITimeout, NoMatch: vc.SNINoMatch, Default: st.SNIDefault.Load(),
+	sni := &SNIStatus{Timeout: vc.SNITimeout, NoMatch: vc.SNINoMatch.String(), Default: st.SNIDefault.Load(),
 		NoMatchCount: st.SNINoMatch.Load(), NotTLS: st.SNINotTLS.Load(), Timeouts: st.SNITimeouts.Load()}
 	for i := range vc.Routes {
 		rt, ok := v.routes[vc.Routes[i].Name]

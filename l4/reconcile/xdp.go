@@ -95,16 +95,16 @@ func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRunti
 	if err := x.prepareHost(); err != nil {
 		return nil, err
 	}
-	if err := x.lb.Attach(x.iface.Index, attachMode(cfg.Attach)); err != nil {
-		if errors.Is(err, bpf.ErrNotSupported) && attachMode(cfg.Attach) == bpf.AttachDriver {
+	if err := x.lb.Attach(x.iface.Index, cfg.Attach); err != nil {
+		if errors.Is(err, bpf.ErrNotSupported) && cfg.Attach == bpf.AttachDriver {
 			return nil, fmt.Errorf("xdp: %s: %w; its driver has no native XDP: set attach = \"generic\" in [xdp] (works on any interface, at a fraction of driver mode's speed)", cfg.Interface, err)
 		}
 		return nil, fmt.Errorf("xdp: %s: %w", cfg.Interface, err)
 	}
 	x.neigh = x.nl.NewNeighbors()
-	x.log.Info("xdp program attached", zap.String("interface", cfg.Interface), zap.String("attach", cfg.Attach),
+	x.log.Info("xdp program attached", zap.String("interface", cfg.Interface), zap.String("attach", cfg.Attach.String()),
 		zap.String("pin_path", cfg.PinPath), zap.Int("conntrack_size", cfg.ConntrackSize))
-	if cfg.Attach == "generic" {
+	if cfg.Attach == bpf.AttachGeneric {
 		x.log.Warn("xdp attached in generic mode: it runs after the kernel allocates each packet, at a fraction of driver mode's speed")
 	}
 	x.weightRefresh.Store(int64(cfg.WeightRefresh))
@@ -139,14 +139,7 @@ func XDPLoadOptions(cfg config.XDP) bpf.Options {
 }
 
 // XDPAttachMode is the attach mode [xdp] attach names.
-func XDPAttachMode(cfg config.XDP) bpf.AttachMode { return attachMode(cfg.Attach) }
-
-func attachMode(s string) bpf.AttachMode {
-	if s == "generic" {
-		return bpf.AttachGeneric
-	}
-	return bpf.AttachDriver
-}
+func XDPAttachMode(cfg config.XDP) bpf.AttachMode { return cfg.Attach }
 
 // adopt reserves, for the VIPs and backend addresses found in maps pinned
 // by an earlier l4lb, the indexes they had: the adopted conntrack names
@@ -415,7 +408,7 @@ func (x *xdpRuntime) using(fn func()) bool {
 
 // stats reads the global counters for status.
 func (x *xdpRuntime) status() *XDPStatus {
-	st := &XDPStatus{Interface: x.cfg.Interface, Attach: x.cfg.Attach, PinPath: x.cfg.PinPath, Counters: map[string]uint64{}}
+	st := &XDPStatus{Interface: x.cfg.Interface, Attach: x.cfg.Attach.String(), PinPath: x.cfg.PinPath, Counters: map[string]uint64{}}
 	x.using(func() {
 		if c, err := x.lb.GlobalStats(); err == nil {
 			for i, v := range c {

@@ -38,7 +38,7 @@ func CheckXDPHost(cfg *config.Config) []config.Problem {
 			warn("xdp.interface", "`l4lb run` will refuse this config: %v", err)
 		}
 	}
-	if ifc, err := net.InterfaceByName(x.Interface); err == nil && ifc.Flags&net.FlagLoopback != 0 && attachMode(x.Attach) == bpf.AttachDriver {
+	if ifc, err := net.InterfaceByName(x.Interface); err == nil && ifc.Flags&net.FlagLoopback != 0 && x.Attach == bpf.AttachDriver {
 		warn("xdp.attach", "%s is a loopback interface, whose driver has no native XDP: `l4lb run` will fail to attach in driver mode; set attach = \"generic\"", x.Interface)
 	}
 	return out
