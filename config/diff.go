@@ -145,10 +145,10 @@ func RestartWarnings(running, next *Config) []Problem {
 // it really uses. next is not modified.
 func InForce(running, next *Config) *Config {
 	out := *next
-	keepRestartOnly(globalSettings, &out.Global, &running.Global)
+	keepRestartOnly(globalKeys, &out.Global, &running.Global)
 	if running.XDP != nil && next.XDP != nil {
 		x := *next.XDP
-		keepRestartOnly(xdpSettings, &x, running.XDP)
+		keepRestartOnly(xdpKeys, &x, running.XDP)
 		out.XDP = &x
 	}
 	return &out
@@ -231,14 +231,7 @@ func removedVIP(o *VIP, running, next *Config) VIPChange {
 func changedVIP(o, v *VIP) *VIPChange {
 	c := vipChange(OpChange, v)
 	c.Line = v.Line
-	if o.Name != v.Name {
-		c.Settings = append(c.Settings, Change{Key: "name", Old: o.Name, New: v.Name, Effect: EffectNow, Note: "status and metrics use the new name"})
-	}
 	moved := o.Mode != v.Mode
-	if moved {
-		c.Settings = append(c.Settings, Change{Key: "mode", Old: o.Mode.String(), New: v.Mode.String(), Effect: EffectVIPRestart,
-			Note: "it starts anew on the other data plane, with every backend new (health unknown)"})
-	}
 	c.Settings = append(c.Settings, vipSettings(o, v)...)
 	c.Settings = append(c.Settings, healthSettings(&o.Health, &v.Health)...)
 	c.Members = backendChanges(o, v)
