@@ -41,10 +41,10 @@ type key[S any] struct {
 	// reload stands for effect and note in the reference where Diff
 	// reports the key's changes apart (a backend's, [bgp]'s).
 	reload string
-	// doc says what the key does, for the reference; def and syntax
-	// replace the default and syntax the value gives (a default that
-	// depends on other keys, a syntax with a rule of its own).
-	doc, def, syntax string
+	// doc says what the key does, for the reference; def and rule
+	// replace the default and the rule the value gives (a default that
+	// depends on other keys, a rule beyond a range).
+	doc, def, rule string
 }
 
 // value is how a key's value is read, shown and written.
@@ -55,13 +55,15 @@ type keyValue[S any] struct {
 	resolve func(l *layer, key string, own, def rawTable, s *S)
 	// text is the value as Diff shows it.
 	text func(s *S) string
-	// toml is the value as Format writes it, a TOML value; false leaves
-	// the key out.
-	toml func(s *S) (string, bool)
+	// toml is the value as Format writes it, a TOML value; omit (nil:
+	// never) says when Format leaves the key out.
+	toml func(s *S) string
+	omit func(s *S) bool
 	// copy copies the key's field from src to dst.
 	copy func(dst, src *S)
-	// syntax is how a value is written, for the reference.
-	syntax string
+	// form is how a value is written and rule what it must be (its
+	// range), for the reference.
+	form, rule string
 	// table: the key names a sub-table (subTable).
 	table bool
 }
@@ -92,10 +94,8 @@ func resolveKeys[S any](l *layer, table []key[S], own, def rawTable, s *S) {
 // writeKeys writes the keys of table that apply to s.
 func writeKeys[S any](w *tomlWriter, table []key[S], s *S) {
 	for i := range table {
-		if k := &table[i]; k.applies(s) {
-			if v, ok := k.val.toml(s); ok {
-				w.raw(k.name, v)
-			}
+		if k := &table[i]; k.applies(s) && (k.val.omit == nil || !k.val.omit(s)) {
+			w.raw(k.name, k.val.toml(s))
 		}
 	}
 }
@@ -212,10 +212,11 @@ func durationOf[S any](f func(*S) *time.Duration, def time.Duration, r bounds[ti
 		resolve: func(l *layer, key string, own, d rawTable, s *S) {
 			*f(s) = l.duration(key, get[string](own, key), get[string](d, key), def, r)
 		},
-		text:   func(s *S) string { return fmtDuration(*f(s)) },
-		toml:   func(s *S) (string, bool) { return quoteTOML(fmtDuration(*f(s))), true },
-		copy:   func(dst, src *S) { *f(dst) = *f(src) },
-		syntax: `"DURATION", ` + r.String(),
+		text: func(s *S) string { return fmtDuration(*f(s)) },
+		toml: func(s *S) string { return quoteTOML(fmtDuration(*f(s))) },
+		copy: func(dst, src *S) { *f(dst) = *f(src) },
+		form: `"DURATION"`,
+		rule: r.String(),
 	}
 }
 
@@ -231,10 +232,11 @@ func intBy[S any, N ~int | ~uint16 | ~uint32](f func(*S) *N, def func(*S) N, r b
 		resolve: func(l *layer, key string, own, d rawTable, s *S) {
 			*f(s) = N(l.integer(key, get[int64](own, key), get[int64](d, key), int(def(s)), r))
 		},
-		text:   func(s *S) string { return strconv.Itoa(int(*f(s))) },
-		toml:   func(s *S) (string, bool) { return strconv.Itoa(int(*f(s))), true },
-		copy:   func(dst, src *S) { *f(dst) = *f(src) },
-		syntax: r.String(),
+		text: func(s *S) string { return strconv.Itoa(int(*f(s))) },
+		toml: func(s *S) string { return strconv.Itoa(int(*f(s))) },
+		copy: func(dst, src *S) { *f(dst) = *f(src) },
+		form: "INTEGER",
+		rule: r.String(),
 	}
 }
 
@@ -244,10 +246,10 @@ func boolOf[S any](f func(*S) *bool, def bool) keyValue[S] {
 		resolve: func(l *layer, key string, own, d rawTable, s *S) {
 			*f(s) = l.boolean(key, get[bool](own, key), get[bool](d, key), def)
 		},
-		text:   func(s *S) string { return strconv.FormatBool(*f(s)) },
-		toml:   func(s *S) (string, bool) { return strconv.FormatBool(*f(s)), true },
-		copy:   func(dst, src *S) { *f(dst) = *f(src) },
-		syntax: "true | false",
+		text: func(s *S) string { return strconv.FormatBool(*f(s)) },
+		toml: func(s *S) string { return strconv.FormatBool(*f(s)) },
+		copy: func(dst, src *S) { *f(dst) = *f(src) },
+		form: "true | false",
 	}
 }
 
@@ -258,10 +260,10 @@ func floatOf[S any](f func(*S) *float64, def float64) keyValue[S] {
 		resolve: func(l *layer, key string, own, d rawTable, s *S) {
 			*f(s) = l.float(key, get[float64](own, key), get[float64](d, key), def)
 		},
-		text:   show,
-		toml:   func(s *S) (string, bool) { return show(s), true },
-		copy:   func(dst, src *S) { *f(dst) = *f(src) },
-		syntax: "NUMBER",
+		text: show,
+		toml: func(s *S) string { return show(s) },
+		copy: func(dst, src *S) { *f(dst) = *f(src) },
+		form: "NUMBER",
 	}
 }
 
@@ -288,10 +290,10 @@ func enumBy[S any, T enumValue](f func(*S) *T, def func(*S) T, names []string) k
 		resolve: func(l *layer, key string, own, d rawTable, s *S) {
 			*f(s) = enum(l, key, get[string](own, key), get[string](d, key), def(s), names)
 		},
-		text:   show,
-		toml:   func(s *S) (string, bool) { return quoteTOML(show(s)), true },
-		copy:   func(dst, src *S) { *f(dst) = *f(src) },
-		syntax: strings.Join(q, " | "),
+		text: show,
+		toml: func(s *S) string { return quoteTOML(show(s)) },
+		copy: func(dst, src *S) { *f(dst) = *f(src) },
+		form: strings.Join(q, " | "),
 	}
 }
 
@@ -301,10 +303,10 @@ func stringOf[S any](f func(*S) *string, def string, show func(string) string) k
 		resolve: func(l *layer, key string, own, d rawTable, s *S) {
 			*f(s) = l.str(key, get[string](own, key), get[string](d, key), def)
 		},
-		text:   func(s *S) string { return show(*f(s)) },
-		toml:   func(s *S) (string, bool) { return quoteTOML(*f(s)), true },
-		copy:   func(dst, src *S) { *f(dst) = *f(src) },
-		syntax: `"STRING"`,
+		text: func(s *S) string { return show(*f(s)) },
+		toml: func(s *S) string { return quoteTOML(*f(s)) },
+		copy: func(dst, src *S) { *f(dst) = *f(src) },
+		form: `"STRING"`,
 	}
 }
 
@@ -314,24 +316,27 @@ func prefixesOf[S any](f func(*S) *[]netip.Prefix) keyValue[S] {
 		resolve: func(l *layer, key string, own, d rawTable, s *S) {
 			*f(s) = l.prefixes(key, get[[]any](own, key), get[[]any](d, key))
 		},
-		text:   func(s *S) string { return prefixList(*f(s), strconv.Quote) },
-		toml:   func(s *S) (string, bool) { return prefixList(*f(s), quoteTOML), true },
-		copy:   func(dst, src *S) { *f(dst) = *f(src) },
-		syntax: `["NETWORK", ...]`,
+		text: func(s *S) string { return prefixList(*f(s), strconv.Quote) },
+		toml: func(s *S) string { return prefixList(*f(s), quoteTOML) },
+		copy: func(dst, src *S) { *f(dst) = *f(src) },
+		form: `["NETWORK", ...]`,
 	}
 }
 
 // omitIf is v, left out by Format where omit holds.
 func (v keyValue[S]) omitIf(omit func(s *S) bool) keyValue[S] {
-	toml := v.toml
-	v.toml = func(s *S) (string, bool) {
-		if omit(s) {
-			return "", false
-		}
-		return toml(s)
-	}
+	v.omit = omit
 	return v
 }
+
+// as is v written in the form form ("HOST:PORT" rather than "STRING").
+func (v keyValue[S]) as(form string) keyValue[S] {
+	v.form = form
+	return v
+}
+
+// never is an omit for keys Format never writes.
+func never[S any](*S) bool { return true }
 
 // resolvedWithin is v resolved by another row of its table, together
 // with that row's own value (send_hex with send).
@@ -343,8 +348,8 @@ func (v keyValue[S]) resolvedWithin() keyValue[S] {
 // subTable is a table under the key's table ([vip.health], [[vip.route]]):
 // its own keys are the rows of another table, so Parse and Format handle
 // it apart. text shows it for Diff (nil when Diff compares it apart).
-func subTable[S any](syntax string, text func(s *S) string, copyIt func(dst, src *S)) keyValue[S] {
-	return keyValue[S]{text: text, toml: func(*S) (string, bool) { return "", false }, copy: copyIt, syntax: syntax, table: true}
+func subTable[S any](form string, text func(s *S) string, copyIt func(dst, src *S)) keyValue[S] {
+	return keyValue[S]{text: text, toml: func(*S) string { return "" }, omit: never[S], copy: copyIt, form: form, table: true}
 }
 
 // tableKeys are the keys a TOML table of the file may hold, by its path

@@ -41,17 +41,17 @@ var backendKeys = []key[Backend]{
 var routeKeys = []key[Route]{
 	{name: "name", val: routeName(), reload: routeReload, def: "(required)",
 		doc: `Names the route in status, metrics and health; unique within the VIP.`},
-	{name: "names", val: routeNamesOf(), reload: routeReload, def: "(required)", syntax: `["NAME", ...]`,
+	{name: "names", val: routeNamesOf(), reload: routeReload, def: "(required)",
 		doc: `Server names, case-insensitive: exact ("api.example.com") or wildcards ("*.example.com": one label or more before it, not example.com itself). An exact name beats every wildcard, a longer wildcard a shorter one; a name is listed by one route of the VIP at most.`},
 	{name: "algorithm", val: enumBy(func(r *Route) *l4.Algorithm { return &r.Algorithm }, func(r *Route) l4.Algorithm { return r.Algorithm }, l4.AlgorithmNames()),
 		reload: routeReload, def: "the VIP's algorithm",
 		doc: `How the route's backends are picked; its options (hash_key, maglev_table_size, least_time_*) are the VIP's.`},
-	{name: "health", val: subTable[Route]("[vip.route.health] table", nil, func(dst, src *Route) { dst.Health = src.Health }),
+	{name: "health", val: subTable[Route]("[vip.route.health]", nil, func(dst, src *Route) { dst.Health = src.Health }),
 		reload: routeReload, def: "the VIP's [vip.health], then [defaults.health]",
-		doc: `The route's health check: the keys of [vip.health], each falling back on the VIP's, then [defaults.health].`},
-	{name: "backend", val: subTable[Route]("[[vip.route.backend]] tables", nil, func(dst, src *Route) { dst.Backends = src.Backends }),
+		doc: `The route's health check: each key falls back on the VIP's [vip.health], then [defaults.health].`},
+	{name: "backend", val: subTable[Route]("[[vip.route.backend]]", nil, func(dst, src *Route) { dst.Backends = src.Backends }),
 		reload: routeReload, def: "(required)",
-		doc: `The route's backends, at least one: the keys of [[vip.backend]]; addresses only (no DNS names, no srv).`},
+		doc: `The route's backends, at least one; addresses only (no DNS names, no srv).`},
 }
 
 // routeReload: Diff reports a VIP's routes as one setting (vipKeys' route).
@@ -69,7 +69,7 @@ func backendName() keyValue[Backend] {
 			l.problem(key, "%q looks like an IP address: drain, disable and enable take a backend's name or its address, so a name that is an address could pick another backend; use a name that is not an address (such as \"db1\"), or leave name out", b.Name)
 		}
 	}
-	v.syntax = `"NAME"`
+	v.form, v.rule = `"NAME"`, nameRuleDoc+", not an IP address"
 	return v
 }
 
@@ -78,21 +78,23 @@ func backendAddress() keyValue[Backend] {
 	return keyValue[Backend]{
 		resolve: func(l *layer, _ string, own, _ rawTable, b *Backend) { backendTarget(l, own, b) },
 		text:    func(b *Backend) string { return orNone(addressText(*b)) },
-		toml:    func(b *Backend) (string, bool) { return quoteTOML(addressText(*b)), b.SRV == "" },
+		toml:    func(b *Backend) string { return quoteTOML(addressText(*b)) },
+		omit:    func(b *Backend) bool { return b.SRV != "" },
 		copy: func(dst, src *Backend) {
 			dst.Address, dst.Host, dst.Port = src.Address, src.Host, src.Port
 		},
-		syntax: `"IP:PORT" | "NAME:PORT"`,
+		form: `"IP:PORT" | "NAME:PORT"`,
 	}
 }
 
 // backendSRV is srv, resolved with address.
 func backendSRV() keyValue[Backend] {
 	return keyValue[Backend]{
-		text:   func(b *Backend) string { return quoteOrNone(b.SRV) },
-		toml:   func(b *Backend) (string, bool) { return quoteTOML(b.SRV), b.SRV != "" },
-		copy:   func(dst, src *Backend) { dst.SRV = src.SRV },
-		syntax: `"_SERVICE._PROTO.DOMAIN"`,
+		text: func(b *Backend) string { return quoteOrNone(b.SRV) },
+		toml: func(b *Backend) string { return quoteTOML(b.SRV) },
+		omit: func(b *Backend) bool { return b.SRV == "" },
+		copy: func(dst, src *Backend) { dst.SRV = src.SRV },
+		form: `"_SERVICE._PROTO.DOMAIN"`,
 	}
 }
 
@@ -108,7 +110,7 @@ func routeName() keyValue[Route] {
 			l.checkName(key, r.Name)
 		}
 	}
-	v.syntax = `"NAME"`
+	v.form, v.rule = `"NAME"`, nameRuleDoc
 	return v
 }
 
@@ -139,7 +141,8 @@ func routeNamesOf() keyValue[Route] {
 				r.Names = append(r.Names, n)
 			}
 		},
-		toml: func(r *Route) (string, bool) { return stringList(r.Names), true },
+		toml: func(r *Route) string { return stringList(r.Names) },
 		copy: func(dst, src *Route) { dst.Names = src.Names },
+		form: `["NAME", ...]`,
 	}
 }

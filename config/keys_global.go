@@ -21,10 +21,10 @@ var globalKeys = []key[Global]{
 		effect: EffectRestart,
 		doc:    "How log lines are written: console, text for people; json, one object a line. `l4lb run --log-format` overrides it."},
 	{name: "admin_socket", val: adminSocket(), check: checkAdminSocket,
-		effect: EffectRestart, syntax: `"PATH" | "off"`,
-		doc: "The Unix socket of the admin API (`l4lb status`, `reload`, `drain`...; root only): an absolute path of at most 107 bytes, or \"off\"."},
-	{name: "metrics_listen", val: stringOf(func(g *Global) *string { return &g.MetricsListen }, "", offIfEmpty).omitIf(func(g *Global) bool { return g.MetricsListen == "" }),
-		check: checkMetricsListen, effect: EffectRestart, syntax: `"HOST:PORT"`, def: `"" (off)`,
+		effect: EffectRestart,
+		doc:    "The Unix socket of the admin API (`l4lb status`, `reload`, `drain`...; root only): an absolute path of at most 107 bytes, or \"off\"."},
+	{name: "metrics_listen", val: stringOf(func(g *Global) *string { return &g.MetricsListen }, "", offIfEmpty).as(`"HOST:PORT"`).omitIf(func(g *Global) bool { return g.MetricsListen == "" }),
+		check: checkMetricsListen, effect: EffectRestart, def: "none: no metrics",
 		doc: `Where Prometheus metrics are served (/metrics), such as "127.0.0.1:9370".`},
 	{name: "drain_timeout", val: durationOf(func(g *Global) *time.Duration { return &g.DrainTimeout }, 30*time.Second, span(0, MaxDrainTimeout)),
 		effect: EffectNow, note: "it bounds the drain of the VIPs this reload removes, and of the next shutdown",
@@ -45,7 +45,7 @@ var globalKeys = []key[Global]{
 		effect: EffectNow, note: "every event loop, from its next wait",
 		doc: `An event loop with nothing to do polls this long before it sleeps: lower latency on virtual machines (no vCPU wake-up per event) for CPU; 0 = sleep at once.`},
 	{name: "resolvers", val: resolversOf(),
-		effect: EffectNow, note: "every backend name is looked up again at the new resolvers", syntax: `["IP" | "IP:PORT", ...]`,
+		effect: EffectNow, note: "every backend name is looked up again at the new resolvers",
 		doc: `DNS servers for named backends, tried in order (port 53 by default); [] = the nameservers of /etc/resolv.conf. /etc/hosts is read first.`},
 	{name: "resolve_min", val: durationOf(func(g *Global) *time.Duration { return &g.ResolveMin }, defaultResolveMin, span(100*time.Millisecond, time.Hour)),
 		effect: EffectNow, note: "from each name's next lookup",
@@ -58,14 +58,14 @@ var globalKeys = []key[Global]{
 // xdpKeys are the keys of [xdp]. Those with EffectRestart are read when
 // the XDP program loads; before that, they simply take the new value.
 var xdpKeys = []key[XDP]{
-	{name: "interface", val: stringOf(func(x *XDP) *string { return &x.Interface }, "", func(s string) string { return s }),
-		check: checkXDPInterface, effect: EffectRestart, syntax: `"IFNAME"`, def: "(required)",
+	{name: "interface", val: stringOf(func(x *XDP) *string { return &x.Interface }, "", func(s string) string { return s }).as(`"IFNAME"`),
+		check: checkXDPInterface, effect: EffectRestart, def: "(required)",
 		doc: `The ingress interface the XDP program attaches to.`},
 	{name: "attach", val: enumOf(func(x *XDP) *l4.AttachMode { return &x.Attach }, l4.AttachDriver, l4.AttachModeNames()),
 		effect: EffectRestart,
 		doc:    `Where the program runs: driver, in the NIC driver (native XDP); generic, after the kernel built the packet: works on any interface (lo and bridges need it), at a fraction of the speed.`},
-	{name: "pin_path", val: stringOf(func(x *XDP) *string { return &x.PinPath }, "", orNone),
-		check: checkPinPath, effect: EffectRestart, syntax: `"PATH"`,
+	{name: "pin_path", val: stringOf(func(x *XDP) *string { return &x.PinPath }, "", orNone).as(`"PATH"`),
+		check: checkPinPath, effect: EffectRestart,
 		doc: `An absolute path on a bpffs: the maps and the program are pinned there and survive restarts; "" = not pinned.`},
 	{name: "conntrack_size", val: intOf(func(x *XDP) *int { return &x.ConntrackSize }, 1<<20, span[int64](1024, 1<<26)),
 		effect: EffectRestart,
@@ -84,13 +84,13 @@ const bgpReload = "at once: peers are added, removed or changed, and the speaker
 
 // bgpKeys are the keys of [bgp].
 var bgpKeys = []key[BGP]{
-	{name: "asn", val: asnOf(func(b *BGP) *uint32 { return &b.ASN }), reload: bgpReload,
+	{name: "asn", val: asnOf(func(b *BGP) *uint32 { return &b.ASN }), reload: bgpReload, def: "(required)",
 		doc: `This balancer's AS number (the same on every balancer).`},
-	{name: "router_id", val: routerID(), reload: bgpReload,
+	{name: "router_id", val: routerID(), reload: bgpReload, def: "(required)",
 		doc: `An IPv4 address that names this speaker.`},
 	{name: "next_hop", val: nextHop(), reload: bgpReload, def: "each session's local address",
 		doc: `The next hop of the announced routes.`},
-	{name: "communities", val: communities(), reload: bgpReload, syntax: `["ASN:VALUE", ...]`,
+	{name: "communities", val: communities(), reload: bgpReload, def: "[]",
 		doc: `Standard communities on every route.`},
 	{name: "hold_time", val: durationOf(func(b *BGP) *time.Duration { return &b.HoldTime }, 9*time.Second, span(3*time.Second, 65535*time.Second)),
 		reload: bgpReload,
@@ -101,18 +101,18 @@ var bgpKeys = []key[BGP]{
 	{name: "shutdown_grace", val: durationOf(func(b *BGP) *time.Duration { return &b.ShutdownGrace }, 2*time.Second, span(0, 5*time.Minute)),
 		reload: bgpReload,
 		doc:    `On SIGTERM every route is withdrawn, then l4lb waits this long for the router to move the flows before it drains.`},
-	{name: "peer", val: subTable[BGP]("[[bgp.peer]] tables", nil, func(dst, src *BGP) { dst.Peers = src.Peers }), reload: bgpReload,
-		doc: `The routers l4lb dials, at least one: see [[bgp.peer]].`},
+	{name: "peer", val: subTable[BGP]("[[bgp.peer]]", nil, func(dst, src *BGP) { dst.Peers = src.Peers }), reload: bgpReload,
+		doc: `The routers l4lb dials, at least one.`},
 }
 
 // peerKeys are the keys of a [[bgp.peer]] table.
 var peerKeys = []key[BGPPeer]{
 	{name: "address", val: peerAddress(), reload: bgpReload, def: "(required)",
 		doc: `The router's IP address; unique.`},
-	{name: "asn", val: asnOf(func(p *BGPPeer) *uint32 { return &p.ASN }), reload: bgpReload,
+	{name: "asn", val: asnOf(func(p *BGPPeer) *uint32 { return &p.ASN }), reload: bgpReload, def: "(required)",
 		doc: `The router's AS number.`},
 	{name: "password", val: stringOf(func(p *BGPPeer) *string { return &p.Password }, "", secret).omitIf(func(p *BGPPeer) bool { return p.Password == "" }),
-		reload: bgpReload, def: `"" (none)`,
+		reload: bgpReload, def: "none",
 		doc: "The TCP MD5 signature's key (RFC 2385). `l4lb status --show-config` shows it as " + Redacted + "."},
 	{name: "hold_time", val: durationOf(func(p *BGPPeer) *time.Duration { return &p.HoldTime }, 0, span(3*time.Second, 65535*time.Second)).omitIf(func(p *BGPPeer) bool { return p.HoldTime <= 0 }),
 		reload: bgpReload, def: "[bgp] hold_time",
@@ -123,8 +123,8 @@ var peerKeys = []key[BGPPeer]{
 
 // adminSocket is admin_socket: "off" is "" in the Config.
 func adminSocket() keyValue[Global] {
-	v := stringOf(func(g *Global) *string { return &g.AdminSocket }, defaultAdminSocket, offIfEmpty)
-	v.toml = func(g *Global) (string, bool) { return quoteTOML(offIfEmpty(g.AdminSocket)), true }
+	v := stringOf(func(g *Global) *string { return &g.AdminSocket }, defaultAdminSocket, offIfEmpty).as(`"PATH" | "off"`)
+	v.toml = func(g *Global) string { return quoteTOML(offIfEmpty(g.AdminSocket)) }
 	return v
 }
 
@@ -176,8 +176,9 @@ func resolversOf() keyValue[Global] {
 			}
 		},
 		text: func(g *Global) string { return addrList(g.Resolvers) },
-		toml: func(g *Global) (string, bool) { return addrList(g.Resolvers), true },
+		toml: func(g *Global) string { return addrList(g.Resolvers) },
 		copy: func(dst, src *Global) { dst.Resolvers = src.Resolvers },
+		form: `["IP" | "IP:PORT", ...]`,
 	}
 }
 
@@ -208,7 +209,7 @@ func asnOf[S any](f func(*S) *uint32) keyValue[S] {
 			l.problem(key, "must be 1..4294967295")
 		}
 	}
-	v.syntax = "1..4294967295"
+	v.rule = "1..4294967295"
 	return v
 }
 
@@ -224,9 +225,9 @@ func routerID() keyValue[BGP] {
 				b.RouterID = a
 			}
 		},
-		toml:   func(b *BGP) (string, bool) { return quoteTOML(b.RouterID.String()), true },
-		copy:   func(dst, src *BGP) { dst.RouterID = src.RouterID },
-		syntax: `"IPV4"`,
+		toml: func(b *BGP) string { return quoteTOML(b.RouterID.String()) },
+		copy: func(dst, src *BGP) { dst.RouterID = src.RouterID },
+		form: `"IPV4"`,
 	}
 }
 
@@ -242,9 +243,10 @@ func nextHop() keyValue[BGP] {
 				b.NextHop = a.Unmap()
 			}
 		},
-		toml:   func(b *BGP) (string, bool) { return quoteTOML(b.NextHop.String()), b.NextHop.IsValid() },
-		copy:   func(dst, src *BGP) { dst.NextHop = src.NextHop },
-		syntax: `"IP"`,
+		toml: func(b *BGP) string { return quoteTOML(b.NextHop.String()) },
+		omit: func(b *BGP) bool { return !b.NextHop.IsValid() },
+		copy: func(dst, src *BGP) { dst.NextHop = src.NextHop },
+		form: `"IP"`,
 	}
 }
 
@@ -261,14 +263,16 @@ func communities() keyValue[BGP] {
 				b.Communities = append(b.Communities, c)
 			}
 		},
-		toml: func(b *BGP) (string, bool) {
+		toml: func(b *BGP) string {
 			cs := make([]string, len(b.Communities))
 			for i, c := range b.Communities {
 				cs[i] = CommunityString(c)
 			}
-			return stringList(cs), len(cs) > 0
+			return stringList(cs)
 		},
+		omit: func(b *BGP) bool { return len(b.Communities) == 0 },
 		copy: func(dst, src *BGP) { dst.Communities = src.Communities },
+		form: `["ASN:VALUE", ...]`,
 	}
 }
 
@@ -288,8 +292,8 @@ func peerAddress() keyValue[BGPPeer] {
 				p.Address = a.Unmap()
 			}
 		},
-		toml:   func(p *BGPPeer) (string, bool) { return quoteTOML(p.Address.String()), true },
-		copy:   func(dst, src *BGPPeer) { dst.Address = src.Address },
-		syntax: `"IP"`,
+		toml: func(p *BGPPeer) string { return quoteTOML(p.Address.String()) },
+		copy: func(dst, src *BGPPeer) { dst.Address = src.Address },
+		form: `"IP"`,
 	}
 }

@@ -26,7 +26,7 @@ var healthKeys = []key[Health]{
 		effect: EffectNow, note: probesRestart,
 		doc: `Time between checks of a backend (jittered; probes start at random points of it).`},
 	{name: "timeout", val: durationOf(func(h *Health) *time.Duration { return &h.Timeout }, time.Second, span(time.Millisecond, time.Hour)),
-		effect: EffectNow, note: probesRestart, syntax: `"DURATION", 1ms..1h and at most interval`,
+		effect: EffectNow, note: probesRestart, rule: "1ms..1h, at most interval",
 		doc: `A check that has not passed within this long fails.`},
 	{name: "rise", val: intOf(func(h *Health) *int { return &h.Rise }, 2, span[int64](1, 100)),
 		effect: EffectNow, note: probesRestart,
@@ -50,25 +50,24 @@ var healthKeys = []key[Health]{
 		effect: EffectNow, note: "for backends that go down from now on",
 		doc: `What happens to a backend's established connections when its check marks it down: keep, they continue; reset, they are reset.`},
 	{name: "send", scope: sendExpect, val: healthSend(),
-		effect: EffectNow, note: probesRestart, syntax: `"TEXT"`,
+		effect: EffectNow, note: probesRestart,
 		doc: `send_expect: the bytes sent, as text (send and send_hex are one setting: at most one of them, at most 4096 bytes).`},
-	{name: "send_hex", scope: sendExpect, val: hexOf(func(h *Health) []byte { return h.Send }),
+	{name: "send_hex", scope: sendExpect, val: hexOf(func(h *Health) []byte { return h.Send }), reload: "as send",
 		doc: `send_expect: the bytes sent, as hex ("50 49 4e 47", spaces allowed).`},
 	{name: "expect", scope: sendExpect, val: healthExpect(),
-		effect: EffectNow, note: probesRestart, syntax: `"TEXT"`,
+		effect: EffectNow, note: probesRestart,
 		doc: `send_expect: the reply must start with this text (expect, expect_hex and expect_regex are one setting: at most one of them).`},
-	{name: "expect_hex", scope: sendExpect,
-		val: hexOf(func(h *Health) []byte { return h.Expect }).omitIf(func(h *Health) bool { return h.ExpectRegex != "" }),
+	{name: "expect_hex", scope: sendExpect, val: hexOf(expectBytes), reload: "as expect",
 		doc: `send_expect: the reply must start with these bytes, as hex.`},
 	{name: "expect_regex", scope: sendExpect, val: healthExpectRegex(), check: checkNotEmptyCheck,
-		effect: EffectNow, note: probesRestart, syntax: `"RE2 EXPRESSION"`,
+		effect: EffectNow, note: probesRestart,
 		doc: `send_expect: the reply must match this regular expression (RE2 syntax). A send_expect check needs send, an expect or both.`},
 	{name: "path", scope: httpCheck, val: healthToken(func(h *Health) *string { return &h.Path }, "/", "%q must start with / and hold no spaces or control characters"),
 		effect: EffectNow, note: probesRestart,
 		doc: `http: the path requested; starts with /.`},
 	{name: "host", scope: httpCheck,
 		val:    healthToken(func(h *Health) *string { return &h.Host }, "", "%q must hold no spaces or control characters").omitIf(func(h *Health) bool { return h.Host == "" }),
-		effect: EffectNow, note: probesRestart, def: `"" (the backend's address)`,
+		effect: EffectNow, note: probesRestart, def: "the backend's address",
 		doc: `http: the Host header.`},
 	{name: "status", scope: httpCheck,
 		val:    healthStatus().resolvedWithin(),
@@ -129,8 +128,10 @@ func healthSend() keyValue[Health] {
 			h.Send = l.payload("send", get[string](o, "send"), get[string](d, "send"), "send_hex", get[string](o, "send_hex"), get[string](d, "send_hex"))
 		},
 		text: func(h *Health) string { return quoteBytes(h.Send) },
-		toml: func(*Health) (string, bool) { return "", false }, // Format writes the bytes as send_hex
+		toml: func(h *Health) string { return quoteTOML(string(h.Send)) },
+		omit: never[Health], // Format writes the bytes as send_hex
 		copy: func(dst, src *Health) { dst.Send = src.Send },
+		form: `"TEXT"`,
 	}
 }
 
@@ -143,15 +144,17 @@ func healthExpect() keyValue[Health] {
 			h.Expect = l.payload("expect", get[string](o, "expect"), get[string](d, "expect"), "expect_hex", get[string](o, "expect_hex"), get[string](d, "expect_hex"))
 		},
 		text: func(h *Health) string { return quoteBytes(h.Expect) },
-		toml: func(*Health) (string, bool) { return "", false }, // as expect_hex
+		toml: func(h *Health) string { return quoteTOML(string(h.Expect)) },
+		omit: never[Health], // as expect_hex
 		copy: func(dst, src *Health) { dst.Expect = src.Expect },
+		form: `"TEXT"`,
 	}
 }
 
 // healthExpectRegex resolves expect_regex, exclusive of the other two
 // expect keys.
 func healthExpectRegex() keyValue[Health] {
-	v := stringOf(func(h *Health) *string { return &h.ExpectRegex }, "", strconv.Quote).omitIf(func(h *Health) bool { return h.ExpectRegex == "" })
+	v := stringOf(func(h *Health) *string { return &h.ExpectRegex }, "", strconv.Quote).as(`"RE2 EXPRESSION"`).omitIf(func(h *Health) bool { return h.ExpectRegex == "" })
 	v.resolve = func(l *layer, key string, own, def rawTable, h *Health) {
 		o, d := groupOf(own, def, "expect", "expect_hex", "expect_regex")
 		h.ExpectRegex = l.str(key, get[string](o, key), get[string](d, key), "")
@@ -169,15 +172,23 @@ func healthExpectRegex() keyValue[Health] {
 	return v
 }
 
+// expectBytes are the bytes a reply must start with: none with an
+// expect_regex.
+func expectBytes(h *Health) []byte {
+	if h.ExpectRegex != "" {
+		return nil
+	}
+	return h.Expect
+}
+
 // hexOf is the _hex form of a payload key: resolved with the text form,
-// written by Format (which writes payloads as hex) when there are bytes.
+// written by Format (which writes payloads as hex) when b gives bytes.
 func hexOf(b func(h *Health) []byte) keyValue[Health] {
 	return keyValue[Health]{
-		toml: func(h *Health) (string, bool) {
-			return quoteTOML(hex.EncodeToString(b(h))), b(h) != nil
-		},
-		copy:   func(*Health, *Health) {},
-		syntax: `"HEX BYTES"`,
+		toml: func(h *Health) string { return quoteTOML(hex.EncodeToString(b(h))) },
+		omit: func(h *Health) bool { return b(h) == nil },
+		copy: func(*Health, *Health) {},
+		form: `"HEX BYTES"`,
 	}
 }
 
@@ -270,9 +281,9 @@ func healthSendProxy() keyValue[Health] {
 				h.SendProxy = l4.ProxyOff
 			}
 		},
-		text:   func(h *Health) string { return h.SendProxy.String() },
-		toml:   func(h *Health) (string, bool) { return strconv.FormatBool(h.SendProxy != l4.ProxyOff), true },
-		copy:   func(dst, src *Health) { dst.SendProxy = src.SendProxy },
-		syntax: "true | false",
+		text: func(h *Health) string { return h.SendProxy.String() },
+		toml: func(h *Health) string { return strconv.FormatBool(h.SendProxy != l4.ProxyOff) },
+		copy: func(dst, src *Health) { dst.SendProxy = src.SendProxy },
+		form: "true | false",
 	}
 }

@@ -12,9 +12,9 @@ import (
 // vipKeys are the keys of a [[vip]] table, in the order Format writes
 // them. [defaults] may set every one but the ownOnly ones.
 var vipKeys = []key[VIP]{
-	{name: "name", ownOnly: true, val: vipNameKey(), effect: EffectNow, note: "status and metrics use the new name",
+	{name: "name", ownOnly: true, val: vipNameKey(), def: "(required)", effect: EffectNow, note: "status and metrics use the new name",
 		doc: `Names the VIP in status, metrics, logs and the admin verbs; unique.`},
-	{name: "listen", ownOnly: true, val: vipListen(),
+	{name: "listen", ownOnly: true, val: vipListen(), def: "(required)",
 		reload: "another address is another VIP: the running one is removed (it drains) and this one starts",
 		doc:    `The address and port the VIP serves, ip:port ("[2001:db8::10]:5432" for IPv6); unique per protocol.`},
 	{name: "protocol", ownOnly: true, val: vipProtocol(),
@@ -33,7 +33,7 @@ var vipKeys = []key[VIP]{
 		effect: EffectNewFlows,
 		doc:    `Caps a backend's live flows at this percent of the mean (125 = 1.25 times) and spills a client over to the next backend; 0 = off.`},
 	{name: "maglev_table_size", scope: maglevOnly, val: intOf(func(v *VIP) *int { return &v.MaglevTableSize }, 65537, span[int64](1009, 1000003)),
-		check: checkPrimeTable, effect: EffectNewFlows, syntax: "a prime in 1009..1000003",
+		check: checkPrimeTable, effect: EffectNewFlows, rule: "a prime in 1009..1000003",
 		doc: `Slots of the Maglev lookup table; at least 100 times the backends.`},
 	{name: "least_time_default", scope: leastTime, val: durationOf(func(v *VIP) *time.Duration { return &v.LeastTimeDefault }, time.Millisecond, span(time.Microsecond, 10*time.Second)),
 		effect: EffectNewFlows,
@@ -42,7 +42,7 @@ var vipKeys = []key[VIP]{
 		effect: EffectNewFlows,
 		doc:    `Added to every RTT in the least_time score: a per-flow cost independent of distance, so that sub-millisecond RTT noise does not decide and a far backend still gets flows under load.`},
 	{name: "least_time_alpha", scope: leastTime, val: floatOf(func(v *VIP) *float64 { return &v.LeastTimeAlpha }, 0.3),
-		check: checkAlpha, effect: EffectNewFlows, note: "RTT estimates take new samples with it", syntax: "a number in (0, 1]",
+		check: checkAlpha, effect: EffectNewFlows, note: "RTT estimates take new samples with it", rule: "(0, 1]",
 		doc: `The weight of a new RTT sample in the moving average: higher reacts faster.`},
 	{name: "least_time_metric", scope: leastTime, val: enumOf(func(v *VIP) *l4.RTTMetric { return &v.LeastTimeMetric }, l4.MetricConnect, l4.RTTMetricNames()),
 		effect: EffectNewFlows, note: "probes restart to measure it; health states are kept",
@@ -96,9 +96,9 @@ var vipKeys = []key[VIP]{
 	{name: "sni_no_match", scope: withRoutes, val: enumOf(func(v *VIP) *l4.SNINoMatch { return &v.SNINoMatch }, l4.SNINoMatchDefault, l4.SNINoMatchNames()),
 		effect: EffectNewFlows,
 		doc:    `Where a connection goes that no route takes (a name no route lists, no name, not TLS): default, the VIP's own backends; close, reset with no backend dialed.`},
-	{name: "route", ownOnly: true, val: subTable("[[vip.route]] tables", func(v *VIP) string { return routesText(v.Routes) }, func(dst, src *VIP) { dst.Routes = src.Routes }),
+	{name: "route", ownOnly: true, val: subTable("[[vip.route]]", func(v *VIP) string { return routesText(v.Routes) }, func(dst, src *VIP) { dst.Routes = src.Routes }),
 		effect: EffectNewFlows, note: "connections already routed keep their route and backend",
-		doc: `SNI routes (tcp VIPs in proxy mode): see [[vip.route]].`},
+		doc: `The VIP's SNI routes (tcp VIPs in proxy mode).`},
 	{name: "affinity_timeout", scope: tcpProxy, val: durationOf(func(v *VIP) *time.Duration { return &v.AffinityTimeout }, 0, span(0, 24*time.Hour)),
 		effect: EffectNewFlows, note: "the affinity table starts empty: clients' pins are forgotten",
 		doc: `A client address's new connections go to the backend it used last, while that backend is eligible, for this long; 0 = off.`},
@@ -150,10 +150,10 @@ var vipKeys = []key[VIP]{
 		val:    intOf(func(v *VIP) *int { return &v.LogConnectionsRate }, 1000, span[int64](0, 1_000_000)),
 		effect: EffectNow, note: "every line from then on",
 		doc: `Connection lines a second for the VIP; lines over it are counted and summed up in one warning a second; 0 = no cap.`},
-	{name: "health", val: subTable[VIP]("[vip.health] table", nil, func(dst, src *VIP) { dst.Health = src.Health }),
-		doc: `The VIP's health check: see [vip.health].`},
-	{name: "backend", ownOnly: true, val: subTable[VIP]("[[vip.backend]] tables", nil, func(dst, src *VIP) { dst.Backends = src.Backends }),
-		doc: `The VIP's backends, at least one: see [[vip.backend]].`},
+	{name: "health", val: subTable[VIP]("[vip.health]", nil, func(dst, src *VIP) { dst.Health = src.Health }),
+		doc: `The VIP's health check.`},
+	{name: "backend", ownOnly: true, val: subTable[VIP]("[[vip.backend]]", nil, func(dst, src *VIP) { dst.Backends = src.Backends }),
+		doc: `The VIP's backends, at least one.`},
 }
 
 const noConnLog = "is not supported in mode xdp: the kernel forwards an xdp VIP's flows, so l4lb never sees them end"
@@ -241,7 +241,7 @@ func vipNameKey() keyValue[VIP] {
 			l.checkName(key, v.Name)
 		}
 	}
-	v.syntax = `"NAME": 1 to 64 of a-z A-Z 0-9 _ . -, not "." or ".."`
+	v.form, v.rule = `"NAME"`, nameRuleDoc
 	return v
 }
 
@@ -250,9 +250,9 @@ func vipListen() keyValue[VIP] {
 	return keyValue[VIP]{
 		resolve: func(l *layer, key string, own, _ rawTable, v *VIP) { v.Listen = l.addrPort(key, get[string](own, key)) },
 		text:    func(v *VIP) string { return v.Listen.String() },
-		toml:    func(v *VIP) (string, bool) { return quoteTOML(v.Listen.String()), true },
+		toml:    func(v *VIP) string { return quoteTOML(v.Listen.String()) },
 		copy:    func(dst, src *VIP) { dst.Listen = src.Listen },
-		syntax:  `"IP:PORT"`,
+		form:    `"IP:PORT"`,
 	}
 }
 
@@ -263,10 +263,10 @@ func vipProtocol() keyValue[VIP] {
 		resolve: func(l *layer, key string, own, _ rawTable, v *VIP) {
 			v.Protocol = parsed(l, key, get[string](own, key), opt[string]{}, l4.TCP, parseProtocol, names)
 		},
-		text:   func(v *VIP) string { return v.Protocol.String() },
-		toml:   func(v *VIP) (string, bool) { return quoteTOML(v.Protocol.String()), true },
-		copy:   func(dst, src *VIP) { dst.Protocol = src.Protocol },
-		syntax: `"tcp" | "udp"`,
+		text: func(v *VIP) string { return v.Protocol.String() },
+		toml: func(v *VIP) string { return quoteTOML(v.Protocol.String()) },
+		copy: func(dst, src *VIP) { dst.Protocol = src.Protocol },
+		form: `"tcp" | "udp"`,
 	}
 }
 

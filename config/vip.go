@@ -140,7 +140,10 @@ func (l *layer) checkName(key, s string) {
 // names as URL path segments (/vips/NAME/backends/NAME/drain), where "."
 // and ".." are not names but steps: HTTP clients and servers resolve them
 // away before the request is routed.
-const nameRule = `must be 1 to 64 of a-z A-Z 0-9 _ . - and not "." or ".." (names are path segments of the admin API)`
+const nameRule = "must be " + nameRuleDoc + " (names are path segments of the admin API)"
+
+// nameRuleDoc is the rule of names, for the reference.
+const nameRuleDoc = `1 to 64 of a-z A-Z 0-9 _ . - and not "." or ".."`
 
 // validName reports whether s is a valid VIP, backend or route name.
 func validName(s string) bool {
