@@ -310,6 +310,23 @@ func stringOf[S any](f func(*S) *string, def string, show func(string) string) k
 	}
 }
 
+// requiredName is the name of a VIP or a route: required, from the table
+// itself (never [defaults]), and following the name rule.
+func requiredName[S any](f func(*S) *string) keyValue[S] {
+	v := stringOf(f, "", func(s string) string { return s })
+	v.resolve = func(l *layer, key string, own, _ rawTable, s *S) {
+		*f(s) = l.str(key, get[string](own, key), opt[string]{}, "")
+		switch {
+		case !l.has(key):
+			l.problem(key, "is required")
+		case l.ok(key):
+			l.checkName(key, *f(s))
+		}
+	}
+	v.form, v.rule = `"NAME"`, nameRuleDoc
+	return v
+}
+
 // prefixesOf is an array of networks.
 func prefixesOf[S any](f func(*S) *[]netip.Prefix) keyValue[S] {
 	return keyValue[S]{

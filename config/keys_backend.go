@@ -39,7 +39,7 @@ var backendKeys = []key[Backend]{
 // routeKeys are the keys of a [[vip.route]] table. buildRoute fills
 // Algorithm with the VIP's before resolving.
 var routeKeys = []key[Route]{
-	{name: "name", val: routeName(), reload: routeReload, def: "(required)",
+	{name: "name", val: requiredName(func(r *Route) *string { return &r.Name }), reload: routeReload, def: "(required)",
 		doc: `Names the route in status, metrics and health; unique within the VIP.`},
 	{name: "names", val: routeNamesOf(), reload: routeReload, def: "(required)",
 		doc: `Server names, case-insensitive: exact ("api.example.com") or wildcards ("*.example.com": one label or more before it, not example.com itself). An exact name beats every wildcard, a longer wildcard a shorter one; a name is listed by one route of the VIP at most.`},
@@ -96,22 +96,6 @@ func backendSRV() keyValue[Backend] {
 		copy: func(dst, src *Backend) { dst.SRV = src.SRV },
 		form: `"_SERVICE._PROTO.DOMAIN"`,
 	}
-}
-
-// routeName is a route's required name.
-func routeName() keyValue[Route] {
-	v := stringOf(func(r *Route) *string { return &r.Name }, "", func(s string) string { return s })
-	v.resolve = func(l *layer, key string, own, _ rawTable, r *Route) {
-		r.Name = l.str(key, get[string](own, key), opt[string]{}, "")
-		switch {
-		case !l.has(key):
-			l.problem(key, "is required")
-		case l.ok(key):
-			l.checkName(key, r.Name)
-		}
-	}
-	v.form, v.rule = `"NAME"`, nameRuleDoc
-	return v
 }
 
 // routeNamesOf is a route's server names, each normalised (lower case, no

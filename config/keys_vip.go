@@ -12,7 +12,7 @@ import (
 // vipKeys are the keys of a [[vip]] table, in the order Format writes
 // them. [defaults] may set every one but the ownOnly ones.
 var vipKeys = []key[VIP]{
-	{name: "name", ownOnly: true, val: vipNameKey(), def: "(required)", effect: EffectNow, note: "status and metrics use the new name",
+	{name: "name", ownOnly: true, val: requiredName(func(v *VIP) *string { return &v.Name }), def: "(required)", effect: EffectNow, note: "status and metrics use the new name",
 		doc: `Names the VIP in status, metrics, logs and the admin verbs; unique.`},
 	{name: "listen", ownOnly: true, val: vipListen(), def: "(required)",
 		reload: "another address is another VIP: the running one is removed (it drains) and this one starts",
@@ -227,22 +227,6 @@ func checkAlpha(l *layer, v *VIP) {
 		l.problem("least_time_alpha", "%v is out of range (0, 1]", v.LeastTimeAlpha)
 		v.LeastTimeAlpha = 0.3
 	}
-}
-
-// vipNameKey is the required name; [defaults] cannot set it.
-func vipNameKey() keyValue[VIP] {
-	v := stringOf(func(v *VIP) *string { return &v.Name }, "", func(s string) string { return s })
-	v.resolve = func(l *layer, key string, own, _ rawTable, v *VIP) {
-		v.Name = l.str(key, get[string](own, key), opt[string]{}, "")
-		switch {
-		case !l.has(key):
-			l.problem(key, "is required")
-		case l.ok(key):
-			l.checkName(key, v.Name)
-		}
-	}
-	v.form, v.rule = `"NAME"`, nameRuleDoc
-	return v
 }
 
 // vipListen is the required ip:port; [defaults] cannot set it.
