@@ -38,6 +38,9 @@ var globalKeys = []key[Global]{
 	{name: "workers", val: intOf(func(g *Global) *int { return &g.Workers }, 0, span[int64](0, MaxWorkers)),
 		effect: EffectRestart,
 		doc:    `Event loops (threads) running proxied TCP connections; 0 = one per CPU the process may use.`},
+	// Off by default for now (docs/operations.md, "Privileges": once, on a
+	// loaded machine under the race detector, the drop took 14 s); on, a
+	// compromised daemon keeps only what a reload needs.
 	{name: "drop_capabilities", val: boolOf(func(g *Global) *bool { return &g.DropCapabilities }, false),
 		effect: EffectRestart,
 		doc:    "Once the VIPs listen and the XDP program is attached, drop every capability not needed afterwards (all threads and the bounding set; `l4lb status` lists what is kept)."},
