@@ -136,7 +136,9 @@ const (
 	aboutXDP = `The XDP fast path: required as soon as a VIP has mode = "xdp", and ` +
 		`optional to guard proxy VIPs (syn_rate_per_source, allow and deny in XDP). ` +
 		`Backends of an xdp VIP answer clients directly, so their ports equal the ` +
-		`VIP's; forward = "ipip" needs IP forwarding on the interface.`
+		`VIP's; forward = "ipip" needs IP forwarding on the interface. The keys ` +
+		`that need a restart are read when the XDP program loads (with the first ` +
+		`config that attaches it); until then a reload applies them.`
 
 	aboutBGP = `Announce the VIPs to routers for ECMP across l4lb hosts: every VIP ` +
 		`address is a host route while at least one VIP on it has an eligible backend. ` +
