@@ -46,8 +46,9 @@ func checkUnknown(p *problems, md *toml.MetaData, file rawTable) {
 // case, the schema does not), by Key.String().
 func unknownKeys(md *toml.MetaData) map[string]toml.Key {
 	bad := map[string]bool{}
+	known := schema{}
 	for _, k := range md.Undecoded() {
-		if !knownKey(k) {
+		if !known.has(k) {
 			bad[k.String()] = true
 		}
 	}
@@ -107,16 +108,30 @@ func vipName(path keyPath, vips []rawTable) string {
 	return ""
 }
 
-// knownKey reports whether a key table has k (a path without array
-// indexes), or k is under a key that holds a value (its problem is the
-// value's type).
-func knownKey(k toml.Key) bool {
+// schema holds the keys of each table of the file, by path (tableKeys),
+// as far as they were asked for.
+type schema map[string]map[string]bool
+
+// keys returns the keys of the table at path.
+func (s schema) keys(path string) map[string]bool {
+	keys, ok := s[path]
+	if !ok {
+		keys = tableKeys(path)
+		s[path] = keys
+	}
+	return keys
+}
+
+// has reports whether a key table has k (a path without array indexes),
+// or k is under a key that holds a value (its problem is the value's
+// type).
+func (s schema) has(k toml.Key) bool {
 	for n := 1; n < len(k); n++ {
-		if isTable, ok := tableKeys(strings.Join(k[:n-1], "."))[k[n-1]]; ok && !isTable {
+		if isTable, ok := s.keys(strings.Join(k[:n-1], "."))[k[n-1]]; ok && !isTable {
 			return true
 		}
 	}
-	_, ok := tableKeys(strings.Join(k[:len(k)-1], "."))[k[len(k)-1]]
+	_, ok := s.keys(strings.Join(k[:len(k)-1], "."))[k[len(k)-1]]
 	return ok
 }
 
