@@ -111,19 +111,14 @@ func routeNamesOf() keyValue[Route] {
 			if len(raw) == 0 {
 				l.problem(key, "must list at least one server name")
 			}
-			for i, e := range raw {
-				s, ok := e.(string)
-				if !ok {
-					l.problem(key, "[%d] must be a server name such as \"api.example.com\", not %s", i, tomlType(e))
-					continue
-				}
+			l.eachString(key, raw, `a server name such as "api.example.com"`, func(i int, s string) {
 				n := strings.TrimSuffix(strings.ToLower(s), ".")
 				if err := checkServerName(n); err != nil {
 					l.problem(key, "[%d] %q: %v", i, s, err)
-					continue
+				} else {
+					r.Names = append(r.Names, n)
 				}
-				r.Names = append(r.Names, n)
-			}
+			})
 		},
 		toml: func(r *Route) string { return stringList(r.Names) },
 		copy: func(dst, src *Route) { dst.Names = src.Names },

@@ -164,19 +164,14 @@ func resolversOf() keyValue[Global] {
 	return keyValue[Global]{
 		resolve: func(l *layer, key string, own, _ rawTable, g *Global) {
 			g.Resolvers = nil
-			for i, e := range value(l, key, get[[]any](own, key), opt[[]any]{}, nil, "an array of addresses") {
-				s, ok := e.(string)
-				if !ok {
-					l.problem(key, "[%d] must be an address such as \"198.18.0.53\" or \"198.18.0.53:53\", not %s", i, tomlType(e))
-					continue
-				}
-				ap, err := parseResolver(s)
-				if err != nil {
+			raw := value(l, key, get[[]any](own, key), opt[[]any]{}, nil, "an array of addresses")
+			l.eachString(key, raw, `an address such as "198.18.0.53" or "198.18.0.53:53"`, func(i int, s string) {
+				if ap, err := parseResolver(s); err != nil {
 					l.problem(key, "[%d] %v", i, err)
-					continue
+				} else {
+					g.Resolvers = append(g.Resolvers, ap)
 				}
-				g.Resolvers = append(g.Resolvers, ap)
-			}
+			})
 		},
 		text: func(g *Global) string { return addrList(g.Resolvers) },
 		toml: func(g *Global) string { return addrList(g.Resolvers) },
