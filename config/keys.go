@@ -47,7 +47,7 @@ type key[S any] struct {
 	doc, def, rule string
 }
 
-// value is how a key's value is read, shown and written.
+// keyValue is how a key's value is read, shown and written.
 type keyValue[S any] struct {
 	// resolve reads the key from its table (own) or the [defaults] one
 	// (def) into s, reporting problems to l; nil when another row of the
