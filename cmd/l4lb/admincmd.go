@@ -14,7 +14,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // socketFlags adds --socket and --config (where to find the socket).
@@ -44,7 +44,7 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 			return 1
 		}
 		req := admin.OverrideRequest{Reason: *reason, Operator: os.Getenv("SUDO_USER")}
-		var res reconcile.OverrideResult
+		var res plane.OverrideResult
 		body, err := admin.Client{Socket: path}.Do(context.Background(), "POST", admin.BackendPath(f.args[0], f.args[1], action), req, &res)
 		if err != nil {
 			fmt.Fprintf(stderr, "l4lb %s: %v\n", action, err)
@@ -62,7 +62,7 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 // overrideDone says what an override leaves a backend.
 var overrideDone = map[string]string{"drain": "drained", "disable": "disabled"}
 
-func printOverride(w io.Writer, res reconcile.OverrideResult) {
+func printOverride(w io.Writer, res plane.OverrideResult) {
 	if res.Unchanged {
 		if res.Override == "none" {
 			fmt.Fprintf(w, "vip %s: backend %s (%s) was not drained or disabled: nothing changed\n", res.VIP, res.Backend, res.Address)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/bgp"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -160,7 +161,7 @@ func (a *announcer) close() {
 }
 
 // status is the speaker's state for l4lb status; nil without [bgp].
-func (a *announcer) status() *reconcile.BGPStatus {
+func (a *announcer) status() *plane.BGPStatus {
 	if a == nil {
 		return nil
 	}
@@ -170,13 +171,13 @@ func (a *announcer) status() *reconcile.BGPStatus {
 	if sp == nil || conf == nil {
 		return nil
 	}
-	st := &reconcile.BGPStatus{ASN: conf.ASN, RouterID: conf.RouterID.String(), Withdrawn: withdrawn, Announced: []string{}}
+	st := &plane.BGPStatus{ASN: conf.ASN, RouterID: conf.RouterID.String(), Withdrawn: withdrawn, Announced: []string{}}
 	for _, p := range sp.Announced() {
 		st.Announced = append(st.Announced, p.String())
 	}
 	now := time.Now()
 	for _, p := range sp.PeerStates() {
-		ps := reconcile.BGPPeerStatus{Address: p.Address.String(), ASN: p.ASN, State: p.State, Up: p.Up, Since: p.Since, PrefixesSent: p.PrefixesSent}
+		ps := plane.BGPPeerStatus{Address: p.Address.String(), ASN: p.ASN, State: p.State, Up: p.Up, Since: p.Since, PrefixesSent: p.PrefixesSent}
 		if p.Up && !p.Since.IsZero() {
 			ps.UptimeSeconds = now.Sub(p.Since).Seconds()
 		}
@@ -186,7 +187,7 @@ func (a *announcer) status() *reconcile.BGPStatus {
 }
 
 // announcedAddr reports whether addr's host route is announced.
-func announcedAddr(st *reconcile.BGPStatus, addr netip.Addr) bool {
+func announcedAddr(st *plane.BGPStatus, addr netip.Addr) bool {
 	if st == nil {
 		return false
 	}

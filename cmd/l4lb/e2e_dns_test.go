@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const dnsVIPs = `
@@ -40,7 +40,7 @@ listen = "198.18.2.10:81"
 
 // nameIDs lists a VIP's backends that take part (not removed), by the
 // backend name their address leads to (be0 is 198.18.1.11).
-func nameIDs(st reconcile.Status, vip string) []string {
+func nameIDs(st plane.Status, vip string) []string {
 	var out []string
 	for _, v := range st.VIPs {
 		if v.Name != vip {
@@ -56,13 +56,13 @@ func nameIDs(st reconcile.Status, vip string) []string {
 	return out
 }
 
-func vipOf(st reconcile.Status, name string) reconcile.VIPStatus {
+func vipOf(st plane.Status, name string) plane.VIPStatus {
 	for _, v := range st.VIPs {
 		if v.Name == name {
 			return v
 		}
 	}
-	return reconcile.VIPStatus{}
+	return plane.VIPStatus{}
 }
 
 func TestDNSNamedBackends(t *testing.T) {
@@ -200,7 +200,7 @@ func backendFlows(t *testing.T, lb *lbProcess, vip, id string) uint64 {
 	return backendOf(t, lb, vip, id).Flows
 }
 
-func backendOf(t *testing.T, lb *lbProcess, vip, id string) reconcile.BackendStatus {
+func backendOf(t *testing.T, lb *lbProcess, vip, id string) plane.BackendStatus {
 	t.Helper()
 	for _, b := range vipOf(lbStatus(t, lb), vip).Backends {
 		if b.ID == id && !b.Removed {
@@ -208,5 +208,5 @@ func backendOf(t *testing.T, lb *lbProcess, vip, id string) reconcile.BackendSta
 		}
 	}
 	t.Fatalf("vip %s has no backend %s", vip, id)
-	return reconcile.BackendStatus{}
+	return plane.BackendStatus{}
 }

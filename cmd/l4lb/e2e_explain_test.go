@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // explainCmd runs `l4lb explain` and wants exit 0.
@@ -31,9 +31,9 @@ func explainCmd(t *testing.T, sock string, args ...string) string {
 }
 
 // explainJSON runs `l4lb explain --json` and decodes the answer.
-func explainJSON(t *testing.T, sock string, args ...string) reconcile.Explanation {
+func explainJSON(t *testing.T, sock string, args ...string) plane.Explanation {
 	t.Helper()
-	var e reconcile.Explanation
+	var e plane.Explanation
 	out := explainCmd(t, sock, append([]string{"--json"}, args...)...)
 	if err := json.Unmarshal([]byte(out), &e); err != nil {
 		t.Fatalf("explain --json: %v\n%s", err, out)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const guardVIPs = `
@@ -80,7 +80,7 @@ func dialFromIn(tp *testutil.Topology, src string, port int) (*clientConn, error
 	return cc, nil
 }
 
-func vipStatusOf(t *testing.T, st reconcile.Status, name string) reconcile.VIPStatus {
+func vipStatusOf(t *testing.T, st plane.Status, name string) plane.VIPStatus {
 	t.Helper()
 	for _, v := range st.VIPs {
 		if v.Name == name {
@@ -88,7 +88,7 @@ func vipStatusOf(t *testing.T, st reconcile.Status, name string) reconcile.VIPSt
 		}
 	}
 	t.Fatalf("no VIP %q in status", name)
-	return reconcile.VIPStatus{}
+	return plane.VIPStatus{}
 }
 
 // TestAccessAndClientLimitsThroughDaemon: allow/deny (the VIP's own lists

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const blackholeVIP = `
@@ -61,7 +61,7 @@ func TestBlackholedBackend(t *testing.T) {
 		namedEcho(t, tp, i, 7000)
 	}
 	lb := startLB(t, tp, blackholeVIP)
-	waitStatus(t, lb, 5*time.Second, "all backends up", func(st reconcile.Status) bool {
+	waitStatus(t, lb, 5*time.Second, "all backends up", func(st plane.Status) bool {
 		for _, b := range st.VIPs[0].Backends {
 			if b.Health != "up" {
 				return false
@@ -110,7 +110,7 @@ func TestBlackholedBackend(t *testing.T) {
 	mu.Lock()
 	blackholed = time.Now() // the route is in effect: later clients cannot reach be2
 	mu.Unlock()
-	waitStatus(t, lb, 10*time.Second, "be2 down", func(st reconcile.Status) bool {
+	waitStatus(t, lb, 10*time.Second, "be2 down", func(st plane.Status) bool {
 		return st.VIPs[0].Backends[2].Health == "down"
 	})
 	took := time.Since(start)
@@ -123,7 +123,7 @@ func TestBlackholedBackend(t *testing.T) {
 	}
 	// Every connection has ended and been logged, but those that reached
 	// be2 before its host went dark: they wait for be2's FIN.
-	waitStatus(t, lb, 10*time.Second, "every connection not stuck on be2 to end (and be logged)", func(st reconcile.Status) bool {
+	waitStatus(t, lb, 10*time.Second, "every connection not stuck on be2 to end (and be logged)", func(st plane.Status) bool {
 		return st.VIPs[0].Active == st.VIPs[0].Backends[2].LiveFlows
 	})
 	retried := checkRetries(t, lb.log.String(), 300*time.Millisecond)

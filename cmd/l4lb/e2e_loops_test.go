@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/proxy"
-	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
 // loopsVIP is one TCP VIP in front of backend 0 (and, reloaded, backend
@@ -276,7 +276,7 @@ func procStatusKiB(t *testing.T, pid int, field string) int64 {
 	return 0
 }
 
-func workerConns(st reconcile.Status) []int64 {
+func workerConns(st plane.Status) []int64 {
 	out := make([]int64, len(st.Workers))
 	for i, w := range st.Workers {
 		out[i] = w.Conns
@@ -355,7 +355,7 @@ func reloadOK(t *testing.T, lb *lbProcess) {
 		prev = r.Time
 	}
 	lb.signal(t, syscall.SIGHUP)
-	var r *reconcile.ReloadStatus
+	var r *plane.ReloadStatus
 	testutil.Eventually(t, 10*time.Second, "status to report the reload", func() bool {
 		r = lbStatus(t, lb).Process.LastReload
 		return r != nil && !r.Time.Equal(prev)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // mysqlVIP: 198.18.2.10:3306 (defer_accept off, the default) and :3307
@@ -102,7 +102,7 @@ func TestMysqlslapThroughVIP(t *testing.T) {
 }
 
 // vipBackend returns backend id of the VIP named vip.
-func vipBackend(st reconcile.Status, vip, id string) reconcile.BackendStatus {
+func vipBackend(st plane.Status, vip, id string) plane.BackendStatus {
 	for _, v := range st.VIPs {
 		for _, b := range v.Backends {
 			if v.Name == vip && b.ID == id {
@@ -110,7 +110,7 @@ func vipBackend(st reconcile.Status, vip, id string) reconcile.BackendStatus {
 			}
 		}
 	}
-	return reconcile.BackendStatus{}
+	return plane.BackendStatus{}
 }
 
 // TestMySQLServerSpeaksFirst: a MySQL client sends nothing until it has
@@ -170,7 +170,7 @@ func mysqlGreeting(tp *testutil.Topology, port int, d time.Duration) (time.Durat
 
 func waitVIPHealth(t *testing.T, lb *lbProcess, vip, id, health string) {
 	t.Helper()
-	waitStatus(t, lb, 5*time.Second, vip+"/"+id+" "+health, func(st reconcile.Status) bool {
+	waitStatus(t, lb, 5*time.Second, vip+"/"+id+" "+health, func(st plane.Status) bool {
 		return vipBackend(st, vip, id).Health == health
 	})
 }

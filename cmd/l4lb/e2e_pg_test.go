@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // pgVIP is a VIP on 198.18.2.10:5432 over two servers; the %s are its
@@ -109,18 +109,18 @@ func pgbenchInit(t *testing.T, p *testutil.Postgres) {
 	}
 }
 
-func backendByID(st reconcile.Status, id string) reconcile.BackendStatus {
+func backendByID(st plane.Status, id string) plane.BackendStatus {
 	for _, b := range st.VIPs[0].Backends {
 		if b.ID == id {
 			return b
 		}
 	}
-	return reconcile.BackendStatus{}
+	return plane.BackendStatus{}
 }
 
 func waitHealth(t *testing.T, lb *lbProcess, id, health string) {
 	t.Helper()
-	waitStatus(t, lb, 5*time.Second, id+" "+health, func(st reconcile.Status) bool {
+	waitStatus(t, lb, 5*time.Second, id+" "+health, func(st plane.Status) bool {
 		return backendByID(st, id).Health == health
 	})
 }
@@ -227,11 +227,11 @@ func TestPgbenchServerStopped(t *testing.T) {
 	pg[0].Stop(t)
 	stopped := time.Now()
 	waitB := startPgbenchVIP(t, tp, "-S", "-C", "-c", "4", "-T", "3", "-R", "100")
-	waitStatus(t, lb, 5*time.Second, "pg0 down", func(st reconcile.Status) bool {
+	waitStatus(t, lb, 5*time.Second, "pg0 down", func(st plane.Status) bool {
 		return backendByID(st, "pg0").Health == "down"
 	})
 	took := time.Since(stopped)
-	waitStatus(t, lb, 2*time.Second, "pg0's sessions ended", func(st reconcile.Status) bool {
+	waitStatus(t, lb, 2*time.Second, "pg0's sessions ended", func(st plane.Status) bool {
 		return backendByID(st, "pg0").LiveFlows == 0
 	})
 	a, b := waitA(), waitB()

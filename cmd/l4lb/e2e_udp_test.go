@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // udpNamedEcho answers every datagram with "beN:" and the datagram, from
@@ -64,13 +64,13 @@ session_timeout = "2s"
   address = "198.18.1.13:5300"
 `
 
-func lbStatus(t *testing.T, lb *lbProcess) reconcile.Status {
+func lbStatus(t *testing.T, lb *lbProcess) plane.Status {
 	t.Helper()
 	out, err := exec.Command(mustBin(t), "status", "--json", "--socket", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")).Output()
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var st reconcile.Status
+	var st plane.Status
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestUDPThousandClients(t *testing.T) {
 	if v := st.VIPs[0]; v.Accepted != clients || v.UDP.Replies < clients {
 		t.Fatalf("status: %d sessions made, %d replies; want %d", v.Accepted, v.UDP.Replies, clients)
 	}
-	waitStatus(t, lb, 8*time.Second, "sessions to expire", func(st reconcile.Status) bool {
+	waitStatus(t, lb, 8*time.Second, "sessions to expire", func(st plane.Status) bool {
 		v := st.VIPs[0]
 		live := int64(0)
 		for _, b := range v.Backends {
@@ -144,7 +144,7 @@ func TestUDPThousandClients(t *testing.T) {
 	})
 }
 
-func waitStatus(t *testing.T, lb *lbProcess, d time.Duration, what string, cond func(reconcile.Status) bool) {
+func waitStatus(t *testing.T, lb *lbProcess, d time.Duration, what string, cond func(plane.Status) bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond(lbStatus(t, lb)) {

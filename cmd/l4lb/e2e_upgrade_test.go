@@ -28,7 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // upLB is an l4lb that may be upgraded: it and every process it hands
@@ -166,13 +166,13 @@ func (p *upLB) waitLogN(t *testing.T, s string, n int) {
 func (p *upLB) waitLog(t *testing.T, s string) { t.Helper(); p.waitLogN(t, s, 1) }
 
 // status asks whichever l4lb serves the admin socket now.
-func (p *upLB) status(t *testing.T) reconcile.Status {
+func (p *upLB) status(t *testing.T) plane.Status {
 	t.Helper()
 	out, err := exec.Command(mustBin(t), "status", "--json", "--socket", p.sock).Output()
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var st reconcile.Status
+	var st plane.Status
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -942,7 +942,7 @@ func TestUpgradeKeepsBackendState(t *testing.T) {
 		namedEcho(t, tp, i, 7000)
 	}
 	lb := startUpgradable(t, tp.LB, vipThree)
-	backend := func(id string) reconcile.BackendStatus {
+	backend := func(id string) plane.BackendStatus {
 		t.Helper()
 		for _, b := range lb.status(t).VIPs[0].Backends {
 			if b.ID == id {
@@ -950,7 +950,7 @@ func TestUpgradeKeepsBackendState(t *testing.T) {
 			}
 		}
 		t.Fatalf("no backend %s", id)
-		return reconcile.BackendStatus{}
+		return plane.BackendStatus{}
 	}
 	testutil.Eventually(t, 10*time.Second, "a connect to be2 to take it down", func() bool {
 		if c, err := dialVIP(tp, 80); err == nil {

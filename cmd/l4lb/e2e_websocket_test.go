@@ -20,7 +20,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/internal/testutil/wsecho"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const (
@@ -419,7 +419,7 @@ func (h *wsHold) latencies(from, to time.Time) []time.Duration {
 }
 
 // wsVIPStatus returns the ws VIP's status.
-func wsVIPStatus(t *testing.T, st reconcile.Status) reconcile.VIPStatus {
+func wsVIPStatus(t *testing.T, st plane.Status) plane.VIPStatus {
 	t.Helper()
 	for _, v := range st.VIPs {
 		if v.Name == "ws" {
@@ -427,11 +427,11 @@ func wsVIPStatus(t *testing.T, st reconcile.Status) reconcile.VIPStatus {
 		}
 	}
 	t.Fatalf("no VIP ws in status: %+v", st.VIPs)
-	return reconcile.VIPStatus{}
+	return plane.VIPStatus{}
 }
 
 // liveByBackend returns the ws VIP's LIVE per backend from status.
-func liveByBackend(t *testing.T, st reconcile.Status) map[string]int64 {
+func liveByBackend(t *testing.T, st plane.Status) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for _, b := range wsVIPStatus(t, st).Backends {

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // xdpNet is a DSR network with backends serving the VIPs on port 80 (TCP
@@ -117,7 +117,7 @@ func echo(t *testing.T, c net.Conn, r *bufio.Reader, msg []byte) {
 	}
 }
 
-func xdpStatus(t *testing.T, lb *lbProcess, vip string) (reconcile.Status, reconcile.VIPStatus) {
+func xdpStatus(t *testing.T, lb *lbProcess, vip string) (plane.Status, plane.VIPStatus) {
 	t.Helper()
 	st := lbStatus(t, lb)
 	for _, v := range st.VIPs {
@@ -126,7 +126,7 @@ func xdpStatus(t *testing.T, lb *lbProcess, vip string) (reconcile.Status, recon
 		}
 	}
 	t.Fatalf("no VIP %q in status", vip)
-	return st, reconcile.VIPStatus{}
+	return st, plane.VIPStatus{}
 }
 
 // TestXDPDirectServerReturn: TCP flows spread over the backends per

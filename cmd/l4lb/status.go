@@ -17,7 +17,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const defaultAdminSocket = "/run/l4lb/admin.sock"
@@ -61,7 +61,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(body)
 		return 0
 	}
-	var st reconcile.Status
+	var st plane.Status
 	if err := json.Unmarshal(body, &st); err != nil {
 		fmt.Fprintln(stderr, "l4lb status: bad answer:", err)
 		return 1
@@ -130,7 +130,7 @@ type statusView struct {
 	allCaps bool // every capability, not their count
 }
 
-func printStatus(w io.Writer, st reconcile.Status, view statusView) {
+func printStatus(w io.Writer, st plane.Status, view statusView) {
 	printProcess(w, st, view)
 	pipeCap := "none"
 	if st.Pipes.Max > 0 {
@@ -178,15 +178,15 @@ func printStatus(w io.Writer, st reconcile.Status, view statusView) {
 		}
 		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d%s\n",
 			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend, draining)
-		if t := v.TCP; t != nil && *t != (reconcile.TCPStatus{}) {
-			printLines(w, reconcile.CounterLines("  ", reconcile.Counters(t), false))
+		if t := v.TCP; t != nil && *t != (plane.TCPStatus{}) {
+			printLines(w, plane.CounterLines("  ", plane.Counters(t), false))
 		}
 		if v.Denied+v.ClientLimited > 0 {
 			fmt.Fprintf(w, "  refused: denied %d  client-limited %d\n", v.Denied, v.ClientLimited)
 		}
-		printLines(w, reconcile.CounterLines("  ", reconcile.Counters(v.XDP), false))
-		printLines(w, reconcile.CounterLines("  ", reconcile.Counters(v.XDPGuard), true))
-		printLines(w, reconcile.CounterLines("  ", reconcile.Counters(v.UDP), false))
+		printLines(w, plane.CounterLines("  ", plane.Counters(v.XDP), false))
+		printLines(w, plane.CounterLines("  ", plane.Counters(v.XDPGuard), true))
+		printLines(w, plane.CounterLines("  ", plane.Counters(v.UDP), false))
 		if rb := v.Rebalance; rb != nil {
 			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
 		}
@@ -208,7 +208,7 @@ func printStatus(w io.Writer, st reconcile.Status, view statusView) {
 
 // liveString is a backend's live flows, "n/cap" when it has a cap
 // (max_conns, max_sessions).
-func liveString(b reconcile.BackendStatus) string {
+func liveString(b plane.BackendStatus) string {
 	if b.MaxFlows > 0 {
 		return fmt.Sprintf("%d/%d", b.LiveFlows, b.MaxFlows)
 	}
@@ -216,7 +216,7 @@ func liveString(b reconcile.BackendStatus) string {
 }
 
 // backendTable writes a backend table, each line indented by indent.
-func backendTable(w io.Writer, indent string, udp bool, bs []reconcile.BackendStatus) {
+func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	noReply := ""
 	if udp {
@@ -245,7 +245,7 @@ func backendTable(w io.Writer, indent string, udp bool, bs []reconcile.BackendSt
 		}
 		fmt.Fprintf(tw, indent+"%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
 			b.ID, b.Address, b.Weight, health, liveString(b), b.Flows, fails,
-			reconcile.SizeString(b.BytesIn), reconcile.SizeString(b.BytesOut), rttString(b.RTT), last)
+			plane.SizeString(b.BytesIn), plane.SizeString(b.BytesOut), rttString(b.RTT), last)
 	}
 	tw.Flush()
 }
@@ -272,7 +272,7 @@ func counterList(c map[string]uint64) string {
 }
 
 // printProcess prints the build, uptime and last reload.
-func printProcess(w io.Writer, st reconcile.Status, view statusView) {
+func printProcess(w io.Writer, st plane.Status, view statusView) {
 	p := st.Process
 	fmt.Fprintf(w, "l4lb %s (commit %s, %s), pid %d, up %s, config %s\n", p.Version, shortCommit(p.Commit), p.GoVersion,
 		p.PID, (time.Duration(p.UptimeSeconds) * time.Second).String(), st.Config)
@@ -299,7 +299,7 @@ const listedCaps = 8
 
 // capSummary is the capabilities line: the few the daemon keeps after
 // drop_capabilities by name, a full set as a count.
-func capSummary(c *reconcile.CapabilityStatus, all bool) string {
+func capSummary(c *plane.CapabilityStatus, all bool) string {
 	switch {
 	case c.Dropped:
 		return capList(c.Effective) + " (drop_capabilities: the rest dropped, bounding set too)"
@@ -351,7 +351,7 @@ func rttString(d time.Duration) string {
 
 // nameSummary is one named backend's line: its last good answer, how old,
 // and the error while lookups fail.
-func nameSummary(n reconcile.NameStatus) string {
+func nameSummary(n plane.NameStatus) string {
 	s := n.Lookup + ": "
 	if len(n.Addresses) == 0 {
 		s += "NOT RESOLVED (no backends from it)"
@@ -369,7 +369,7 @@ func secondsString(s float64) string {
 }
 
 // printBGP shows the speaker: each session and the announced routes.
-func printBGP(w io.Writer, b *reconcile.BGPStatus) {
+func printBGP(w io.Writer, b *plane.BGPStatus) {
 	if b == nil {
 		return
 	}
