@@ -1169,7 +1169,7 @@ func TestUpgradeNewDiesMidHandover(t *testing.T) {
 	}
 	ss := startStreamServers(t, tp, 2)
 	tp.LB.MustExec(t, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 16384")
-	lb := startUpgradable(t, tp.LB, vipStreams, "L4LB_TEST_UPGRADE_EXIT_AT="+opConns)
+	lb := startUpgradable(t, tp.LB, vipStreams, "L4LB_TEST_UPGRADE_EXIT_AT=conns") // internal/upgrade's opConns
 	sc := startStreamClients(t, tp, 81, conns)
 	dl := startDialLoop(t, tp, 80, 2)
 	time.Sleep(500 * time.Millisecond)

@@ -1,7 +1,7 @@
 // drop_capabilities: what the daemon keeps once its VIPs listen and its
 // XDP program is attached, and the drop itself.
 
-package main
+package daemon
 
 import (
 	"go.uber.org/zap"

@@ -1,5 +1,5 @@
-// The run-time verbs: `l4lb drain|enable|disable VIP BACKEND` and
-// `l4lb reload`, each a call to the running l4lb's admin API.
+// The run-time verbs: `l4lb drain|enable|disable VIP BACKEND`, `l4lb
+// reload` and `l4lb upgrade`, each a call to the running l4lb's admin API.
 
 package main
 
@@ -10,10 +10,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
-	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
+	"github.com/l4lb/l4lb/internal/report"
+	"github.com/l4lb/l4lb/internal/upgrade"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -54,30 +56,8 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 			stdout.Write(body)
 			return 0
 		}
-		printOverride(stdout, res)
+		report.Override(stdout, res)
 		return 0
-	}
-}
-
-// overrideDone says what an override leaves a backend.
-var overrideDone = map[string]string{"drain": "drained", "disable": "disabled"}
-
-func printOverride(w io.Writer, res reconcile.OverrideResult) {
-	if res.Unchanged {
-		if res.Override == "none" {
-			fmt.Fprintf(w, "vip %s: backend %s (%s) was not drained or disabled: nothing changed\n", res.VIP, res.Backend, res.Address)
-		} else {
-			fmt.Fprintf(w, "vip %s: backend %s (%s) was already %s (by %s): nothing changed\n", res.VIP, res.Backend, res.Address, overrideDone[res.Override], res.By)
-		}
-		return
-	}
-	switch res.Override {
-	case "drain":
-		fmt.Fprintf(w, "vip %s: backend %s (%s) drained: no new flows; %d established continue\n", res.VIP, res.Backend, res.Address, res.LiveFlows)
-	case "disable":
-		fmt.Fprintf(w, "vip %s: backend %s (%s) disabled: no new flows; %d established reset\n", res.VIP, res.Backend, res.Address, res.Reset)
-	default:
-		fmt.Fprintf(w, "vip %s: backend %s (%s) enabled (was %s): health and the file decide again\n", res.VIP, res.Backend, res.Address, res.Previous)
 	}
 }
 
@@ -99,7 +79,7 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 	}
 	var res admin.ReloadResult
 	body, err := admin.Client{Socket: path, Timeout: time.Minute}.Do(context.Background(), "POST", "/reload", nil, &res)
-	return verdict("reload", body, err, func() bool { return res.OK }, func() { printReload(stdout, stderr, res) }, *asJSON, stdout, stderr)
+	return verdict("reload", body, err, func() bool { return res.OK }, func() { report.Reload(stdout, stderr, res) }, *asJSON, stdout, stderr)
 }
 
 // verdict ends a command whose answer says whether it worked (reload,
@@ -122,19 +102,32 @@ func verdict(cmd string, body []byte, err error, ok func() bool, show func(), as
 	return 0
 }
 
-func printReload(stdout, stderr io.Writer, res admin.ReloadResult) {
-	if !res.OK {
-		fmt.Fprintf(stderr, "reload refused: %s\n", res.Error)
-		for _, p := range res.Problems {
-			fmt.Fprintln(stderr, "  "+p)
+// cmdUpgrade asks the running l4lb to upgrade to a new binary.
+func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
+	f := newFlags("upgrade", stdout, stderr)
+	socket := socketFlags(f)
+	binary := f.String("binary", "", "the new l4lb binary (default: the path the running one was started from)")
+	timeout := f.Duration("timeout", upgrade.StartTimeout, "how long the new process may take to start, until it is ready")
+	asJSON := f.Bool("json", false, "print the API's JSON answer")
+	if code, ok := f.parse(args); !ok {
+		return code
+	}
+	if !f.noArgs() {
+		return 2
+	}
+	path, err := socket()
+	if err != nil {
+		fmt.Fprintln(stderr, "l4lb upgrade:", err)
+		return 1
+	}
+	req := admin.UpgradeRequest{Timeout: timeout.String()}
+	if *binary != "" {
+		if req.Binary, err = filepath.Abs(*binary); err != nil {
+			fmt.Fprintln(stderr, "l4lb upgrade:", err)
+			return 1
 		}
-		return
 	}
-	fmt.Fprintf(stdout, "reload applied: %s\n", config.Plural(res.VIPs, "VIP"))
-	for _, w := range res.Warnings {
-		fmt.Fprintln(stdout, "warning:", w)
-	}
-	for _, k := range res.RestartOnly {
-		fmt.Fprintf(stdout, "%s changed: takes effect only after a restart\n", k)
-	}
+	var res admin.UpgradeResult
+	body, err := admin.Client{Socket: path, Timeout: *timeout + 2*time.Minute}.Do(context.Background(), "POST", "/upgrade", req, &res)
+	return verdict("upgrade", body, err, func() bool { return res.OK }, func() { report.Upgrade(stdout, stderr, res) }, *asJSON, stdout, stderr)
 }
