@@ -4,11 +4,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,25 +15,6 @@ import (
 	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/internal/testutil"
 )
-
-// l4lbCmd runs the l4lb binary with args and returns its output and
-// exit code.
-func l4lbCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(mustBin(t), args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(os.Environ(), "SUDO_USER=") // the override's "by" is the socket peer's user alone
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
-}
 
 // dialBackend dials until a connection lands on backend want.
 func dialBackend(t *testing.T, tp *testutil.Topology, port int, want string) *clientConn {
@@ -54,11 +32,9 @@ func dialBackend(t *testing.T, tp *testutil.Topology, port int, want string) *cl
 
 func TestDrainEnableDisable(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	verb := func(args ...string) string {
 		t.Helper()
 		out, errOut, code := l4lbCmd(t, append(args[:1:1], append([]string{"--socket", sock}, args[1:]...)...)...)
@@ -83,7 +59,7 @@ func TestDrainEnableDisable(t *testing.T) {
 	if err := held.echo("still here"); err != nil {
 		t.Fatalf("the established connection to a drained backend: %v", err)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	b := st.VIPs[0].Backends[0]
 	if b.ID != "be0" || b.Override != "drain" || b.OverrideBy != "root: kernel upgrade" || time.Since(b.OverrideSince) > time.Minute {
 		t.Fatalf("status of the drained backend: %+v", b)
@@ -112,7 +88,7 @@ func TestDrainEnableDisable(t *testing.T) {
 
 	// Disable (by IP alone): the established connection is reset. First
 	// wait for the connections the count above closed to end.
-	testutil.Eventually(t, 5*time.Second, "be0's closed connections to end", func() bool { return lbStatus(t, lb).VIPs[0].Backends[0].LiveFlows == 1 })
+	testutil.Eventually(t, 5*time.Second, "be0's closed connections to end", func() bool { return lb.status(t).VIPs[0].Backends[0].LiveFlows == 1 })
 	if out := verb("disable", "a", "198.18.1.11"); !strings.Contains(out, "disabled") || !strings.Contains(out, "1 established reset") {
 		t.Fatalf("disable said:\n%s", out)
 	}
@@ -126,7 +102,7 @@ func TestDrainEnableDisable(t *testing.T) {
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), `address = "198.18.1.11:7000"`, "address = \"198.18.1.11:7000\"\n  weight = 50", 1))
 	verb("reload")
 	lb.waitLog(t, "backend override cleared")
-	if b := lbStatus(t, lb).VIPs[0].Backends[0]; b.Override != "" {
+	if b := lb.status(t).VIPs[0].Backends[0]; b.Override != "" {
 		t.Fatalf("override after a reload that changed the backend: %+v", b)
 	}
 
@@ -162,11 +138,9 @@ func TestDrainEnableDisable(t *testing.T) {
 // daemon.
 func TestAdminAPIEveryEndpoint(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	c := admin.Client{Socket: filepath.Join(filepath.Dir(lb.cfg), "admin.sock")}
+	c := admin.Client{Socket: lb.sock}
 	ctx := context.Background()
 	var list []struct{ Method, Path string }
 	if _, err := c.Do(ctx, "GET", "/", nil, &list); err != nil || len(list) < 8 {
@@ -193,7 +167,7 @@ func TestAdminAPIEveryEndpoint(t *testing.T) {
 func TestXDPDrainAndDisable(t *testing.T) {
 	n := newXDPNet(t, 3)
 	lb := startLBIn(t, n.LB.NS, n.config("", "", 0, 1, 2))
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	c, r, victim := n.askTCPConn(t, n.vip4)
 	echo(t, c, r, []byte("before"))
 	if out, errOut, code := l4lbCmd(t, "drain", "--socket", sock, "web4", victim); code != 0 || !strings.Contains(out, "drained") {
@@ -223,11 +197,9 @@ func TestXDPDrainAndDisable(t *testing.T) {
 // file still reports the change as waiting for a restart.
 func TestRestartOnlySettingStaysPending(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), "drain_timeout = \"3s\"", "drain_timeout = \"3s\"\npipe_size = 65536", 1))
 	out, errOut, code := l4lbCmd(t, "reload", "--socket", sock)
 	if code != 0 || !strings.Contains(out, "global.pipe_size changed: takes effect only after a restart") {

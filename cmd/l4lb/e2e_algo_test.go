@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,7 +93,7 @@ func dialVIPFrom(tp *testutil.Topology, src netip.Addr, port int) (*clientConn, 
 // liveFlows reads the live flows per backend of VIP name from status.
 func liveFlows(t *testing.T, lb *lbProcess, name string) map[string]int64 {
 	t.Helper()
-	for _, v := range lbStatus(t, lb).VIPs {
+	for _, v := range lb.status(t).VIPs {
 		if v.Name == name && !v.Draining {
 			out := map[string]int64{}
 			for _, b := range v.Backends {
@@ -121,9 +120,7 @@ func holdConn(t *testing.T, tp *testutil.Topology, port int, held map[string]int
 
 func TestAlgorithmsThroughDaemon(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	clients := clientAddrs(t, tp, 16)
 	lb := startLB(t, tp, algoConfig())
 
@@ -311,9 +308,7 @@ algorithm = "least_conn"
 // empty backend, not to whichever backend ties first on a zeroed count.
 func TestLiveCountsSurviveReload(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, leastConnTwo)
 	held := map[string]int{}
 	for range 4 {
@@ -322,7 +317,7 @@ func TestLiveCountsSurviveReload(t *testing.T) {
 	if held["be0"] != 2 || held["be1"] != 2 {
 		t.Fatalf("least_conn spread 4 connections as %v", held)
 	}
-	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	admin := lb.sock
 	lb.writeConfig(t, strings.ReplaceAll(leastConnTwo, "@ADMIN@", admin)+
 		"  [[vip.backend]]\n  name = \"be2\"\n  address = \"198.18.1.13:7000\"\n")
 	lb.signal(t, syscall.SIGHUP)
@@ -330,7 +325,7 @@ func TestLiveCountsSurviveReload(t *testing.T) {
 	if live := liveFlows(t, lb, "lc"); live["be0"] != 2 || live["be1"] != 2 || live["be2"] != 0 {
 		t.Fatalf("live flows after the reload: %v, want be0 2, be1 2, be2 0", live)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if st.VIPs[0].Active != 4 {
 		t.Fatalf("VIP active after the reload: %d, want 4", st.VIPs[0].Active)
 	}

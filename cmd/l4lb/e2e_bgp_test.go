@@ -128,15 +128,6 @@ func dialFrom(e *testutil.ECMP, vip netip.Addr, srcPort int) (*net.TCPConn, stri
 
 func host(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, 32) }
 
-func exited(p *lbProcess) bool {
-	select {
-	case <-p.exited:
-		return true
-	default:
-		return false
-	}
-}
-
 // TestBGPAnnounceLifecycle: a balancer announces its VIP while a backend
 // is up, withdraws it when every backend is down and announces it again
 // when they return; a reload that removes the VIP withdraws it; SIGTERM
@@ -158,11 +149,11 @@ func TestBGPAnnounceLifecycle(t *testing.T) {
 		c.Close()
 		t.Logf("served by %s", name)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if st.BGP == nil || len(st.BGP.Peers) != 1 || !st.BGP.Peers[0].Up || st.BGP.Peers[0].PrefixesSent != 1 || len(st.BGP.Announced) != 1 {
 		t.Fatalf("status bgp: %+v", st.BGP)
 	}
-	text, err := exec.Command(mustBin(t), "status", "--socket", adminSock(lb)).Output()
+	text, err := exec.Command(mustBin(t), "status", "--socket", lb.sock).Output()
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
@@ -183,7 +174,7 @@ func TestBGPAnnounceLifecycle(t *testing.T) {
 	t.Logf("announced again %v after the backends came back", d)
 
 	// A reload replaces the VIP with another on a new address.
-	lb.writeConfig(t, strings.ReplaceAll(bgpConfig(e, 0, bgpVIP2, "4s"), "@ADMIN@", adminSock(lb)))
+	lb.writeConfig(t, strings.ReplaceAll(bgpConfig(e, 0, bgpVIP2, "4s"), "@ADMIN@", lb.sock))
 	lb.signal(t, syscall.SIGHUP)
 	rtr.WaitNextHops(t, host(bgpVIP), 10*time.Second)
 	rtr.WaitNextHops(t, host(bgpVIP2), 10*time.Second, lbA)
@@ -200,11 +191,11 @@ func TestBGPAnnounceLifecycle(t *testing.T) {
 	defer c.Close()
 	lb.signal(t, syscall.SIGTERM)
 	d = rtr.WaitNextHops(t, host(bgpVIP2), 5*time.Second)
-	if exited(lb) {
+	if lb.hasExited() {
 		t.Fatalf("l4lb exited before its route was withdrawn")
 	}
 	t.Logf("withdrawn %v after SIGTERM, process still draining", d)
-	if st := lbStatus(t, lb); len(st.VIPs) != 1 || st.VIPs[0].Active != 1 || st.BGP == nil || !st.BGP.Withdrawn || len(st.BGP.Announced) != 0 {
+	if st := lb.status(t); len(st.VIPs) != 1 || st.VIPs[0].Active != 1 || st.BGP == nil || !st.BGP.Withdrawn || len(st.BGP.Announced) != 0 {
 		t.Fatalf("after the withdraw, want the connection still held and nothing announced: active %+v, bgp %+v", st.VIPs, st.BGP)
 	}
 	log := lb.log.String()
@@ -216,11 +207,6 @@ func TestBGPAnnounceLifecycle(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("l4lb did not exit after shutdown_grace and drain_timeout")
 	}
-}
-
-// adminSock is the admin socket path startBinaryIn put in the config.
-func adminSock(p *lbProcess) string {
-	return strings.TrimSuffix(p.cfg, "l4lb.toml") + "admin.sock"
 }
 
 // TestBGPECMPTwoBalancers: two balancers announce the same VIP; the
@@ -251,7 +237,7 @@ func TestBGPECMPTwoBalancers(t *testing.T) {
 	}
 	var per [2]uint64
 	for i, lb := range lbs {
-		per[i] = lbStatus(t, lb).VIPs[0].Accepted
+		per[i] = lb.status(t).VIPs[0].Accepted
 	}
 	t.Logf("flows per balancer: %v", per)
 	if per[0] == 0 || per[1] == 0 || per[0]+per[1] != flows {
@@ -271,7 +257,7 @@ func TestBGPECMPTwoBalancers(t *testing.T) {
 			t.Errorf("flow from port %d: backend %s after the failover, %s before", port, name, want)
 		}
 	}
-	if got := lbStatus(t, lbs[1]).VIPs[0].Accepted; got != per[1]+flows {
+	if got := lbs[1].status(t).VIPs[0].Accepted; got != per[1]+flows {
 		t.Errorf("balancer 1 accepted %d, want %d", got, per[1]+flows)
 	}
 

@@ -72,7 +72,7 @@ listen = "198.18.2.10:82"
 func TestCheckDiffAgainstRunningDaemon(t *testing.T) {
 	tp := testutil.NewTopology(t, 0)
 	lb := startLB(t, tp, diffRunning)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	next := filepath.Join(t.TempDir(), "next.toml")
 	if err := os.WriteFile(next, []byte(strings.ReplaceAll(diffNext, "@ADMIN@", sock)), 0o644); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func exitCode(err error) int {
 func TestCheckAndDiffWarnAlike(t *testing.T) {
 	tp := testutil.NewTopology(t, 0)
 	lb := startLB(t, tp, diffRunning)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	next := filepath.Join(t.TempDir(), "next.toml")
 	src := strings.Replace(strings.ReplaceAll(diffRunning, "@ADMIN@", sock), "drain_timeout", "pipe_size = 2097152\ndrain_timeout", 1)
 	src = strings.Replace(src, `name = "b"`, "name = \"b\"\nidle_timeout = \"30s\"\nkeepalive = \"1m\"", 1)

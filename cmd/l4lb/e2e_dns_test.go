@@ -67,9 +67,7 @@ func vipOf(st reconcile.Status, name string) reconcile.VIPStatus {
 
 func TestDNSNamedBackends(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	dns := testutil.StartDNSServer(t, tp.LB, "198.18.1.1:53")
 	be := func(i int) netip.Addr { return tp.BackendIP(i) }
 	dns.SetHost("pg.db.test", 1, be(0), be(1))
@@ -85,7 +83,7 @@ func TestDNSNamedBackends(t *testing.T) {
 	}
 
 	lb := startLB(t, tp, dnsVIPs)
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if got := nameIDs(st, "a"); !slices.Equal(got, []string{"be0", "be1"}) {
 		t.Fatalf("vip a at start: %v", got)
 	}
@@ -107,7 +105,7 @@ func TestDNSNamedBackends(t *testing.T) {
 	// Added: new flows reach the third address.
 	dns.SetHost("pg.db.test", 1, be(0), be(1), be(2))
 	testutil.Eventually(t, 10*time.Second, "be2 joins vip a", func() bool {
-		return slices.Equal(nameIDs(lbStatus(t, lb), "a"), []string{"be0", "be1", "be2"})
+		return slices.Equal(nameIDs(lb.status(t), "a"), []string{"be0", "be1", "be2"})
 	})
 	// The kept addresses are the same backends: counts and the
 	// established flow carry over.
@@ -125,7 +123,7 @@ func TestDNSNamedBackends(t *testing.T) {
 	// be1 keeps its counts (the same backend, not a new one).
 	dns.SetHost("pg.db.test", 1, be(1), be(2))
 	testutil.Eventually(t, 10*time.Second, "be0 leaves vip a", func() bool {
-		return slices.Equal(nameIDs(lbStatus(t, lb), "a"), []string{"be1", "be2"})
+		return slices.Equal(nameIDs(lb.status(t), "a"), []string{"be1", "be2"})
 	})
 	if seen := backendsSeen(t, tp, 80, 30); seen["be0"] != 0 {
 		t.Fatalf("new flows reached the removed address: %v", seen)
@@ -140,14 +138,14 @@ func TestDNSNamedBackends(t *testing.T) {
 	// Changed: be1's record becomes be0's.
 	dns.SetHost("pg.db.test", 1, be(0), be(2))
 	testutil.Eventually(t, 10*time.Second, "vip a follows the changed record", func() bool {
-		return slices.Equal(nameIDs(lbStatus(t, lb), "a"), []string{"be0", "be2"})
+		return slices.Equal(nameIDs(lb.status(t), "a"), []string{"be0", "be2"})
 	})
 	if seen := backendsSeen(t, tp, 80, 30); seen["be1"] != 0 || seen["be0"] == 0 {
 		t.Fatalf("after the change: %v", seen)
 	}
 
 	// A name that never resolved: vip b has no backend and says why.
-	b := vipOf(lbStatus(t, lb), "b")
+	b := vipOf(lb.status(t), "b")
 	if len(b.Backends) != 0 || len(b.Names) != 1 || len(b.Names[0].Addresses) != 0 || b.Names[0].Error == "" {
 		t.Fatalf("vip b, never resolved: backends %+v, names %+v", b.Backends, b.Names)
 	}
@@ -159,9 +157,9 @@ func TestDNSNamedBackends(t *testing.T) {
 	// The server stops answering: the last good answer stays in use;
 	// status shows the error and the answer's age.
 	dns.SetSilent(true)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	testutil.Eventually(t, 20*time.Second, "status shows the failing lookups", func() bool {
-		n := vipOf(lbStatus(t, lb), "a").Names
+		n := vipOf(lb.status(t), "a").Names
 		return len(n) == 1 && n[0].Error != "" && n[0].AnswerAge > 3
 	})
 	text, err := exec.Command(mustBin(t), "status", "--socket", sock).CombinedOutput()
@@ -188,7 +186,7 @@ func TestDNSNamedBackends(t *testing.T) {
 	// server was silent times out after it answers again: vip a's name
 	// clears at its next lookup, not with vip b's.
 	testutil.Eventually(t, 20*time.Second, "vip a's name resolves again", func() bool {
-		return vipOf(lbStatus(t, lb), "a").Names[0].Error == ""
+		return vipOf(lb.status(t), "a").Names[0].Error == ""
 	})
 	if err := established.echo("at the end"); err != nil {
 		t.Fatalf("established flow: %v", err)
@@ -202,7 +200,7 @@ func backendFlows(t *testing.T, lb *lbProcess, vip, id string) uint64 {
 
 func backendOf(t *testing.T, lb *lbProcess, vip, id string) reconcile.BackendStatus {
 	t.Helper()
-	for _, b := range vipOf(lbStatus(t, lb), vip).Backends {
+	for _, b := range vipOf(lb.status(t), vip).Backends {
 		if b.ID == id && !b.Removed {
 			return b
 		}

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,11 +62,9 @@ algorithm = "maglev"
 
 func TestExplainProxyVIP(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipMaglev)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	client := tp.ClientIP.String()
 
 	out := explainCmd(t, sock, "a", client)
@@ -166,7 +163,7 @@ func dialFromPort(t *testing.T, n *xdpNet, port uint16, vip netip.AddrPort) (net
 func TestXDPExplain(t *testing.T) {
 	n := newXDPNet(t, 3)
 	lb := startLBIn(t, n.LB.NS, n.config("", "", 0, 1, 2))
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	client := n.Client.Addr4
 
 	// 5tuple, the xdp default: without a port the answer depends on it.

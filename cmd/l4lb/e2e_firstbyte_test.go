@@ -77,7 +77,7 @@ func TestFirstByteTimeoutDaemon(t *testing.T) {
 	if n := accepted.Load(); n != 1 {
 		t.Fatalf("backend accepted %d connections, want 1 (the speaking client's)", n)
 	}
-	if st := lbStatus(t, lb); st.VIPs[0].TCP == nil || st.VIPs[0].TCP.FirstByteTimeouts != 1 {
+	if st := lb.status(t); st.VIPs[0].TCP == nil || st.VIPs[0].TCP.FirstByteTimeouts != 1 {
 		t.Fatalf("status: %+v", st.VIPs[0].TCP)
 	}
 	if out, _, _ := l4lbCmd(t, "status", "--socket", lb.cfg[:strings.LastIndex(lb.cfg, "/")]+"/admin.sock"); !strings.Contains(out, "first-byte-timeouts 1") {
@@ -85,7 +85,7 @@ func TestFirstByteTimeoutDaemon(t *testing.T) {
 	}
 
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), `first_byte_timeout = "400ms"`, `first_byte_timeout = "0s"`, 1))
-	reloadOK(t, lb)
+	lb.reloadOK(t)
 	dial() // silent, and reaches the backend now
 	testutil.Eventually(t, 5*time.Second, "a silent client reaches the backend once off", func() bool { return accepted.Load() == 2 })
 }

@@ -174,9 +174,7 @@ func connFlood(ns *testutil.Netns, vip netip.AddrPort) int64 {
 // it answers with syncookies once the listener's SYN queue is full.
 func TestFloodKeepsLegitimateClients(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	// The connection flood's 2000 addresses on the client's link; the
 	// balancer routes them, and the spoofed range, back through it. The
 	// client does not forward, so SYN-ACKs to spoofed sources die there,
@@ -303,7 +301,7 @@ func TestFloodKeepsLegitimateClients(t *testing.T) {
 // backendsUp counts the VIP's backends whose health is up.
 func backendsUp(t *testing.T, lb *lbProcess) int {
 	n := 0
-	for _, v := range lbStatus(t, lb).VIPs {
+	for _, v := range lb.status(t).VIPs {
 		for _, b := range v.Backends {
 			if b.Health == "up" {
 				n++

@@ -186,7 +186,7 @@ func TestAccessAndClientLimitsThroughDaemon(t *testing.T) {
 		t.Fatalf("another client's session: %v", err)
 	}
 
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if v := vipStatusOf(t, st, "acl"); v.Denied != 2 {
 		t.Errorf("acl: denied %d, want 2", v.Denied)
 	}

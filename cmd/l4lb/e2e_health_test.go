@@ -57,11 +57,9 @@ log_connections_rate = 0
 // wait for it is only bounded.
 func TestBlackholedBackend(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, blackholeVIP)
-	waitStatus(t, lb, 5*time.Second, "all backends up", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "all backends up", func(st reconcile.Status) bool {
 		for _, b := range st.VIPs[0].Backends {
 			if b.Health != "up" {
 				return false
@@ -110,7 +108,7 @@ func TestBlackholedBackend(t *testing.T) {
 	mu.Lock()
 	blackholed = time.Now() // the route is in effect: later clients cannot reach be2
 	mu.Unlock()
-	waitStatus(t, lb, 10*time.Second, "be2 down", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "be2 down", func(st reconcile.Status) bool {
 		return st.VIPs[0].Backends[2].Health == "down"
 	})
 	took := time.Since(start)
@@ -123,11 +121,11 @@ func TestBlackholedBackend(t *testing.T) {
 	}
 	// Every connection has ended and been logged, but those that reached
 	// be2 before its host went dark: they wait for be2's FIN.
-	waitStatus(t, lb, 10*time.Second, "every connection not stuck on be2 to end (and be logged)", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "every connection not stuck on be2 to end (and be logged)", func(st reconcile.Status) bool {
 		return st.VIPs[0].Active == st.VIPs[0].Backends[2].LiveFlows
 	})
 	retried := checkRetries(t, lb.log.String(), 300*time.Millisecond)
-	if fails := lbStatus(t, lb).VIPs[0].Backends[2].ConnectFails; fails != uint64(retried) {
+	if fails := lb.status(t).VIPs[0].Backends[2].ConnectFails; fails != uint64(retried) {
 		t.Errorf("be2 counts %d failed connects, the connection log %d retried connections", fails, retried)
 	}
 	// The median client is not held up: a connect waiting for its

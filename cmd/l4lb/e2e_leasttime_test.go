@@ -43,7 +43,7 @@ func TestLeastTimeFollowsLatency(t *testing.T) {
 		namedEcho(t, tp, i, 7000)
 	}
 	lb := startLB(t, tp, leastTimeVIP)
-	waitStatus(t, lb, 5*time.Second, "every backend up with an RTT sample", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "every backend up with an RTT sample", func(st reconcile.Status) bool {
 		for _, b := range st.VIPs[0].Backends {
 			if b.Health != "up" || b.RTT == 0 {
 				return false
@@ -77,7 +77,7 @@ func TestLeastTimeFollowsLatency(t *testing.T) {
 	if held["be0"] == 32 || held["be0"] <= held["be1"] || held["be0"] <= held["be2"] {
 		t.Errorf("32 long-lived connections: %v, want be0 the most, and not all", held)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	for _, b := range st.VIPs[0].Backends {
 		t.Logf("%s rtt %v live %d", b.ID, b.RTT, b.LiveFlows)
 	}

@@ -96,7 +96,7 @@ func TestMysqlslapThroughVIP(t *testing.T) {
 	if rows[0]+rows[1] != queries || rows[0] < queries/5 || rows[1] < queries/5 {
 		t.Fatalf("rows per server %v, want %d in all, spread over both\nmysqlslap:\n%s", rows, queries, out)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	t.Logf("mysqlslap: %d INSERTs, 0 errors, rows per server %v, connections per server [%d %d]",
 		queries, rows, vipBackend(st, "my", "my0").Flows, vipBackend(st, "my", "my1").Flows)
 }
@@ -170,7 +170,7 @@ func mysqlGreeting(tp *testutil.Topology, port int, d time.Duration) (time.Durat
 
 func waitVIPHealth(t *testing.T, lb *lbProcess, vip, id, health string) {
 	t.Helper()
-	waitStatus(t, lb, 5*time.Second, vip+"/"+id+" "+health, func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, vip+"/"+id+" "+health, func(st reconcile.Status) bool {
 		return vipBackend(st, vip, id).Health == health
 	})
 }

@@ -120,7 +120,7 @@ func backendByID(st reconcile.Status, id string) reconcile.BackendStatus {
 
 func waitHealth(t *testing.T, lb *lbProcess, id, health string) {
 	t.Helper()
-	waitStatus(t, lb, 5*time.Second, id+" "+health, func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, id+" "+health, func(st reconcile.Status) bool {
 		return backendByID(st, id).Health == health
 	})
 }
@@ -139,9 +139,9 @@ func TestPgbenchThroughVIP(t *testing.T) {
 	// A bounded count per client (-t), not a duration: every one of the
 	// 4 x 10 transactions must be processed.
 	for _, script := range [][]string{{"-S"}, {"-b", "tpcb-like"}} {
-		before := lbStatus(t, lb)
+		before := lb.status(t)
 		r := pgbenchVIP(t, tp, append(script, "-C", "-c", "4", "-t", "10")...)
-		after := lbStatus(t, lb)
+		after := lb.status(t)
 		if r.failed != 0 || r.aborted != 0 || r.processed != 40 {
 			t.Fatalf("pgbench %v: %d processed, %d failed, %d clients aborted:\n%s", script, r.processed, r.failed, r.aborted, r.out)
 		}
@@ -227,11 +227,11 @@ func TestPgbenchServerStopped(t *testing.T) {
 	pg[0].Stop(t)
 	stopped := time.Now()
 	waitB := startPgbenchVIP(t, tp, "-S", "-C", "-c", "4", "-T", "3", "-R", "100")
-	waitStatus(t, lb, 5*time.Second, "pg0 down", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "pg0 down", func(st reconcile.Status) bool {
 		return backendByID(st, "pg0").Health == "down"
 	})
 	took := time.Since(stopped)
-	waitStatus(t, lb, 2*time.Second, "pg0's sessions ended", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 2*time.Second, "pg0's sessions ended", func(st reconcile.Status) bool {
 		return backendByID(st, "pg0").LiveFlows == 0
 	})
 	a, b := waitA(), waitB()
@@ -244,7 +244,7 @@ func TestPgbenchServerStopped(t *testing.T) {
 		t.Errorf("run B (after the stop): %d aborted, %d failed, %d processed; want none lost:\n%s",
 			b.aborted, b.failed, b.processed, b.out)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	retried := backendByID(st, "pg0").ConnectFails
 	if retried == 0 {
 		t.Errorf("no connect to the stopped pg0 was refused: the retry path did not run")
@@ -279,12 +279,12 @@ func TestPgbenchPrimaryRole(t *testing.T) {
 
 	writes := func(want int64, on *testutil.Postgres, id string) {
 		t.Helper()
-		before := lbStatus(t, lb)
+		before := lb.status(t)
 		r := pgbenchVIP(t, tp, "-b", "tpcb-like", "-C", "-c", "4", "-t", "10")
 		if r.failed != 0 || r.aborted != 0 || r.processed != 40 {
 			t.Fatalf("pgbench writes: %d processed, %d failed, %d aborted:\n%s", r.processed, r.failed, r.aborted, r.out)
 		}
-		after := lbStatus(t, lb)
+		after := lb.status(t)
 		for _, b := range after.VIPs[0].Backends {
 			if d := b.Flows - backendByID(before, b.ID).Flows; b.ID != id && d != 0 {
 				t.Fatalf("%d connections reached %s, not the primary %s", d, b.ID, id)

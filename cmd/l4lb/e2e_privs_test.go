@@ -75,12 +75,10 @@ func dropCaps(cfg string) string {
 // is refused at the next reload; drop_capabilities = false keeps all.
 func TestDropCapabilitiesProxy(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, dropCaps(vipA))
 	lb.waitLog(t, "capabilities dropped") // just after "l4lb running"
-	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	admin := lb.sock
 	want := wantCaps(t, proxyCaps...)
 	checkThreadCaps(t, lb.cmd.Process.Pid, want)
 	if seen := backendsSeen(t, tp, 80, 4); seen["be0"]+seen["be1"] != 4 {
@@ -95,7 +93,7 @@ func TestDropCapabilitiesProxy(t *testing.T) {
 	}
 	checkThreadCaps(t, lb.cmd.Process.Pid, want)
 
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if c := st.Process.Capabilities; c == nil || !c.Dropped || !slices.Equal(c.Effective, want) || !slices.Equal(c.Bounding, want) {
 		t.Fatalf("status capabilities %+v, want %v", st.Process.Capabilities, want)
 	}
@@ -115,16 +113,14 @@ func TestDropCapabilitiesProxy(t *testing.T) {
 
 func TestKeepCapabilities(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, strings.Replace(vipA, "[global]\n", "[global]\ndrop_capabilities = false\n", 1))
 	own, err := privs.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkThreadCaps(t, lb.cmd.Process.Pid, own.Permitted)
-	if c := lbStatus(t, lb).Process.Capabilities; c == nil || c.Dropped {
+	if c := lb.status(t).Process.Capabilities; c == nil || c.Dropped {
 		t.Fatalf("status capabilities %+v", c)
 	}
 }
@@ -145,7 +141,7 @@ func TestDropCapabilitiesXDP(t *testing.T) {
 	if seen["be3"] != 0 || seen["be1"]+seen["be2"] != 10 {
 		t.Fatalf("before the reload: %v", seen)
 	}
-	cfg := strings.ReplaceAll(dropCaps(n.config("", "", 2)), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock"))
+	cfg := strings.ReplaceAll(dropCaps(n.config("", "", 2)), "@ADMIN@", lb.sock)
 	lb.writeConfig(t, cfg)
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
@@ -158,7 +154,7 @@ func TestDropCapabilitiesXDP(t *testing.T) {
 		t.Fatalf("udp after the reload: %s", name)
 	}
 	// Explain reads the inner Maglev map by its ID (cap_sys_admin).
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	if e := explainJSON(t, sock, "web4", "198.18.250.1:40000"); e.Backend == nil || e.Backend.ID != "be3" {
 		t.Fatalf("explain after the drop: %s %v", e.Because, e.Notes)
 	}
@@ -221,7 +217,7 @@ func TestHardenedUnitXDP(t *testing.T) {
 	if name := n.AskTCP(t, n.vip4); name != "be1" {
 		t.Fatalf("answered by %q", name)
 	}
-	lb.writeConfig(t, strings.ReplaceAll(dropCaps(n.config("", "", 1)), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")))
+	lb.writeConfig(t, strings.ReplaceAll(dropCaps(n.config("", "", 1)), "@ADMIN@", lb.sock))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
 	for range 5 {
@@ -249,7 +245,7 @@ func TestDropCapabilitiesLoadXDPAfter(t *testing.T) {
 	lb := startLBIn(t, n.LB.NS, cfg("proxy", 8080))
 	lb.waitLog(t, "capabilities dropped")
 	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, xdpCaps...))
-	lb.writeConfig(t, strings.ReplaceAll(cfg("xdp", 80), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")))
+	lb.writeConfig(t, strings.ReplaceAll(cfg("xdp", 80), "@ADMIN@", lb.sock))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
 	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -130,11 +129,9 @@ func (h *longClients) spread() map[string]int {
 func TestRebalanceCommand(t *testing.T) {
 	const conns, rate = 300, 50
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipRebalance)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	clients := holdLongClients(t, tp, conns)
 	if s := clients.spread(); s["be0"] != conns/2 || s["be1"] != conns/2 {
 		t.Fatalf("before: %v", s)
@@ -156,7 +153,7 @@ func TestRebalanceCommand(t *testing.T) {
 		t.Fatalf("rebalance --wait: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("l4lb rebalance --wait took %v:\n%s", took, out)
-	st := lbStatus(t, lb).VIPs[0].Rebalance
+	st := lb.status(t).VIPs[0].Rebalance
 	// least_conn sends every closed client to be2: the plan is what closes.
 	if st == nil || st.State != "done" || st.Closed != 90 || st.Planned != 90 {
 		t.Fatalf("status: %+v", st)
@@ -172,7 +169,7 @@ func TestRebalanceCommand(t *testing.T) {
 		}
 		return n == conns
 	})
-	for _, b := range lbStatus(t, lb).VIPs[0].Backends {
+	for _, b := range lb.status(t).VIPs[0].Backends {
 		if math.Abs(float64(b.LiveFlows)-conns/3) > conns/3/10 {
 			t.Fatalf("backend %s holds %d of %d, not within 10%% of a third (clients see %v)", b.ID, b.LiveFlows, conns, clients.spread())
 		}

@@ -74,7 +74,7 @@ func TestRedisBenchmarkSourceHash(t *testing.T) {
 	if err != nil || regexp.MustCompile(`(?i)\berror`).Match(out) {
 		t.Fatalf("redis-benchmark: %v:\n%s", err, out)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	flows := [2]uint64{backendByID(st, "r0").Flows, backendByID(st, "r1").Flows}
 	hit := 0
 	if flows[1] > flows[0] {

@@ -185,7 +185,7 @@ func TestSlowPeerBoundedMemory(t *testing.T) {
 			}
 			// The guard of evstall.go finds no lost wake-up: its cause (a
 			// short splice under a signal taken for a full socket) is gone.
-			if tcp := lbStatus(t, lb).VIPs[0].TCP; tcp == nil || tcp.LostWakeups != 0 {
+			if tcp := lb.status(t).VIPs[0].TCP; tcp == nil || tcp.LostWakeups != 0 {
 				t.Errorf("lost wake-ups counted by the stall guard: %+v", tcp)
 			}
 		})

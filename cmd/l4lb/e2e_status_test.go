@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,11 +15,9 @@ import (
 
 func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	status := func(args ...string) string {
 		t.Helper()
 		out, errOut, code := l4lbCmd(t, append([]string{"status", "--socket", sock}, args...)...)
@@ -30,7 +27,7 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 		return out
 	}
 
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if st.Process.PID != lb.cmd.Process.Pid || st.Process.GoVersion == "" || st.Process.Started.IsZero() || st.Process.LastReload != nil {
 		t.Fatalf("process status %+v", st.Process)
 	}
@@ -78,7 +75,7 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	lb.writeConfig(t, "[[vip]]\nname = 1\n")
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload refused")
-	st = lbStatus(t, lb)
+	st = lb.status(t)
 	if r := st.Process.LastReload; r == nil || r.OK || !strings.Contains(r.Error, "name: must be a string") {
 		t.Fatalf("last reload after a bad file: %+v", r)
 	}
@@ -90,7 +87,7 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	lb.writeConfig(t, strings.Replace(good, `drain_timeout = "3s"`, "drain_timeout = \"3s\"\nbusy_poll = \"50us\"", 1))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
-	if st := lbStatus(t, lb); st.BusyPoll != 50*time.Microsecond {
+	if st := lb.status(t); st.BusyPoll != 50*time.Microsecond {
 		t.Fatalf("busy_poll after the reload: %v, want 50µs", st.BusyPoll)
 	}
 	if out := status(); !strings.Contains(out, "(busy polling 50µs)") {

@@ -2,12 +2,9 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -64,19 +61,6 @@ session_timeout = "2s"
   address = "198.18.1.13:5300"
 `
 
-func lbStatus(t *testing.T, lb *lbProcess) reconcile.Status {
-	t.Helper()
-	out, err := exec.Command(mustBin(t), "status", "--json", "--socket", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")).Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
-	var st reconcile.Status
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // TestUDPThousandClients: 1000 client sockets exchange datagrams through the
 // VIP; each gets its own replies, from the VIP address (the sockets are
 // connected to it, so the kernel drops anything else), sessions spread over
@@ -130,11 +114,11 @@ func TestUDPThousandClients(t *testing.T) {
 			t.Fatalf("sessions per backend %v, want about %d each", perBackend, clients/3)
 		}
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if v := st.VIPs[0]; v.Accepted != clients || v.UDP.Replies < clients {
 		t.Fatalf("status: %d sessions made, %d replies; want %d", v.Accepted, v.UDP.Replies, clients)
 	}
-	waitStatus(t, lb, 8*time.Second, "sessions to expire", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 8*time.Second, "sessions to expire", func(st reconcile.Status) bool {
 		v := st.VIPs[0]
 		live := int64(0)
 		for _, b := range v.Backends {
@@ -142,17 +126,6 @@ func TestUDPThousandClients(t *testing.T) {
 		}
 		return v.Active == 0 && live == 0
 	})
-}
-
-func waitStatus(t *testing.T, lb *lbProcess, d time.Duration, what string, cond func(reconcile.Status) bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond(lbStatus(t, lb)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %+v", what, lbStatus(t, lb))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // udpExchange sends msg and returns the name of the backend that echoed it,
@@ -245,7 +218,7 @@ func TestUDPIPv6(t *testing.T) {
 	if perBackend["be0"] == 0 || perBackend["be1"] == 0 {
 		t.Fatalf("sessions per backend: %v", perBackend)
 	}
-	v := lbStatus(t, lb).VIPs[0]
+	v := lb.status(t).VIPs[0]
 	if v.Accepted != clients || v.UDP.Datagrams < clients*rounds || v.UDP.Replies < clients*rounds {
 		t.Fatalf("status: %d sessions, %d datagrams, %d replies; want %d sessions and at least %d of each",
 			v.Accepted, v.UDP.Datagrams, v.UDP.Replies, clients, clients*rounds)

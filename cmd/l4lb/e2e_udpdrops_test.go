@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,16 +92,6 @@ func lowestFreeFD(t *testing.T, pid int) int {
 	return fd
 }
 
-// lbStatusText is `l4lb status` as an operator reads it.
-func lbStatusText(t *testing.T, lb *lbProcess) string {
-	t.Helper()
-	out, err := exec.Command(mustBin(t), "status", "--socket", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("status: %v\n%s", err, out)
-	}
-	return string(out)
-}
-
 const udpDropsVIP = `
 [global]
 admin_socket = "@ADMIN@"
@@ -145,7 +133,7 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 
 	// The kernel's drops on the VIP socket.
 	const blast = 3000
-	before := lbStatus(t, lb).VIPs[0].UDP
+	before := lb.status(t).VIPs[0].UDP
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +145,7 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	var u *reconcile.UDPStatus
-	waitStatus(t, lb, 10*time.Second, "the blast forwarded or counted as dropped", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "the blast forwarded or counted as dropped", func(st reconcile.Status) bool {
 		u = st.VIPs[0].UDP
 		return u.Datagrams-before.Datagrams+u.Dropped-before.Dropped+u.QueueDropped == blast
 	})
@@ -168,7 +156,7 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 
 	// Sockets that cannot be opened (EMFILE).
 	second := udpClients(t, tp, 53, 8)
-	created := lbStatus(t, lb).VIPs[0].Accepted
+	created := lb.status(t).VIPs[0].Accepted
 	var old unix.Rlimit
 	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
 		t.Fatal(err)
@@ -182,11 +170,11 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &old, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, lb, 5*time.Second, "each new client's datagram to make a session or count as a socket error", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "each new client's datagram to make a session or count as a socket error", func(st reconcile.Status) bool {
 		v := st.VIPs[0]
 		return v.UDP.SocketErrors+v.Accepted-created == 8
 	})
-	v := lbStatus(t, lb).VIPs[0]
+	v := lb.status(t).VIPs[0]
 	if v.UDP.SocketErrors == 0 || v.UDP.SocketErrors > uint64(count(got, false)) {
 		t.Fatalf("socket_errors %d with %d of 8 new clients unanswered under the descriptor limit", v.UDP.SocketErrors, count(got, false))
 	}
@@ -197,11 +185,11 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	third := udpClients(t, tp, 53, 15)
 	answered(third, "hello", 300*time.Millisecond)
 	refused := uint64(live + 15 - 20)
-	waitStatus(t, lb, 5*time.Second, "clients past max_sessions counted", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "clients past max_sessions counted", func(st reconcile.Status) bool {
 		return st.VIPs[0].UDP.SessionsRefused == refused
 	})
 
-	text := lbStatusText(t, lb)
+	text := lb.statusText(t)
 	want := fmt.Sprintf("dropped: queue-full %d  reply-queue-full 0  socket-errors %d  no-session-slot %d", queueDropped, socketErrors, refused)
 	if !strings.Contains(text, want) {
 		t.Errorf("status text lacks %q:\n%s", want, text)
@@ -270,17 +258,17 @@ func TestUDPSilentBackendVisible(t *testing.T) {
 	}
 	lb.waitLog(t, "answered none of a session's datagrams")
 	var silent reconcile.BackendStatus
-	waitStatus(t, lb, 10*time.Second, "the silent backend down by its passive mark", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "the silent backend down by its passive mark", func(st reconcile.Status) bool {
 		silent = st.VIPs[0].Backends[1]
 		return silent.Health == "down"
 	})
-	if bs := lbStatus(t, lb).VIPs[0].Backends; silent.ID != "silent" || silent.Unanswered == 0 || bs[0].Unanswered != 0 {
+	if bs := lb.status(t).VIPs[0].Backends; silent.ID != "silent" || silent.Unanswered == 0 || bs[0].Unanswered != 0 {
 		t.Fatalf("backends %+v: want unanswered sessions on silent only", bs)
 	}
 	if got := answered(udpClients(t, tp, 53, 10), "q", time.Second); count(got, false) != 0 {
 		t.Fatalf("answers %v with the silent backend down: want all", got)
 	}
-	text := lbStatusText(t, lb)
+	text := lb.statusText(t)
 	if !strings.Contains(text, "NO REPLY") {
 		t.Errorf("status text has no NO REPLY column:\n%s", text)
 	}

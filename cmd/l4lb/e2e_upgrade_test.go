@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,163 +30,15 @@ import (
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
-// upLB is an l4lb that may be upgraded: it and every process it hands
-// over to log into one file (a pipe would keep the first one's Wait
-// waiting for the last one), and the test kills them all at the end.
-type upLB struct {
-	cfg, sock, logPath string
-	cmd                *exec.Cmd
-	exited             chan struct{}
-	mu                 sync.Mutex
-	pids               []int // every l4lb of this test, for the cleanup
-}
-
-func startUpgradable(t *testing.T, ns *testutil.Netns, config string, env ...string) *upLB {
-	t.Helper()
-	return startUpgradableBin(t, ns, mustBin(t), config, env...)
-}
-
-// startUpgradableBin is startUpgradable with a given l4lb binary.
-func startUpgradableBin(t *testing.T, ns *testutil.Netns, bin, config string, env ...string) *upLB {
-	t.Helper()
-	dir := t.TempDir()
-	p := &upLB{cfg: filepath.Join(dir, "l4lb.toml"), sock: filepath.Join(dir, "admin.sock"), logPath: filepath.Join(dir, "l4lb.log"), exited: make(chan struct{})}
-	p.writeConfig(t, config)
-	logf, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = ns.Command(bin, "run", "--config", p.cfg)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	err = p.cmd.Start()
-	logf.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.track(p.cmd.Process.Pid)
-	go func() { p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		log := p.log(t)
-		if strings.Contains(log, "WARNING: DATA RACE") {
-			t.Errorf("the race detector found a data race in l4lb")
-		}
-		if strings.Contains(log, "live-flow count underflow") {
-			t.Errorf("a live-flow count was released twice (the handover's accounting)")
-		}
-		if t.Failed() {
-			t.Logf("l4lb log:\n%s", log)
-		}
-		p.killAll(t)
-	})
-	p.waitLog(t, "l4lb running")
-	return p
-}
-
-func (p *upLB) writeConfig(t *testing.T, config string) {
-	t.Helper()
-	if err := os.WriteFile(p.cfg, []byte(strings.ReplaceAll(config, "@ADMIN@", p.sock)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (p *upLB) track(pid int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.pids = append(p.pids, pid)
-}
-
-// killAll kills, by PID, every l4lb of this test still running.
-func (p *upLB) killAll(t *testing.T) {
-	p.mu.Lock()
-	pids := append([]int(nil), p.pids...)
-	p.mu.Unlock()
-	for _, pid := range pids {
-		if !pidGone(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	for _, pid := range pids {
-		deadline := time.Now().Add(5 * time.Second)
-		for !pidGone(pid) {
-			if time.Now().After(deadline) {
-				t.Errorf("l4lb pid %d did not exit after SIGKILL", pid)
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
-
-// pidGone reports whether process pid has exited (or is a zombie).
-func pidGone(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	// pid (comm) state ...: the state follows the last ')'.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
-}
-
-// waitGone waits up to d for pid to exit and returns how long it took.
-func waitGone(t *testing.T, pid int, d time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !pidGone(pid) {
-		if time.Since(start) > d {
-			t.Fatalf("pid %d still running after %v", pid, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
-func (p *upLB) log(t *testing.T) string {
-	data, err := os.ReadFile(p.logPath)
-	if err != nil {
-		t.Errorf("reading the l4lb log: %v", err)
-	}
-	return string(data)
-}
-
-func (p *upLB) waitLogN(t *testing.T, s string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(p.log(t), s) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("l4lb never logged %q (%d times)", s, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func (p *upLB) waitLog(t *testing.T, s string) { t.Helper(); p.waitLogN(t, s, 1) }
-
-// status asks whichever l4lb serves the admin socket now.
-func (p *upLB) status(t *testing.T) reconcile.Status {
-	t.Helper()
-	out, err := exec.Command(mustBin(t), "status", "--json", "--socket", p.sock).Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
-	var st reconcile.Status
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // upgrade runs `l4lb upgrade` against the admin socket.
-func (p *upLB) upgrade(t *testing.T, args ...string) (stdout, stderr string, code int) {
+func (p *lbProcess) upgrade(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	return l4lbCmd(t, append([]string{"upgrade", "--socket", p.sock}, args...)...)
 }
 
 // upgradeOK upgrades and returns the new process's PID (tracked for the
 // cleanup).
-func (p *upLB) upgradeOK(t *testing.T, args ...string) (int, string) {
+func (p *lbProcess) upgradeOK(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	out, errOut, code := p.upgrade(t, args...)
 	pid := upgradedPID(out)
@@ -290,9 +141,7 @@ func (d *dialLoop) end(t *testing.T) {
 // the admin socket answers from the new process, the old ones exit.
 func TestUpgradeKeepsAccepting(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startUpgradable(t, tp.LB, vipA)
 	oldPID := lb.cmd.Process.Pid
 	dl := startDialLoop(t, tp, 80, 4)
@@ -343,9 +192,7 @@ func TestUpgradeKeepsAccepting(t *testing.T) {
 // serving, and `l4lb upgrade` says why and exits 1.
 func TestUpgradeFailureKeepsOld(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startUpgradable(t, tp.LB, vipA)
 	oldPID := lb.cmd.Process.Pid
 	held := mustDialVIP(t, tp, 80)
@@ -458,7 +305,7 @@ func TestUpgradeXDPKeepsForwarding(t *testing.T) {
 		t.Fatalf("%d of %d new xdp flows failed during the upgrade", fails.Load(), asks.Load())
 	}
 	t.Logf("%d new xdp flows during the upgrade, none failed", asks.Load())
-	if strings.Contains(lb.log(t), "xdp program detached") {
+	if strings.Contains(lb.log.String(), "xdp program detached") {
 		t.Fatal("the old l4lb detached the program")
 	}
 
@@ -710,18 +557,14 @@ func finishStreams(t *testing.T, sc *streamClients, ss *streamServers) (total in
 	return total
 }
 
-const vipStreams = vipA + `
-[[vip]]
-name = "streams"
-listen = "198.18.2.10:81"
-protocol = "tcp"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7100"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7100"
-`
+// streamsConf is vipA and VIP streams on port 81, whose backends are the
+// first n of be0 and be1 on port 7100.
+func streamsConf(n int) string {
+	return newConf(`drain_timeout = "3s"`).vip("a", ":80", `protocol = "tcp"`).backends(2, 7000).
+		vip("streams", ":81", `protocol = "tcp"`).backends(n, 7100).String()
+}
+
+var vipStreams = streamsConf(2)
 
 // TestUpgradeMovesEstablished: under load (clients connecting without
 // pause), 200 established connections with data in flight both ways move
@@ -730,9 +573,7 @@ protocol = "tcp"
 func TestUpgradeMovesEstablished(t *testing.T) {
 	const conns = 200
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	ss := startStreamServers(t, tp, 2)
 	// Small send buffers in the balancer's namespace: what a paused reader
 	// does not take waits in l4lb's pipes, which the handover must flush.
@@ -796,23 +637,7 @@ func TestUpgradeMovesEstablished(t *testing.T) {
 	})
 }
 
-const udpUpgradeVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "dns"
-listen = "198.18.2.10:53"
-protocol = "udp"
-algorithm = "round_robin"
-session_timeout = "30s"
-  [[vip.backend]]
-  address = "198.18.1.11:5300"
-  [[vip.backend]]
-  address = "198.18.1.12:5300"
-  [[vip.backend]]
-  address = "198.18.1.13:5300"
-`
+var udpUpgradeVIP = newConf().vip("dns", ":53", `protocol = "udp"`, `algorithm = "round_robin"`, `session_timeout = "30s"`).addrs(5300, 0, 1, 2).String()
 
 // TestUpgradeMovesUDPSessions: UDP flows that keep sending through an
 // upgrade keep their backends (round robin would give a new session
@@ -911,28 +736,7 @@ func TestUpgradeMovesUDPSessions(t *testing.T) {
 	}
 }
 
-const vipThree = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-protocol = "tcp"
-  [vip.health]
-  type = "tcp"
-  interval = "10s"
-  max_fails = 1
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-`
+var vipThree = newConf().vip("a", ":80", `protocol = "tcp"`).health(`type = "tcp"`, `interval = "10s"`, `max_fails = 1`).backends(3, 7000).String()
 
 // TestUpgradeKeepsBackendState: an operator's disable and a backend that
 // health took down stay so in the new process, before its own probes run.
@@ -1082,9 +886,7 @@ func TestSystemdUnitFollowsUpgrades(t *testing.T) {
 func TestUpgradeLeavesDroppedToOld(t *testing.T) {
 	const conns = 40
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	ss := startStreamServers(t, tp, 2)
 	tp.LB.MustExec(t, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 16384") // bytes wait in l4lb: several passes
 	lb := startUpgradable(t, tp.LB, vipStreams)
@@ -1102,11 +904,7 @@ func TestUpgradeLeavesDroppedToOld(t *testing.T) {
 		t.Fatalf("%d of %d streams on be1: the test needs some on each backend", onBe1, conns)
 	}
 
-	withoutBe1 := strings.Replace(vipStreams, "  [[vip.backend]]\n  name = \"be1\"\n  address = \"198.18.1.12:7100\"\n", "", 1)
-	if withoutBe1 == vipStreams {
-		t.Fatal("config edit failed")
-	}
-	lb.writeConfig(t, withoutBe1)
+	lb.writeConfig(t, streamsConf(1)) // be1 goes from VIP streams
 	oldPID := lb.cmd.Process.Pid
 	pid, out := lb.upgradeOK(t)
 	t.Logf("%s", out)
@@ -1164,9 +962,7 @@ func TestUpgradeLeavesDroppedToOld(t *testing.T) {
 func TestUpgradeNewDiesMidHandover(t *testing.T) {
 	const conns = 20
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	ss := startStreamServers(t, tp, 2)
 	tp.LB.MustExec(t, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 16384")
 	lb := startUpgradable(t, tp.LB, vipStreams, "L4LB_TEST_UPGRADE_EXIT_AT=conns") // internal/upgrade's opConns
@@ -1233,9 +1029,7 @@ func TestUpgradeHandoverScale(t *testing.T) {
 // checks that all of them moved and work.
 func upgradeIdleConns(t *testing.T, bin string, n int) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startUpgradableBin(t, tp.LB, bin, vipA)
 	conns := make([]*clientConn, n)
 	for i := range conns {
@@ -1327,22 +1121,8 @@ func TestUpgradeWorkersChange(t *testing.T) {
 // dnsUpgradeVIP has a backend named in DNS: with the DNS server silent, a
 // new process waits about 2 s for the name's first answer before it opens
 // its VIPs and says ready (a slow start of real parts).
-const dnsUpgradeVIP = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "2s"
-resolvers = ["198.18.1.1"]
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "named"
-  address = "be.db.test:7000"
-`
+var dnsUpgradeVIP = newConf(`drain_timeout = "2s"`, `resolvers = ["198.18.1.1"]`).
+	vip("a", ":80").named("be0", 0, 7000).backend(`name = "named"`, `address = "be.db.test:7000"`).String()
 
 // newPIDFromLog reads the new process's PID from its "took the old
 // process's sockets" line.
@@ -1378,7 +1158,7 @@ func TestUpgradeStopWhileNewStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb.waitLog(t, "upgrade: took the old process's sockets")
-	newPID := newPIDFromLog(t, lb.log(t))
+	newPID := newPIDFromLog(t, lb.log.String())
 	lb.track(newPID)
 	if err := syscall.Kill(oldPID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -1389,7 +1169,7 @@ func TestUpgradeStopWhileNewStarts(t *testing.T) {
 		t.Fatal("the old process still runs 20s after SIGTERM")
 	}
 	waitGone(t, newPID, 10*time.Second)
-	log := lb.log(t)
+	log := lb.log.String()
 	if !strings.Contains(log, "upgrade cancelled") || !strings.Contains(log, "shutting down") {
 		t.Errorf("want the upgrade cancelled and the old process shut down")
 	}
@@ -1401,24 +1181,11 @@ func TestUpgradeStopWhileNewStarts(t *testing.T) {
 
 // bulkUpgradeVIP: one backend that streams without end to clients that
 // do not read (endlessBackend).
-const bulkUpgradeVIP = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "2s"
+func bulkUpgradeConf() *conf {
+	return newConf(`drain_timeout = "2s"`).vip("bulk", ":80").addrs(7000, 0).vip("quiet", ":82", `first_byte_timeout = "1m"`).addrs(7000, 0)
+}
 
-[[vip]]
-name = "bulk"
-listen = "198.18.2.10:80"
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-
-[[vip]]
-name = "quiet"
-listen = "198.18.2.10:82"
-first_byte_timeout = "1m"
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-`
+var bulkUpgradeVIP = bulkUpgradeConf().String()
 
 // silentClient connects to the quiet VIP and sends nothing: the
 // connection waits for its first byte, never established, so an upgrade
@@ -1463,7 +1230,7 @@ func endlessBackend(t *testing.T, tp *testutil.Topology, i, port int) *atomic.In
 // reads, and waits until l4lb holds bytes for it (a pipe lent, with far
 // more written by the backend than the client's buffers take): an upgrade
 // cannot flush it and leaves it to the old process.
-func stuckDownload(t *testing.T, tp *testutil.Topology, lb *upLB, written *atomic.Int64, port int) net.Conn {
+func stuckDownload(t *testing.T, tp *testutil.Topology, lb *lbProcess, written *atomic.Int64, port int) net.Conn {
 	t.Helper()
 	base := written.Load()
 	var c net.Conn
@@ -1480,7 +1247,7 @@ func stuckDownload(t *testing.T, tp *testutil.Topology, lb *upLB, written *atomi
 }
 
 // upgradeAsync runs `l4lb upgrade` and sends its output once it ends.
-func (p *upLB) upgradeAsync(t *testing.T) <-chan string {
+func (p *lbProcess) upgradeAsync(t *testing.T) <-chan string {
 	ch := make(chan string, 1)
 	cmd := exec.Command(mustBin(t), "upgrade", "--socket", p.sock)
 	go func() {
@@ -1511,7 +1278,7 @@ func TestUpgradePassesSignalsOn(t *testing.T) {
 	// A reload during the first upgrade.
 	done := lb.upgradeAsync(t)
 	lb.waitLog(t, "upgrade: the new process is ready; handing over")
-	lb.writeConfig(t, bulkUpgradeVIP+"\n[[vip]]\nname = \"b\"\nlisten = \"198.18.2.10:81\"\n  [[vip.backend]]\n  address = \"198.18.1.11:7000\"\n")
+	lb.writeConfig(t, bulkUpgradeConf().vip("b", ":81").addrs(7000, 0).String())
 	if err := syscall.Kill(oldPID, syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -1552,7 +1319,7 @@ func TestUpgradePassesSignalsOn(t *testing.T) {
 	t.Logf("%s", out)
 	waitGone(t, newPID, 20*time.Second) // the stop passed on
 	waitGone(t, pid, 20*time.Second)    // its kept connection reset at drain_timeout
-	log := lb.log(t)
+	log := lb.log.String()
 	for _, want := range []string{"the previous l4lb passed a reload on", "the previous l4lb passed a stop on"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log lacks %q", want)

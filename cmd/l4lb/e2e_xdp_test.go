@@ -119,7 +119,7 @@ func echo(t *testing.T, c net.Conn, r *bufio.Reader, msg []byte) {
 
 func xdpStatus(t *testing.T, lb *lbProcess, vip string) (reconcile.Status, reconcile.VIPStatus) {
 	t.Helper()
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	for _, v := range st.VIPs {
 		if v.Name == vip {
 			return st, v
@@ -226,7 +226,7 @@ func TestXDPReloadKeepsEstablishedFlows(t *testing.T) {
 			keep = append(keep, i)
 		}
 	}
-	cfg := strings.ReplaceAll(n.config("", "", keep...), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock"))
+	cfg := strings.ReplaceAll(n.config("", "", keep...), "@ADMIN@", lb.sock)
 	lb.writeConfig(t, cfg)
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
@@ -417,7 +417,7 @@ func TestXDPModeChange(t *testing.T) {
 			n.LB.Link, n.vip4, mode, backends)
 	}
 	lb := startLBIn(t, n.LB.NS, cfg("proxy", proxyBackends.String()))
-	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	admin := lb.sock
 	reload := func(text string, times int) {
 		t.Helper()
 		lb.writeConfig(t, strings.ReplaceAll(text, "@ADMIN@", admin))

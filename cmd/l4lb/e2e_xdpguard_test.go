@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +98,7 @@ func TestXDPAccessList(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	text, _, _ := l4lbCmd(t, "status", "--socket", sock)
 	if !strings.Contains(text, "xdp guards: acl-drops") {
 		t.Errorf("status text lacks the guard counters:\n%s", text)
@@ -114,7 +113,7 @@ func TestXDPAccessList(t *testing.T) {
 
 	// A reload lifts the deny on web4: the address gets in.
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), "name = \"web4\"\n"+deny, "name = \"web4\"\n", 1))
-	reloadOK(t, lb)
+	lb.reloadOK(t)
 	testutil.Eventually(t, 10*time.Second, "the denied address to reach web4 after the reload", func() bool {
 		c, err := dialTCPFrom(t, n, denied, n.vip4, time.Second)
 		return err == nil && strings.HasPrefix(greeting(t, c), "be")

@@ -161,7 +161,7 @@ func TestXDPForwardingIsTheOperators(t *testing.T) {
 	if out, _ := runIn(t, n.ns, "", "check", lb.cfg); strings.Contains(out, "forwarding") {
 		t.Errorf("check warns about forwarding for an l2 VIP:\n%s", out)
 	}
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), `forward = "l2"`, `forward = "ipip"`, 1))
 	out, errOut, code := l4lbCmd(t, "reload", "--socket", sock)
 	if code == 0 {
