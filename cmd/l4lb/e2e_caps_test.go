@@ -17,30 +17,8 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const capsConfig = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "db"
-listen = "198.18.2.10:80"
-algorithm = "least_conn"
-queue_timeout = "30s"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  max_conns = 5
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  max_conns = 5
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-  max_conns = 10
-`
+var capsConfig = newConf().vip("db", ":80", `algorithm = "least_conn"`, `queue_timeout = "30s"`).health(`type = "none"`).
+	named("be0", 0, 7000, `max_conns = 5`).named("be1", 1, 7000, `max_conns = 5`).named("be2", 2, 7000, `max_conns = 10`).String()
 
 // waitingConn is a client through the VIP whose backend's name line (sent
 // by namedEcho once the proxy connects it) may not have come yet.

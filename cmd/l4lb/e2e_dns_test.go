@@ -16,27 +16,9 @@ import (
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
-const dnsVIPs = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "3s"
-resolvers = ["198.18.1.1"]
-resolve_min = "200ms"
-resolve_max = "1s"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-  [[vip.backend]]
-  address = "pg.db.test:7000"
-
-[[vip]]
-name = "b"
-listen = "198.18.2.10:81"
-  [[vip.backend]]
-  name = "later"
-  address = "later.db.test:7000"
-`
+var dnsVIPs = newConf(`drain_timeout = "3s"`, `resolvers = ["198.18.1.1"]`, `resolve_min = "200ms"`, `resolve_max = "1s"`).
+	vip("a", ":80").backend(`address = "pg.db.test:7000"`).
+	vip("b", ":81").backend(`name = "later"`, `address = "later.db.test:7000"`).String()
 
 // nameIDs lists a VIP's backends that take part (not removed), by the
 // backend name their address leads to (be0 is 198.18.1.11).

@@ -40,25 +40,7 @@ func explainJSON(t *testing.T, sock string, args ...string) reconcile.Explanatio
 	return e
 }
 
-const vipMaglev = `
-[global]
-admin_socket = "@ADMIN@"
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-algorithm = "maglev"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-`
+var vipMaglev = newConf().vip("a", ":80", `algorithm = "maglev"`).health(`type = "none"`).backends(3, 7000).String()
 
 func TestExplainProxyVIP(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)

@@ -15,19 +15,11 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const firstByteConfig = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "web"
-listen = "198.18.2.10:80"
-first_byte_timeout = "%s"
-  [vip.health]
-  type = "none"              # the backend counts connections: no probes
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-`
+// firstByteConf has VIP web with first_byte_timeout; health none: the
+// backend counts connections, so no probes.
+func firstByteConf(timeout string) string {
+	return newConf().vip("web", ":80", fmt.Sprintf("first_byte_timeout = %q", timeout)).health(`type = "none"`).addrs(7000, 0).String()
+}
 
 // TestFirstByteTimeoutDaemon: with first_byte_timeout a silent client is
 // closed (FIN) after it and the backend never sees a connection; a client
@@ -48,7 +40,7 @@ func TestFirstByteTimeoutDaemon(t *testing.T) {
 		c.SetDeadline(time.Now().Add(30 * time.Second))
 		io.Copy(c, c)
 	})
-	lb := startLB(t, tp, fmt.Sprintf(firstByteConfig, "400ms"))
+	lb := startLB(t, tp, firstByteConf("400ms"))
 	dial := func() net.Conn {
 		var c net.Conn
 		tp.Client.MustDo(t, func() (err error) {

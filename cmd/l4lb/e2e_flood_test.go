@@ -23,23 +23,7 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const floodConfig = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "web"
-listen = "198.18.2.10:80"
-  [vip.health]
-  interval = "300ms"
-  timeout = "300ms"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-`
+var floodConfig = newConf().vip("web", ":80").health(`interval = "300ms"`, `timeout = "300ms"`).backends(2, 7000).String()
 
 // Flood bounds: 2000 sources each way; every spoofed source sends
 // synPerSource SYNs; every connection-flood source opens one connection

@@ -12,35 +12,9 @@ import (
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
-const blackholeVIP = `
-[global]
-admin_socket = "@ADMIN@"
-log_format = "json"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-protocol = "tcp"
-connect_timeout = "300ms"
-retries = 2
-log_connections = true
-log_connections_rate = 0
-  [vip.health]
-  type = "tcp"
-  interval = "300ms"
-  timeout = "200ms"
-  fall = 2
-  max_fails = 0
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-`
+var blackholeVIP = newConf(`log_format = "json"`).
+	vip("a", ":80", `protocol = "tcp"`, `connect_timeout = "300ms"`, `retries = 2`, `log_connections = true`, `log_connections_rate = 0`).
+	health(`type = "tcp"`, `interval = "300ms"`, `timeout = "200ms"`, `fall = 2`, `max_fails = 0`).backends(3, 7000).String()
 
 // TestBlackholedBackend: a backend whose host silently drops everything
 // (a blackhole route inside its namespace) is taken down by probe

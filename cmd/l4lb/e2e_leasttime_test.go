@@ -8,30 +8,8 @@ import (
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
-const leastTimeVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-protocol = "tcp"
-algorithm = "least_time"
-  [vip.health]
-  type = "tcp"
-  interval = "200ms"
-  timeout = "150ms"
-  rise = 1
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-`
+var leastTimeVIP = newConf().vip("a", ":80", `protocol = "tcp"`, `algorithm = "least_time"`).
+	health(`type = "tcp"`, `interval = "200ms"`, `timeout = "150ms"`, `rise = 1`).backends(3, 7000).String()
 
 // TestLeastTimeFollowsLatency: three backends with 0, 5 and 20 ms of extra
 // RTT (a delay line in a router namespace). One connection at a time, at

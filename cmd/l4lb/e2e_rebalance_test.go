@@ -16,25 +16,7 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const vipRebalance = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "3s"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-algorithm = "least_conn"
-rebalance_rate = 50
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-`
+var vipRebalance = newConf(`drain_timeout = "3s"`).vip("a", ":80", `algorithm = "least_conn"`, `rebalance_rate = 50`).health(`type = "none"`).backends(2, 7000).String()
 
 // longClients hold connections through the VIP; each reads until its
 // connection ends and reconnects at once after an orderly EOF. Anything

@@ -504,7 +504,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 	h.waitRounds(t, 2, wsRoundWait, "holding")
 	h.noEnds(t, "holding")
 	sampleRSS()
-	clientsOn, live := h.onBackend(), liveByBackend(mustVIP(t, lb.status(t), "ws"))
+	clientsOn, live := h.onBackend(), lb.liveFlows(t, "ws")
 	for _, be := range []string{"be0", "be1", "be2"} {
 		if clientsOn[be] != live[be] || clientsOn[be] < int64(n)/5 {
 			t.Fatalf("clients on each backend %v, status LIVE %v: want equal, and spread", clientsOn, live)
@@ -524,7 +524,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 	if seen := newWSLandings(t, h, 30); seen["be0"] != 0 || seen["be1"]+seen["be2"] != 30 {
 		t.Fatalf("new connections after the drain went to %v, want be1 and be2 only", seen)
 	}
-	if got := liveByBackend(mustVIP(t, lb.status(t), "ws"))["be0"]; got != live["be0"] {
+	if got := lb.liveFlows(t, "ws")["be0"]; got != live["be0"] {
 		t.Fatalf("be0 LIVE %d after the drain, was %d", got, live["be0"])
 	}
 	sampleRSS()
@@ -550,7 +550,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 	// connection, and they come back on be0 and be2.
 	lb.verb(t, "enable", "ws", "be0")
 	h.waitRounds(t, 1, wsRoundWait, "before the kill")
-	clientsOn, live = h.onBackend(), liveByBackend(mustVIP(t, lb.status(t), "ws"))
+	clientsOn, live = h.onBackend(), lb.liveFlows(t, "ws")
 	if clientsOn["be1"] != live["be1"] {
 		t.Fatalf("before the kill: clients on be1 %d, status LIVE %d (%v, %v)", clientsOn["be1"], live["be1"], clientsOn, live)
 	}
@@ -593,7 +593,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 			detect[0].Round(time.Millisecond), detect[len(detect)-1].Round(time.Millisecond),
 			back[len(back)/2].Round(time.Millisecond), back[len(back)-1].Round(time.Millisecond))
 	}
-	live = liveByBackend(mustVIP(t, lb.status(t), "ws"))
+	live = lb.liveFlows(t, "ws")
 	if live["be1"] != 0 || live["be0"]+live["be2"] != int64(n) || live["be0"] <= clientsOn["be0"] || live["be2"] <= clientsOn["be2"] {
 		t.Fatalf("LIVE after the kill %v (before %v), want be1 0 and its clients on both be0 and be2", live, clientsOn)
 	}

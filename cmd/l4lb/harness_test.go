@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -487,11 +488,12 @@ func backendIn(v reconcile.VIPStatus, id string) reconcile.BackendStatus {
 	return reconcile.BackendStatus{}
 }
 
-// liveByBackend is the live flows of each of the VIP's backends (but
-// those a reload removed).
-func liveByBackend(v reconcile.VIPStatus) map[string]int64 {
+// liveFlows is the live flows of each backend of the VIP (but those a
+// reload removed), from status.
+func (p *lbProcess) liveFlows(t testing.TB, vip string) map[string]int64 {
+	t.Helper()
 	out := map[string]int64{}
-	for _, b := range v.Backends {
+	for _, b := range mustVIP(t, p.status(t), vip).Backends {
 		if !b.Removed {
 			out[b.ID] = b.LiveFlows
 		}
@@ -513,10 +515,11 @@ const (
 )
 
 // newConf starts a config whose [global] has admin_socket = "@ADMIN@"
-// and global's keys.
+// and global's keys. [global] is on line 2, as in the tests' older
+// configs: the lines warnings name stay where they were.
 func newConf(global ...string) *conf {
 	c := &conf{}
-	c.b.WriteString("[global]\nadmin_socket = \"@ADMIN@\"\n")
+	c.b.WriteString("\n[global]\nadmin_socket = \"@ADMIN@\"\n")
 	c.lines("", global)
 	return c
 }
@@ -616,9 +619,20 @@ func dialVIP(tp *testutil.Topology, port int) (*clientConn, error) {
 
 // dialVIPWithin is dialVIP with a deadline for connect and first line.
 func dialVIPWithin(tp *testutil.Topology, port int, d time.Duration) (*clientConn, error) {
+	return dialVIPFrom(tp, netip.Addr{}, port, d)
+}
+
+// dialVIPFrom dials the VIP's port from src (any address when src is
+// zero) in the client namespace and reads the backend's name, each
+// within d.
+func dialVIPFrom(tp *testutil.Topology, src netip.Addr, port int, d time.Duration) (*clientConn, error) {
 	var c net.Conn
 	err := tp.Client.Do(func() (err error) {
-		c, err = net.DialTimeout("tcp4", fmt.Sprintf("%s:%d", tp.VIP, port), d)
+		dialer := net.Dialer{Timeout: d}
+		if src.IsValid() {
+			dialer.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
+		}
+		c, err = dialer.Dial("tcp4", netip.AddrPortFrom(tp.VIP, uint16(port)).String())
 		return err
 	})
 	if err != nil {
