@@ -66,7 +66,7 @@ type Global struct {
 	Workers int
 	// DropCapabilities: once the VIPs listen and the XDP program is
 	// attached, drop every capability the daemon does not use afterwards
-	// (from every thread and the bounding set); default false (README,
+	// (from every thread and the bounding set); default false (docs/operations.md,
 	// "Privileges"). Read at start only: a dropped capability cannot come
 	// back.
 	DropCapabilities bool

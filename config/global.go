@@ -40,7 +40,7 @@ func buildGlobal(p *problems, g *rawGlobal) Global {
 		PipeSize:      l.integer("pipe_size", g.PipeSize, opt[int64]{}, defaultPipeSize, span[int64](4096, 16<<20)),
 		MaxPipes:      l.integer("max_pipes", g.MaxPipes, opt[int64]{}, 0, span[int64](0, 1<<22)),
 		Workers:       l.integer("workers", g.Workers, opt[int64]{}, 0, span[int64](0, MaxWorkers)),
-		// Off by default for now (README, "Privileges": once, on a loaded
+		// Off by default for now (docs/operations.md, "Privileges": once, on a loaded
 		// machine under the race detector, the drop took 14 s); on, a
 		// compromised daemon keeps only what a reload needs.
 		DropCapabilities: l.boolean("drop_capabilities", g.DropCaps, opt[bool]{}, false),

@@ -429,7 +429,7 @@ TOML
 # sni_vips: T9: two VIPs to the echo servers, one plain, one whose
 # ClientHellos are peeked and routed by server name (an SNI route to the
 # same servers): the two differ only by the peek. The SNI VIP sets
-# defer_accept, as the README advises for SNI VIPs (TLS clients speak
+# defer_accept, as docs/guide.md advises for SNI VIPs (TLS clients speak
 # first): the ClientHello is then queued when the connection is accepted.
 sni_vips() {
   cat <<TOML

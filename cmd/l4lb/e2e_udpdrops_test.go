@@ -190,7 +190,7 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	})
 
 	text := lb.statusText(t)
-	want := fmt.Sprintf("dropped: queue-full %d  reply-queue-full 0  socket-errors %d  no-session-slot %d", queueDropped, socketErrors, refused)
+	want := fmt.Sprintf("dropped: truncated 0  send-failed 0  no-session-slot %d  backends-full 0  queue-full %d  reply-queue-full 0  socket-errors %d", refused, queueDropped, socketErrors)
 	if !strings.Contains(text, want) {
 		t.Errorf("status text lacks %q:\n%s", want, text)
 	}

@@ -64,3 +64,22 @@ func gluedComments(t *testing.T, dir string) {
 		fh.Close()
 	}
 }
+
+// TestPackageMapListsEveryPackage: the package map in docs/development.md
+// has a row for every package of the module.
+func TestPackageMapListsEveryPackage(t *testing.T) {
+	page, err := os.ReadFile("../../docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(pkg, mod)
+		if !strings.Contains(string(page), "\n| `"+rel+"` | ") {
+			t.Errorf("docs/development.md: the package map has no row for %s", rel)
+		}
+	}
+}

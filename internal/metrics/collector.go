@@ -27,50 +27,22 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("l4lb_"+name, help, labels, nil)
 	}
-	return &statusCollector{status: status, descs: map[string]*prometheus.Desc{
+	c := &statusCollector{status: status, descs: map[string]*prometheus.Desc{
 		"build":       d("build_info", "Always 1; the labels describe the running binary.", []string{"version", "commit", "goversion"}),
 		"started":     d("start_time_seconds", "When the process started, in Unix seconds.", nil),
 		"reload_time": d("last_reload_timestamp_seconds", "When the last reload (SIGHUP) was tried, in Unix seconds; absent before the first.", nil),
 		"reload_ok":   d("last_reload_successful", "1 if the last reload was applied, 0 if the file was refused (the running config stayed).", nil),
-		"xdp_packets": d("vip_xdp_packets_total", "Packets the XDP program forwarded for an xdp VIP.", vipLabels),
-		"xdp_bytes":   d("vip_xdp_bytes_total", "Bytes the XDP program forwarded for an xdp VIP.", vipLabels),
-		"xdp_flows":   d("vip_xdp_new_flows_total", "Flows the XDP program pinned to a backend for an xdp VIP.", vipLabels),
-		"xdp_drops":   d("vip_xdp_drops_total", "Packets to an xdp VIP that the XDP program dropped.", vipLabels),
-		"xdp_live":    d("vip_xdp_live_flows", "Flows of an xdp VIP in the conntrack, seen lately.", vipLabels),
-		"xdp_acl":     d("vip_xdp_acl_drops_total", "Packets the XDP program dropped for the VIP's allow/deny (xdp VIPs, and proxy VIPs it guards).", vipLabels),
-		"xdp_synrate": d("vip_xdp_syn_rate_drops_total", "SYNs to the VIP the XDP program dropped over [xdp] syn_rate_per_source.", vipLabels),
-		"xdp_untrack": d("vip_xdp_untracked_total", "Packets of an xdp VIP's flows forwarded without a conntrack entry, over new_flow_rate.", vipLabels),
 		"xdp_counter": d("xdp_events_total", "XDP program events: packets passed to the kernel or dropped, by reason; flow table events.", []string{"event"}),
 		"b_packets":   d("backend_packets_total", "Packets forwarded to the backend (xdp VIPs).", backendLabels),
-		"udp_dgrams":  d("vip_udp_datagrams_total", "Client datagrams forwarded to backends.", vipLabels),
-		"udp_replies": d("vip_udp_replies_total", "Backend datagrams relayed to clients.", vipLabels),
-		"udp_trunc":   d("vip_udp_truncated_total", "Datagrams too large for a UDP payload, dropped.", vipLabels),
-		"udp_dropped": d("vip_udp_dropped_total", "Datagrams a send did not take (a full socket buffer, an error from the backend's socket).", vipLabels),
-		"udp_refused": d("vip_udp_sessions_refused_total", "Datagrams from new clients dropped at max_sessions (no session slot).", vipLabels),
-		"udp_qdrop":   d("vip_udp_queue_dropped_total", "Client datagrams the kernel dropped on the VIP's sockets: their receive queues were full.", vipLabels),
-		"udp_rqdrop":  d("vip_udp_reply_queue_dropped_total", "Backend replies the kernel dropped on session sockets (receive queues full), counted as each session ends.", vipLabels),
-		"udp_sockerr": d("vip_udp_socket_errors_total", "Datagrams from new clients dropped because the session's socket could not be opened (EMFILE, ENFILE, ENOBUFS, a connect error).", vipLabels),
-		"udp_moved":   d("vip_udp_sessions_moved_total", "Sessions moved off a backend that went down.", vipLabels),
 		"active":      d("vip_active", "Connections or sessions in progress.", vipLabels),
 		"accepted":    d("vip_accepted_total", "Connections accepted or sessions created.", vipLabels),
 		"no_backend":  d("vip_no_backend_total", "Clients turned away because no backend could be reached.", vipLabels),
 		"eligible":    d("vip_eligible_backends", "Backends new flows may go to.", vipLabels),
 		"draining":    d("vip_draining", "1 while a VIP removed by a reload drains its connections.", vipLabels),
-		"limit_wait":  d("vip_limit_waits_total", "Times accepting paused at max_conns or the process-wide connection budget.", vipLabels),
-		"accept_err":  d("vip_accept_errors_total", "Failed accepts on a TCP VIP.", vipLabels),
-		"idle":        d("vip_idle_closed_total", "TCP connections closed by idle_timeout.", vipLabels),
-		"queued":      d("vip_queued", "TCP connections waiting now for a backend slot (every backend at its max_conns).", vipLabels),
-		"queue_to":    d("vip_queue_timeouts_total", "TCP clients reset after waiting queue_timeout for a backend slot.", vipLabels),
-		"udp_full":    d("vip_udp_backends_full_total", "Datagrams dropped because a new session found every backend at its max_sessions.", vipLabels),
 		"b_max":       d("backend_max_flows", "The backend's cap on live flows (max_conns, max_sessions); 0 = none.", backendLabels),
-		"first_byte":  d("vip_first_byte_timeouts_total", "TCP clients closed for sending nothing within first_byte_timeout (no backend dialed).", vipLabels),
 		"sni":         d("vip_sni_total", "Connections of a VIP with SNI routes that no route took: event no_match (an unlisted name or none), not_tls (not TLS or malformed), timeout (no whole ClientHello within sni_timeout: reset), default (sent to the VIP's own backends).", append(vipLabels[:len(vipLabels):len(vipLabels)], "event")),
 		"route_conns": d("vip_route_connections_total", "Connections an SNI route took (its names matched the ClientHello).", []string{"vip", "route"}),
 		"route_elig":  d("vip_route_eligible_backends", "Backends of an SNI route new connections may go to.", []string{"vip", "route"}),
-		"lost_wake":   d("vip_lost_wakeups_total", "Blocked directions whose destination could take bytes with no wake-up for two seconds, moved on by the stall guard (expected 0).", vipLabels),
-		"local_err":   d("vip_local_resource_errors_total", "Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports).", vipLabels),
-		"pipeless":    d("vip_pipeless_copies_total", "Chunks copied through user space because no splice pipe was free.", vipLabels),
-		"pp_refused":  d("vip_proxy_header_refused_total", "Clients reset for their PROXY header (accept_proxy_protocol): reason untrusted, malformed or timeout.", append(vipLabels[:len(vipLabels):len(vipLabels)], "reason")),
 		"log_drop":    d("vip_conn_log_dropped_total", "log_connections lines dropped over log_connections_rate.", vipLabels),
 		"serving_bk":  d("vip_serving_backups", "1 while the VIP's backup backends take its new flows (no primary is eligible); VIPs with backups only.", vipLabels),
 		"denied":      d("vip_denied_total", "Clients refused by the VIP's allow/deny lists in user space (TCP connections reset, UDP datagrams dropped).", vipLabels),
@@ -97,6 +69,43 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 		"bgp_routes":  d("bgp_announced_prefixes", "Host routes l4lb announces (VIP addresses with an eligible backend).", nil),
 		"announced":   d("vip_announced", "1 while the VIP's address is announced over BGP; absent without [bgp].", vipLabels),
 	}}
+	c.declareCounters(d)
+	return c
+}
+
+// declareCounters adds the series the data planes' status structs declare
+// (reconcile.Counter): one per metric name, split by its label if it has
+// one, with the help of the first field that names it.
+func (c *statusCollector) declareCounters(d func(name, help string, labels []string) *prometheus.Desc) {
+	for _, s := range []any{&reconcile.TCPStatus{}, &reconcile.UDPStatus{}, &reconcile.XDPVIPStatus{}} {
+		for _, k := range reconcile.Counters(s) {
+			if k.Metric == "" || c.descs[k.Metric] != nil {
+				continue
+			}
+			labels := vipLabels
+			if k.Label != "" {
+				labels = append(vipLabels[:len(vipLabels):len(vipLabels)], k.Label)
+			}
+			c.descs[k.Metric] = d(k.Metric, k.Help, labels)
+		}
+	}
+}
+
+// collectCounters sends a VIP's data-plane counters.
+func (c *statusCollector) collectCounters(ch chan<- prometheus.Metric, vl []string, cs []reconcile.Counter) {
+	for _, k := range cs {
+		if k.Metric == "" {
+			continue
+		}
+		kind, labels := prometheus.CounterValue, vl
+		if k.Gauge {
+			kind = prometheus.GaugeValue
+		}
+		if k.Label != "" {
+			labels = append(vl[:len(vl):len(vl)], k.LabelValue)
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs[k.Metric], kind, k.Value, labels...)
+	}
 }
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -167,45 +176,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if v.XDP == nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["log_drop"], counter, float64(v.ConnLogDropped), vl...)
 		}
-		if t := v.TCP; t != nil {
-			ch <- prometheus.MustNewConstMetric(c.descs["accept_err"], counter, float64(t.AcceptErrors), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["idle"], counter, float64(t.IdleClosed), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["first_byte"], counter, float64(t.FirstByteTimeouts), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["queued"], gauge, float64(t.Queued), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["queue_to"], counter, float64(t.QueueTimeouts), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["lost_wake"], counter, float64(t.LostWakeups), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["local_err"], counter, float64(t.LocalErrors), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["pipeless"], counter, float64(t.PipelessCopies), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["limit_wait"], counter, float64(t.LimitWaits), vl...)
-			for reason, n := range map[string]uint64{"untrusted": t.ProxyUntrusted, "malformed": t.ProxyMalformed, "timeout": t.ProxyTimeouts} {
-				ch <- prometheus.MustNewConstMetric(c.descs["pp_refused"], counter, float64(n), append(vl[:len(vl):len(vl)], reason)...)
-			}
-		}
-		if x := v.XDP; x != nil {
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_packets"], counter, float64(x.Packets), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_bytes"], counter, float64(x.Bytes), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_flows"], counter, float64(x.NewFlows), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_drops"], counter, float64(x.Drops), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_live"], gauge, float64(x.LiveFlows), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_acl"], counter, float64(x.ACLDrops), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_synrate"], counter, float64(x.SYNRateDrops), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_untrack"], counter, float64(x.Untracked), vl...)
-		}
-		if g := v.XDPGuard; g != nil {
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_acl"], counter, float64(g.ACLDrops), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["xdp_synrate"], counter, float64(g.SYNRateDrops), vl...)
-		}
-		if u := v.UDP; u != nil {
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_dgrams"], counter, float64(u.Datagrams), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_replies"], counter, float64(u.Replies), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_trunc"], counter, float64(u.Truncated), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_dropped"], counter, float64(u.Dropped), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_refused"], counter, float64(u.SessionsRefused), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_moved"], counter, float64(u.Moved), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_full"], counter, float64(u.BackendsFull), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_qdrop"], counter, float64(u.QueueDropped), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_rqdrop"], counter, float64(u.ReplyQueueDropped), vl...)
-			ch <- prometheus.MustNewConstMetric(c.descs["udp_sockerr"], counter, float64(u.SocketErrors), vl...)
+		for _, cs := range [][]reconcile.Counter{reconcile.Counters(v.TCP), reconcile.Counters(v.XDP), reconcile.Counters(v.XDPGuard), reconcile.Counters(v.UDP)} {
+			c.collectCounters(ch, vl, cs)
 		}
 		c.collectBackends(ch, v.Name, v.XDP != nil, v.UDP != nil, v.Backends)
 		if sni := v.SNI; sni != nil {

@@ -73,39 +73,14 @@ func Status(w io.Writer, st reconcile.Status, view StatusView) {
 		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d%s\n",
 			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend, draining)
 		if t := v.TCP; t != nil && *t != (reconcile.TCPStatus{}) {
-			fmt.Fprintf(w, "  events: accept-errors %d  idle-closed %d  local-resource-errors %d  pipeless-copies %d  limit-waits %d\n",
-				t.AcceptErrors, t.IdleClosed, t.LocalErrors, t.PipelessCopies, t.LimitWaits)
-			if t.ProxyUntrusted+t.ProxyMalformed+t.ProxyTimeouts > 0 {
-				fmt.Fprintf(w, "  proxy headers refused: untrusted %d  malformed %d  timeout %d\n", t.ProxyUntrusted, t.ProxyMalformed, t.ProxyTimeouts)
-			}
-			if t.LostWakeups > 0 {
-				fmt.Fprintf(w, "  lost-wakeups %d (moved on by the stall guard; expected 0: please report)\n", t.LostWakeups)
-			}
-			if t.FirstByteTimeouts > 0 {
-				fmt.Fprintf(w, "  first-byte-timeouts %d\n", t.FirstByteTimeouts)
-			}
-			if t.Queued > 0 || t.QueueWaits > 0 {
-				fmt.Fprintf(w, "  backends full: queued %d  queue-waits %d  queue-timeouts %d\n", t.Queued, t.QueueWaits, t.QueueTimeouts)
-			}
+			printLines(w, reconcile.CounterLines("  ", reconcile.Counters(t), false))
 		}
 		if v.Denied+v.ClientLimited > 0 {
 			fmt.Fprintf(w, "  refused: denied %d  client-limited %d\n", v.Denied, v.ClientLimited)
 		}
-		if x := v.XDP; x != nil {
-			fmt.Fprintf(w, "  xdp: packets %d  bytes %s  new-flows %d  drops %d  live-flows %d\n",
-				x.Packets, bytesString(x.Bytes), x.NewFlows, x.Drops, x.LiveFlows)
-			if x.ACLDrops+x.SYNRateDrops+x.Untracked > 0 {
-				fmt.Fprintf(w, "  xdp guards: acl-drops %d  syn-rate-drops %d  untracked %d\n", x.ACLDrops, x.SYNRateDrops, x.Untracked)
-			}
-		}
-		if g := v.XDPGuard; g != nil {
-			fmt.Fprintf(w, "  xdp guards: acl-drops %d  syn-rate-drops %d\n", g.ACLDrops, g.SYNRateDrops)
-		}
-		if u := v.UDP; u != nil {
-			fmt.Fprintf(w, "  datagrams %d  replies %d  moved %d\n", u.Datagrams, u.Replies, u.Moved)
-			fmt.Fprintf(w, "  dropped: queue-full %d  reply-queue-full %d  socket-errors %d  no-session-slot %d  backends-full %d  send-failed %d  truncated %d\n",
-				u.QueueDropped, u.ReplyQueueDropped, u.SocketErrors, u.SessionsRefused, u.BackendsFull, u.Dropped, u.Truncated)
-		}
+		printLines(w, reconcile.CounterLines("  ", reconcile.Counters(v.XDP), false))
+		printLines(w, reconcile.CounterLines("  ", reconcile.Counters(v.XDPGuard), true))
+		printLines(w, reconcile.CounterLines("  ", reconcile.Counters(v.UDP), false))
 		if rb := v.Rebalance; rb != nil {
 			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
 		}
@@ -164,7 +139,7 @@ func backendTable(w io.Writer, indent string, udp bool, bs []reconcile.BackendSt
 		}
 		fmt.Fprintf(tw, indent+"%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
 			b.ID, b.Address, b.Weight, health, liveString(b), b.Flows, fails,
-			bytesString(b.BytesIn), bytesString(b.BytesOut), rttString(b.RTT), last)
+			reconcile.SizeString(b.BytesIn), reconcile.SizeString(b.BytesOut), rttString(b.RTT), last)
 	}
 	tw.Flush()
 }
@@ -254,17 +229,11 @@ func firstLine(s string) string {
 	return s
 }
 
-func bytesString(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
+// printLines writes each line and a newline.
+func printLines(w io.Writer, lines []string) {
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func rttString(d time.Duration) string {

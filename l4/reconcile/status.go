@@ -90,23 +90,23 @@ type XDPStatus struct {
 
 // XDPVIPStatus holds an xdp VIP's counters (summed over CPUs).
 type XDPVIPStatus struct {
-	Packets   uint64 `json:"packets"`
-	Bytes     uint64 `json:"bytes"`
-	NewFlows  uint64 `json:"new_flows"`
-	Drops     uint64 `json:"drops"` // acl_drops and syn_rate_drops included
-	LiveFlows int64  `json:"live_flows"`
+	Packets   uint64 `json:"packets" metric:"vip_xdp_packets_total" help:"Packets the XDP program forwarded for an xdp VIP." text:"xdp/packets,always"`
+	Bytes     uint64 `json:"bytes" metric:"vip_xdp_bytes_total" help:"Bytes the XDP program forwarded for an xdp VIP." text:"xdp/bytes,always,bytes"`
+	NewFlows  uint64 `json:"new_flows" metric:"vip_xdp_new_flows_total" help:"Flows the XDP program pinned to a backend for an xdp VIP." text:"xdp/new-flows,always"`
+	Drops     uint64 `json:"drops" metric:"vip_xdp_drops_total" help:"Packets to an xdp VIP that the XDP program dropped." text:"xdp/drops,always"` // acl_drops and syn_rate_drops included
+	LiveFlows int64  `json:"live_flows" metric:"vip_xdp_live_flows" help:"Flows of an xdp VIP in the conntrack, seen lately." kind:"gauge" text:"xdp/live-flows,always"`
 	XDPGuardStatus
 	// Untracked counts packets of flows not in the conntrack forwarded
 	// without an insert: the VIP was above its new_flow_rate.
-	Untracked uint64 `json:"untracked"`
+	Untracked uint64 `json:"untracked" metric:"vip_xdp_untracked_total" help:"Packets of an xdp VIP's flows forwarded without a conntrack entry, over new_flow_rate." text:"xdp guards/untracked"`
 }
 
 // XDPGuardStatus holds what the XDP program's guards dropped for a VIP:
 // an xdp VIP's (inside XDPVIPStatus), or a proxy VIP's whose packets the
 // program sees first (VIPStatus.XDPGuard).
 type XDPGuardStatus struct {
-	ACLDrops     uint64 `json:"acl_drops"`      // clients refused by allow/deny
-	SYNRateDrops uint64 `json:"syn_rate_drops"` // SYNs over [xdp] syn_rate_per_source
+	ACLDrops     uint64 `json:"acl_drops" metric:"vip_xdp_acl_drops_total" help:"Packets the XDP program dropped for the VIP's allow/deny (xdp VIPs, and proxy VIPs it guards)." text:"xdp guards/acl-drops"` // clients refused by allow/deny
+	SYNRateDrops uint64 `json:"syn_rate_drops" metric:"vip_xdp_syn_rate_drops_total" help:"SYNs to the VIP the XDP program dropped over [xdp] syn_rate_per_source." text:"xdp guards/syn-rate-drops"`         // SYNs over [xdp] syn_rate_per_source
 }
 
 // ReloadStatus is the outcome of one reload (SIGHUP).
@@ -131,26 +131,26 @@ type PipeStatus struct {
 
 // TCPStatus holds a TCP VIP's event counters.
 type TCPStatus struct {
-	AcceptErrors   uint64 `json:"accept_errors"`
-	IdleClosed     uint64 `json:"idle_closed"`
-	LocalErrors    uint64 `json:"local_errors"`    // sockets or pipes refused for lack of local resources
-	PipelessCopies uint64 `json:"pipeless_copies"` // chunks copied in user space for want of a pipe
-	LimitWaits     uint64 `json:"limit_waits"`     // times accepting paused at max_conns or the process budget
+	AcceptErrors   uint64 `json:"accept_errors" metric:"vip_accept_errors_total" help:"Failed accepts on a TCP VIP." text:"events/accept-errors,always"`
+	IdleClosed     uint64 `json:"idle_closed" metric:"vip_idle_closed_total" help:"TCP connections closed by idle_timeout." text:"events/idle-closed,always"`
+	LocalErrors    uint64 `json:"local_errors" metric:"vip_local_resource_errors_total" help:"Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports)." text:"events/local-resource-errors,always"` // sockets or pipes refused for lack of local resources
+	PipelessCopies uint64 `json:"pipeless_copies" metric:"vip_pipeless_copies_total" help:"Chunks copied through user space because no splice pipe was free." text:"events/pipeless-copies,always"`                                   // chunks copied in user space for want of a pipe
+	LimitWaits     uint64 `json:"limit_waits" metric:"vip_limit_waits_total" help:"Times accepting paused at max_conns or the process-wide connection budget." text:"events/limit-waits,always"`                                      // times accepting paused at max_conns or the process budget
 	// Clients reset for their PROXY header (accept_proxy_protocol).
-	ProxyUntrusted uint64 `json:"proxy_untrusted,omitempty"` // from outside accept_proxy_protocol_from
-	ProxyMalformed uint64 `json:"proxy_malformed,omitempty"` // malformed, too long or cut short
-	ProxyTimeouts  uint64 `json:"proxy_timeouts,omitempty"`  // not complete within connect_timeout
+	ProxyUntrusted uint64 `json:"proxy_untrusted,omitempty" metric:"vip_proxy_header_refused_total{reason=untrusted}" help:"Clients reset for their PROXY header (accept_proxy_protocol): reason untrusted, malformed or timeout." text:"proxy headers refused/untrusted"` // from outside accept_proxy_protocol_from
+	ProxyMalformed uint64 `json:"proxy_malformed,omitempty" metric:"vip_proxy_header_refused_total{reason=malformed}" text:"proxy headers refused/malformed"`                                                                                                              // malformed, too long or cut short
+	ProxyTimeouts  uint64 `json:"proxy_timeouts,omitempty" metric:"vip_proxy_header_refused_total{reason=timeout}" text:"proxy headers refused/timeout"`                                                                                                                   // not complete within connect_timeout
 	// Clients closed for sending nothing within first_byte_timeout.
-	FirstByteTimeouts uint64 `json:"first_byte_timeouts,omitempty"`
+	FirstByteTimeouts uint64 `json:"first_byte_timeouts,omitempty" metric:"vip_first_byte_timeouts_total" help:"TCP clients closed for sending nothing within first_byte_timeout (no backend dialed)." text:"(first byte)/first-byte-timeouts"`
 	// LostWakeups counts blocked directions the stall guard moved on:
 	// their destination could take bytes, no wake-up came (expected 0).
-	LostWakeups uint64 `json:"lost_wakeups,omitempty"`
+	LostWakeups uint64 `json:"lost_wakeups,omitempty" metric:"vip_lost_wakeups_total" help:"Blocked directions whose destination could take bytes with no wake-up for two seconds, moved on by the stall guard (expected 0)." text:"(lost wake-ups)/lost-wakeups" note:"(moved on by the stall guard; expected 0: please report)"`
 	// Queued is how many connections wait for a backend slot now (every
 	// backend at its max_conns); QueueWaits how many ever did, and
 	// QueueTimeouts those reset when queue_timeout ran out.
-	Queued        int64  `json:"queued"`
-	QueueWaits    uint64 `json:"queue_waits,omitempty"`
-	QueueTimeouts uint64 `json:"queue_timeouts,omitempty"`
+	Queued        int64  `json:"queued" metric:"vip_queued" help:"TCP connections waiting now for a backend slot (every backend at its max_conns)." kind:"gauge" text:"backends full/queued"`
+	QueueWaits    uint64 `json:"queue_waits,omitempty" text:"backends full/queue-waits"`
+	QueueTimeouts uint64 `json:"queue_timeouts,omitempty" metric:"vip_queue_timeouts_total" help:"TCP clients reset after waiting queue_timeout for a backend slot." text:"backends full/queue-timeouts"`
 }
 
 // VIPStatus describes one running VIP.
@@ -201,28 +201,28 @@ type VIPStatus struct {
 // what each counts). Datagrams dropped for want of a backend are the
 // VIP's NoBackend; refused clients its Denied and ClientLimited.
 type UDPStatus struct {
-	Datagrams uint64 `json:"datagrams"`
-	Replies   uint64 `json:"replies"`
-	Truncated uint64 `json:"truncated"`
+	Datagrams uint64 `json:"datagrams" metric:"vip_udp_datagrams_total" help:"Client datagrams forwarded to backends." text:"(traffic)/datagrams,always"`
+	Replies   uint64 `json:"replies" metric:"vip_udp_replies_total" help:"Backend datagrams relayed to clients." text:"(traffic)/replies,always"`
+	Truncated uint64 `json:"truncated" metric:"vip_udp_truncated_total" help:"Datagrams too large for a UDP payload, dropped." text:"dropped/truncated,always"`
 	// Dropped: datagrams a send did not take (a full socket buffer, an
 	// error from the backend's socket).
-	Dropped uint64 `json:"dropped"`
+	Dropped uint64 `json:"dropped" metric:"vip_udp_dropped_total" help:"Datagrams a send did not take (a full socket buffer, an error from the backend's socket)." text:"dropped/send-failed,always"`
 	// SessionsRefused: datagrams from new clients dropped at
 	// max_sessions (no session slot).
-	SessionsRefused uint64 `json:"sessions_refused"`
-	Moved           uint64 `json:"moved"`
+	SessionsRefused uint64 `json:"sessions_refused" metric:"vip_udp_sessions_refused_total" help:"Datagrams from new clients dropped at max_sessions (no session slot)." text:"dropped/no-session-slot,always"`
+	Moved           uint64 `json:"moved" metric:"vip_udp_sessions_moved_total" help:"Sessions moved off a backend that went down." text:"(traffic)/moved,always"`
 	// BackendsFull counts datagrams dropped because a new session found
 	// every backend at its max_sessions.
-	BackendsFull uint64 `json:"backends_full,omitempty"`
+	BackendsFull uint64 `json:"backends_full,omitempty" metric:"vip_udp_backends_full_total" help:"Datagrams dropped because a new session found every backend at its max_sessions." text:"dropped/backends-full,always"`
 	// QueueDropped: client datagrams the kernel dropped on the VIP's
 	// sockets (their receive queues were full).
-	QueueDropped uint64 `json:"queue_dropped"`
+	QueueDropped uint64 `json:"queue_dropped" metric:"vip_udp_queue_dropped_total" help:"Client datagrams the kernel dropped on the VIP's sockets: their receive queues were full." text:"dropped/queue-full,always"`
 	// ReplyQueueDropped: backend replies the kernel dropped on session
 	// sockets (receive queues full), counted as each session ends.
-	ReplyQueueDropped uint64 `json:"reply_queue_dropped"`
+	ReplyQueueDropped uint64 `json:"reply_queue_dropped" metric:"vip_udp_reply_queue_dropped_total" help:"Backend replies the kernel dropped on session sockets (receive queues full), counted as each session ends." text:"dropped/reply-queue-full,always"`
 	// SocketErrors: datagrams from new clients dropped because the
 	// session's socket could not be opened (EMFILE and the like).
-	SocketErrors uint64 `json:"socket_errors"`
+	SocketErrors uint64 `json:"socket_errors" metric:"vip_udp_socket_errors_total" help:"Datagrams from new clients dropped because the session's socket could not be opened (EMFILE, ENFILE, ENOBUFS, a connect error)." text:"dropped/socket-errors,always"`
 }
 
 // BackendStatus describes one backend of a VIP.
