@@ -38,15 +38,6 @@ func nameIDs(st reconcile.Status, vip string) []string {
 	return out
 }
 
-func vipOf(st reconcile.Status, name string) reconcile.VIPStatus {
-	for _, v := range st.VIPs {
-		if v.Name == name {
-			return v
-		}
-	}
-	return reconcile.VIPStatus{}
-}
-
 func TestDNSNamedBackends(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
 	namedEchoes(t, tp)
@@ -82,7 +73,7 @@ func TestDNSNamedBackends(t *testing.T) {
 		t.Fatal("no connection reached be0")
 	}
 	backendsSeen(t, tp, 80, 10)
-	flowsBe1 := backendFlows(t, lb, "a", "pg.db.test:7000@198.18.1.12:7000")
+	flowsBe1 := lb.backend(t, "a", "pg.db.test:7000@198.18.1.12:7000").Flows
 
 	// Added: new flows reach the third address.
 	dns.SetHost("pg.db.test", 1, be(0), be(1), be(2))
@@ -91,10 +82,10 @@ func TestDNSNamedBackends(t *testing.T) {
 	})
 	// The kept addresses are the same backends: counts and the
 	// established flow carry over.
-	if n := backendFlows(t, lb, "a", "pg.db.test:7000@198.18.1.12:7000"); flowsBe1 == 0 || n < flowsBe1 {
+	if n := lb.backend(t, "a", "pg.db.test:7000@198.18.1.12:7000").Flows; flowsBe1 == 0 || n < flowsBe1 {
 		t.Fatalf("be1's flow count went from %d to %d: the DNS change made it a new backend", flowsBe1, n)
 	}
-	if b := backendOf(t, lb, "a", "pg.db.test:7000@198.18.1.11:7000"); b.LiveFlows != 1 {
+	if b := lb.backend(t, "a", "pg.db.test:7000@198.18.1.11:7000"); b.LiveFlows != 1 {
 		t.Fatalf("be0 after the DNS change: %d live flows, want the established one", b.LiveFlows)
 	}
 	if seen := backendsSeen(t, tp, 80, 30); seen["be2"] == 0 {
@@ -113,7 +104,7 @@ func TestDNSNamedBackends(t *testing.T) {
 	if err := established.echo("after the removal"); err != nil {
 		t.Fatalf("established flow on the removed address: %v", err)
 	}
-	if n := backendFlows(t, lb, "a", "pg.db.test:7000@198.18.1.12:7000"); n < flowsBe1 {
+	if n := lb.backend(t, "a", "pg.db.test:7000@198.18.1.12:7000").Flows; n < flowsBe1 {
 		t.Fatalf("be1's flow count went from %d to %d: the DNS change made it a new backend", flowsBe1, n)
 	}
 
@@ -127,7 +118,7 @@ func TestDNSNamedBackends(t *testing.T) {
 	}
 
 	// A name that never resolved: vip b has no backend and says why.
-	b := vipOf(lb.status(t), "b")
+	b := vipNamed(lb.status(t), "b")
 	if len(b.Backends) != 0 || len(b.Names) != 1 || len(b.Names[0].Addresses) != 0 || b.Names[0].Error == "" {
 		t.Fatalf("vip b, never resolved: backends %+v, names %+v", b.Backends, b.Names)
 	}
@@ -141,7 +132,7 @@ func TestDNSNamedBackends(t *testing.T) {
 	dns.SetSilent(true)
 	sock := lb.sock
 	testutil.Eventually(t, 20*time.Second, "status shows the failing lookups", func() bool {
-		n := vipOf(lb.status(t), "a").Names
+		n := vipNamed(lb.status(t), "a").Names
 		return len(n) == 1 && n[0].Error != "" && n[0].AnswerAge > 3
 	})
 	text, err := exec.Command(mustBin(t), "status", "--socket", sock).CombinedOutput()
@@ -168,25 +159,9 @@ func TestDNSNamedBackends(t *testing.T) {
 	// server was silent times out after it answers again: vip a's name
 	// clears at its next lookup, not with vip b's.
 	testutil.Eventually(t, 20*time.Second, "vip a's name resolves again", func() bool {
-		return vipOf(lb.status(t), "a").Names[0].Error == ""
+		return vipNamed(lb.status(t), "a").Names[0].Error == ""
 	})
 	if err := established.echo("at the end"); err != nil {
 		t.Fatalf("established flow: %v", err)
 	}
-}
-
-func backendFlows(t *testing.T, lb *lbProcess, vip, id string) uint64 {
-	t.Helper()
-	return backendOf(t, lb, vip, id).Flows
-}
-
-func backendOf(t *testing.T, lb *lbProcess, vip, id string) reconcile.BackendStatus {
-	t.Helper()
-	for _, b := range vipOf(lb.status(t), vip).Backends {
-		if b.ID == id && !b.Removed {
-			return b
-		}
-	}
-	t.Fatalf("vip %s has no backend %s", vip, id)
-	return reconcile.BackendStatus{}
 }

@@ -22,41 +22,13 @@ import (
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
-// loopsVIP is one TCP VIP in front of backend 0 (and, reloaded, backend
-// 1), on @WORKERS@ event loops, without health checks (no probe traffic
-// or health transition can interleave with what the tests count).
-const loopsVIP = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "1s"
-workers = @WORKERS@
-
-[[vip]]
-name = "loops"
-listen = "198.18.2.10:80"
-protocol = "tcp"
-idle_timeout = "@IDLE@"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-@MORE@`
-
-const loopsSecondBackend = `  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-`
-
-// loopsConfig fills loopsVIP; admin is the socket path (or "@ADMIN@" for
-// startLB to fill), second adds backend be1.
-func loopsConfig(admin string, workers int, idle string, second bool) string {
-	more := ""
-	if second {
-		more = loopsSecondBackend
-	}
-	return strings.NewReplacer("@ADMIN@", admin, "@WORKERS@", strconv.Itoa(workers),
-		"@IDLE@", idle, "@MORE@", more).Replace(loopsVIP)
+// loopsConfig is one TCP VIP in front of the first backends (be0, and
+// reloaded, be1), on workers event loops, without health checks (no
+// probe traffic or health transition can interleave with what the tests
+// count).
+func loopsConfig(workers int, idle string, backends int) string {
+	return newConf(`drain_timeout = "1s"`, fmt.Sprintf("workers = %d", workers)).
+		vip("loops", ":80", `protocol = "tcp"`, fmt.Sprintf("idle_timeout = %q", idle)).health(`type = "none"`).backends(backends, 7000).String()
 }
 
 // idleTarget is how many idle connections TestLoopsHoldManyIdleConnections
@@ -84,7 +56,7 @@ func TestLoopsHoldManyIdleConnections(t *testing.T) {
 	tp := testutil.NewTopology(t, 1)
 	n := idleConnsThatFit(t, idleTarget)
 	byteEcho(t, tp, 0, 7000)
-	lb := startLB(t, tp, loopsConfig("@ADMIN@", 2, "1h", false))
+	lb := startLB(t, tp, loopsConfig(2, "1h", 1))
 	st := lb.status(t)
 	pid := st.Process.PID
 	before := vmRSSKiB(t, pid)
@@ -301,8 +273,7 @@ func TestConnectionsOnAllLoopsSurviveReload(t *testing.T) {
 	const workers, conns = 3, 40
 	tp := testutil.NewTopology(t, 2)
 	namedEchoes(t, tp)
-	lb := startLB(t, tp, loopsConfig("@ADMIN@", workers, "1h", false))
-	admin := lb.sock
+	lb := startLB(t, tp, loopsConfig(workers, "1h", 1))
 	old := make([]*clientConn, conns)
 	for i := range old {
 		old[i] = mustDialVIP(t, tp, 80)
@@ -322,7 +293,7 @@ func TestConnectionsOnAllLoopsSurviveReload(t *testing.T) {
 	}
 
 	// Reload 1: backend be1 added, idle_timeout 1h -> 2s for new connections.
-	lb.writeConfig(t, loopsConfig(admin, workers, "2s", true))
+	lb.writeConfig(t, loopsConfig(workers, "2s", 2))
 	lb.reloadOK(t)
 	allEcho(t, old, "after reload 1")
 	if seen := backendsSeen(t, tp, 80, 4); seen["be0"] != 2 || seen["be1"] != 2 {

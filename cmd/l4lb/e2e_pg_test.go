@@ -5,7 +5,7 @@
 package main
 
 import (
-	"fmt"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"testing"
@@ -15,35 +15,15 @@ import (
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
-// pgVIP is a VIP on 198.18.2.10:5432 over two servers; the %s are its
-// algorithm, the health section's timing (pgHealth) and extra lines, and
-// the two backend addresses. A postgres probe logs in: on this 2-core
+// pgConf is a VIP on 198.18.2.10:5432 over the two servers a and b,
+// least_conn; health is the health section's timing (pgHealth) and extra
+// lines. A postgres probe logs in: on this 2-core
 // machine under pgbench load a login can take a few hundred milliseconds,
 // so its timeout is 500ms or more (200ms took a loaded survivor down).
-const pgVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "pg"
-listen = "198.18.2.10:5432"
-protocol = "tcp"
-algorithm = "%s"
-connect_timeout = "500ms"
-retries = 2
-  [vip.health]
-  type = "postgres"
-  user = "l4lb"
-  rise = 1
-%s
-%s
-  [[vip.backend]]
-  name = "pg0"
-  address = "%s"
-  [[vip.backend]]
-  name = "pg1"
-  address = "%s"
-`
+func pgConf(a, b netip.AddrPort, health ...string) string {
+	return newConf().vip("pg", ":5432", `protocol = "tcp"`, `algorithm = "least_conn"`, `connect_timeout = "500ms"`, `retries = 2`).
+		health(append([]string{`type = "postgres"`, `user = "l4lb"`, `rise = 1`}, health...)...).at("pg0", a).at("pg1", b).String()
+}
 
 // pgbenchResult is what the tests read from pgbench's report (PostgreSQL
 // 15: "number of transactions actually processed: N", "number of failed
@@ -109,22 +89,6 @@ func pgbenchInit(t *testing.T, p *testutil.Postgres) {
 	}
 }
 
-func backendByID(st reconcile.Status, id string) reconcile.BackendStatus {
-	for _, b := range st.VIPs[0].Backends {
-		if b.ID == id {
-			return b
-		}
-	}
-	return reconcile.BackendStatus{}
-}
-
-func waitHealth(t *testing.T, lb *lbProcess, id, health string) {
-	t.Helper()
-	lb.waitStatus(t, 5*time.Second, id+" "+health, func(st reconcile.Status) bool {
-		return backendByID(st, id).Health == health
-	})
-}
-
 // TestPgbenchThroughVIP: pgbench's select-only and TPC-B-like scripts,
 // one new connection per transaction (-C), through a least_conn VIP over
 // two servers: no transaction fails, no client aborts, and both servers
@@ -132,9 +96,9 @@ func waitHealth(t *testing.T, lb *lbProcess, id, health string) {
 func TestPgbenchThroughVIP(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
 	pg := startPgPair(t, tp)
-	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", pgHealth, "", pg[0].Addr, pg[1].Addr))
-	waitHealth(t, lb, "pg0", "up")
-	waitHealth(t, lb, "pg1", "up")
+	lb := startLB(t, tp, pgConf(pg[0].Addr, pg[1].Addr, pgHealth...))
+	lb.waitHealth(t, "pg", "pg0", "up")
+	lb.waitHealth(t, "pg", "pg1", "up")
 
 	// A bounded count per client (-t), not a duration: every one of the
 	// 4 x 10 transactions must be processed.
@@ -147,7 +111,7 @@ func TestPgbenchThroughVIP(t *testing.T) {
 		}
 		flows := [2]uint64{}
 		for i, id := range []string{"pg0", "pg1"} {
-			flows[i] = backendByID(after, id).Flows - backendByID(before, id).Flows
+			flows[i] = backendOf(after, "pg", id).Flows - backendOf(before, "pg", id).Flows
 		}
 		// least_conn with two equal servers: each gets a share; a lopsided
 		// split within 1:4 is normal over a couple of hundred connections.
@@ -179,9 +143,7 @@ func startPgbenchVIP(t *testing.T, tp *testutil.Topology, args ...string) (wait 
 }
 
 // pgHealth: probes every 500ms, down after two failures.
-const pgHealth = `  interval = "500ms"
-  timeout = "500ms"
-  fall = 2`
+var pgHealth = []string{`interval = "500ms"`, `timeout = "500ms"`, `fall = 2`}
 
 const pgbenchSessions = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'"
 
@@ -211,10 +173,9 @@ const pgbenchSessions = "SELECT count(*) FROM pg_stat_activity WHERE application
 func TestPgbenchServerStopped(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
 	pg := startPgPair(t, tp)
-	slow := "  interval = \"1s\"\n  timeout = \"1s\"\n  fall = 2\n  max_fails = 0"
-	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", slow, "", pg[0].Addr, pg[1].Addr))
-	waitHealth(t, lb, "pg0", "up")
-	waitHealth(t, lb, "pg1", "up")
+	lb := startLB(t, tp, pgConf(pg[0].Addr, pg[1].Addr, `interval = "1s"`, `timeout = "1s"`, `fall = 2`, `max_fails = 0`))
+	lb.waitHealth(t, "pg", "pg0", "up")
+	lb.waitHealth(t, "pg", "pg1", "up")
 
 	const clients = 8
 	waitA := startPgbenchVIP(t, tp, "-S", "-c", strconv.Itoa(clients), "-T", "5", "-R", "400")
@@ -228,11 +189,11 @@ func TestPgbenchServerStopped(t *testing.T) {
 	stopped := time.Now()
 	waitB := startPgbenchVIP(t, tp, "-S", "-C", "-c", "4", "-T", "3", "-R", "100")
 	lb.waitStatus(t, 5*time.Second, "pg0 down", func(st reconcile.Status) bool {
-		return backendByID(st, "pg0").Health == "down"
+		return backendOf(st, "pg", "pg0").Health == "down"
 	})
 	took := time.Since(stopped)
 	lb.waitStatus(t, 2*time.Second, "pg0's sessions ended", func(st reconcile.Status) bool {
-		return backendByID(st, "pg0").LiveFlows == 0
+		return backendOf(st, "pg", "pg0").LiveFlows == 0
 	})
 	a, b := waitA(), waitB()
 
@@ -245,7 +206,7 @@ func TestPgbenchServerStopped(t *testing.T) {
 			b.aborted, b.failed, b.processed, b.out)
 	}
 	st := lb.status(t)
-	retried := backendByID(st, "pg0").ConnectFails
+	retried := backendOf(st, "pg", "pg0").ConnectFails
 	if retried == 0 {
 		t.Errorf("no connect to the stopped pg0 was refused: the retry path did not run")
 	}
@@ -272,10 +233,9 @@ func TestPgbenchPrimaryRole(t *testing.T) {
 		Addr: tp.BackendIP(0), User: "l4lb"})
 	pgbenchInit(t, primary)
 	replica := primary.StartReplicaAt(t, tp.Backends[1], tp.BackendIP(1))
-	role := "  role = \"primary\"\n  on_down = \"reset\""
-	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", pgHealth, role, primary.Addr, replica.Addr))
-	waitHealth(t, lb, "pg0", "up")
-	waitHealth(t, lb, "pg1", "down")
+	lb := startLB(t, tp, pgConf(primary.Addr, replica.Addr, `interval = "500ms"`, `timeout = "500ms"`, `fall = 2`, `role = "primary"`, `on_down = "reset"`))
+	lb.waitHealth(t, "pg", "pg0", "up")
+	lb.waitHealth(t, "pg", "pg1", "down")
 
 	writes := func(want int64, on *testutil.Postgres, id string) {
 		t.Helper()
@@ -286,7 +246,7 @@ func TestPgbenchPrimaryRole(t *testing.T) {
 		}
 		after := lb.status(t)
 		for _, b := range after.VIPs[0].Backends {
-			if d := b.Flows - backendByID(before, b.ID).Flows; b.ID != id && d != 0 {
+			if d := b.Flows - backendOf(before, "pg", b.ID).Flows; b.ID != id && d != 0 {
 				t.Fatalf("%d connections reached %s, not the primary %s", d, b.ID, id)
 			}
 		}
@@ -305,9 +265,9 @@ func TestPgbenchPrimaryRole(t *testing.T) {
 	primary.Stop(t)
 	replica.Promote(t)
 	promoted := time.Now()
-	waitHealth(t, lb, "pg1", "up")
+	lb.waitHealth(t, "pg", "pg1", "up")
 	took := time.Since(promoted)
-	waitHealth(t, lb, "pg0", "down")
+	lb.waitHealth(t, "pg", "pg0", "down")
 	// rise = 1: the next probe after the promotion (interval, +10% jitter)
 	// logs in within its timeout; plus the status poll.
 	if bound := 500*time.Millisecond*11/10 + 500*time.Millisecond; took > bound+300*time.Millisecond {

@@ -20,19 +20,9 @@ import (
 // namespace. With the server silent, a reload that adds a name waits
 // about 3 s for its first answer (reconcile's firstAnswerWait): a slow
 // reload made of real parts, during which the test sends its signals.
-const slowReloadVIP = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "3s"
-resolvers = ["198.18.1.1"]
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-`
+func slowReloadConf() *conf {
+	return newConf(`drain_timeout = "3s"`, `resolvers = ["198.18.1.1"]`).vip("a", ":80").backends(1, 7000)
+}
 
 // startSlowReload starts l4lb with slowReloadVIP and a silent DNS
 // server, writes a config that adds a named backend, sends the SIGHUP
@@ -43,10 +33,8 @@ func startSlowReload(t *testing.T) *lbProcess {
 	namedEcho(t, tp, 0, 7000)
 	dns := testutil.StartDNSServer(t, tp.LB, "198.18.1.1:53")
 	dns.SetSilent(true)
-	lb := startLB(t, tp, slowReloadVIP)
-	named := strings.Replace(slowReloadVIP, "@ADMIN@", lb.sock, 1) +
-		"  [[vip.backend]]\n  name = \"slow\"\n  address = \"slow.db.test:7000\"\n"
-	lb.writeConfig(t, named)
+	lb := startLB(t, tp, slowReloadConf().String())
+	lb.writeConfig(t, slowReloadConf().backend(`name = "slow"`, `address = "slow.db.test:7000"`).String())
 	lb.signal(t, syscall.SIGHUP)
 	testutil.Eventually(t, 10*time.Second, "the reload to ask DNS for the new name", func() bool { return dns.Queries() > 0 })
 	return lb
@@ -111,11 +99,11 @@ func TestStatusDuringStop(t *testing.T) {
 	lb.signal(t, syscall.SIGTERM)
 	lb.waitLog(t, "shutting down")
 	testutil.Eventually(t, 10*time.Second, "status to list VIP a as draining", func() bool {
-		v := vipOf(lb.status(t), "a")
+		v := vipNamed(lb.status(t), "a")
 		return v.Draining
 	})
 	st := lb.status(t)
-	if v := vipOf(st, "a"); !st.Stopping || v.Active != 1 || len(v.Backends) != 2 {
+	if v := vipNamed(st, "a"); !st.Stopping || v.Active != 1 || len(v.Backends) != 2 {
 		t.Errorf("status during the stop: stopping %v, VIP a %+v; want stopping, 1 active connection, its 2 backends", st.Stopping, v)
 	}
 	out, errOut, code := l4lbCmd(t, "status", "--socket", lb.sock)

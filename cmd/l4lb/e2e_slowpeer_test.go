@@ -20,17 +20,7 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const slowPeerConfig = `
-[global]
-admin_socket = "@ADMIN@"
-pipe_size = 1048576
-
-[[vip]]
-name = "bulk"
-listen = "198.18.2.10:80"
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-`
+var slowPeerConfig = newConf(`pipe_size = 1048576`).vip("bulk", ":80").addrs(7000, 0).String()
 
 // slowPeerHold is how long the peer stops reading: L4LB_SLOW_PEER_HOLD
 // (a Go duration; the issue's figure is 30s), else 5s, which shows the

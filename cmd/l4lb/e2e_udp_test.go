@@ -44,22 +44,7 @@ func udpEchoIf(t *testing.T, tp *testutil.Topology, i, port int, answer func([]b
 	}()
 }
 
-const udpVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "dns"
-listen = "198.18.2.10:53"
-protocol = "udp"
-session_timeout = "2s"
-  [[vip.backend]]
-  address = "198.18.1.11:5300"
-  [[vip.backend]]
-  address = "198.18.1.12:5300"
-  [[vip.backend]]
-  address = "198.18.1.13:5300"
-`
+var udpVIP = newConf().vip("dns", ":53", `protocol = "udp"`, `session_timeout = "2s"`).addrs(5300, 0, 1, 2).String()
 
 // TestUDPThousandClients: 1000 client sockets exchange datagrams through the
 // VIP; each gets its own replies, from the VIP address (the sockets are
@@ -150,21 +135,8 @@ func udpExchange(c *net.UDPConn, msg string) (string, error) {
 	return "", fmt.Errorf("no reply to %q", msg)
 }
 
-const udp6VIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "dns6"
-listen = "[::1]:53"
-protocol = "udp"
-  [[vip.backend]]
-  name = "be0"
-  address = "[::1]:5301"
-  [[vip.backend]]
-  name = "be1"
-  address = "[::1]:5302"
-`
+var udp6VIP = newConf().vip("dns6", "[::1]:53", `protocol = "udp"`).
+	backend(`name = "be0"`, `address = "[::1]:5301"`).backend(`name = "be1"`, `address = "[::1]:5302"`).String()
 
 // TestUDPIPv6: a UDP VIP on ::1 in front of two backends on ::1 (distinct
 // ports, in a namespace of the test's own): each client socket (connected

@@ -92,21 +92,8 @@ func lowestFreeFD(t *testing.T, pid int) int {
 	return fd
 }
 
-const udpDropsVIP = `
-[global]
-admin_socket = "@ADMIN@"
-metrics_listen = "198.18.0.1:9370"
-
-[[vip]]
-name = "dns"
-listen = "198.18.2.10:53"
-protocol = "udp"
-session_timeout = "1m"
-max_sessions = 20
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:5300"
-`
+var udpDropsVIP = newConf(`metrics_listen = "198.18.0.1:9370"`).
+	vip("dns", ":53", `protocol = "udp"`, `session_timeout = "1m"`, `max_sessions = 20`).backends(1, 5300).String()
 
 // TestUDPDropsShownInStatus: datagrams the daemon loses are each counted
 // by cause, and status (JSON and text) and metrics show every count:
@@ -207,28 +194,9 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	}
 }
 
-const udpSilentVIP = `
-[global]
-admin_socket = "@ADMIN@"
-metrics_listen = "198.18.0.1:9370"
-
-[[vip]]
-name = "dns"
-listen = "198.18.2.10:53"
-protocol = "udp"
-session_timeout = "1s"
-udp_responses = 1
-  [vip.health]
-  type = "none"
-  max_fails = 1
-  fail_timeout = "1m"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:5300"
-  [[vip.backend]]
-  name = "silent"
-  address = "198.18.1.12:5300"
-`
+var udpSilentVIP = newConf(`metrics_listen = "198.18.0.1:9370"`).
+	vip("dns", ":53", `protocol = "udp"`, `session_timeout = "1s"`, `udp_responses = 1`).health(`type = "none"`, `max_fails = 1`, `fail_timeout = "1m"`).
+	named("be0", 0, 5300).named("silent", 1, 5300).String()
 
 // TestUDPSilentBackendVisible: with health none, a backend that reads
 // every query and answers none. Each of its sessions ends by

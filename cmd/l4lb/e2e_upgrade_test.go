@@ -1047,7 +1047,7 @@ func upgradeIdleConns(t *testing.T, bin string, n int) {
 	if want := fmt.Sprintf("handed over: 1 listening sockets, %d connections (0 flushed first, 0 with their bytes in flight)", n); !strings.Contains(out, want) || strings.Contains(out, "stay in pid") {
 		t.Fatalf("want %q and nothing kept:\n%s", want, out)
 	}
-	if a := vipOf(lb.status(t), "a").Active; a != int64(n) {
+	if a := vipNamed(lb.status(t), "a").Active; a != int64(n) {
 		t.Errorf("the new process counts %d active connections, want %d", a, n)
 	}
 	for i, c := range conns {
@@ -1294,7 +1294,7 @@ func TestUpgradePassesSignalsOn(t *testing.T) {
 	}
 	testutil.Eventually(t, 20*time.Second, "the new process to serve VIP b (the reload passed on)", func() bool {
 		st := lb.status(t)
-		return st.Process.PID == pid && vipOf(st, "b").Name == "b"
+		return st.Process.PID == pid && vipNamed(st, "b").Name == "b"
 	})
 	select {
 	case <-lb.exited:

@@ -41,46 +41,15 @@ const (
 	wsRetryPause = 100 * time.Millisecond // between its tries
 )
 
-// wsConfig: the WebSocket VIP over three backends, least_conn, with a
-// WebSocket health check, and an unrelated VIP whose idle_timeout the
-// reload changes.
-const wsConfig = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "1s"
-
-[[vip]]
-name = "ws"
-listen = "198.18.2.10:80"
-protocol = "tcp"
-algorithm = "least_conn"
-idle_timeout = "1h"
-  [vip.health]
-  type = "http"
-  websocket = true
-  interval = "500ms"
-  timeout = "400ms"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:8080"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:8080"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:8080"
-
-[[vip]]
-name = "other"
-listen = "198.18.2.10:81"
-protocol = "tcp"
-idle_timeout = "@OTHER_IDLE@"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "o0"
-  address = "198.18.1.11:8081"
-`
+// wsConf: the WebSocket VIP over three backends, least_conn, with a
+// WebSocket health check, and an unrelated VIP whose idle_timeout
+// (otherIdle) the reload changes.
+func wsConf(otherIdle string) string {
+	return newConf(`drain_timeout = "1s"`).
+		vip("ws", ":80", `protocol = "tcp"`, `algorithm = "least_conn"`, `idle_timeout = "1h"`).
+		health(`type = "http"`, `websocket = true`, `interval = "500ms"`, `timeout = "400ms"`).backends(3, 8080).
+		vip("other", ":81", `protocol = "tcp"`, fmt.Sprintf("idle_timeout = %q", otherIdle)).health(`type = "none"`).named("o0", 0, 8081).String()
+}
 
 // testserverBinary builds scripts/testserver (its -ws flag serves
 // wsecho) once per test process.
@@ -474,7 +443,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := strings.ReplaceAll(wsConfig, "@OTHER_IDLE@", "1h")
+	cfg := wsConf("1h")
 	lb := startBinaryIn(t, tp.LB, bin, cfg)
 	pid := lb.status(t).Process.PID
 	testutil.Eventually(t, 10*time.Second, "all three backends up", func() bool {
@@ -530,7 +499,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 	sampleRSS()
 
 	// A reload that changes only the other VIP: nothing ends, the drain holds.
-	lb.writeConfig(t, strings.ReplaceAll(wsConfig, "@OTHER_IDLE@", "2h"))
+	lb.writeConfig(t, wsConf("2h"))
 	reloaded := time.Now()
 	if out := lb.verb(t, "reload"); !strings.Contains(out, "reload applied") {
 		t.Fatalf("reload said:\n%s", out)

@@ -431,7 +431,7 @@ func (p *lbProcess) waitStatus(t testing.TB, d time.Duration, what string, cond 
 func (p *lbProcess) waitHealth(t testing.TB, vip, id, health string) {
 	t.Helper()
 	p.waitStatus(t, 5*time.Second, vip+"/"+id+" "+health, func(st reconcile.Status) bool {
-		return backendIn(vipNamed(st, vip), id).Health == health
+		return backendOf(st, vip, id).Health == health
 	})
 }
 
@@ -477,15 +477,26 @@ func mustVIP(t testing.TB, st reconcile.Status, name string) reconcile.VIPStatus
 	return reconcile.VIPStatus{}
 }
 
-// backendIn is the VIP's backend id (not one a reload removed, which is
-// listed until its flows end); zero if none.
-func backendIn(v reconcile.VIPStatus, id string) reconcile.BackendStatus {
-	for _, b := range v.Backends {
+// backendOf is backend id of the VIP called vip (not one a reload
+// removed, which is listed until its flows end); zero if none.
+func backendOf(st reconcile.Status, vip, id string) reconcile.BackendStatus {
+	for _, b := range vipNamed(st, vip).Backends {
 		if b.ID == id && !b.Removed {
 			return b
 		}
 	}
 	return reconcile.BackendStatus{}
+}
+
+// backend is backend id of the VIP called vip, now (backendOf); the test
+// fails when there is none.
+func (p *lbProcess) backend(t testing.TB, vip, id string) reconcile.BackendStatus {
+	t.Helper()
+	b := backendOf(p.status(t), vip, id)
+	if b.ID == "" {
+		t.Fatalf("vip %s has no backend %s", vip, id)
+	}
+	return b
 }
 
 // liveFlows is the live flows of each backend of the VIP (but those a
@@ -559,13 +570,22 @@ func (c *conf) backends(n, port int, keys ...string) *conf {
 
 // named adds one backend called name on the topology's backend i.
 func (c *conf) named(name string, i, port int, keys ...string) *conf {
-	return c.backend(append([]string{fmt.Sprintf("name = %q", name), fmt.Sprintf("address = \""+topoBackend+":%d\"", 11+i, port)}, keys...)...)
+	return c.at(name, fmt.Sprintf(topoBackend+":%d", 11+i, port), keys...)
+}
+
+// at adds a backend called name (unnamed when "") at addr, with keys.
+func (c *conf) at(name string, addr any, keys ...string) *conf {
+	lines := []string{fmt.Sprintf("address = \"%v\"", addr)}
+	if name != "" {
+		lines = append([]string{fmt.Sprintf("name = %q", name)}, lines...)
+	}
+	return c.backend(append(lines, keys...)...)
 }
 
 // addrs adds unnamed backends on the topology's backends is, at port.
 func (c *conf) addrs(port int, is ...int) *conf {
 	for _, i := range is {
-		c.backend(fmt.Sprintf("address = \""+topoBackend+":%d\"", 11+i, port))
+		c.at("", fmt.Sprintf(topoBackend+":%d", 11+i, port))
 	}
 	return c
 }
