@@ -19,11 +19,19 @@ import (
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
-// socketFlags adds --socket and --config (where to find the socket).
-func socketFlags(f *flags) func() (string, error) {
+// socketFlags adds --socket and --config (where to find the socket). The
+// function it returns gives the socket's path, or prints why there is
+// none ("l4lb VERB: ...") and returns ok = false (exit 1).
+func socketFlags(f *flags) func() (path string, ok bool) {
 	sock := f.String("socket", "", "admin socket (default: from --config, else "+defaultAdminSocket+")")
 	cfgPath := f.String("config", "", "read the admin socket path from this config file")
-	return func() (string, error) { return adminPath(*sock, *cfgPath) }
+	return func() (string, bool) {
+		path, err := adminPath(*sock, *cfgPath)
+		if err != nil {
+			fmt.Fprintf(f.stderr, "l4lb %s: %v\n", f.Name(), err)
+		}
+		return path, err == nil
+	}
 }
 
 // cmdOverride is drain, enable and disable: one backend of one VIP.
@@ -40,9 +48,8 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 			f.usageError("want a VIP name and a backend (its name, address:port, or IP)")
 			return 2
 		}
-		path, err := socket()
-		if err != nil {
-			fmt.Fprintf(stderr, "l4lb %s: %v\n", action, err)
+		path, ok := socket()
+		if !ok {
 			return 1
 		}
 		req := admin.OverrideRequest{Reason: *reason, Operator: os.Getenv("SUDO_USER")}
@@ -72,9 +79,8 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 	if !f.noArgs() {
 		return 2
 	}
-	path, err := socket()
-	if err != nil {
-		fmt.Fprintln(stderr, "l4lb reload:", err)
+	path, ok := socket()
+	if !ok {
 		return 1
 	}
 	var res admin.ReloadResult
@@ -115,17 +121,18 @@ func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
 	if !f.noArgs() {
 		return 2
 	}
-	path, err := socket()
-	if err != nil {
-		fmt.Fprintln(stderr, "l4lb upgrade:", err)
+	path, ok := socket()
+	if !ok {
 		return 1
 	}
 	req := admin.UpgradeRequest{Timeout: timeout.String()}
 	if *binary != "" {
-		if req.Binary, err = filepath.Abs(*binary); err != nil {
+		abs, err := filepath.Abs(*binary)
+		if err != nil {
 			fmt.Fprintln(stderr, "l4lb upgrade:", err)
 			return 1
 		}
+		req.Binary = abs
 	}
 	var res admin.UpgradeResult
 	body, err := admin.Client{Socket: path, Timeout: *timeout + 2*time.Minute}.Do(context.Background(), "POST", "/upgrade", req, &res)

@@ -25,42 +25,19 @@ var (
 // client's address and port: every balancer picks the same backend for a
 // flow.
 func bgpConfig(e *testutil.ECMP, i int, vip netip.Addr, drain string) string {
-	return fmt.Sprintf(`
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = %q
-
-[bgp]
-asn = 65001
-router_id = %q
-communities = ["65001:100"]
-shutdown_grace = "2s"
-  [[bgp.peer]]
-  address = %q
-  asn = 65000
-
-[[vip]]
-name = "web"
-listen = "%s:80"
-algorithm = "maglev"
-hash_key = "src_ip_port"
-  [vip.health]
-  type = "tcp"
-  interval = "200ms"
-  timeout = "200ms"
-  fall = 2
-  rise = 1
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-`, drain, e.LBAddr(i), e.RouterID, vip)
+	return newConf(fmt.Sprintf("drain_timeout = %q", drain)).raw(bgpTable(e, i, `communities = ["65001:100"]`, `shutdown_grace = "2s"`)).
+		vip("web", fmt.Sprintf("%s:80", vip), `algorithm = "maglev"`, `hash_key = "src_ip_port"`).health(bgpProbe...).backends(3, 7000).String()
 }
+
+// bgpTable is balancer i's [bgp] table, with more keys, peering with the
+// ECMP router.
+func bgpTable(e *testutil.ECMP, i int, keys ...string) string {
+	return fmt.Sprintf("\n[bgp]\nasn = 65001\nrouter_id = %q\n%s\n  [[bgp.peer]]\n  address = %q\n  asn = 65000\n", e.LBAddr(i), strings.Join(keys, "\n"), e.RouterID)
+}
+
+// bgpProbe is the health check of the BGP tests' VIPs: quick, so that a
+// backend's fall reaches the announcement soon.
+var bgpProbe = []string{`type = "tcp"`, `interval = "200ms"`, `timeout = "200ms"`, `fall = 2`, `rise = 1`}
 
 // backendSet runs the named echo servers on the backends; stop and start
 // take them all down and up again.

@@ -248,30 +248,13 @@ func TestGoldenOutputs(t *testing.T) {
 	for _, b := range n.Backends {
 		n.ServeUDP(t, b, netip.AddrPortFrom(b.Addr4, 5300))
 	}
-	var proxyBackends, udpBackends strings.Builder
-	for _, b := range n.Backends {
-		fmt.Fprintf(&proxyBackends, "  [[vip.backend]]\n  name = %q\n  address = \"%s:8080\"\n", b.Name, b.Addr4)
-		fmt.Fprintf(&udpBackends, "  [[vip.backend]]\n  name = %q\n  address = \"%s:5300\"\n", b.Name, b.Addr4)
-	}
-	proxyVIPs := fmt.Sprintf(`
-[[vip]]
-name = "pg"
-listen = "%s:8080"
-algorithm = "maglev"
-  [vip.health]
-  type = "none"
-%s
-[[vip]]
-name = "dns"
-listen = "%s:5300"
-protocol = "udp"
-algorithm = "maglev"
-  [vip.health]
-  type = "none"
-%s`, n.LB.Addr4, proxyBackends.String(), n.LB.Addr4, udpBackends.String())
 	metricsAddr := netip.AddrPortFrom(n.LB.Addr4, 9370)
-	cfg := strings.Replace(n.config("", proxyVIPs, 0, 1, 2), "[global]\n", fmt.Sprintf("[global]\nmetrics_listen = %q\n", metricsAddr), 1)
-	lb := startLBIn(t, n.LB.NS, cfg)
+	c := n.xdpConf([]string{fmt.Sprintf("metrics_listen = %q", metricsAddr)}, "", 0, 1, 2)
+	c.vip("pg", netip.AddrPortFrom(n.LB.Addr4, 8080).String(), `algorithm = "maglev"`).health(`type = "none"`)
+	n.backendsOn(c, 8080, false, 0, 1, 2)
+	c.vip("dns", netip.AddrPortFrom(n.LB.Addr4, 5300).String(), `protocol = "udp"`, `algorithm = "maglev"`).health(`type = "none"`)
+	n.backendsOn(c, 5300, false, 0, 1, 2)
+	lb := startLBIn(t, n.LB.NS, c.String())
 	sock := lb.sock
 	waitAllUp(t, lb)
 
@@ -298,7 +281,7 @@ algorithm = "maglev"
 	// still be ending.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, pg := xdpStatus(t, lb, "pg")
+		pg := lb.vip(t, "pg")
 		if pg.Active == 1 && pg.Accepted == 3 || time.Now().After(deadline) {
 			break
 		}

@@ -235,12 +235,7 @@ func TestDropCapabilitiesLoadXDPAfter(t *testing.T) {
 	n := newXDPNet(t, 2)
 	n.LB.NS.MustExec(t, "ip", "addr", "add", n.VIP4.String()+"/32", "dev", "lo") // proxy mode needs the VIP local
 	cfg := func(mode string, port int) string {
-		var b strings.Builder
-		for _, be := range n.Backends {
-			fmt.Fprintf(&b, "  [[vip.backend]]\n  address = \"%s:%d\"\n", be.Addr4, port)
-		}
-		return fmt.Sprintf("[global]\ndrop_capabilities = true\nadmin_socket = \"@ADMIN@\"\n[xdp]\ninterface = %q\n[[vip]]\nname = \"web\"\nlisten = %q\nmode = %q\n  [vip.health]\n  type = \"none\"\n%s",
-			n.LB.Link, n.vip4, mode, b.String())
+		return n.modeConf([]string{"drop_capabilities = true"}, mode, port)
 	}
 	lb := startLBIn(t, n.LB.NS, cfg("proxy", 8080))
 	lb.waitLog(t, "capabilities dropped")
@@ -251,7 +246,7 @@ func TestDropCapabilitiesLoadXDPAfter(t *testing.T) {
 	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") {
 		t.Fatalf("after the move to xdp: answered by %q", name)
 	}
-	if _, v := xdpStatus(t, lb, "web"); v.XDP == nil || v.XDP.NewFlows == 0 {
+	if v := lb.vip(t, "web"); v.XDP == nil || v.XDP.NewFlows == 0 {
 		t.Fatalf("the xdp plane forwarded nothing: %+v", v.XDP)
 	}
 }

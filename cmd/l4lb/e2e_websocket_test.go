@@ -447,7 +447,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 	lb := startBinaryIn(t, tp.LB, bin, cfg)
 	pid := lb.status(t).Process.PID
 	testutil.Eventually(t, 10*time.Second, "all three backends up", func() bool {
-		for _, b := range mustVIP(t, lb.status(t), "ws").Backends {
+		for _, b := range lb.vip(t, "ws").Backends {
 			if b.Health != "up" {
 				return false
 			}

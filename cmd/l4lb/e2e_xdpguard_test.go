@@ -80,14 +80,15 @@ func TestXDPAccessList(t *testing.T) {
 		}
 	}
 
-	st, web := xdpStatus(t, lb, "web4")
+	st := lb.status(t)
+	web := mustVIP(t, st, "web4")
 	if web.XDP == nil || web.XDP.ACLDrops < 2 || web.XDP.Drops < web.XDP.ACLDrops {
 		t.Fatalf("web4 xdp counters: %+v", web.XDP)
 	}
 	if st.XDP == nil || st.XDP.Counters["drop_acl"] < 4 {
 		t.Fatalf("global xdp counters: %+v", st.XDP)
 	}
-	_, pv := xdpStatus(t, lb, "proxy")
+	pv := lb.vip(t, "proxy")
 	if pv.XDPGuard == nil || pv.XDPGuard.ACLDrops < 2 {
 		t.Fatalf("proxy VIP guard counters: %+v", pv.XDPGuard)
 	}

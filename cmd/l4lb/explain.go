@@ -53,9 +53,8 @@ func cmdExplain(args []string, stdout, stderr io.Writer) int {
 		f.usageError("want a VIP name and a client address (IP or IP:PORT)")
 		return 2
 	}
-	path, err := socket()
-	if err != nil {
-		fmt.Fprintln(stderr, "l4lb explain:", err)
+	path, ok := socket()
+	if !ok {
 		return 1
 	}
 	var e reconcile.Explanation

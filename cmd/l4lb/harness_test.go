@@ -488,6 +488,12 @@ func backendOf(st reconcile.Status, vip, id string) reconcile.BackendStatus {
 	return reconcile.BackendStatus{}
 }
 
+// vip is the status of the VIP called name, now (mustVIP).
+func (p *lbProcess) vip(t testing.TB, name string) reconcile.VIPStatus {
+	t.Helper()
+	return mustVIP(t, p.status(t), name)
+}
+
 // backend is backend id of the VIP called vip, now (backendOf); the test
 // fails when there is none.
 func (p *lbProcess) backend(t testing.TB, vip, id string) reconcile.BackendStatus {
@@ -504,7 +510,7 @@ func (p *lbProcess) backend(t testing.TB, vip, id string) reconcile.BackendStatu
 func (p *lbProcess) liveFlows(t testing.TB, vip string) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
-	for _, b := range mustVIP(t, p.status(t), vip).Backends {
+	for _, b := range p.vip(t, vip).Backends {
 		if !b.Removed {
 			out[b.ID] = b.LiveFlows
 		}

@@ -93,9 +93,8 @@ func cmdRebalance(args []string, stdout, stderr io.Writer) int {
 		f.usageError("--" + err.Error())
 		return 2
 	}
-	path, err := socket()
-	if err != nil {
-		fmt.Fprintln(stderr, "l4lb rebalance:", err)
+	path, ok := socket()
+	if !ok {
 		return 1
 	}
 	c := admin.Client{Socket: path}
