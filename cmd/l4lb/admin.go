@@ -73,11 +73,8 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("reload", stdout, stderr)
 	socket := socketFlags(f)
 	asJSON := f.Bool("json", false, "print the API's JSON answer")
-	if code, ok := f.parse(args); !ok {
+	if code, ok := f.parseNoArgs(args); !ok {
 		return code
-	}
-	if !f.noArgs() {
-		return 2
 	}
 	path, ok := socket()
 	if !ok {
@@ -115,11 +112,8 @@ func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
 	binary := f.String("binary", "", "the new l4lb binary (default: the path the running one was started from)")
 	timeout := f.Duration("timeout", upgrade.StartTimeout, "how long the new process may take to start, until it is ready")
 	asJSON := f.Bool("json", false, "print the API's JSON answer")
-	if code, ok := f.parse(args); !ok {
+	if code, ok := f.parseNoArgs(args); !ok {
 		return code
-	}
-	if !f.noArgs() {
-		return 2
 	}
 	path, ok := socket()
 	if !ok {

@@ -35,6 +35,18 @@ retries = 2
 `).vip("my", ":3306").at("my0", a).at("my1", b).vip("deferred", ":3307", `defer_accept = true`).at("my0", a).at("my1", b).String()
 }
 
+// startMySQLLB starts two servers (startMySQLPair) and l4lb in front of
+// them (mysqlConf), and waits until both are up.
+func startMySQLLB(t *testing.T) (*testutil.Topology, [2]*testutil.MySQL, *lbProcess) {
+	t.Helper()
+	tp := testutil.NewTopology(t, 2)
+	my := startMySQLPair(t, tp)
+	lb := startLB(t, tp, mysqlConf(my[0].Addr, my[1].Addr))
+	lb.waitHealth(t, "my", "my0", "up")
+	lb.waitHealth(t, "my", "my1", "up")
+	return tp, my, lb
+}
+
 // startMySQLPair starts MariaDB in backends 0 and 1, each with a user
 // l4lb (all privileges) and an empty table slap.t.
 func startMySQLPair(t *testing.T, tp *testutil.Topology) [2]*testutil.MySQL {
@@ -56,12 +68,7 @@ func startMySQLPair(t *testing.T, tp *testutil.Topology) [2]*testutil.MySQL {
 // holding some (no query lost, none doubled, both carry connections).
 func TestMysqlslapThroughVIP(t *testing.T) {
 	testutil.RequireTool(t, "mysqlslap")
-	tp := testutil.NewTopology(t, 2)
-	my := startMySQLPair(t, tp)
-	a, b := my[0].Addr, my[1].Addr
-	lb := startLB(t, tp, mysqlConf(a, b))
-	lb.waitHealth(t, "my", "my0", "up")
-	lb.waitHealth(t, "my", "my1", "up")
+	tp, my, lb := startMySQLLB(t)
 
 	const queries = 2000
 	out, err := tp.Client.Command("mysqlslap", "--no-defaults", "--protocol=tcp", "-h", tp.VIP.String(), "-P", "3306",
@@ -87,12 +94,7 @@ func TestMysqlslapThroughVIP(t *testing.T) {
 // client speaks or about a second passes, so no greeting comes within the
 // same deadline: the hazard README and check describe.
 func TestMySQLServerSpeaksFirst(t *testing.T) {
-	tp := testutil.NewTopology(t, 2)
-	my := startMySQLPair(t, tp)
-	a, b := my[0].Addr, my[1].Addr
-	lb := startLB(t, tp, mysqlConf(a, b))
-	lb.waitHealth(t, "my", "my0", "up")
-	lb.waitHealth(t, "my", "my1", "up")
+	tp, _, _ := startMySQLLB(t)
 
 	const deadline = 300 * time.Millisecond
 	for i := range 10 {

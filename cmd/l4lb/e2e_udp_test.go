@@ -23,13 +23,20 @@ func udpNamedEcho(t *testing.T, tp *testutil.Topology, i, port int) {
 // udpEchoIf is udpNamedEcho for the datagrams answer accepts.
 func udpEchoIf(t *testing.T, tp *testutil.Topology, i, port int, answer func([]byte) bool) {
 	t.Helper()
+	udpEchoIn(t, tp.Backends[i], "udp4", fmt.Sprintf("%s:%d", tp.BackendIP(i), port), fmt.Sprintf("be%d", i), answer)
+}
+
+// udpEchoIn answers, from ns on addr, every datagram answer accepts with
+// "NAME:" and the datagram.
+func udpEchoIn(t *testing.T, ns *testutil.Netns, network, addr, name string, answer func([]byte) bool) {
+	t.Helper()
 	var pc net.PacketConn
-	tp.Backends[i].MustDo(t, func() (err error) {
-		pc, err = net.ListenPacket("udp4", fmt.Sprintf("%s:%d", tp.BackendIP(i), port))
+	ns.MustDo(t, func() (err error) {
+		pc, err = net.ListenPacket(network, addr)
 		return err
 	})
 	t.Cleanup(func() { pc.Close() })
-	prefix := []byte(fmt.Sprintf("be%d:", i))
+	prefix := []byte(name + ":")
 	go func() {
 		buf := make([]byte, 65536)
 		for {
@@ -146,22 +153,7 @@ var udp6VIP = newConf().vip("dns6", "[::1]:53", `protocol = "udp"`).
 func TestUDPIPv6(t *testing.T) {
 	ns := testutil.NewNetns(t, "udp6")
 	for i := range 2 {
-		var pc net.PacketConn
-		ns.MustDo(t, func() (err error) {
-			pc, err = net.ListenPacket("udp6", fmt.Sprintf("[::1]:%d", 5301+i))
-			return err
-		})
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 65536)
-			for {
-				n, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				pc.WriteTo(append([]byte(fmt.Sprintf("be%d:", i)), buf[:n]...), from)
-			}
-		}()
+		udpEchoIn(t, ns, "udp6", fmt.Sprintf("[::1]:%d", 5301+i), fmt.Sprintf("be%d", i), func([]byte) bool { return true })
 	}
 	lb := startLBIn(t, ns, udp6VIP)
 	const clients, rounds = 8, 3

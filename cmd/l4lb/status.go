@@ -26,11 +26,8 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	showConfig := f.Bool("show-config", false, "print the configuration in force, resolved, as TOML")
 	allCaps := f.Bool("capabilities", false, "list every capability the process holds (the summary counts them)")
 	args, bare := bareConfigFlag(args)
-	if code, ok := f.parse(args); !ok {
+	if code, ok := f.parseNoArgs(args); !ok {
 		return code
-	}
-	if !f.noArgs() {
-		return 2
 	}
 	if bare {
 		*showConfig = true

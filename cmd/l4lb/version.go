@@ -57,11 +57,8 @@ func readBuildInfo() daemon.Build {
 
 func cmdVersion(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("version", stdout, stderr)
-	if code, ok := f.parse(args); !ok {
+	if code, ok := f.parseNoArgs(args); !ok {
 		return code
-	}
-	if !f.noArgs() {
-		return 2
 	}
 	bi := readBuildInfo()
 	fmt.Fprintf(stdout, "l4lb %s\ncommit:  %s\ngo:      %s %s/%s\nbuilt:   %s\n",
