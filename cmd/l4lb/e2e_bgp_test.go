@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -130,12 +129,9 @@ func TestBGPAnnounceLifecycle(t *testing.T) {
 	if st.BGP == nil || len(st.BGP.Peers) != 1 || !st.BGP.Peers[0].Up || st.BGP.Peers[0].PrefixesSent != 1 || len(st.BGP.Announced) != 1 {
 		t.Fatalf("status bgp: %+v", st.BGP)
 	}
-	text, err := exec.Command(mustBin(t), "status", "--socket", lb.sock).Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
+	text := lb.statusText(t)
 	for _, want := range []string{"bgp: as 65001, router id 198.18.3.10, announced: 198.18.2.10/32", "peer 198.18.3.1 as 65000  established for", "prefixes sent 1"} {
-		if !strings.Contains(string(text), want) {
+		if !strings.Contains(text, want) {
 			t.Errorf("l4lb status does not show %q:\n%s", want, text)
 		}
 	}

@@ -103,11 +103,10 @@ func TestBackendCapsDaemon(t *testing.T) {
 			t.Fatalf("client %d served by %s beyond the caps", i, be)
 		}
 	}
-	sock := lb.sock
-	if out, _, _ := l4lbCmd(t, "status", "--socket", sock); !strings.Contains(out, "queued 11") || !strings.Contains(out, "5/5") {
+	if out, _, _ := lb.run(t, "status"); !strings.Contains(out, "queued 11") || !strings.Contains(out, "5/5") {
 		t.Fatalf("status text lacks the queue or the caps:\n%s", out)
 	}
-	if out, _, _ := l4lbCmd(t, "explain", "--socket", sock, "db", tp.ClientIP.String()); !strings.Contains(out, "FULL: at its cap of 10, skipped") {
+	if out, _, _ := lb.run(t, "explain", "db", tp.ClientIP.String()); !strings.Contains(out, "FULL: at its cap of 10, skipped") {
 		t.Fatalf("explain does not say the backends are full:\n%s", out)
 	}
 

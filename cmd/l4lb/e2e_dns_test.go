@@ -5,7 +5,6 @@ package main
 
 import (
 	"net/netip"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -130,15 +129,13 @@ func TestDNSNamedBackends(t *testing.T) {
 	// The server stops answering: the last good answer stays in use;
 	// status shows the error and the answer's age.
 	dns.SetSilent(true)
-	sock := lb.sock
 	testutil.Eventually(t, 20*time.Second, "status shows the failing lookups", func() bool {
 		n := vipNamed(lb.status(t), "a").Names
 		return len(n) == 1 && n[0].Error != "" && n[0].AnswerAge > 3
 	})
-	text, err := exec.Command(mustBin(t), "status", "--socket", sock).CombinedOutput()
-	if err != nil || !strings.Contains(string(text), "dns pg.db.test:7000: 198.18.1.11:7000 198.18.1.13:7000 (answer ") ||
-		!strings.Contains(string(text), "FAILING for") || !strings.Contains(string(text), "dns later.db.test:7000: NOT RESOLVED") {
-		t.Fatalf("text status while DNS fails: %v\n%s", err, text)
+	if text := lb.statusText(t); !strings.Contains(text, "dns pg.db.test:7000: 198.18.1.11:7000 198.18.1.13:7000 (answer ") ||
+		!strings.Contains(text, "FAILING for") || !strings.Contains(text, "dns later.db.test:7000: NOT RESOLVED") {
+		t.Fatalf("text status while DNS fails:\n%s", text)
 	}
 	if seen := backendsSeen(t, tp, 80, 10); seen["be0"]+seen["be2"] != 10 {
 		t.Fatalf("while DNS fails: %v", seen)

@@ -255,7 +255,6 @@ func TestGoldenOutputs(t *testing.T) {
 	c.vip("dns", netip.AddrPortFrom(n.LB.Addr4, 5300).String(), `protocol = "udp"`, `algorithm = "maglev"`).health(`type = "none"`)
 	n.backendsOn(c, 5300, false, 0, 1, 2)
 	lb := startLBIn(t, n.LB.NS, c.String())
-	sock := lb.sock
 	waitAllUp(t, lb)
 
 	// The flows: three TCP connections through the proxy VIP from one
@@ -288,12 +287,12 @@ func TestGoldenOutputs(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	status, errOut, code := l4lbCmd(t, "status", "--json", "--socket", sock)
+	status, errOut, code := lb.run(t, "status", "--json")
 	if code != 0 {
 		t.Fatalf("status --json: exit %d: %s", code, errOut)
 	}
 	compareGolden(t, "status.json", maskJSON(t, []byte(status)))
-	text, errOut, code := l4lbCmd(t, "status", "--socket", sock)
+	text, errOut, code := lb.run(t, "status")
 	if code != 0 {
 		t.Fatalf("status: exit %d: %s", code, errOut)
 	}
@@ -304,7 +303,7 @@ func TestGoldenOutputs(t *testing.T) {
 		{"explain-xdp.json", "web4", netip.AddrPortFrom(n.Client.Addr4, 22001).String()},
 		{"explain-xdp6.json", "web6", netip.AddrPortFrom(n.Client.Addr6, 22002).String()},
 	} {
-		compareGolden(t, q.file, maskJSON(t, []byte(explainCmd(t, sock, "--json", q.vip, q.client))))
+		compareGolden(t, q.file, maskJSON(t, []byte(lb.verb(t, "explain", "--json", q.vip, q.client))))
 	}
 	compareGolden(t, "metrics.txt", maskMetrics(scrape(t, n.LB.NS, metricsAddr, "/metrics")))
 }

@@ -252,7 +252,7 @@ func TestAcceptProxyProtocolBehindL4LB(t *testing.T) {
 		inner.waitLog(t, fmt.Sprintf(`"end":"%s"`, tc.end))
 	}
 	inner.waitLog(t, "PROXY header refused")
-	out, _, _ := l4lbCmd(t, "status", "--socket", inner.sock)
+	out, _, _ := inner.run(t, "status")
 	if !strings.Contains(out, "proxy headers refused: untrusted 1  malformed 1  timeout 1") {
 		t.Fatalf("status does not count the refusals:\n%s", out)
 	}

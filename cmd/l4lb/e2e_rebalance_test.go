@@ -120,15 +120,15 @@ func TestRebalanceCommand(t *testing.T) {
 	}
 
 	lb.writeConfig(t, lb.currentConfig(t)+"  [[vip.backend]]\n  name = \"be2\"\n  address = \"198.18.1.13:7000\"\n")
-	if out, errOut, code := l4lbCmd(t, "reload", "--socket", sock); code != 0 {
+	if out, errOut, code := lb.run(t, "reload"); code != 0 {
 		t.Fatalf("reload: exit %d\n%s%s", code, out, errOut)
 	}
-	if out, _, _ := l4lbCmd(t, "rebalance", "--socket", sock, "--dry-run", "a"); !strings.Contains(out, "one now would close about 90 at 50/s") {
+	if out, _, _ := lb.run(t, "rebalance", "--dry-run", "a"); !strings.Contains(out, "one now would close about 90 at 50/s") {
 		t.Fatalf("dry run said:\n%s", out)
 	}
 
 	start := time.Now()
-	out, errOut, code := l4lbCmd(t, "rebalance", "--socket", sock, "--wait", "a")
+	out, errOut, code := lb.run(t, "rebalance", "--wait", "a")
 	took := time.Since(start)
 	if code != 0 || !strings.Contains(out, "rebalance started: closing about 90 connections at 50/s (FIN to both sides)") ||
 		!strings.Contains(out, "rebalance done after") {
@@ -162,7 +162,7 @@ func TestRebalanceCommand(t *testing.T) {
 	if len(errs) > 0 || eofs != st.Closed {
 		t.Fatalf("%d closed, %d clients saw an orderly EOF, %d something else (first: %v)", st.Closed, eofs, len(errs), errs)
 	}
-	if out, _, _ := l4lbCmd(t, "status", "--socket", sock); !strings.Contains(out, "rebalance done: closed") {
+	if out, _, _ := lb.run(t, "status"); !strings.Contains(out, "rebalance done: closed") {
 		t.Fatalf("status:\n%s", out)
 	}
 
@@ -182,7 +182,7 @@ func TestRebalanceCommand(t *testing.T) {
 			t.Fatalf("l4lb %v: exit %d\n%s\nwant exit %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
 	}
-	if out, _, code := l4lbCmd(t, "rebalance", "--socket", sock, "--stop", "a"); code != 0 || !strings.Contains(out, "rebalance done") {
+	if out, _, code := lb.run(t, "rebalance", "--stop", "a"); code != 0 || !strings.Contains(out, "rebalance done") {
 		t.Fatalf("--stop after the end: exit %d\n%s", code, out)
 	}
 }

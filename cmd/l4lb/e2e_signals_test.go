@@ -106,7 +106,7 @@ func TestStatusDuringStop(t *testing.T) {
 	if v := vipNamed(st, "a"); !st.Stopping || v.Active != 1 || len(v.Backends) != 2 {
 		t.Errorf("status during the stop: stopping %v, VIP a %+v; want stopping, 1 active connection, its 2 backends", st.Stopping, v)
 	}
-	out, errOut, code := l4lbCmd(t, "status", "--socket", lb.sock)
+	out, errOut, code := lb.run(t, "status")
 	if code != 0 || !strings.Contains(out, "STOPPING") || !strings.Contains(out, "VIP a ") ||
 		!strings.Contains(out, "active 1 ") || !strings.Contains(out, "DRAINING (l4lb is stopping)") {
 		t.Errorf("l4lb status during the stop: exit %d\n%s%s", code, out, errOut)

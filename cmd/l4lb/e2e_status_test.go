@@ -17,10 +17,9 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
 	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	sock := lb.sock
 	status := func(args ...string) string {
 		t.Helper()
-		out, errOut, code := l4lbCmd(t, append([]string{"status", "--socket", sock}, args...)...)
+		out, errOut, code := lb.run(t, "status", args...)
 		if code != 0 {
 			t.Fatalf("status %v: exit %d\n%s%s", args, code, out, errOut)
 		}
@@ -39,7 +38,7 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	// default resolved; it parses back to what the file says. The bare
 	// --config (the old spelling: --config otherwise names a file) says
 	// so on stderr (D26).
-	if _, errOut, _ := l4lbCmd(t, "status", "--socket", sock, "--config"); !strings.Contains(errOut, "--config without a FILE is the old spelling of --show-config") {
+	if _, errOut, _ := lb.run(t, "status", "--config"); !strings.Contains(errOut, "--config without a FILE is the old spelling of --show-config") {
 		t.Errorf("a bare --config says nothing about its two meanings: %q", errOut)
 	}
 	for _, flag := range []string{"--show-config", "--config"} {

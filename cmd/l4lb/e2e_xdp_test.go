@@ -392,10 +392,9 @@ func TestXDPModeChange(t *testing.T) {
 		return n.modeConf(nil, mode, port, `algorithm = "maglev"`)
 	}
 	lb := startLBIn(t, n.LB.NS, cfg("proxy", 8080))
-	admin := lb.sock
 	reload := func(text string, times int) {
 		t.Helper()
-		lb.writeConfig(t, strings.ReplaceAll(text, "@ADMIN@", admin))
+		lb.writeConfig(t, text)
 		lb.signal(t, syscall.SIGHUP)
 		lb.waitLogN(t, "reload applied", times)
 	}

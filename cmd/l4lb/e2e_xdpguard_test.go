@@ -99,16 +99,15 @@ func TestXDPAccessList(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	sock := lb.sock
-	text, _, _ := l4lbCmd(t, "status", "--socket", sock)
+	text, _, _ := lb.run(t, "status")
 	if !strings.Contains(text, "xdp guards: acl-drops") {
 		t.Errorf("status text lacks the guard counters:\n%s", text)
 	}
 
-	if e := explainJSON(t, sock, "web4", denied.String()+":4000"); !strings.Contains(strings.Join(e.Notes, "\n"), "allow/deny refuses "+denied.String()) {
+	if e := explainJSON(t, lb, "web4", denied.String()+":4000"); !strings.Contains(strings.Join(e.Notes, "\n"), "allow/deny refuses "+denied.String()) {
 		t.Errorf("explain for the denied client lacks the refusal: %v", e.Notes)
 	}
-	if e := explainJSON(t, sock, "web4", allowed.String()+":4000"); strings.Contains(strings.Join(e.Notes, "\n"), "refuses") {
+	if e := explainJSON(t, lb, "web4", allowed.String()+":4000"); strings.Contains(strings.Join(e.Notes, "\n"), "refuses") {
 		t.Errorf("explain for an allowed client: %v", e.Notes)
 	}
 
