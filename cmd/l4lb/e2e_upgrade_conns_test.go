@@ -124,6 +124,20 @@ func smallRcvBuf(_, _ string, c syscall.RawConn) error {
 	return errors.Join(err, serr)
 }
 
+// dialSmallRcv connects from the client namespace to the VIP's port with
+// a small receive buffer (smallRcvBuf), closed when the test ends.
+func dialSmallRcv(t *testing.T, tp *testutil.Topology, port int) net.Conn {
+	t.Helper()
+	var c net.Conn
+	tp.Client.MustDo(t, func() (err error) {
+		d := net.Dialer{Control: smallRcvBuf, Timeout: 5 * time.Second}
+		c, err = d.Dial("tcp4", net.JoinHostPort(tp.VIP.String(), strconv.Itoa(port)))
+		return err
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // streamServers runs, in every backend's namespace, a server that reads a
 // connection's 8-byte id and then streams; results land in ends by id.
 type streamServers struct {
@@ -189,13 +203,7 @@ type streamClients struct {
 func startStreamClients(t *testing.T, tp *testutil.Topology, port, n int) *streamClients {
 	sc := &streamClients{ends: make([]*streamEnd, n), stop: make(chan struct{})}
 	for i := range n {
-		var c net.Conn
-		tp.Client.MustDo(t, func() (err error) {
-			d := net.Dialer{Control: smallRcvBuf, Timeout: 5 * time.Second}
-			c, err = d.Dial("tcp4", net.JoinHostPort(tp.VIP.String(), strconv.Itoa(port)))
-			return err
-		})
-		t.Cleanup(func() { c.Close() })
+		c := dialSmallRcv(t, tp, port)
 		var id [8]byte
 		binary.LittleEndian.PutUint64(id[:], uint64(i))
 		if _, err := c.Write(id[:]); err != nil {

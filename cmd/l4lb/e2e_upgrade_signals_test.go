@@ -234,13 +234,7 @@ func endlessBackend(t *testing.T, tp *testutil.Topology, i, port int) *atomic.In
 func stuckDownload(t *testing.T, tp *testutil.Topology, lb *lbProcess, written *atomic.Int64, port int) net.Conn {
 	t.Helper()
 	base := written.Load()
-	var c net.Conn
-	tp.Client.MustDo(t, func() (err error) {
-		d := net.Dialer{Control: smallRcvBuf, Timeout: 5 * time.Second}
-		c, err = d.Dial("tcp4", net.JoinHostPort(tp.VIP.String(), strconv.Itoa(port)))
-		return err
-	})
-	t.Cleanup(func() { c.Close() })
+	c := dialSmallRcv(t, tp, port)
 	testutil.Eventually(t, 20*time.Second, "l4lb to hold bytes for the client that does not read", func() bool {
 		return written.Load()-base >= 2<<20 && lb.status(t).Pipes.Lent > 0
 	})
