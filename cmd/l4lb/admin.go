@@ -16,7 +16,7 @@ import (
 	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/internal/report"
 	"github.com/l4lb/l4lb/internal/upgrade"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // socketFlags adds --socket and --config (where to find the socket). The
@@ -53,7 +53,7 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 			return 1
 		}
 		req := admin.OverrideRequest{Reason: *reason, Operator: os.Getenv("SUDO_USER")}
-		var res reconcile.OverrideResult
+		var res plane.OverrideResult
 		body, err := admin.Client{Socket: path}.Do(context.Background(), "POST", admin.BackendPath(f.args[0], f.args[1], action), req, &res)
 		if err != nil {
 			fmt.Fprintf(stderr, "l4lb %s: %v\n", action, err)

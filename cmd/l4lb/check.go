@@ -11,6 +11,8 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/daemon"
+	"github.com/l4lb/l4lb/internal/names"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -41,7 +43,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	// Names are looked up, but one that does not resolve is a warning:
 	// run starts without its backends, and the file is still right.
-	warnings = append(warnings, reconcile.CheckNames(cfg, checkNamesTimeout)...)
+	warnings = append(warnings, names.Check(cfg, checkNamesTimeout)...)
 	// What would stop the XDP program from starting here (pin path,
 	// forwarding): run would fail, but the file is right.
 	warnings = append(warnings, reconcile.CheckXDPHost(cfg)...)
@@ -132,7 +134,7 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 		fmt.Fprintln(stderr, &config.Error{Problems: problems})
 		return 1
 	}
-	var st reconcile.Status // best effort: the pid, and whether XDP is loaded
+	var st plane.Status // best effort: the pid, and whether XDP is loaded
 	if body, err := adminGet(sock, "/status"); err == nil {
 		_ = json.Unmarshal(body, &st)
 	}

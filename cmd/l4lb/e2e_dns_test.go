@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 var dnsVIPs = newConf(`drain_timeout = "3s"`, `resolvers = ["198.18.1.1"]`, `resolve_min = "200ms"`, `resolve_max = "1s"`).
@@ -21,7 +21,7 @@ var dnsVIPs = newConf(`drain_timeout = "3s"`, `resolvers = ["198.18.1.1"]`, `res
 
 // nameIDs lists a VIP's backends that take part (not removed), by the
 // backend name their address leads to (be0 is 198.18.1.11).
-func nameIDs(st reconcile.Status, vip string) []string {
+func nameIDs(st plane.Status, vip string) []string {
 	var out []string
 	for _, v := range st.VIPs {
 		if v.Name != vip {

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // explainJSON runs `l4lb explain --json` and decodes the answer.
-func explainJSON(t *testing.T, lb *lbProcess, args ...string) reconcile.Explanation {
+func explainJSON(t *testing.T, lb *lbProcess, args ...string) plane.Explanation {
 	t.Helper()
-	var e reconcile.Explanation
+	var e plane.Explanation
 	out := lb.verb(t, "explain", append([]string{"--json"}, args...)...)
 	if err := json.Unmarshal([]byte(out), &e); err != nil {
 		t.Fatalf("explain --json: %v\n%s", err, out)

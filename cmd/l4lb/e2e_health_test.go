@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 var blackholeVIP = newConf(`log_format = "json"`).
@@ -33,7 +33,7 @@ func TestBlackholedBackend(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
 	namedEchoes(t, tp)
 	lb := startLB(t, tp, blackholeVIP)
-	lb.waitStatus(t, 5*time.Second, "all backends up", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "all backends up", func(st plane.Status) bool {
 		for _, b := range st.VIPs[0].Backends {
 			if b.Health != "up" {
 				return false
@@ -82,7 +82,7 @@ func TestBlackholedBackend(t *testing.T) {
 	mu.Lock()
 	blackholed = time.Now() // the route is in effect: later clients cannot reach be2
 	mu.Unlock()
-	lb.waitStatus(t, 10*time.Second, "be2 down", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "be2 down", func(st plane.Status) bool {
 		return st.VIPs[0].Backends[2].Health == "down"
 	})
 	took := time.Since(start)
@@ -95,7 +95,7 @@ func TestBlackholedBackend(t *testing.T) {
 	}
 	// Every connection has ended and been logged, but those that reached
 	// be2 before its host went dark: they wait for be2's FIN.
-	lb.waitStatus(t, 10*time.Second, "every connection not stuck on be2 to end (and be logged)", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "every connection not stuck on be2 to end (and be logged)", func(st plane.Status) bool {
 		return st.VIPs[0].Active == st.VIPs[0].Backends[2].LiveFlows
 	})
 	retried := checkRetries(t, lb.log.String(), 300*time.Millisecond)

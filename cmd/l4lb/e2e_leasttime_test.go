@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 var leastTimeVIP = newConf().vip("a", ":80", `protocol = "tcp"`, `algorithm = "least_time"`).
@@ -21,7 +21,7 @@ func TestLeastTimeFollowsLatency(t *testing.T) {
 		namedEcho(t, tp, i, 7000)
 	}
 	lb := startLB(t, tp, leastTimeVIP)
-	lb.waitStatus(t, 5*time.Second, "every backend up with an RTT sample", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "every backend up with an RTT sample", func(st plane.Status) bool {
 		for _, b := range st.VIPs[0].Backends {
 			if b.Health != "up" || b.RTT == 0 {
 				return false

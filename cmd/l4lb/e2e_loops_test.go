@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/proxy"
-	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
 // loopsConfig is one TCP VIP in front of the first backends (be0, and
@@ -247,7 +247,7 @@ func procStatusKiB(t *testing.T, pid int, field string) int64 {
 	return 0
 }
 
-func workerConns(st reconcile.Status) []int64 {
+func workerConns(st plane.Status) []int64 {
 	out := make([]int64, len(st.Workers))
 	for i, w := range st.Workers {
 		out[i] = w.Conns

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // pgConf is a VIP on 198.18.2.10:5432 over the two servers a and b,
@@ -188,11 +188,11 @@ func TestPgbenchServerStopped(t *testing.T) {
 	pg[0].Stop(t)
 	stopped := time.Now()
 	waitB := startPgbenchVIP(t, tp, "-S", "-C", "-c", "4", "-T", "3", "-R", "100")
-	lb.waitStatus(t, 5*time.Second, "pg0 down", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "pg0 down", func(st plane.Status) bool {
 		return backendOf(st, "pg", "pg0").Health == "down"
 	})
 	took := time.Since(stopped)
-	lb.waitStatus(t, 2*time.Second, "pg0's sessions ended", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 2*time.Second, "pg0's sessions ended", func(st plane.Status) bool {
 		return backendOf(st, "pg", "pg0").LiveFlows == 0
 	})
 	a, b := waitA(), waitB()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // udpNamedEcho answers every datagram with "beN:" and the datagram, from
@@ -110,7 +110,7 @@ func TestUDPThousandClients(t *testing.T) {
 	if v := st.VIPs[0]; v.Accepted != clients || v.UDP.Replies < clients {
 		t.Fatalf("status: %d sessions made, %d replies; want %d", v.Accepted, v.UDP.Replies, clients)
 	}
-	lb.waitStatus(t, 8*time.Second, "sessions to expire", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 8*time.Second, "sessions to expire", func(st plane.Status) bool {
 		v := st.VIPs[0]
 		live := int64(0)
 		for _, b := range v.Backends {

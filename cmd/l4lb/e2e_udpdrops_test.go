@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // udpEchoUnlessX answers every datagram with "beN:" and the datagram,
@@ -131,8 +131,8 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	var u *reconcile.UDPStatus
-	lb.waitStatus(t, 10*time.Second, "the blast forwarded or counted as dropped", func(st reconcile.Status) bool {
+	var u *plane.UDPStatus
+	lb.waitStatus(t, 10*time.Second, "the blast forwarded or counted as dropped", func(st plane.Status) bool {
 		u = st.VIPs[0].UDP
 		return u.Datagrams-before.Datagrams+u.Dropped-before.Dropped+u.QueueDropped == blast
 	})
@@ -157,7 +157,7 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &old, nil); err != nil {
 		t.Fatal(err)
 	}
-	lb.waitStatus(t, 5*time.Second, "each new client's datagram to make a session or count as a socket error", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "each new client's datagram to make a session or count as a socket error", func(st plane.Status) bool {
 		v := st.VIPs[0]
 		return v.UDP.SocketErrors+v.Accepted-created == 8
 	})
@@ -172,7 +172,7 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	third := udpClients(t, tp, 53, 15)
 	answered(third, "hello", 300*time.Millisecond)
 	refused := uint64(live + 15 - 20)
-	lb.waitStatus(t, 5*time.Second, "clients past max_sessions counted", func(st reconcile.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "clients past max_sessions counted", func(st plane.Status) bool {
 		return st.VIPs[0].UDP.SessionsRefused == refused
 	})
 
@@ -225,8 +225,8 @@ func TestUDPSilentBackendVisible(t *testing.T) {
 		t.Fatalf("answers %v: no query reached the silent backend", got)
 	}
 	lb.waitLog(t, "answered none of a session's datagrams")
-	var silent reconcile.BackendStatus
-	lb.waitStatus(t, 10*time.Second, "the silent backend down by its passive mark", func(st reconcile.Status) bool {
+	var silent plane.BackendStatus
+	lb.waitStatus(t, 10*time.Second, "the silent backend down by its passive mark", func(st plane.Status) bool {
 		silent = st.VIPs[0].Backends[1]
 		return silent.Health == "down"
 	})

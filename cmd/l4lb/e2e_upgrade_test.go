@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // upgrade runs `l4lb upgrade` against the admin socket.
@@ -340,7 +340,7 @@ func TestUpgradeKeepsBackendState(t *testing.T) {
 		namedEcho(t, tp, i, 7000)
 	}
 	lb := startUpgradable(t, tp.LB, vipThree)
-	backend := func(id string) reconcile.BackendStatus {
+	backend := func(id string) plane.BackendStatus {
 		t.Helper()
 		for _, b := range lb.status(t).VIPs[0].Backends {
 			if b.ID == id {
@@ -348,7 +348,7 @@ func TestUpgradeKeepsBackendState(t *testing.T) {
 			}
 		}
 		t.Fatalf("no backend %s", id)
-		return reconcile.BackendStatus{}
+		return plane.BackendStatus{}
 	}
 	testutil.Eventually(t, 10*time.Second, "a connect to be2 to take it down", func() bool {
 		if c, err := dialVIP(tp, 80); err == nil {

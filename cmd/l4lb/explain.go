@@ -10,7 +10,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/internal/report"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const explainHelp = `Asks the running l4lb which backend a flow from CLIENT_IP (and PORT, when
@@ -57,7 +57,7 @@ func cmdExplain(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	var e reconcile.Explanation
+	var e plane.Explanation
 	body, err := admin.Client{Socket: path}.Do(context.Background(), "GET", admin.ExplainPath(f.args[0], f.args[1]), nil, &e)
 	if err != nil {
 		fmt.Fprintln(stderr, "l4lb explain:", err)

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // binDir holds the binaries the tests build; TestMain removes it.
@@ -399,9 +399,9 @@ func (p *lbProcess) verb(t testing.TB, verb string, args ...string) string {
 }
 
 // status is `l4lb status --json`.
-func (p *lbProcess) status(t testing.TB) reconcile.Status {
+func (p *lbProcess) status(t testing.TB) plane.Status {
 	t.Helper()
-	var st reconcile.Status
+	var st plane.Status
 	out := p.verb(t, "status", "--json")
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
@@ -416,7 +416,7 @@ func (p *lbProcess) statusText(t testing.TB) string {
 }
 
 // waitStatus waits up to d until cond holds for the status.
-func (p *lbProcess) waitStatus(t testing.TB, d time.Duration, what string, cond func(reconcile.Status) bool) {
+func (p *lbProcess) waitStatus(t testing.TB, d time.Duration, what string, cond func(plane.Status) bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond(p.status(t)) {
@@ -430,7 +430,7 @@ func (p *lbProcess) waitStatus(t testing.TB, d time.Duration, what string, cond 
 // waitHealth waits until backend id of vip has health.
 func (p *lbProcess) waitHealth(t testing.TB, vip, id, health string) {
 	t.Helper()
-	p.waitStatus(t, 5*time.Second, vip+"/"+id+" "+health, func(st reconcile.Status) bool {
+	p.waitStatus(t, 5*time.Second, vip+"/"+id+" "+health, func(st plane.Status) bool {
 		return backendOf(st, vip, id).Health == health
 	})
 }
@@ -444,7 +444,7 @@ func (p *lbProcess) reloadOK(t *testing.T) {
 		prev = r.Time
 	}
 	p.signal(t, syscall.SIGHUP)
-	var r *reconcile.ReloadStatus
+	var r *plane.ReloadStatus
 	testutil.Eventually(t, 10*time.Second, "status to report the reload", func() bool {
 		r = p.status(t).Process.LastReload
 		return r != nil && !r.Time.Equal(prev)
@@ -456,17 +456,17 @@ func (p *lbProcess) reloadOK(t *testing.T) {
 
 // vipNamed is the status of the VIP called name (the first listed, which
 // is the running one when a draining one shares its name); zero if none.
-func vipNamed(st reconcile.Status, name string) reconcile.VIPStatus {
+func vipNamed(st plane.Status, name string) plane.VIPStatus {
 	for _, v := range st.VIPs {
 		if v.Name == name {
 			return v
 		}
 	}
-	return reconcile.VIPStatus{}
+	return plane.VIPStatus{}
 }
 
 // mustVIP is vipNamed, failing the test when there is none.
-func mustVIP(t testing.TB, st reconcile.Status, name string) reconcile.VIPStatus {
+func mustVIP(t testing.TB, st plane.Status, name string) plane.VIPStatus {
 	t.Helper()
 	for _, v := range st.VIPs {
 		if v.Name == name {
@@ -474,29 +474,29 @@ func mustVIP(t testing.TB, st reconcile.Status, name string) reconcile.VIPStatus
 		}
 	}
 	t.Fatalf("no VIP %q in status: %+v", name, st.VIPs)
-	return reconcile.VIPStatus{}
+	return plane.VIPStatus{}
 }
 
 // backendOf is backend id of the VIP called vip (not one a reload
 // removed, which is listed until its flows end); zero if none.
-func backendOf(st reconcile.Status, vip, id string) reconcile.BackendStatus {
+func backendOf(st plane.Status, vip, id string) plane.BackendStatus {
 	for _, b := range vipNamed(st, vip).Backends {
 		if b.ID == id && !b.Removed {
 			return b
 		}
 	}
-	return reconcile.BackendStatus{}
+	return plane.BackendStatus{}
 }
 
 // vip is the status of the VIP called name, now (mustVIP).
-func (p *lbProcess) vip(t testing.TB, name string) reconcile.VIPStatus {
+func (p *lbProcess) vip(t testing.TB, name string) plane.VIPStatus {
 	t.Helper()
 	return mustVIP(t, p.status(t), name)
 }
 
 // backend is backend id of the VIP called vip, now (backendOf); the test
 // fails when there is none.
-func (p *lbProcess) backend(t testing.TB, vip, id string) reconcile.BackendStatus {
+func (p *lbProcess) backend(t testing.TB, vip, id string) plane.BackendStatus {
 	t.Helper()
 	b := backendOf(p.status(t), vip, id)
 	if b.ID == "" {

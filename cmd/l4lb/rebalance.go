@@ -11,6 +11,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/internal/report"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -105,7 +106,7 @@ func cmdRebalance(args []string, stdout, stderr io.Writer) int {
 	case *dryRun:
 		method, req = "GET", nil
 	}
-	var st reconcile.RebalanceStatus
+	var st plane.RebalanceStatus
 	body, err := c.Do(context.Background(), method, admin.RebalancePath(f.args[0]), req, &st)
 	if err != nil {
 		fmt.Fprintln(stderr, "l4lb rebalance:", err)
@@ -128,7 +129,7 @@ func cmdRebalance(args []string, stdout, stderr io.Writer) int {
 	default:
 		report.RebalancePlan(stdout, st)
 	}
-	if *wait && st.State != reconcile.RebalanceDone {
+	if *wait && st.State != plane.RebalanceDone {
 		return 1
 	}
 	return 0

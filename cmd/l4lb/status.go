@@ -13,7 +13,7 @@ import (
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/internal/report"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const defaultAdminSocket = "/run/l4lb/admin.sock"
@@ -58,7 +58,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(body)
 		return 0
 	}
-	var st reconcile.Status
+	var st plane.Status
 	if err := json.Unmarshal(body, &st); err != nil {
 		fmt.Fprintln(stderr, "l4lb status: bad answer:", err)
 		return 1

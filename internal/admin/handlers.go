@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -135,7 +136,7 @@ func (h *handlers) explain(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errors.New("want one client=IP[:PORT] parameter"))
 		return
 	}
-	client, err := reconcile.ParseClient(q.Get("client"))
+	client, err := plane.ParseClient(q.Get("client"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -144,7 +145,7 @@ func (h *handlers) explain(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, reconcile.ErrNoVIP):
 		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, reconcile.ErrBadClient):
+	case errors.Is(err, plane.ErrBadClient):
 		writeError(w, http.StatusBadRequest, err)
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err)
@@ -246,11 +247,11 @@ func (h *handlers) stopRebalance(w http.ResponseWriter, r *http.Request) {
 
 // writeRebalance answers with a rebalance's status, or its error: 404 no
 // such VIP, 409 the VIP cannot be rebalanced now.
-func writeRebalance(w http.ResponseWriter, st reconcile.RebalanceStatus, err error) {
+func writeRebalance(w http.ResponseWriter, st plane.RebalanceStatus, err error) {
 	switch {
 	case errors.Is(err, reconcile.ErrNoVIP):
 		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, reconcile.ErrCannotRebalance), errors.Is(err, reconcile.ErrRebalanceRunning):
+	case errors.Is(err, plane.ErrCannotRebalance), errors.Is(err, reconcile.ErrRebalanceRunning):
 		writeError(w, http.StatusConflict, err)
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err)

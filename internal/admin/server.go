@@ -22,30 +22,31 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
 // Daemon is what the API serves: the running l4lb.
 type Daemon interface {
 	// Status reports every VIP and backend, and the process.
-	Status() reconcile.Status
+	Status() plane.Status
 	// ConfigTOML is the config in force, resolved, as TOML.
 	ConfigTOML() []byte
 	// Reload applies the config file again, serialized with SIGHUP
 	// reloads. An error means no reload was tried (shutting down).
 	Reload(ctx context.Context) (ReloadResult, error)
 	// SetOverride sets an operator's state for one backend of one VIP.
-	SetOverride(vip, backend string, o l4.Override, by string) (reconcile.OverrideResult, error)
+	SetOverride(vip, backend string, o l4.Override, by string) (plane.OverrideResult, error)
 	// Explain says which backend client's flow on vip has or would get,
 	// and why; client's port is 0 when none was given. It changes nothing.
-	Explain(vip string, client netip.AddrPort) (reconcile.Explanation, error)
+	Explain(vip string, client netip.AddrPort) (plane.Explanation, error)
 	// Rebalance starts a rebalance of one VIP and returns its plan; it
 	// runs in the background.
-	Rebalance(vip string, o reconcile.RebalanceOptions) (reconcile.RebalanceStatus, error)
+	Rebalance(vip string, o reconcile.RebalanceOptions) (plane.RebalanceStatus, error)
 	// RebalanceStatus reports a VIP's running or last rebalance.
-	RebalanceStatus(vip string) (reconcile.RebalanceStatus, error)
+	RebalanceStatus(vip string) (plane.RebalanceStatus, error)
 	// StopRebalance stops a VIP's running rebalance, if any.
-	StopRebalance(vip, by string) (reconcile.RebalanceStatus, error)
+	StopRebalance(vip, by string) (plane.RebalanceStatus, error)
 }
 
 // Server serves the admin API on a Unix socket.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
@@ -34,62 +35,62 @@ type testDaemon struct {
 	rebal    reconcile.RebalanceOptions
 }
 
-func (d *testDaemon) Status() reconcile.Status {
-	return reconcile.Status{VIPs: []reconcile.VIPStatus{{Name: "pg"}}}
+func (d *testDaemon) Status() plane.Status {
+	return plane.Status{VIPs: []plane.VIPStatus{{Name: "pg"}}}
 }
 func (d *testDaemon) ConfigTOML() []byte { return []byte("[global]\n") }
 func (d *testDaemon) Reload(context.Context) (ReloadResult, error) {
 	return ReloadResult{Error: "config invalid, running config kept", Problems: []string{"f.toml:3: vip \"pg\": bad"}}, nil
 }
-func (d *testDaemon) SetOverride(vip, backend string, o l4.Override, by string) (reconcile.OverrideResult, error) {
+func (d *testDaemon) SetOverride(vip, backend string, o l4.Override, by string) (plane.OverrideResult, error) {
 	if vip != "pg" {
-		return reconcile.OverrideResult{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
+		return plane.OverrideResult{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
 	}
 	if backend != "db1" {
-		return reconcile.OverrideResult{}, fmt.Errorf("vip %q: %w %q", vip, reconcile.ErrNoBackend, backend)
+		return plane.OverrideResult{}, fmt.Errorf("vip %q: %w %q", vip, reconcile.ErrNoBackend, backend)
 	}
 	d.mu.Lock()
 	d.by, d.override = by, o
 	d.mu.Unlock()
-	return reconcile.OverrideResult{VIP: vip, Backend: backend, Override: o.String(), By: by}, nil
+	return plane.OverrideResult{VIP: vip, Backend: backend, Override: o.String(), By: by}, nil
 }
 
-func (d *testDaemon) Explain(vip string, client netip.AddrPort) (reconcile.Explanation, error) {
+func (d *testDaemon) Explain(vip string, client netip.AddrPort) (plane.Explanation, error) {
 	if vip != "pg" {
-		return reconcile.Explanation{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
+		return plane.Explanation{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
 	}
 	if !client.Addr().Is4() {
-		return reconcile.Explanation{}, fmt.Errorf("%w: %s cannot reach VIP pg", reconcile.ErrBadClient, client.Addr())
+		return plane.Explanation{}, fmt.Errorf("%w: %s cannot reach VIP pg", plane.ErrBadClient, client.Addr())
 	}
-	return reconcile.Explanation{VIP: vip, Client: client.String(), Backend: &reconcile.BackendRef{ID: "db1"}}, nil
+	return plane.Explanation{VIP: vip, Client: client.String(), Backend: &plane.BackendRef{ID: "db1"}}, nil
 }
 
 // Rebalance refuses rate 99 as if one ran already.
-func (d *testDaemon) Rebalance(vip string, o reconcile.RebalanceOptions) (reconcile.RebalanceStatus, error) {
+func (d *testDaemon) Rebalance(vip string, o reconcile.RebalanceOptions) (plane.RebalanceStatus, error) {
 	if vip != "pg" {
-		return reconcile.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
 	}
 	if o.Rate == 99 {
-		return reconcile.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrRebalanceRunning)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrRebalanceRunning)
 	}
 	d.mu.Lock()
 	d.rebal = o
 	d.mu.Unlock()
-	return reconcile.RebalanceStatus{VIP: vip, State: reconcile.RebalanceRunning, Rate: o.Rate, By: o.By}, nil
+	return plane.RebalanceStatus{VIP: vip, State: plane.RebalanceRunning, Rate: o.Rate, By: o.By}, nil
 }
 
-func (d *testDaemon) RebalanceStatus(vip string) (reconcile.RebalanceStatus, error) {
+func (d *testDaemon) RebalanceStatus(vip string) (plane.RebalanceStatus, error) {
 	if vip != "pg" {
-		return reconcile.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
 	}
-	return reconcile.RebalanceStatus{VIP: vip, State: reconcile.RebalanceNone}, nil
+	return plane.RebalanceStatus{VIP: vip, State: plane.RebalanceNone}, nil
 }
 
-func (d *testDaemon) StopRebalance(vip, by string) (reconcile.RebalanceStatus, error) {
+func (d *testDaemon) StopRebalance(vip, by string) (plane.RebalanceStatus, error) {
 	if vip != "pg" {
-		return reconcile.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
 	}
-	return reconcile.RebalanceStatus{VIP: vip, State: reconcile.RebalanceStopped, Reason: "stopped by " + by}, nil
+	return plane.RebalanceStatus{VIP: vip, State: plane.RebalanceStopped, Reason: "stopped by " + by}, nil
 }
 
 func serveTest(t *testing.T, d Daemon) string {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/bgp"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // Served is what the announcer reads of the runtime (a *reconcile.Runtime).
@@ -170,7 +170,7 @@ func (a *Announcer) Close() {
 }
 
 // Status is the speaker's state for l4lb status; nil without [bgp].
-func (a *Announcer) Status() *reconcile.BGPStatus {
+func (a *Announcer) Status() *plane.BGPStatus {
 	if a == nil {
 		return nil
 	}
@@ -180,13 +180,13 @@ func (a *Announcer) Status() *reconcile.BGPStatus {
 	if sp == nil || conf == nil {
 		return nil
 	}
-	st := &reconcile.BGPStatus{ASN: conf.ASN, RouterID: conf.RouterID.String(), Withdrawn: withdrawn, Announced: []string{}}
+	st := &plane.BGPStatus{ASN: conf.ASN, RouterID: conf.RouterID.String(), Withdrawn: withdrawn, Announced: []string{}}
 	for _, p := range sp.Announced() {
 		st.Announced = append(st.Announced, p.String())
 	}
 	now := time.Now()
 	for _, p := range sp.PeerStates() {
-		ps := reconcile.BGPPeerStatus{Address: p.Address.String(), ASN: p.ASN, State: p.State, Up: p.Up, Since: p.Since, PrefixesSent: p.PrefixesSent}
+		ps := plane.BGPPeerStatus{Address: p.Address.String(), ASN: p.ASN, State: p.State, Up: p.Up, Since: p.Since, PrefixesSent: p.PrefixesSent}
 		if p.Up && !p.Since.IsZero() {
 			ps.UptimeSeconds = now.Sub(p.Since).Seconds()
 		}

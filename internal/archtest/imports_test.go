@@ -12,16 +12,21 @@ const mod = "github.com/l4lb/l4lb/"
 // rules: for each package, project packages and other imports it must not
 // depend on (directly or not).
 var rules = map[string][]string{
-	"l4":               {mod},
-	"config":           {mod + "l4/", mod + "health", mod + "conntrack", mod + "bpf", mod + "internal", "go.uber.org/zap"},
-	"l4/balance":       {mod + "config", mod + "conntrack", mod + "health", mod + "l4/proxy", "net", "go.uber.org/zap"},
-	"l4/guard":         {mod, "net", "go.uber.org/zap"},
-	"l4/sni":           {mod, "net", "go.uber.org/zap"},
-	"l4/proxyhdr":      {mod, "net", "go.uber.org/zap"},
-	"conntrack":        {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
-	"health":           {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
-	"l4/snapshot":      {mod + "config", mod + "health", mod + "l4/proxy", "net"},
-	"l4/proxy":         {mod + "config", mod + "health", mod + "bpf"},
+	"l4":          {mod},
+	"config":      {mod + "l4/", mod + "health", mod + "conntrack", mod + "bpf", mod + "internal", "go.uber.org/zap"},
+	"l4/balance":  {mod + "config", mod + "conntrack", mod + "health", mod + "l4/proxy", "net", "go.uber.org/zap"},
+	"l4/guard":    {mod, "net", "go.uber.org/zap"},
+	"l4/sni":      {mod, "net", "go.uber.org/zap"},
+	"l4/proxyhdr": {mod, "net", "go.uber.org/zap"},
+	"conntrack":   {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
+	"health":      {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
+	"l4/snapshot": {mod + "config", mod + "health", mod + "l4/proxy", "net"},
+	"l4/proxy":    {mod + "config", mod + "health", mod + "bpf", mod + "l4/xdpplane", mod + "l4/reconcile"},
+	// The data-plane contract: no plane, no config, no sockets, no logs.
+	"l4/plane": {mod + "config", mod + "health", mod + "bpf", mod + "conntrack", mod + "internal", mod + "l4/proxy", mod + "l4/xdpplane", mod + "l4/reconcile", "net", "go.uber.org/zap"},
+	// The XDP control half reads its own options, never the config.
+	"l4/xdpplane":      {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal/names", mod + "internal/resolve"},
+	"internal/names":   {mod + "l4/reconcile", mod + "l4/proxy", mod + "l4/xdpplane", mod + "bpf", mod + "health"},
 	"internal/netif":   {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", "go.uber.org/zap"},
 	"bpf":              {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal", "go.uber.org/zap"},
 	"internal/resolve": {mod, "go.uber.org/zap"},
@@ -52,12 +57,19 @@ var allowedProject = map[string][]string{
 	"l4/proxyhdr":      {},
 	"health":           {"l4", "l4/proxyhdr"},
 	"l4/snapshot":      {"l4", "l4/balance"},
-	"l4/proxy":         {"l4", "l4/snapshot", "l4/balance", "l4/guard", "l4/sni", "l4/proxyhdr", "conntrack"},
+	"l4/proxy":         {"l4", "l4/snapshot", "l4/balance", "l4/guard", "l4/sni", "l4/proxyhdr", "conntrack", "l4/plane"},
+	"l4/plane":         {"l4", "l4/snapshot", "l4/balance"},                                                               // l4/balance through l4/snapshot
+	"l4/xdpplane":      {"l4", "l4/plane", "l4/balance", "l4/snapshot", "l4/guard", "bpf", "internal/netif", "conntrack"}, // conntrack through bpf
+	"internal/names":   {"config", "l4", "l4/plane", "l4/snapshot", "l4/balance", "internal/resolve"},
 	"internal/netif":   {"l4"},
 	"bpf":              {"l4", "l4/balance", "l4/snapshot", "l4/guard", "conntrack"},
 	"internal/privs":   {},
 	"internal/resolve": {},
 	"internal/bgp":     {"l4"},
+	// The metrics read the status wire types alone; the BGP wiring joins
+	// the speaker, the [bgp] table and those types, never the runtime.
+	"internal/metrics":  {"l4/plane", "l4", "l4/snapshot", "l4/balance"},
+	"internal/announce": {"config", "internal/bgp", "l4/plane", "l4", "l4/snapshot", "l4/balance"},
 }
 
 func deps(t *testing.T, pkg string) []string {
@@ -99,18 +111,21 @@ func TestProjectImportsAllowed(t *testing.T) {
 }
 
 // directProject lists the project packages each may import directly (it
-// may reach others through them): the admin API talks to the runtime, not
-// to the data planes; the metrics and the verbs' text read the status
+// may reach others through them). The admin API takes its wire types from
+// the contract and its commands from the loop, never a data plane; the
+// contract stands on the vocabulary and the snapshot alone; the loop
+// reaches the data planes through l4/plane and their settings types, and
+// names, bpf, netlink and the flow table only through them. Of what main
+// was split into, the verbs' text reads the admin API's answers and the
 // wire types; the upgrade protocol moves the runtime's sockets and the
-// proxy's connections; only the announcer joins the BGP speaker to the
-// config and the runtime.
+// proxy's connections; only the daemon wires the others.
 var directProject = map[string][]string{
-	"internal/admin":    {"l4", "l4/reconcile"},
-	"internal/metrics":  {"l4/reconcile"},
-	"internal/report":   {"config", "internal/admin", "l4/reconcile"},
-	"internal/announce": {"config", "internal/bgp", "l4/reconcile"},
-	"internal/upgrade":  {"config", "internal/admin", "l4/proxy", "l4/reconcile"},
-	"internal/daemon":   {"config", "internal/admin", "internal/announce", "internal/metrics", "internal/privs", "internal/upgrade", "l4", "l4/proxy", "l4/reconcile"},
+	"internal/admin":   {"l4", "l4/plane", "l4/reconcile"},
+	"l4/plane":         {"l4", "l4/snapshot"},
+	"l4/reconcile":     {"config", "health", "l4", "l4/balance", "l4/plane", "l4/proxy", "l4/snapshot", "l4/xdpplane"},
+	"internal/report":  {"config", "internal/admin", "l4/plane"},
+	"internal/upgrade": {"config", "internal/admin", "l4/proxy", "l4/reconcile"},
+	"internal/daemon":  {"config", "internal/admin", "internal/announce", "internal/metrics", "internal/names", "internal/privs", "internal/upgrade", "l4", "l4/plane", "l4/proxy", "l4/reconcile"},
 }
 
 func TestDirectImportsAllowed(t *testing.T) {

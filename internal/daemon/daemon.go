@@ -20,7 +20,9 @@ import (
 	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/internal/announce"
 	"github.com/l4lb/l4lb/internal/metrics"
+	"github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/upgrade"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
@@ -135,8 +137,8 @@ type daemon struct {
 	warned map[config.Problem]bool
 
 	mu          sync.Mutex
-	lastReload  *reconcile.ReloadStatus // nil until the first SIGHUP
-	capsDropped bool                    // drop_capabilities took effect
+	lastReload  *plane.ReloadStatus // nil until the first SIGHUP
+	capsDropped bool                // drop_capabilities took effect
 }
 
 // logStartErrorJSON logs why l4lb could not start before its logger
@@ -202,7 +204,8 @@ func (d *daemon) startVIPs(cfg *config.Config) error {
 	d.log.Info("connection limit from the open file limit", zap.Uint64("nofile", nofile), zap.Int("max_connections", maxConns))
 	workers := eventLoops(cfg.Global.Workers)
 	d.log.Info("event loops", zap.Int("workers", workers), zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
-	d.rt = reconcile.New(d.log.Named("runtime"), reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: workers})
+	rlog := d.log.Named("runtime")
+	d.rt = reconcile.New(rlog, reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: workers, Names: names.New(rlog)})
 	if d.up != nil {
 		// An upgrade: the VIPs the old process serves take its sockets.
 		ls, backends, err := d.up.Listeners()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/privs"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // keptCapabilities is what a running l4lb still uses. Found by running
@@ -69,7 +69,7 @@ func (d *daemon) dropCapabilities(cfg *config.Config) error {
 }
 
 // capabilityStatus says which capabilities the daemon holds now.
-func (d *daemon) capabilityStatus() *reconcile.CapabilityStatus {
+func (d *daemon) capabilityStatus() *plane.CapabilityStatus {
 	s, err := privs.Read()
 	if err != nil {
 		d.log.Warn("cannot read capabilities", zap.Error(err))
@@ -78,5 +78,5 @@ func (d *daemon) capabilityStatus() *reconcile.CapabilityStatus {
 	d.mu.Lock()
 	dropped := d.capsDropped
 	d.mu.Unlock()
-	return &reconcile.CapabilityStatus{Dropped: dropped, Effective: s.Effective, Permitted: s.Permitted, Bounding: s.Bounding}
+	return &plane.CapabilityStatus{Dropped: dropped, Effective: s.Effective, Permitted: s.Permitted, Bounding: s.Bounding}
 }

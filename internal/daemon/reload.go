@@ -11,7 +11,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // reload applies the file again; a bad file leaves the running config.
@@ -99,7 +99,7 @@ func (d *daemon) applyFile(running *config.Config) (cfg *config.Config, warnings
 
 // noteReload records a reload's time and result for status and metrics.
 func (d *daemon) noteReload(err error) {
-	r := &reconcile.ReloadStatus{Time: time.Now(), OK: err == nil}
+	r := &plane.ReloadStatus{Time: time.Now(), OK: err == nil}
 	if err != nil {
 		r.Error = err.Error()
 	}

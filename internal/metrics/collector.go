@@ -8,13 +8,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // statusCollector turns one Status read into metrics, so the data plane
 // keeps only its own atomics and pays nothing between scrapes.
 type statusCollector struct {
-	status func() reconcile.Status
+	status func() plane.Status
 	descs  map[string]*prometheus.Desc
 }
 
@@ -23,7 +23,7 @@ var vipLabels, backendLabels = []string{"vip", "protocol"}, []string{"vip", "bac
 // nameLabels: a named backend's VIP, identity, and what it looks up (name:port or the SRV name).
 var nameLabels = []string{"vip", "backend", "name"}
 
-func newStatusCollector(status func() reconcile.Status) *statusCollector {
+func newStatusCollector(status func() plane.Status) *statusCollector {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("l4lb_"+name, help, labels, nil)
 	}
@@ -74,11 +74,11 @@ func newStatusCollector(status func() reconcile.Status) *statusCollector {
 }
 
 // declareCounters adds the series the data planes' status structs declare
-// (reconcile.Counter): one per metric name, split by its label if it has
+// (plane.Counter): one per metric name, split by its label if it has
 // one, with the help of the first field that names it.
 func (c *statusCollector) declareCounters(d func(name, help string, labels []string) *prometheus.Desc) {
-	for _, s := range []any{&reconcile.TCPStatus{}, &reconcile.UDPStatus{}, &reconcile.XDPVIPStatus{}} {
-		for _, k := range reconcile.Counters(s) {
+	for _, s := range []any{&plane.TCPStatus{}, &plane.UDPStatus{}, &plane.XDPVIPStatus{}} {
+		for _, k := range plane.Counters(s) {
 			if k.Metric == "" || c.descs[k.Metric] != nil {
 				continue
 			}
@@ -92,7 +92,7 @@ func (c *statusCollector) declareCounters(d func(name, help string, labels []str
 }
 
 // collectCounters sends a VIP's data-plane counters.
-func (c *statusCollector) collectCounters(ch chan<- prometheus.Metric, vl []string, cs []reconcile.Counter) {
+func (c *statusCollector) collectCounters(ch chan<- prometheus.Metric, vl []string, cs []plane.Counter) {
 	for _, k := range cs {
 		if k.Metric == "" {
 			continue
@@ -176,7 +176,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if v.XDP == nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["log_drop"], counter, float64(v.ConnLogDropped), vl...)
 		}
-		for _, cs := range [][]reconcile.Counter{reconcile.Counters(v.TCP), reconcile.Counters(v.XDP), reconcile.Counters(v.XDPGuard), reconcile.Counters(v.UDP)} {
+		for _, cs := range [][]plane.Counter{plane.Counters(v.TCP), plane.Counters(v.XDP), plane.Counters(v.XDPGuard), plane.Counters(v.UDP)} {
 			c.collectCounters(ch, vl, cs)
 		}
 		c.collectBackends(ch, v.Name, v.XDP != nil, v.UDP != nil, v.Backends)
@@ -197,7 +197,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 
 // collectBackends sends the series of a VIP's (or an SNI route's)
 // backends; udp: a proxy UDP VIP's.
-func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip string, xdp, udp bool, bs []reconcile.BackendStatus) {
+func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip string, xdp, udp bool, bs []plane.BackendStatus) {
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
 	for _, b := range bs {
 		bl := []string{vip, b.ID, b.Address}
@@ -234,7 +234,7 @@ func boolGauge(b bool) float64 {
 }
 
 // collectBGP reports the sessions, the routes and which VIPs they cover.
-func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st reconcile.Status) {
+func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st plane.Status) {
 	b := st.BGP
 	if b == nil {
 		return
@@ -256,7 +256,7 @@ func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st reconcile.S
 }
 
 // announcedAddr reports whether addr's host route is announced.
-func announcedAddr(st *reconcile.BGPStatus, addr netip.Addr) bool {
+func announcedAddr(st *plane.BGPStatus, addr netip.Addr) bool {
 	if st == nil {
 		return false
 	}

@@ -6,34 +6,34 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // Every kind of VIP and every optional block of a status collects without
 // error, one series per VIP, also when a draining VIP shares its name with
 // its running successor.
 func TestMetricsCollectEveryStatus(t *testing.T) {
-	st := reconcile.Status{
-		Process: reconcile.ProcessStatus{Version: "v", LastReload: &reconcile.ReloadStatus{OK: true}},
-		XDP:     &reconcile.XDPStatus{Interface: "eth0", Counters: map[string]uint64{"tx": 5, "drop_no_neigh": 1}},
-		BGP: &reconcile.BGPStatus{ASN: 65001, Announced: []string{"198.18.0.10/32"},
-			Peers: []reconcile.BGPPeerStatus{{Address: "198.18.0.1", ASN: 65000, State: "established", Up: true, PrefixesSent: 1}}},
-		VIPs: []reconcile.VIPStatus{
-			{Name: "t", Protocol: "tcp", Listen: "198.18.0.10:80", TCP: &reconcile.TCPStatus{LimitWaits: 2}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:80"}},
-				Names: []reconcile.NameStatus{{Backend: "p", Lookup: "pg.db:80", Addresses: []string{"198.18.1.1:80"}, AnswerAge: 2, Errors: 1},
+	st := plane.Status{
+		Process: plane.ProcessStatus{Version: "v", LastReload: &plane.ReloadStatus{OK: true}},
+		XDP:     &plane.XDPStatus{Interface: "eth0", Counters: map[string]uint64{"tx": 5, "drop_no_neigh": 1}},
+		BGP: &plane.BGPStatus{ASN: 65001, Announced: []string{"198.18.0.10/32"},
+			Peers: []plane.BGPPeerStatus{{Address: "198.18.0.1", ASN: 65000, State: "established", Up: true, PrefixesSent: 1}}},
+		VIPs: []plane.VIPStatus{
+			{Name: "t", Protocol: "tcp", Listen: "198.18.0.10:80", TCP: &plane.TCPStatus{LimitWaits: 2}, Backends: []plane.BackendStatus{{ID: "a", Address: "198.18.1.1:80"}},
+				Names: []plane.NameStatus{{Backend: "p", Lookup: "pg.db:80", Addresses: []string{"198.18.1.1:80"}, AnswerAge: 2, Errors: 1},
 					{Backend: "q", Lookup: "pg.db:80"}}},
-			{Name: "t", Protocol: "tcp", Draining: true, TCP: &reconcile.TCPStatus{}},
-			{Name: "u", Protocol: "udp", UDP: &reconcile.UDPStatus{Datagrams: 3}},
-			{Name: "x", Protocol: "udp", XDP: &reconcile.XDPVIPStatus{Packets: 7}, Backends: []reconcile.BackendStatus{{ID: "b", Address: "198.18.1.2:53", Packets: 7}}},
+			{Name: "t", Protocol: "tcp", Draining: true, TCP: &plane.TCPStatus{}},
+			{Name: "u", Protocol: "udp", UDP: &plane.UDPStatus{Datagrams: 3}},
+			{Name: "x", Protocol: "udp", XDP: &plane.XDPVIPStatus{Packets: 7}, Backends: []plane.BackendStatus{{ID: "b", Address: "198.18.1.2:53", Packets: 7}}},
 			// SNI routes: a route's backend may share the VIP's backend's
 			// name and address; its series are the VIP's "NAME/ROUTE".
-			{Name: "s", Protocol: "tcp", TCP: &reconcile.TCPStatus{}, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:443"}},
-				SNI: &reconcile.SNIStatus{NoMatch: "default", Timeouts: 2, Routes: []reconcile.RouteStatus{
-					{Name: "api", Names: []string{"api.example.test"}, Routed: 5, Eligible: 1, Backends: []reconcile.BackendStatus{{ID: "a", Address: "198.18.1.1:443"}}}}}},
+			{Name: "s", Protocol: "tcp", TCP: &plane.TCPStatus{}, Backends: []plane.BackendStatus{{ID: "a", Address: "198.18.1.1:443"}},
+				SNI: &plane.SNIStatus{NoMatch: "default", Timeouts: 2, Routes: []plane.RouteStatus{
+					{Name: "api", Names: []string{"api.example.test"}, Routed: 5, Eligible: 1, Backends: []plane.BackendStatus{{ID: "a", Address: "198.18.1.1:443"}}}}}},
 		},
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatusCollector(func() reconcile.Status { return st }))
+	reg.MustRegister(newStatusCollector(func() plane.Status { return st }))
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

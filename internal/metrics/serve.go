@@ -14,13 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // Serve serves /metrics on addr (on ln when an earlier l4lb passed its
 // listener) with l4lb's metrics, read from status at each scrape, and the
 // Go runtime's and the process's.
-func Serve(addr string, ln net.Listener, status func() reconcile.Status, log *zap.Logger) (*http.Server, *net.TCPListener, error) {
+func Serve(addr string, ln net.Listener, status func() plane.Status, log *zap.Logger) (*http.Server, *net.TCPListener, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newStatusCollector(status), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if ln == nil {

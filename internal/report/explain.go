@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // Explanation is `l4lb explain`: which backend a client's flow has or
 // would get, and why, for a person.
-func Explanation(w io.Writer, e reconcile.Explanation) {
+func Explanation(w io.Writer, e plane.Explanation) {
 	head := fmt.Sprintf("vip %s (%s/%s, %s, %s", e.VIP, e.Protocol, e.Listen, e.Mode, e.Algorithm)
 	if e.HashKey != "" {
 		head += ", hash on " + hashKeyText(e.HashKey)
@@ -50,7 +50,7 @@ func hashKeyText(k string) string {
 	return k
 }
 
-func refText(r *reconcile.BackendRef) string {
+func refText(r *plane.BackendRef) string {
 	switch {
 	case r == nil:
 		return "none"
@@ -60,7 +60,7 @@ func refText(r *reconcile.BackendRef) string {
 	return fmt.Sprintf("%s (%s)", r.ID, r.Address)
 }
 
-func printPinned(w io.Writer, e reconcile.Explanation) {
+func printPinned(w io.Writer, e plane.Explanation) {
 	if len(e.Pinned) == 0 {
 		fmt.Fprintf(w, "pinned: none (%s)\n", strings.Join(e.Unpinned, "; "))
 		return
@@ -90,7 +90,7 @@ func seconds(s float64) string {
 }
 
 // pickLine is the algorithm's step in one line.
-func pickLine(e reconcile.Explanation) string {
+func pickLine(e plane.Explanation) string {
 	p := e.Pick
 	choice := refText(p.Backend)
 	if h := p.Hash; h != nil {
@@ -117,7 +117,7 @@ func pickLine(e reconcile.Explanation) string {
 	return fmt.Sprintf("%s: %s", e.Algorithm, p.Rule)
 }
 
-func ownerText(h *reconcile.HashPath) string {
+func ownerText(h *plane.HashPath) string {
 	if h.Owner == nil {
 		return "empty slot (dropped)"
 	}
@@ -125,7 +125,7 @@ func ownerText(h *reconcile.HashPath) string {
 }
 
 // boundText says what the load bound did to a hash's owner.
-func boundText(h *reconcile.HashPath, choice string) string {
+func boundText(h *plane.HashPath, choice string) string {
 	switch {
 	case h.Fallback:
 		return fmt.Sprintf("; over the load bound (%d%%) early in its sequence, a scan chose %s", h.BalanceFactor, choice)
@@ -137,7 +137,7 @@ func boundText(h *reconcile.HashPath, choice string) string {
 	return ""
 }
 
-func printCandidates(w io.Writer, cs []reconcile.Candidate) {
+func printCandidates(w io.Writer, cs []plane.Candidate) {
 	fmt.Fprintln(w, "candidates:")
 	for _, c := range cs {
 		state := c.Health
@@ -153,7 +153,7 @@ func printCandidates(w io.Writer, cs []reconcile.Candidate) {
 }
 
 // scoreText lists what the algorithm weighs for a candidate.
-func scoreText(c reconcile.Candidate) string {
+func scoreText(c plane.Candidate) string {
 	s := ""
 	if c.EffectiveWeight != c.Weight {
 		s += fmt.Sprintf(" (effective %d", c.EffectiveWeight)

@@ -11,20 +11,20 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/admin"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // FollowRebalance polls the rebalance until it ends (--wait), printing
 // the plan and a line as connections are closed when talk, and returns
 // the last answer.
-func FollowRebalance(c admin.Client, st reconcile.RebalanceStatus, w io.Writer, talk bool) ([]byte, reconcile.RebalanceStatus, error) {
+func FollowRebalance(c admin.Client, st plane.RebalanceStatus, w io.Writer, talk bool) ([]byte, plane.RebalanceStatus, error) {
 	if talk {
 		RebalancePlan(w, st)
 	}
 	shown := 0
 	for {
 		time.Sleep(500 * time.Millisecond)
-		var next reconcile.RebalanceStatus
+		var next plane.RebalanceStatus
 		body, err := c.Do(context.Background(), "GET", admin.RebalancePath(st.VIP), nil, &next)
 		if err != nil {
 			return nil, st, err
@@ -43,7 +43,7 @@ func FollowRebalance(c admin.Client, st reconcile.RebalanceStatus, w io.Writer, 
 }
 
 // liveList is "s1 130/100, s2 128/100, s3 42/100": live over target.
-func liveList(st reconcile.RebalanceStatus) string {
+func liveList(st plane.RebalanceStatus) string {
 	parts := make([]string, 0, len(st.Backends))
 	for _, b := range st.Backends {
 		if b.Eligible {
@@ -57,7 +57,7 @@ func target(t float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", t)
 
 // RebalancePlan prints what POST answered: the plan of a rebalance
 // that started, or why there is nothing to do.
-func RebalancePlan(w io.Writer, st reconcile.RebalanceStatus) {
+func RebalancePlan(w io.Writer, st plane.RebalanceStatus) {
 	if st.Running() {
 		about := time.Duration(st.Planned) * time.Second / time.Duration(max(st.Rate, 1))
 		fmt.Fprintf(w, "vip %s: rebalance started: closing about %d connections at %d/s (%s), about %s, until every backend is within %.0f%% of its share\n",
@@ -69,7 +69,7 @@ func RebalancePlan(w io.Writer, st reconcile.RebalanceStatus) {
 }
 
 // RebalanceEnd prints how a followed rebalance ended.
-func RebalanceEnd(w io.Writer, st reconcile.RebalanceStatus) {
+func RebalanceEnd(w io.Writer, st plane.RebalanceStatus) {
 	took := st.Ended.Sub(st.Started).Round(100 * time.Millisecond)
 	fmt.Fprintf(w, "vip %s: rebalance %s after %s: closed %d; %s\n", st.VIP, st.State, took, st.Closed, st.Reason)
 	fmt.Fprintf(w, "  now (live/target): %s\n", liveList(st))
@@ -77,8 +77,8 @@ func RebalanceEnd(w io.Writer, st reconcile.RebalanceStatus) {
 
 // RebalanceState prints what GET (--dry-run) or DELETE (--stop)
 // answered.
-func RebalanceState(w io.Writer, st reconcile.RebalanceStatus) {
-	if st.State == reconcile.RebalanceNone {
+func RebalanceState(w io.Writer, st plane.RebalanceStatus) {
+	if st.State == plane.RebalanceNone {
 		fmt.Fprintf(w, "vip %s: no rebalance has run; one now would close about %d at %d/s\n", st.VIP, st.ToClose, st.Rate)
 	} else {
 		fmt.Fprintf(w, "vip %s: rebalance %s: %s\n", st.VIP, st.State, rebalanceSummary(st))
@@ -87,7 +87,7 @@ func RebalanceState(w io.Writer, st reconcile.RebalanceStatus) {
 }
 
 // rebalanceSummary is one line about a rebalance's progress or end.
-func rebalanceSummary(st reconcile.RebalanceStatus) string {
+func rebalanceSummary(st plane.RebalanceStatus) string {
 	rounds := ""
 	if st.Rounds > 1 {
 		rounds = fmt.Sprintf(" in %d rounds", st.Rounds)
@@ -107,7 +107,7 @@ func closeHow(how string) string {
 }
 
 // printRebalanceTable prints per backend live, target and to close.
-func printRebalanceTable(w io.Writer, st reconcile.RebalanceStatus) {
+func printRebalanceTable(w io.Writer, st plane.RebalanceStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  BACKEND\tWEIGHT\tLIVE\tTARGET\tTO CLOSE\tCLOSED")
 	aside := false

@@ -14,7 +14,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // StatusView says how much the text status shows.
@@ -24,7 +24,7 @@ type StatusView struct {
 
 // Status is `l4lb status`: the process, its planes and every VIP with
 // its backends, for a person.
-func Status(w io.Writer, st reconcile.Status, view StatusView) {
+func Status(w io.Writer, st plane.Status, view StatusView) {
 	printProcess(w, st, view)
 	pipeCap := "none"
 	if st.Pipes.Max > 0 {
@@ -72,15 +72,15 @@ func Status(w io.Writer, st reconcile.Status, view StatusView) {
 		}
 		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d%s\n",
 			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend, draining)
-		if t := v.TCP; t != nil && *t != (reconcile.TCPStatus{}) {
-			printLines(w, reconcile.CounterLines("  ", reconcile.Counters(t), false))
+		if t := v.TCP; t != nil && *t != (plane.TCPStatus{}) {
+			printLines(w, plane.CounterLines("  ", plane.Counters(t), false))
 		}
 		if v.Denied+v.ClientLimited > 0 {
 			fmt.Fprintf(w, "  refused: denied %d  client-limited %d\n", v.Denied, v.ClientLimited)
 		}
-		printLines(w, reconcile.CounterLines("  ", reconcile.Counters(v.XDP), false))
-		printLines(w, reconcile.CounterLines("  ", reconcile.Counters(v.XDPGuard), true))
-		printLines(w, reconcile.CounterLines("  ", reconcile.Counters(v.UDP), false))
+		printLines(w, plane.CounterLines("  ", plane.Counters(v.XDP), false))
+		printLines(w, plane.CounterLines("  ", plane.Counters(v.XDPGuard), true))
+		printLines(w, plane.CounterLines("  ", plane.Counters(v.UDP), false))
 		if rb := v.Rebalance; rb != nil {
 			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
 		}
@@ -102,7 +102,7 @@ func Status(w io.Writer, st reconcile.Status, view StatusView) {
 
 // liveString is a backend's live flows, "n/cap" when it has a cap
 // (max_conns, max_sessions).
-func liveString(b reconcile.BackendStatus) string {
+func liveString(b plane.BackendStatus) string {
 	if b.MaxFlows > 0 {
 		return fmt.Sprintf("%d/%d", b.LiveFlows, b.MaxFlows)
 	}
@@ -110,7 +110,7 @@ func liveString(b reconcile.BackendStatus) string {
 }
 
 // backendTable writes a backend table, each line indented by indent.
-func backendTable(w io.Writer, indent string, udp bool, bs []reconcile.BackendStatus) {
+func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	noReply := ""
 	if udp {
@@ -139,7 +139,7 @@ func backendTable(w io.Writer, indent string, udp bool, bs []reconcile.BackendSt
 		}
 		fmt.Fprintf(tw, indent+"%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
 			b.ID, b.Address, b.Weight, health, liveString(b), b.Flows, fails,
-			reconcile.SizeString(b.BytesIn), reconcile.SizeString(b.BytesOut), rttString(b.RTT), last)
+			plane.SizeString(b.BytesIn), plane.SizeString(b.BytesOut), rttString(b.RTT), last)
 	}
 	tw.Flush()
 }
@@ -166,7 +166,7 @@ func counterList(c map[string]uint64) string {
 }
 
 // printProcess prints the build, uptime and last reload.
-func printProcess(w io.Writer, st reconcile.Status, view StatusView) {
+func printProcess(w io.Writer, st plane.Status, view StatusView) {
 	p := st.Process
 	fmt.Fprintf(w, "l4lb %s (commit %s, %s), pid %d, up %s, config %s\n", p.Version, shortCommit(p.Commit), p.GoVersion,
 		p.PID, (time.Duration(p.UptimeSeconds) * time.Second).String(), st.Config)
@@ -193,7 +193,7 @@ const listedCaps = 8
 
 // capSummary is the capabilities line: the few the daemon keeps after
 // drop_capabilities by name, a full set as a count.
-func capSummary(c *reconcile.CapabilityStatus, all bool) string {
+func capSummary(c *plane.CapabilityStatus, all bool) string {
 	switch {
 	case c.Dropped:
 		return capList(c.Effective) + " (drop_capabilities: the rest dropped, bounding set too)"
@@ -245,7 +245,7 @@ func rttString(d time.Duration) string {
 
 // nameSummary is one named backend's line: its last good answer, how old,
 // and the error while lookups fail.
-func nameSummary(n reconcile.NameStatus) string {
+func nameSummary(n plane.NameStatus) string {
 	s := n.Lookup + ": "
 	if len(n.Addresses) == 0 {
 		s += "NOT RESOLVED (no backends from it)"
@@ -263,7 +263,7 @@ func secondsString(s float64) string {
 }
 
 // printBGP shows the speaker: each session and the announced routes.
-func printBGP(w io.Writer, b *reconcile.BGPStatus) {
+func printBGP(w io.Writer, b *plane.BGPStatus) {
 	if b == nil {
 		return
 	}

@@ -8,14 +8,14 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
-	"github.com/l4lb/l4lb/l4/reconcile"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // overrideDone says what an override leaves a backend.
 var overrideDone = map[string]string{"drain": "drained", "disable": "disabled"}
 
 // Override is what drain, disable and enable did.
-func Override(w io.Writer, res reconcile.OverrideResult) {
+func Override(w io.Writer, res plane.OverrideResult) {
 	if res.Unchanged {
 		if res.Override == "none" {
 			fmt.Fprintf(w, "vip %s: backend %s (%s) was not drained or disabled: nothing changed\n", res.VIP, res.Backend, res.Address)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const backupVIP = `
@@ -79,7 +80,7 @@ func TestBackupBackends(t *testing.T) {
 			vip := testutil.FreeTCPAddr(t)
 			rt := startRuntime(t, fmt.Sprintf(backupVIP, vip, tc.algorithm, tc.mode, s["p1"].addr, s["p2"].addr, s["k1"].addr, s["k2"].addr))
 			for n := range s {
-				waitBackend(t, rt, "db", n, 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+				waitBackend(t, rt, "db", n, 3*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 			}
 			if got := serving(rt); got != "primaries" {
 				t.Fatalf("serving %q, want primaries", got)
@@ -92,7 +93,7 @@ func TestBackupBackends(t *testing.T) {
 			s["p1"].kill()
 			s["p2"].kill()
 			for _, n := range []string{"p1", "p2"} {
-				waitBackend(t, rt, "db", n, 3*time.Second, "down", func(b BackendStatus) bool { return b.Health == "down" })
+				waitBackend(t, rt, "db", n, 3*time.Second, "down", func(b plane.BackendStatus) bool { return b.Health == "down" })
 			}
 			if got := serving(rt); got != "backups" {
 				t.Fatalf("serving %q with the primaries down, want backups", got)
@@ -113,7 +114,7 @@ func TestBackupBackends(t *testing.T) {
 			s["p1"].restart(t)
 			s["p2"].restart(t)
 			for _, n := range []string{"p1", "p2"} {
-				waitBackend(t, rt, "db", n, 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+				waitBackend(t, rt, "db", n, 3*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 			}
 			if got := serving(rt); got != "primaries" {
 				t.Fatalf("serving %q after the primaries came back, want primaries", got)

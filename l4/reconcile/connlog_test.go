@@ -17,15 +17,17 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	dnsnames "github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // observedRuntime is startRuntime with a logger whose lines the test reads.
 func observedRuntime(t *testing.T, toml string) (*Runtime, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zap.InfoLevel)
-	rt := New(zap.New(core), Options{})
+	rt := New(zap.New(core), Options{Names: dnsnames.New(zap.New(core))})
 	apply(t, rt, toml)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -59,7 +61,7 @@ func TestOnDownLogsConnection(t *testing.T) {
 	srv := startNamed(t, "a")
 	vip := testutil.FreeTCPAddr(t)
 	rt, logs := observedRuntime(t, fmt.Sprintf(connLogVIP, vip, false, srv.addr))
-	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 	pinged(t, vip) // before the reload: not logged
 	apply(t, rt, fmt.Sprintf(connLogVIP, vip, true, srv.addr))
 	c := pinged(t, vip)
@@ -74,7 +76,7 @@ func TestDisableLogsConnection(t *testing.T) {
 	srv := startNamed(t, "a")
 	vip := testutil.FreeTCPAddr(t)
 	rt, logs := observedRuntime(t, fmt.Sprintf(connLogVIP, vip, true, srv.addr))
-	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 	c := pinged(t, vip)
 	if res, err := rt.SetOverride("web", "a", l4.OverrideDisable, "test"); err != nil || res.Reset != 1 {
 		t.Fatalf("disable: %+v, %v", res, err)

@@ -19,7 +19,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	dnsnames "github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // namedOnPort starts a named server on each of ips with one port.
@@ -57,17 +59,17 @@ listen = %q
 `, resolver, listen, backend)
 }
 
-func vipStatus(rt *Runtime, name string) VIPStatus {
+func vipStatus(rt *Runtime, name string) plane.VIPStatus {
 	for _, v := range rt.Status().VIPs {
 		if v.Name == name {
 			return v
 		}
 	}
-	return VIPStatus{}
+	return plane.VIPStatus{}
 }
 
 // liveIDs lists the VIP's backends that are not removed.
-func liveIDs(vs VIPStatus) string {
+func liveIDs(vs plane.VIPStatus) string {
 	var ids []string
 	for _, b := range vs.Backends {
 		if !b.Removed {
@@ -84,7 +86,7 @@ func TestNamedBackendFollowsDNS(t *testing.T) {
 	dns.SetHost("svc.test", 1, a11, a12)
 	listen := testutil.FreeTCPAddr(t)
 	core, logs := observer.New(zap.InfoLevel)
-	rt := New(zap.New(core), Options{})
+	rt := New(zap.New(core), Options{Names: dnsnames.New(zap.New(core))})
 	apply(t, rt, dnsVIP(dns.Addr, listen, fmt.Sprintf("svc.test:%d", port)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -238,7 +240,7 @@ func nameGoroutines() int {
 	return strings.Count(stacks, "resolve.(*Watcher).run(") + strings.Count(stacks, "reconcile.(*Runtime).runNames(")
 }
 
-func mustBackend(t *testing.T, rt *Runtime, id string) BackendStatus {
+func mustBackend(t *testing.T, rt *Runtime, id string) plane.BackendStatus {
 	t.Helper()
 	b, ok := backendStatus(rt, "svc", id)
 	if !ok {
@@ -352,7 +354,7 @@ func TestNamedBackendReload(t *testing.T) {
 }
 
 // TestStatusAnswersWhileApplyWaitsForDNS: a reload that adds a name whose
-// server does not answer waits for it (up to firstAnswerWait) without the
+// server does not answer waits for it (up to names.FirstAnswerWait) without the
 // lock that Status takes, so status and the admin API answer meanwhile;
 // the reload then applies, the name's backend absent until it resolves.
 func TestStatusAnswersWhileApplyWaitsForDNS(t *testing.T) {
@@ -372,7 +374,7 @@ func TestStatusAnswersWhileApplyWaitsForDNS(t *testing.T) {
 		t.Fatalf("status during the reload: %+v", vs.Backends)
 	}
 	if took := time.Since(statusAt); took > time.Second {
-		t.Fatalf("Status took %v while a reload waited for DNS", took)
+		t.Fatalf("plane.Status took %v while a reload waited for DNS", took)
 	}
 	select {
 	case err := <-applied:
@@ -384,7 +386,7 @@ func TestStatusAnswersWhileApplyWaitsForDNS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(firstAnswerWait + 5*time.Second):
+	case <-time.After(dnsnames.FirstAnswerWait + 5*time.Second):
 		t.Fatal("the reload never returned")
 	}
 	if vs := vipStatus(rt, "svc"); len(vs.Names) != 1 || len(vs.Backends) != 1 {
@@ -445,5 +447,16 @@ func TestMaglevTableWarnsForManyAddresses(t *testing.T) {
 	warned := logs.FilterMessageSnippet("maglev_table_size is too small").All()
 	if len(warned) == 0 || warned[0].ContextMap()["want_at_least"] != int64(1100) {
 		t.Fatalf("no warning about the table size for 11 addresses: %v", warned)
+	}
+}
+
+// TestNamedBackendsNeedNames: a runtime made without Names refuses a
+// config with named backends rather than run it without them.
+func TestNamedBackendsNeedNames(t *testing.T) {
+	rt := New(zap.NewNop(), Options{})
+	defer rt.Shutdown(context.Background())
+	err := rt.Apply(parse(t, dnsVIP(netip.MustParseAddrPort("127.0.0.1:53"), testutil.FreeTCPAddr(t), "db.test:5432")))
+	if err == nil || !strings.Contains(err.Error(), "Options.Names") {
+		t.Fatalf("Apply: %v, want a refusal naming Options.Names", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // hostedBackend is a backend on a loopback address of its own, serving on
@@ -214,14 +215,14 @@ func TestDownBackendGetsNoNewFlows(t *testing.T) {
 				vip := testutil.FreeTCPAddr(t) // as a UDP port too: nothing listens there
 				rt := startRuntime(t, fmt.Sprintf(exclusionVIP, vip, proto, alg, port)+backendsTOML(addrs))
 				for _, h := range hs {
-					waitBackend(t, rt, "v", h.name, 10*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+					waitBackend(t, rt, "v", h.name, 10*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 				}
 				if seen := askAll(t, proto, vip, flows); seen["b"] == 0 {
 					t.Fatalf("before b went down: %v, want some flows on b (else the check below proves nothing)", seen)
 				}
 
 				hs[1].health.Close()
-				waitBackend(t, rt, "v", "b", 10*time.Second, "down", func(b BackendStatus) bool { return b.Health == "down" })
+				waitBackend(t, rt, "v", "b", 10*time.Second, "down", func(b plane.BackendStatus) bool { return b.Health == "down" })
 				before, _ := backendStatus(rt, "v", "b")
 				seen := askAll(t, proto, vip, flows)
 				after, _ := backendStatus(rt, "v", "b")

@@ -5,206 +5,27 @@ package reconcile
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
-	"github.com/l4lb/l4lb/l4/balance"
-	"github.com/l4lb/l4lb/l4/snapshot"
+	"github.com/l4lb/l4lb/l4/plane"
 )
-
-// ErrBadClient: the client address cannot be parsed, or no flow from it
-// can reach the VIP (400).
-var ErrBadClient = errors.New("bad client address")
-
-// Explanation is l4lb explain's answer for one client of one VIP.
-type Explanation struct {
-	VIP       string `json:"vip"`
-	Listen    string `json:"listen"`
-	Protocol  string `json:"protocol"`
-	Mode      string `json:"mode"`
-	Algorithm string `json:"algorithm"`
-	// HashKey is what the flow hash covers, where a hash decides: the
-	// hashing algorithms, and every xdp VIP (its Maglev table).
-	HashKey string `json:"hash_key,omitempty"`
-	// Client is the address asked about, with its port when one was given.
-	Client string `json:"client"`
-	// Flow is the flow considered (client to the VIP's address).
-	Flow string `json:"flow"`
-	// Backend is the backend the client's flow has, or a new one would
-	// get. Absent when none would take it, or when chance, other flows or
-	// the client port (not given) decide: Because says which.
-	Backend *BackendRef `json:"backend,omitempty"`
-	Because string      `json:"because"`
-	// Pinned lists the state the client's flows have (established
-	// connections, the affinity pin, UDP sessions, XDP conntrack entries),
-	// the one that decides first.
-	Pinned []Pin `json:"pinned,omitempty"`
-	// Unpinned says what was looked up and not found ("no affinity entry").
-	Unpinned []string `json:"unpinned,omitempty"`
-	// Pick is the algorithm's answer for a new flow over the VIP's
-	// current snapshot (for xdp VIPs: the Maglev table in the map).
-	Pick *Pick `json:"pick,omitempty"`
-	// Candidates are every backend of the VIP, with why one that takes no
-	// new flows does not, and the algorithm's scores.
-	Candidates []Candidate `json:"candidates"`
-	Notes      []string    `json:"notes,omitempty"`
-	// Access is the VIP's allow/deny verdict for the client: "allowed" or
-	// "refused", and the rule that decides (absent when the VIP has no
-	// lists).
-	Access string `json:"access,omitempty"`
-}
-
-// BackendRef names a backend.
-type BackendRef struct {
-	// ID is the backend's name (or address); empty for an index that no
-	// backend of the VIP holds (an xdp map entry from elsewhere).
-	ID      string `json:"id"`
-	Address string `json:"address"`
-	Index   uint32 `json:"index"` // its slot in the XDP backend map
-}
-
-// Pin is state that keeps a client's flow on a backend.
-type Pin struct {
-	// Kind: "connection" (an established TCP connection through the
-	// proxy), "affinity" (the client address's pin, affinity_timeout),
-	// "session" (a UDP session), "conntrack" (the XDP program's flow entry).
-	Kind    string     `json:"kind"`
-	Flow    string     `json:"flow"`
-	Backend BackendRef `json:"backend"`
-	// Decides: the flow asked about follows this pin.
-	Decides bool   `json:"decides"`
-	Why     string `json:"why"`
-	// IdleSeconds is how long the pin has been unused; TimeoutSeconds how
-	// long unused it lasts (0: until the flow ends).
-	IdleSeconds    float64 `json:"idle_seconds"`
-	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
-	// Closing: the XDP program saw a FIN of the flow.
-	Closing bool `json:"closing,omitempty"`
-}
-
-// Pick is how the algorithm places a new flow.
-type Pick struct {
-	Rule string `json:"rule"`
-	// Backend is the algorithm's choice; absent when chance, other flows,
-	// a tie or the client port (not given) decide.
-	Backend *BackendRef `json:"backend,omitempty"`
-	// Tied: the backends a random scan start chooses among.
-	Tied []string `json:"tied,omitempty"`
-	// Next is round_robin's next pick, whichever client's flow takes it.
-	Next *BackendRef `json:"next,omitempty"`
-	Hash *HashPath   `json:"hash,omitempty"`
-	// Generation numbers the VIP's snapshots (each health change, weight
-	// change, override or reload makes one): the one answered from.
-	Generation uint64 `json:"generation"`
-}
-
-// HashPath is how the flow hash placed the flow.
-type HashPath struct {
-	Key  string `json:"key"`
-	Hash string `json:"hash"` // hex
-	// Maglev or Ring: where the hash landed.
-	Maglev *MaglevPath `json:"maglev,omitempty"`
-	Ring   *RingPath   `json:"ring,omitempty"`
-	// Owner is the backend the slot or point belongs to (the choice unless
-	// the load bound passed it by). Absent for an empty xdp slot.
-	Owner *BackendRef `json:"owner,omitempty"`
-	// BalanceFactor is the load bound (percent of the fair share; 0 =
-	// none); Skipped the backends it passed by, in order; Fallback: none
-	// was within it early in the key's sequence, a scan chose.
-	BalanceFactor uint32   `json:"balance_factor,omitempty"`
-	Skipped       []string `json:"skipped,omitempty"`
-	Fallback      bool     `json:"fallback,omitempty"`
-}
-
-// MaglevPath is a flow's slot in a Maglev table.
-type MaglevPath struct {
-	Slot      int `json:"slot"`
-	TableSize int `json:"table_size"`
-	// Source: "snapshot" (the proxy's picker) or "xdp map" (the program's
-	// table, read back).
-	Source string `json:"source"`
-}
-
-// RingPath is a flow's point on the source_hash ring.
-type RingPath struct {
-	Point    int    `json:"point"`    // index of the first point at or after the hash
-	Points   int    `json:"points"`   // points on the ring
-	Position string `json:"position"` // that point's position (hex)
-	Vnodes   int    `json:"vnodes"`   // points of the owner
-}
-
-// Candidate is one backend of the VIP as explain sees it.
-type Candidate struct {
-	ID      string `json:"id"`
-	Address string `json:"address"`
-	Index   uint32 `json:"index"`
-	Weight  uint32 `json:"weight"`
-	// EffectiveWeight is the weight new flows see (0: not a candidate;
-	// below Weight while slow start ramps; xdp least_conn/least_time: the
-	// rescaled weight of the Maglev table).
-	EffectiveWeight uint32  `json:"effective_weight"`
-	Scale           float64 `json:"scale,omitempty"` // xdp least_conn/least_time
-	Health          string  `json:"health"`
-	Override        string  `json:"override,omitempty"`
-	// Candidate: new flows may go to it. Why says why not, and what
-	// happens to the flows pinned to it.
-	Candidate bool   `json:"candidate"`
-	Why       string `json:"why,omitempty"`
-	LiveFlows int64  `json:"live_flows"`
-	// Share of new flows (or draws, slots, ring) by weight; Load what a
-	// least-loaded rule compares (live flows, or cost, per weight; lower
-	// wins); Cost least_time's (live+1) x (RTT+bias).
-	Share      float64       `json:"share,omitempty"`
-	Load       float64       `json:"load,omitempty"`
-	RTT        time.Duration `json:"rtt_ns,omitempty"`
-	RTTSampled bool          `json:"rtt_sampled,omitempty"`
-	Cost       time.Duration `json:"cost_ns,omitempty"`
-	OverBound  bool          `json:"over_bound,omitempty"`
-	// Full: at its max_conns (max_sessions), so skipped by new flows;
-	// MaxFlows is that cap (0 = none).
-	Full     bool  `json:"full,omitempty"`
-	MaxFlows int64 `json:"max_flows,omitempty"`
-
-	b *l4.Backend // the backend the candidate describes
-}
-
-// ParseClient reads CLIENT_IP[:PORT]: an IPv4 or IPv6 address, bare or
-// with a port (IPv6 then in brackets). The port is 0 when none is given.
-func ParseClient(s string) (netip.AddrPort, error) {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		if ap.Port() == 0 {
-			return ap, fmt.Errorf("%w %q: port 0 (give a port from 1 to 65535, or none)", ErrBadClient, s)
-		}
-		if ap.Addr().Zone() != "" {
-			return ap, fmt.Errorf("%w %q: no zone, please", ErrBadClient, s)
-		}
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
-		return netip.AddrPort{}, fmt.Errorf("%w %q: want IP or IP:PORT ([IPv6]:PORT)", ErrBadClient, s)
-	}
-	return netip.AddrPortFrom(a.Unmap(), 0), nil
-}
 
 // Explain says which backend client's flow on the VIP called vipName has
 // or would get, and why. client's port is 0 when none was given. It
 // changes nothing: no flow acquired, no rotation advanced, no pin or
 // conntrack entry created or refreshed.
-func (r *Runtime) Explain(vipName string, client netip.AddrPort) (Explanation, error) {
+func (r *Runtime) Explain(vipName string, client netip.AddrPort) (plane.Explanation, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
-		return Explanation{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
+		return plane.Explanation{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
 	if err := reachable(v.key, client.Addr()); err != nil {
-		return Explanation{}, err
+		return plane.Explanation{}, err
 	}
 	return v.explain(client), nil
 }
@@ -216,28 +37,17 @@ func reachable(k l4.VIPKey, client netip.Addr) error {
 	if client.Is4() == vip.Is4() || (vip.Is6() && vip.IsUnspecified()) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s cannot reach VIP %s (another address family)", ErrBadClient, client, k.Addr)
-}
-
-// explainQuery is one question, as the data planes see it.
-type explainQuery struct {
-	f      l4.Flow // client to the VIP's address
-	port   bool    // the client's port was given
-	vc     *config.VIP
-	snap   *snapshot.Snapshot
-	e      *Explanation
-	byPtr  map[*l4.Backend]*Candidate // the candidates by backend
-	decide string                     // what decided e.Backend, once something did
+	return fmt.Errorf("%w: %s cannot reach VIP %s (another address family)", plane.ErrBadClient, client, k.Addr)
 }
 
 // explain composes the answer: the VIP, its candidates, then what its
 // data plane holds and chooses.
-func (v *vip) explain(client netip.AddrPort) Explanation {
+func (v *vip) explain(client netip.AddrPort) plane.Explanation {
 	vc := v.cfg()
 	f := l4.Flow{Src: client, Dst: v.key.Addr, Proto: v.key.Proto}
-	e := Explanation{
+	e := plane.Explanation{
 		VIP: vc.Name, Listen: v.key.Addr.String(), Protocol: v.key.Proto.String(), Mode: vc.Mode.String(),
-		Algorithm: vc.Algorithm.String(), Client: client.Addr().String(), Flow: flowString(f),
+		Algorithm: vc.Algorithm.String(), Client: client.Addr().String(), Flow: plane.FlowString(f),
 	}
 	if client.Port() != 0 {
 		e.Client = client.String()
@@ -247,67 +57,26 @@ func (v *vip) explain(client netip.AddrPort) Explanation {
 	if vc.Algorithm.Hashing() && vc.Mode == l4.ModeProxy {
 		e.HashKey = vc.HashKey.String()
 	}
-	q := &explainQuery{f: f, port: client.Port() != 0, vc: vc, snap: v.store.Load(), e: &e}
-	v.candidates(q)
+	q := &plane.Query{Flow: f, Port: client.Port() != 0, Algorithm: vc.Algorithm, Snap: v.store.Load(), Answer: &e}
+	v.candidates(q, vc)
 	if v.key.Addr.Addr().IsUnspecified() {
 		e.Notes = append(e.Notes, fmt.Sprintf("the VIP listens on the wildcard address %s: UDP session keys and a 5tuple hash hold the address the client sent to, which is not known here; %s stands in for it", v.key.Addr.Addr(), v.key.Addr.Addr()))
 	}
-	v.dp.explain(q)
+	v.dp.Explain(q)
 	if e.Because == "" {
 		e.Because = "no backend: none is eligible"
 	}
-	explainAccess(vc, client.Addr(), &e)
 	return e
-}
-
-// explainAccess adds the VIP's allow/deny verdict: a refused client's new
-// flows reach no backend (its established ones, if any, still decide).
-func explainAccess(vc *config.VIP, client netip.Addr, e *Explanation) {
-	acl, err := accessList(vc)
-	if err != nil || acl == nil {
-		return
-	}
-	verdict := "allowed"
-	if !acl.Allowed(client) {
-		verdict = "refused"
-	}
-	if r, ok := acl.Match(client); ok {
-		list := "deny"
-		if r.Allowed {
-			list = "allow"
-		}
-		e.Access = fmt.Sprintf("%s by %s %s", verdict, list, r.Net)
-	} else if verdict == "allowed" {
-		e.Access = "allowed: in no list, and the VIP has no allow list"
-	} else {
-		e.Access = "refused: not in the VIP's allow list"
-	}
-	if verdict == "allowed" {
-		return
-	}
-	for _, p := range e.Pinned {
-		if p.Decides {
-			return
-		}
-	}
-	e.Backend, e.Because = nil, "no backend: the client is "+e.Access
-}
-
-// flowString formats a flow as the logs do: "tcp 198.18.0.50:40000->198.18.0.10:5432".
-func flowString(f l4.Flow) string {
-	return f.Proto.String() + " " + f.Src.String() + "->" + f.Dst.String()
-}
-
-func ref(b *l4.Backend) *BackendRef {
-	return &BackendRef{ID: string(b.ID), Address: b.Addr.String(), Index: b.Index}
 }
 
 // candidates lists every backend of the VIP with its state and why it
 // takes no new flows when it does not.
-func (v *vip) candidates(q *explainQuery) {
+func (v *vip) candidates(q *plane.Query, vc *config.VIP) {
 	effective := map[*l4.Backend]uint32{}
-	for _, m := range membersOf(q.snap) {
-		effective[m.Backend] = m.Weight
+	if q.Snap != nil {
+		for _, m := range q.Snap.Members {
+			effective[m.Backend] = m.Weight
+		}
 	}
 	v.mu.Lock()
 	all := make([]*backend, 0, len(v.backends)+len(v.retired))
@@ -322,13 +91,12 @@ func (v *vip) candidates(q *explainQuery) {
 	}
 	for i, b := range all {
 		w, in := effective[b.b]
-		c := Candidate{ID: string(b.b.ID), Address: b.b.Addr.String(), Index: b.b.Index, Weight: b.weight, EffectiveWeight: w,
-			Health: b.health.String(), Candidate: in, LiveFlows: b.b.LiveFlows(), b: b.b}
-		c.RTT, c.RTTSampled = b.b.RTT().Value()
+		c := plane.NewCandidate(b.b)
+		c.Weight, c.EffectiveWeight, c.Health, c.Candidate = b.weight, w, b.health.String(), in
 		if b.override.state != l4.OverrideNone {
 			c.Override = b.override.state.String()
 		}
-		if scalesWeights(q.vc) && in {
+		if scalesWeights(vc) && in {
 			c.EffectiveWeight, c.Scale = (w+50)/100, max(b.scale, 0) // hundredths (effectiveMembers)
 			if c.Scale == 0 {
 				c.Scale = 1
@@ -338,14 +106,10 @@ func (v *vip) candidates(q *explainQuery) {
 		if c.Why == "eligible, but not in the snapshot yet" && b.conf.Backup {
 			c.Why = "backup: standing by while a primary (or, with backup_mode first, an earlier backup) serves"
 		}
-		q.e.Candidates = append(q.e.Candidates, c)
+		q.Answer.Candidates = append(q.Answer.Candidates, c)
 	}
 	v.mu.Unlock()
-	slices.SortFunc(q.e.Candidates, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
-	q.byPtr = map[*l4.Backend]*Candidate{}
-	for i := range q.e.Candidates {
-		q.byPtr[q.e.Candidates[i].b] = &q.e.Candidates[i]
-	}
+	slices.SortFunc(q.Answer.Candidates, func(a, b plane.Candidate) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // whyNot says why b takes no new flows, and what becomes of the flows
@@ -374,129 +138,3 @@ func whyIneligible(b *backend) string {
 	}
 	return "weight 0: no new flows; pinned flows move on their next packet"
 }
-
-// decided records the answer: b (nil: none) because of why.
-func (q *explainQuery) decided(b *BackendRef, why string) {
-	if q.decide != "" {
-		return
-	}
-	q.decide = why
-	q.e.Backend, q.e.Because = b, why
-}
-
-// portMatters reports whether the flow hash covers the client port.
-func portMatters(k l4.HashKey) bool { return k != l4.HashSrcIP }
-
-// explainPick is the proxy planes' answer for a new flow: the
-// snapshot's algorithm, read without picking.
-func (q *explainQuery) explainPick() {
-	e, vc := q.e, q.vc
-	x := q.snap.Explain(&q.f)
-	p := &Pick{Rule: x.Rule, Generation: q.snap.Generation()}
-	e.Pick = p
-	members := membersOf(q.snap)
-	at := func(i int) *BackendRef {
-		if i < 0 || i >= len(members) {
-			return nil
-		}
-		return ref(members[i].Backend)
-	}
-	for _, m := range x.Members {
-		if c := q.byPtr[m.Backend]; c != nil {
-			c.Share, c.Load, c.OverBound, c.Full, c.MaxFlows = m.Share, m.Load, m.OverBound, m.Full, m.Backend.MaxFlows()
-			if vc.Algorithm == l4.LeastTime {
-				c.RTT, c.RTTSampled, c.Cost = m.RTT, m.RTTSampled, time.Duration(m.Cost)
-			}
-		}
-	}
-	for _, i := range x.Tied {
-		p.Tied = append(p.Tied, string(members[i].Backend.ID))
-	}
-	p.Next = at(x.Next)
-	if x.Hash != nil {
-		p.Hash = hashPath(x.Hash, members, at)
-	}
-	switch {
-	case len(members) == 0:
-		q.decided(nil, "no eligible backend: a new "+flowNoun(q.f.Proto)+" is refused")
-	case x.Hash != nil && portMatters(x.Hash.Key) && !q.port:
-		p.Hash.Maglev, p.Hash.Ring, p.Hash.Owner, p.Hash.Skipped, p.Hash.Fallback = nil, nil, nil, nil, false
-		q.decided(nil, fmt.Sprintf("hash_key %s covers the client port, which was not given: each port hashes on its own (give CLIENT_IP:PORT)", x.Hash.Key))
-	case x.Chosen >= 0:
-		p.Backend = at(x.Chosen)
-		q.decided(p.Backend, pickBecause(x, p))
-	case len(x.Tied) > 0:
-		q.decided(nil, fmt.Sprintf("%s: a tie between %v at the lowest score, broken at random", vc.Algorithm, p.Tied))
-	case x.Algorithm == l4.RoundRobin:
-		q.decided(nil, fmt.Sprintf("round_robin rotates: the VIP's next new flow, from whichever client, goes to %s", p.Next.ID))
-	default:
-		q.decided(nil, fmt.Sprintf("%s: chance decides (see the shares)", vc.Algorithm))
-	}
-}
-
-// hashPath converts a balance hash path.
-func hashPath(h *balance.HashPath, members []balance.Member, at func(int) *BackendRef) *HashPath {
-	hp := &HashPath{Key: h.Key.String(), Hash: hex(h.Hash), Owner: at(h.Owner), BalanceFactor: h.BalanceFactor, Fallback: h.Fallback}
-	if h.TableSize > 0 {
-		hp.Maglev = &MaglevPath{Slot: h.Slot, TableSize: h.TableSize, Source: "snapshot"}
-	} else {
-		hp.Ring = &RingPath{Point: h.Point, Points: h.Points, Position: hex(h.Position), Vnodes: h.Vnodes}
-	}
-	for _, i := range h.Skipped {
-		hp.Skipped = append(hp.Skipped, string(members[i].Backend.ID))
-	}
-	return hp
-}
-
-// membersOf returns a snapshot's members (none before the first).
-func membersOf(s *snapshot.Snapshot) []balance.Member {
-	if s == nil {
-		return nil
-	}
-	return s.Members
-}
-
-func hex(u uint64) string { return "0x" + strconv.FormatUint(u, 16) }
-
-// pickBecause is the one line for a deterministic choice.
-func pickBecause(x balance.Explanation, p *Pick) string {
-	h := p.Hash
-	switch {
-	case h != nil && h.Maglev != nil:
-		s := fmt.Sprintf("maglev: hash %s -> slot %d of %d (generation %d)", h.Hash, h.Maglev.Slot, h.Maglev.TableSize, p.Generation)
-		return s + bound(h, p)
-	case h != nil && h.Ring != nil:
-		s := fmt.Sprintf("source_hash: hash %s -> ring point %d of %d", h.Hash, h.Ring.Point, h.Ring.Points)
-		return s + bound(h, p)
-	case len(x.Members) == 1:
-		return "the only eligible backend"
-	case x.Algorithm == l4.LeastConn:
-		return "least_conn: fewest live flows per weight"
-	case x.Algorithm == l4.LeastTime:
-		return "least_time: lowest (live flows + 1) x (RTT + bias) per weight"
-	}
-	return x.Rule
-}
-
-// bound adds the load bound's effect to a hash line.
-func bound(h *HashPath, p *Pick) string {
-	switch {
-	case h.Fallback:
-		return fmt.Sprintf("; every backend early in its sequence was over the load bound (%d%%), a scan chose %s", h.BalanceFactor, p.Backend.ID)
-	case len(h.Skipped) > 0 && h.BalanceFactor == 0:
-		return fmt.Sprintf("; %v at max_conns, passed by", h.Skipped)
-	case len(h.Skipped) > 0:
-		return fmt.Sprintf("; %v over the load bound (%d%%) or at max_conns, passed by", h.Skipped, h.BalanceFactor)
-	}
-	return ""
-}
-
-func flowNoun(p l4.Protocol) string {
-	if p == l4.UDP {
-		return "session's datagram"
-	}
-	return "connection"
-}
-
-// secs is d in seconds, to the millisecond.
-func secs(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds() }

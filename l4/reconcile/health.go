@@ -12,6 +12,7 @@ import (
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // slowStartStep is how often a ramping backend's weight is recomputed.
@@ -98,11 +99,11 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 	}
 	v.log.Log(level, "backend health changed", zap.String("backend", string(id)), zap.Stringer("from", old), zap.Stringer("to", h), zap.String("reason", reason))
 	if h == l4.HealthDown {
-		go v.dp.backendDown(b.b) // a purge walks the flow table: not on the probe goroutine
+		go v.dp.BackendDown(b.b) // a purge walks the flow table: not on the probe goroutine
 	}
 	if h == l4.HealthDown && vc.Health.OnDown == "reset" {
 		go func() {
-			n := v.dp.resetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndOnDown)
+			n := v.dp.ResetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndOnDown)
 			v.log.Info("on_down reset: sessions closed", zap.String("backend", string(id)), zap.Int("reset", n))
 		}()
 	}
@@ -188,7 +189,7 @@ func (v *vip) backendByID(id l4.BackendID) *l4.Backend {
 }
 
 // healthStatus fills the health fields of a backend's status.
-func (r *Runtime) healthStatus(v *vip, bs *BackendStatus) {
+func (r *Runtime) healthStatus(v *vip, bs *plane.BackendStatus) {
 	st, ok := r.health.State(v.target(l4.BackendID(bs.ID)))
 	if !ok {
 		return

@@ -19,6 +19,7 @@ import (
 	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const healthVIP = `
@@ -65,14 +66,14 @@ func testDownAndBack(t *testing.T, maxFails int) {
 	vip := testutil.FreeTCPAddr(t)
 	rt, probes := startProbedRuntime(t, fmt.Sprintf(healthVIP, vip, maxFails, backendsTOML(addrs)))
 	for n := range servers {
-		waitBackend(t, rt, "web", n, 10*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+		waitBackend(t, rt, "web", n, 10*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 	}
 	clients := startClients(vip)
 	clients.waitDialSince(t, time.Now())
 
 	servers["b"].kill()
 	killed := time.Now() // b refuses every connect begun from here on
-	took := waitBackend(t, rt, "web", "b", 10*time.Second, "down", func(b BackendStatus) bool { return b.Health == "down" })
+	took := waitBackend(t, rt, "web", "b", 10*time.Second, "down", func(b plane.BackendStatus) bool { return b.Health == "down" })
 	if n := probes.checksUntil("b", killed, l4.HealthDown); n > fall {
 		t.Errorf("marked down after %d probes begun after the kill, want at most fall = %d", n, fall)
 	}
@@ -96,7 +97,7 @@ func testDownAndBack(t *testing.T, maxFails int) {
 
 	servers["b"].restart(t)
 	restarted := time.Now()
-	took = waitBackend(t, rt, "web", "b", 10*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+	took = waitBackend(t, rt, "web", "b", 10*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 	if n := probes.checksUntil("b", restarted, l4.HealthUp); n > rise {
 		t.Errorf("up after %d probes begun after the restart, want at most rise = %d", n, rise)
 	}
@@ -106,7 +107,7 @@ func testDownAndBack(t *testing.T, maxFails int) {
 		t.Errorf("slow start: effective weight %d right after recovery, want below %d", first.EffectiveWeight, first.Weight)
 	}
 	last := first.EffectiveWeight
-	waitBackend(t, rt, "web", "b", 10*time.Second, "full weight", func(b BackendStatus) bool {
+	waitBackend(t, rt, "web", "b", 10*time.Second, "full weight", func(b plane.BackendStatus) bool {
 		if b.EffectiveWeight < last {
 			t.Errorf("slow start went down: %d after %d", b.EffectiveWeight, last)
 		}
@@ -242,7 +243,7 @@ func TestOnDown(t *testing.T) {
 			srv := startNamed(t, "a")
 			vip := testutil.FreeTCPAddr(t)
 			rt := startRuntime(t, fmt.Sprintf(onDownVIP, vip, mode, srv.addr))
-			waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b BackendStatus) bool { return b.Health == "up" })
+			waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 			c, err := net.DialTimeout("tcp4", vip.String(), 2*time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -253,7 +254,7 @@ func TestOnDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv.kill()
-			waitBackend(t, rt, "web", "a", 3*time.Second, "down", func(b BackendStatus) bool { return b.Health == "down" })
+			waitBackend(t, rt, "web", "a", 3*time.Second, "down", func(b plane.BackendStatus) bool { return b.Health == "down" })
 			c.SetDeadline(time.Now().Add(2 * time.Second))
 			if mode == "reset" {
 				// Read without writing first: a write after a plain FIN

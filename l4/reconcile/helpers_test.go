@@ -14,7 +14,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/l4lb/l4lb/config"
+	dnsnames "github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // namedServer is a loopback server that writes its name to every
@@ -65,7 +67,8 @@ func (s *namedServer) restart(t *testing.T) {
 // startRuntime applies a config given as TOML text; it shuts down on cleanup.
 func startRuntime(t *testing.T, toml string) *Runtime {
 	t.Helper()
-	rt := New(zaptest.NewLogger(t), Options{})
+	log := zaptest.NewLogger(t)
+	rt := New(log, Options{Names: dnsnames.New(log)})
 	apply(t, rt, toml)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -100,7 +103,7 @@ func backendsTOML(addrs map[string]netip.AddrPort) string {
 	return out
 }
 
-func backendStatus(rt *Runtime, vipName, id string) (BackendStatus, bool) {
+func backendStatus(rt *Runtime, vipName, id string) (plane.BackendStatus, bool) {
 	for _, v := range rt.Status().VIPs {
 		if v.Name != vipName {
 			continue
@@ -111,12 +114,12 @@ func backendStatus(rt *Runtime, vipName, id string) (BackendStatus, bool) {
 			}
 		}
 	}
-	return BackendStatus{}, false
+	return plane.BackendStatus{}, false
 }
 
 // waitBackend polls until cond holds for the backend's status and returns
 // how long that took.
-func waitBackend(t *testing.T, rt *Runtime, vipName, id string, limit time.Duration, what string, cond func(BackendStatus) bool) time.Duration {
+func waitBackend(t *testing.T, rt *Runtime, vipName, id string, limit time.Duration, what string, cond func(plane.BackendStatus) bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {

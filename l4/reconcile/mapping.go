@@ -3,14 +3,11 @@
 package reconcile
 
 import (
-	"fmt"
-	"net"
-
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
-	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/xdpplane"
 )
 
 // proxyVersion maps proxy_protocol (and health.send_proxy) to the PROXY
@@ -25,11 +22,8 @@ func proxyVersion(s string) int {
 	return 0
 }
 
-func settings(vc *config.VIP) (proxy.Settings, error) {
-	acl, err := accessList(vc)
-	if err != nil {
-		return proxy.Settings{}, err
-	}
+// tcpSettings are a TCP proxy VIP's plane settings.
+func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 	accept := 0
 	switch vc.AcceptProxyProtocol {
 	case "v1":
@@ -39,7 +33,7 @@ func settings(vc *config.VIP) (proxy.Settings, error) {
 	case "any":
 		accept = proxy.AcceptProxyAny
 	}
-	return proxy.Settings{
+	st := proxy.Settings{
 		Name:           vc.Name,
 		ConnectTimeout: vc.ConnectTimeout,
 		Retries:        vc.Retries,
@@ -60,27 +54,23 @@ func settings(vc *config.VIP) (proxy.Settings, error) {
 		MeasureConnect: vc.Algorithm == l4.LeastTime && vc.LeastTimeMetric != "first_byte",
 		LogConnections: vc.LogConnections,
 		LogRate:        vc.LogConnectionsRate,
-
-		Access:       acl,
-		ClientLimits: guard.Limits{MaxOpen: vc.MaxConnsPerClient, Rate: vc.ConnRatePerClient},
-	}, nil
+	}
+	st.ClientLimits.MaxOpen, st.ClientLimits.Rate = vc.MaxConnsPerClient, vc.ConnRatePerClient
+	return proxy.TCPPlaneSettings{Service: st, Lists: proxy.Lists{Allow: vc.Allow, Deny: vc.Deny}, Freebind: vc.Freebind, DeferAccept: vc.DeferAccept}
 }
 
-func udpSettings(vc *config.VIP) (proxy.UDPSettings, error) {
-	acl, err := accessList(vc)
-	if err != nil {
-		return proxy.UDPSettings{}, err
-	}
-	return proxy.UDPSettings{
+// udpSettings are a UDP proxy VIP's plane settings.
+func udpSettings(vc *config.VIP) proxy.UDPPlaneSettings {
+	st := proxy.UDPSettings{
 		Name:           vc.Name,
 		SessionTimeout: vc.SessionTimeout,
 		MaxSessions:    vc.MaxSessions,
 		Responses:      vc.UDPResponses,
 		LogConnections: vc.LogConnections,
 		LogRate:        vc.LogConnectionsRate,
-		Access:         acl,
-		ClientLimits:   guard.Limits{MaxOpen: vc.MaxSessionsPerClient, Rate: vc.ConnRatePerClient},
-	}, nil
+	}
+	st.ClientLimits.MaxOpen, st.ClientLimits.Rate = vc.MaxSessionsPerClient, vc.ConnRatePerClient
+	return proxy.UDPPlaneSettings{Service: st, Lists: proxy.Lists{Allow: vc.Allow, Deny: vc.Deny}, Freebind: vc.Freebind}
 }
 
 // backendCap is the cap on b's live flows in vc: max_conns for tcp,
@@ -95,22 +85,6 @@ func backendCap(vc *config.VIP, b *config.Backend) int64 {
 	return int64(b.MaxConns)
 }
 
-// accessList builds the VIP's allow/deny list (nil when it has none).
-func accessList(vc *config.VIP) (*guard.ACL, error) {
-	acl, err := guard.NewACL(vc.Allow, vc.Deny)
-	if err != nil {
-		return nil, fmt.Errorf("vip %q: %w", vc.Name, err)
-	}
-	return acl, nil
-}
-
-func keepAliveFor(st proxy.Settings) net.KeepAliveConfig {
-	if st.KeepAlive <= 0 {
-		return net.KeepAliveConfig{}
-	}
-	return net.KeepAliveConfig{Enable: true, Idle: st.KeepAlive, Interval: st.KeepAlive / 4, Count: 4}
-}
-
 func balanceOptions(vc *config.VIP) (balance.Options, error) {
 	opts := balance.Options{
 		Algorithm:        vc.Algorithm,
@@ -121,4 +95,47 @@ func balanceOptions(vc *config.VIP) (balance.Options, error) {
 		LeastTimeBias:    vc.LeastTimeBias,
 	}
 	return opts, nil
+}
+
+// xdpOptions are the XDP program's options.
+func xdpOptions(x *config.XDP) xdpplane.Options {
+	return xdpplane.Options{Interface: x.Interface, Generic: x.Attach == "generic", PinPath: x.PinPath,
+		ConntrackSize: x.ConntrackSize, WeightRefresh: x.WeightRefresh, SYNRatePerSource: x.SYNRatePerSource}
+}
+
+// vipOptions are an xdp VIP's plane options.
+func vipOptions(vc *config.VIP) xdpplane.VIPOptions {
+	return xdpplane.VIPOptions{HashKey: vc.HashKey, Forward: vc.Forward, NewFlowRate: vc.NewFlowRate,
+		MaglevTableSize: vc.MaglevTableSize, Allow: vc.Allow, Deny: vc.Deny, SessionTimeout: vc.SessionTimeout, Algorithm: vc.Algorithm}
+}
+
+// guardOptions are the lists of a proxy VIP the XDP program guards.
+func guardOptions(vc *config.VIP) xdpplane.GuardOptions {
+	return xdpplane.GuardOptions{Allow: vc.Allow, Deny: vc.Deny}
+}
+
+// ipipFamilies are the families bpf_fib_lookup routes for vips: those of
+// the backends of xdp VIPs with forward = "ipip" (the outer header's
+// family). l2 VIPs and the guards of proxy VIPs need no forwarding.
+func ipipFamilies(vips map[l4.VIPKey]*config.VIP) (v4, v6 bool) {
+	for _, vc := range vips {
+		if vc.Mode != l4.ModeXDP || vc.Forward != l4.ForwardIPIP {
+			continue
+		}
+		for _, b := range vc.Backends {
+			if a := b.Address.Addr(); a.Is4() {
+				v4 = true
+			} else if a.Is6() {
+				v6 = true
+			}
+		}
+	}
+	return v4, v6
+}
+
+// checkXDPForwarding refuses xdp VIPs that forward by ipip to backends of
+// a family that iface does not forward (see xdpplane.CheckForwarding).
+func checkXDPForwarding(iface string, vips map[l4.VIPKey]*config.VIP) error {
+	v4, v6 := ipipFamilies(vips)
+	return xdpplane.CheckForwarding(iface, v4, v6)
 }

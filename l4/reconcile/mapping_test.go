@@ -1,14 +1,12 @@
 // The config-to-plane mapping, field by field: every setting a VIP or
-// backend maps onto a data plane's settings (proxy.Settings,
-// proxy.UDPSettings, balance.Options, the backend caps, keepalive, the
-// health spec) arrives there, so a setting dropped on the way fails here
+// backend maps onto a data plane's settings (proxy.TCPPlaneSettings,
+// proxy.UDPPlaneSettings, balance.Options, the backend caps, the health
+// spec) arrives there, so a setting dropped on the way fails here
 // and not only in whichever end-to-end test happens to lean on it.
 
 package reconcile
 
 import (
-	"fmt"
-	"net"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -20,32 +18,25 @@ import (
 	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
-	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/xdpplane"
 )
 
 // planeView is everything the mapping produces for one VIP and its first
 // backend, by the names the rows below use as paths.
 type planeView struct {
-	Settings  proxy.Settings
-	UDP       proxy.UDPSettings
-	Balance   balance.Options
-	KeepAlive net.KeepAliveConfig // the listener's and the backend sockets' keepalive
-	TCPCap    int64               // the backend's cap as a tcp VIP's
-	UDPCap    int64               // the backend's cap as a udp VIP's
-	Health    health.Spec
+	TCP     proxy.TCPPlaneSettings
+	UDP     proxy.UDPPlaneSettings
+	Balance balance.Options
+	XDP     xdpplane.VIPOptions
+	Guard   xdpplane.GuardOptions
+	TCPCap  int64 // the backend's cap as a tcp VIP's
+	UDPCap  int64 // the backend's cap as a udp VIP's
+	Health  health.Spec
 }
 
 func viewOf(t *testing.T, vc *config.VIP) planeView {
 	t.Helper()
-	st, err := settings(vc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ust, err := udpSettings(vc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts, err := balanceOptions(vc)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +44,7 @@ func viewOf(t *testing.T, vc *config.VIP) planeView {
 	tcp, udp := *vc, *vc
 	tcp.Protocol, udp.Protocol = l4.TCP, l4.UDP
 	return planeView{
-		Settings: st, UDP: ust, Balance: opts, KeepAlive: keepAliveFor(st),
+		TCP: tcpSettings(vc), UDP: udpSettings(vc), Balance: opts, XDP: vipOptions(vc), Guard: guardOptions(vc),
 		TCPCap: backendCap(&tcp, &vc.Backends[0]), UDPCap: backendCap(&udp, &vc.Backends[0]),
 		Health: healthSpec(vc.Health, vc.LeastTimeMetric),
 	}
@@ -96,37 +87,27 @@ func prefixes(s ...string) []netip.Prefix {
 	return out
 }
 
-// allows checks an ACL's verdicts on addresses.
-func allows(verdicts map[string]bool) func(any) error {
-	return func(got any) error {
-		acl := got.(*guard.ACL)
-		for a, want := range verdicts {
-			if ok := acl.Allowed(netip.MustParseAddr(a)); ok != want {
-				return fmt.Errorf("%s allowed = %v, want %v (lists %v)", a, ok, want, fmt.Sprint(acl.Lists()))
-			}
-		}
-		return nil
-	}
-}
-
 var mappingRows = []mappingRow{
 	// Every VIP.
-	{key: "name", set: func(v *config.VIP) { v.Name = "renamed" }, path: "Settings.Name", want: "renamed"},
-	{key: "name", set: func(v *config.VIP) { v.Name = "renamed" }, path: "UDP.Name", want: "renamed"},
-	{key: "log_connections", set: func(v *config.VIP) { v.LogConnections = true }, path: "Settings.LogConnections", want: true},
-	{key: "log_connections", set: func(v *config.VIP) { v.LogConnections = true }, path: "UDP.LogConnections", want: true},
-	{key: "log_connections_rate", set: func(v *config.VIP) { v.LogConnectionsRate = 77 }, path: "Settings.LogRate", want: 77},
-	{key: "log_connections_rate", set: func(v *config.VIP) { v.LogConnectionsRate = 77 }, path: "UDP.LogRate", want: 77},
-	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "Settings.Access",
-		check: allows(map[string]bool{"198.18.0.66": false, "198.18.0.5": true})},
-	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "UDP.Access",
-		check: allows(map[string]bool{"198.18.0.66": false, "198.18.0.5": true})},
-	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "Settings.Access",
-		check: allows(map[string]bool{"198.18.0.66": false, "198.18.0.5": true})},
-	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "UDP.Access",
-		check: allows(map[string]bool{"198.18.0.66": false, "198.18.0.5": true})},
-	{key: "conn_rate_per_client", set: func(v *config.VIP) { v.ConnRatePerClient = 33 }, path: "Settings.ClientLimits.Rate", want: 33},
-	{key: "conn_rate_per_client", set: func(v *config.VIP) { v.ConnRatePerClient = 33 }, path: "UDP.ClientLimits.Rate", want: 33},
+	{key: "name", set: func(v *config.VIP) { v.Name = "renamed" }, path: "TCP.Service.Name", want: "renamed"},
+	{key: "name", set: func(v *config.VIP) { v.Name = "renamed" }, path: "UDP.Service.Name", want: "renamed"},
+	{key: "log_connections", set: func(v *config.VIP) { v.LogConnections = true }, path: "TCP.Service.LogConnections", want: true},
+	{key: "log_connections", set: func(v *config.VIP) { v.LogConnections = true }, path: "UDP.Service.LogConnections", want: true},
+	{key: "log_connections_rate", set: func(v *config.VIP) { v.LogConnectionsRate = 77 }, path: "TCP.Service.LogRate", want: 77},
+	{key: "log_connections_rate", set: func(v *config.VIP) { v.LogConnectionsRate = 77 }, path: "UDP.Service.LogRate", want: 77},
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "TCP.Lists.Deny", want: prefixes("198.18.0.64/26")},
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "UDP.Lists.Deny", want: prefixes("198.18.0.64/26")},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "TCP.Lists.Allow", want: prefixes("198.18.0.0/26")},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "UDP.Lists.Allow", want: prefixes("198.18.0.0/26")},
+	{key: "freebind", set: func(v *config.VIP) { v.Freebind = true }, path: "TCP.Freebind", want: true},
+	{key: "freebind", set: func(v *config.VIP) { v.Freebind = true }, path: "UDP.Freebind", want: true},
+	{key: "conn_rate_per_client", set: func(v *config.VIP) { v.ConnRatePerClient = 33 }, path: "TCP.Service.ClientLimits.Rate", want: 33},
+	{key: "conn_rate_per_client", set: func(v *config.VIP) { v.ConnRatePerClient = 33 }, path: "UDP.Service.ClientLimits.Rate", want: 33},
+
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "XDP.Deny", want: prefixes("198.18.0.64/26")},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "XDP.Allow", want: prefixes("198.18.0.0/26")},
+	{key: "deny", set: func(v *config.VIP) { v.Deny = prefixes("198.18.0.64/26") }, path: "Guard.Deny", want: prefixes("198.18.0.64/26")},
+	{key: "allow", set: func(v *config.VIP) { v.Allow = prefixes("198.18.0.0/26") }, path: "Guard.Allow", want: prefixes("198.18.0.0/26")},
 
 	// Balancing.
 	{key: "algorithm", set: func(v *config.VIP) { v.Algorithm = l4.P2C }, path: "Balance.Algorithm", want: l4.P2C},
@@ -137,38 +118,43 @@ var mappingRows = []mappingRow{
 	{key: "least_time_bias", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeBias = l4.LeastTime, 0 }, path: "Balance.LeastTimeBias", want: time.Duration(0)},
 	{key: "least_time_bias", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeBias = l4.LeastTime, 3*time.Millisecond }, path: "Balance.LeastTimeBias", want: 3 * time.Millisecond},
 	{key: "algorithm = least_time, least_time_metric = connect", set: func(v *config.VIP) { v.Algorithm = l4.LeastTime },
-		path: "Settings.MeasureConnect", want: true},
+		path: "TCP.Service.MeasureConnect", want: true},
 	{key: "least_time_metric = first_byte", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeMetric = l4.LeastTime, "first_byte" },
-		path: "Settings.MeasureConnect", want: false, sameAsDefault: true},
+		path: "TCP.Service.MeasureConnect", want: false, sameAsDefault: true},
 	{key: "least_time_metric", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeMetric = l4.LeastTime, "first_byte" }, path: "Health.Metric", want: "first_byte"},
 
 	// TCP proxy.
-	{key: "connect_timeout", set: func(v *config.VIP) { v.ConnectTimeout = 750 * time.Millisecond }, path: "Settings.ConnectTimeout", want: 750 * time.Millisecond},
-	{key: "retries", set: func(v *config.VIP) { v.Retries = 7 }, path: "Settings.Retries", want: 7},
-	{key: "idle_timeout", set: func(v *config.VIP) { v.IdleTimeout = 90 * time.Second }, path: "Settings.IdleTimeout", want: 90 * time.Second},
-	{key: "keepalive", set: func(v *config.VIP) { v.KeepAlive = 40 * time.Second }, path: "Settings.KeepAlive", want: 40 * time.Second},
-	{key: "keepalive", set: func(v *config.VIP) { v.KeepAlive = 40 * time.Second }, path: "KeepAlive.Idle", want: 40 * time.Second},
-	{key: "keepalive", set: func(v *config.VIP) { v.KeepAlive = 40 * time.Second }, path: "KeepAlive.Interval", want: 10 * time.Second},
-	{key: "keepalive = 0", set: func(v *config.VIP) { v.KeepAlive = 0 }, path: "KeepAlive.Enable", want: false},
-	{key: "keepalive = 0", set: func(v *config.VIP) { v.KeepAlive = 0 }, path: "KeepAlive.Count", want: 0},
-	{key: "max_conns", set: func(v *config.VIP) { v.MaxConns = 1234 }, path: "Settings.MaxConns", want: 1234},
-	{key: "proxy_protocol = v1", set: func(v *config.VIP) { v.ProxyProtocol = "v1" }, path: "Settings.ProxyProtocol", want: 1},
-	{key: "proxy_protocol = v2", set: func(v *config.VIP) { v.ProxyProtocol = "v2" }, path: "Settings.ProxyProtocol", want: 2},
-	{key: "accept_proxy_protocol = v1", set: func(v *config.VIP) { v.AcceptProxyProtocol = "v1" }, path: "Settings.AcceptProxy", want: proxy.AcceptProxyV1},
-	{key: "accept_proxy_protocol = v2", set: func(v *config.VIP) { v.AcceptProxyProtocol = "v2" }, path: "Settings.AcceptProxy", want: proxy.AcceptProxyV2},
-	{key: "accept_proxy_protocol = any", set: func(v *config.VIP) { v.AcceptProxyProtocol = "any" }, path: "Settings.AcceptProxy", want: proxy.AcceptProxyAny},
+	{key: "connect_timeout", set: func(v *config.VIP) { v.ConnectTimeout = 750 * time.Millisecond }, path: "TCP.Service.ConnectTimeout", want: 750 * time.Millisecond},
+	{key: "retries", set: func(v *config.VIP) { v.Retries = 7 }, path: "TCP.Service.Retries", want: 7},
+	{key: "idle_timeout", set: func(v *config.VIP) { v.IdleTimeout = 90 * time.Second }, path: "TCP.Service.IdleTimeout", want: 90 * time.Second},
+	{key: "keepalive", set: func(v *config.VIP) { v.KeepAlive = 40 * time.Second }, path: "TCP.Service.KeepAlive", want: 40 * time.Second},
+	{key: "defer_accept", set: func(v *config.VIP) { v.DeferAccept = true }, path: "TCP.DeferAccept", want: true},
+	{key: "max_conns", set: func(v *config.VIP) { v.MaxConns = 1234 }, path: "TCP.Service.MaxConns", want: 1234},
+	{key: "proxy_protocol = v1", set: func(v *config.VIP) { v.ProxyProtocol = "v1" }, path: "TCP.Service.ProxyProtocol", want: 1},
+	{key: "proxy_protocol = v2", set: func(v *config.VIP) { v.ProxyProtocol = "v2" }, path: "TCP.Service.ProxyProtocol", want: 2},
+	{key: "accept_proxy_protocol = v1", set: func(v *config.VIP) { v.AcceptProxyProtocol = "v1" }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyV1},
+	{key: "accept_proxy_protocol = v2", set: func(v *config.VIP) { v.AcceptProxyProtocol = "v2" }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyV2},
+	{key: "accept_proxy_protocol = any", set: func(v *config.VIP) { v.AcceptProxyProtocol = "any" }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyAny},
 	{key: "accept_proxy_protocol_from", set: func(v *config.VIP) { v.AcceptProxyProtocolFrom = prefixes("198.18.5.0/24") },
-		path: "Settings.AcceptProxyFrom", want: prefixes("198.18.5.0/24")},
-	{key: "first_byte_timeout", set: func(v *config.VIP) { v.FirstByteTimeout = 1500 * time.Millisecond }, path: "Settings.FirstByteTimeout", want: 1500 * time.Millisecond},
-	{key: "queue_timeout", set: func(v *config.VIP) { v.QueueTimeout = 250 * time.Millisecond }, path: "Settings.QueueTimeout", want: 250 * time.Millisecond},
-	{key: "affinity_timeout", set: func(v *config.VIP) { v.AffinityTimeout = 3 * time.Second }, path: "Settings.AffinityTimeout", want: 3 * time.Second},
-	{key: "max_conns_per_client", set: func(v *config.VIP) { v.MaxConnsPerClient = 5 }, path: "Settings.ClientLimits.MaxOpen", want: 5},
+		path: "TCP.Service.AcceptProxyFrom", want: prefixes("198.18.5.0/24")},
+	{key: "first_byte_timeout", set: func(v *config.VIP) { v.FirstByteTimeout = 1500 * time.Millisecond }, path: "TCP.Service.FirstByteTimeout", want: 1500 * time.Millisecond},
+	{key: "queue_timeout", set: func(v *config.VIP) { v.QueueTimeout = 250 * time.Millisecond }, path: "TCP.Service.QueueTimeout", want: 250 * time.Millisecond},
+	{key: "affinity_timeout", set: func(v *config.VIP) { v.AffinityTimeout = 3 * time.Second }, path: "TCP.Service.AffinityTimeout", want: 3 * time.Second},
+	{key: "max_conns_per_client", set: func(v *config.VIP) { v.MaxConnsPerClient = 5 }, path: "TCP.Service.ClientLimits.MaxOpen", want: 5},
+
+	// XDP.
+	{key: "hash_key (xdp)", set: func(v *config.VIP) { v.HashKey = l4.HashFiveTuple }, path: "XDP.HashKey", want: l4.HashFiveTuple},
+	{key: "forward", set: func(v *config.VIP) { v.Forward = l4.ForwardL2 }, path: "XDP.Forward", want: l4.ForwardL2},
+	{key: "new_flow_rate", set: func(v *config.VIP) { v.NewFlowRate = 5000 }, path: "XDP.NewFlowRate", want: 5000},
+	{key: "maglev_table_size (xdp)", set: func(v *config.VIP) { v.MaglevTableSize = 1009 }, path: "XDP.MaglevTableSize", want: 1009},
+	{key: "session_timeout (xdp)", set: func(v *config.VIP) { v.SessionTimeout = 12 * time.Second }, path: "XDP.SessionTimeout", want: 12 * time.Second},
+	{key: "algorithm (xdp)", set: func(v *config.VIP) { v.Algorithm = l4.LeastConn }, path: "XDP.Algorithm", want: l4.LeastConn},
 
 	// UDP.
-	{key: "session_timeout", set: func(v *config.VIP) { v.SessionTimeout = 12 * time.Second }, path: "UDP.SessionTimeout", want: 12 * time.Second},
-	{key: "max_sessions", set: func(v *config.VIP) { v.MaxSessions = 999 }, path: "UDP.MaxSessions", want: 999},
-	{key: "udp_responses", set: func(v *config.VIP) { v.UDPResponses = 2 }, path: "UDP.Responses", want: 2},
-	{key: "max_sessions_per_client", set: func(v *config.VIP) { v.MaxSessionsPerClient = 4 }, path: "UDP.ClientLimits.MaxOpen", want: 4},
+	{key: "session_timeout", set: func(v *config.VIP) { v.SessionTimeout = 12 * time.Second }, path: "UDP.Service.SessionTimeout", want: 12 * time.Second},
+	{key: "max_sessions", set: func(v *config.VIP) { v.MaxSessions = 999 }, path: "UDP.Service.MaxSessions", want: 999},
+	{key: "udp_responses", set: func(v *config.VIP) { v.UDPResponses = 2 }, path: "UDP.Service.Responses", want: 2},
+	{key: "max_sessions_per_client", set: func(v *config.VIP) { v.MaxSessionsPerClient = 4 }, path: "UDP.Service.ClientLimits.MaxOpen", want: 4},
 
 	// The backend.
 	{key: "backend max_conns", set: func(v *config.VIP) { v.Backends[0].MaxConns = 11 }, path: "TCPCap", want: int64(11)},
@@ -202,6 +188,8 @@ var mappingRows = []mappingRow{
 // notMapped are the plane's settings no config key sets, with the reason.
 var notMapped = map[string]string{
 	"Health.PostgresSSLMode": "no config key: probes always use the default (prefer)",
+	"TCP.Service.Access":     "built by the plane from TCP.Lists",
+	"UDP.Service.Access":     "built by the plane from UDP.Lists",
 }
 
 // leaf returns the value at a dotted path of v.
@@ -280,5 +268,34 @@ func TestConfigToPlaneMapping(t *testing.T) {
 		if !covered[p] && notMapped[p] == "" {
 			t.Errorf("%s: no row maps a config value onto it (add one, or say in notMapped why nothing does)", p)
 		}
+	}
+}
+
+// TestXDPOptionsMapping: every [xdp] key the program reads arrives in its
+// options, and only there.
+func TestXDPOptionsMapping(t *testing.T) {
+	cfg := parse(t, `
+[xdp]
+interface = "veth9"
+attach = "generic"
+pin_path = "/sys/fs/bpf/l4lb-test"
+conntrack_size = 4096
+weight_refresh = "7s"
+syn_rate_per_source = 40
+[[vip]]
+name = "x"
+listen = "198.18.100.1:80"
+mode = "xdp"
+  [[vip.backend]]
+  address = "198.18.10.11:80"
+`)
+	want := xdpplane.Options{Interface: "veth9", Generic: true, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
+		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40}
+	if got := xdpOptions(cfg.XDP); got != want {
+		t.Fatalf("xdp options %+v, want %+v", got, want)
+	}
+	cfg.XDP.Attach = "driver"
+	if xdpOptions(cfg.XDP).Generic {
+		t.Fatal("attach = driver mapped to generic")
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
 
@@ -51,18 +52,7 @@ const (
 	rebalanceStallTime   = 5 * time.Second
 )
 
-// Rebalance states.
-const (
-	RebalanceNone    = "none"    // none ran since the VIP started
-	RebalanceRunning = "running" // closing connections
-	RebalanceDone    = "done"    // every backend within the tolerance
-	RebalanceStopped = "stopped" // ended before that: Reason says why
-)
-
 var (
-	// ErrCannotRebalance: the VIP's data plane, its config or its state
-	// rules a rebalance out (the admin API answers 409).
-	ErrCannotRebalance = errors.New("cannot rebalance")
 	// ErrRebalanceRunning: one runs already (409).
 	ErrRebalanceRunning = errors.New("a rebalance of this VIP is already running")
 )
@@ -74,75 +64,32 @@ type RebalanceOptions struct {
 	By    string // who asked, for status and the log
 }
 
-// RebalanceStatus is a rebalance's plan and progress: the admin API's
-// answer to POST, GET and DELETE /vips/{vip}/rebalance.
-type RebalanceStatus struct {
-	VIP   string `json:"vip"`
-	State string `json:"state"` // none | running | done | stopped
-	// Reason says why it ended, or why there was nothing to do.
-	Reason    string    `json:"reason,omitempty"`
-	Rate      int       `json:"rate,omitempty"`  // connections closed per second
-	Close     string    `json:"close,omitempty"` // fin | reset
-	Tolerance float64   `json:"tolerance"`
-	By        string    `json:"by,omitempty"`
-	Started   time.Time `json:"started,omitzero"`
-	Ended     time.Time `json:"ended,omitzero"`
-	// Planned is how many closes its rounds planned (the first round's
-	// plan when it started; a round that left the backends unbalanced,
-	// round robin's reconnections spread by weight, adds the next round's);
-	// Closed how many connections it closed so far; ToClose how many more
-	// the current round will close (with none running, how many a
-	// rebalance would plan now). Each close is expected to move one client.
-	Planned int `json:"planned"`
-	Closed  int `json:"closed"`
-	ToClose int `json:"to_close"`
-	// Rounds counts the plans so far.
-	Rounds   int                `json:"rounds,omitempty"`
-	Backends []RebalanceBackend `json:"backends"`
-}
-
-// RebalanceBackend is one backend in a rebalance.
-type RebalanceBackend struct {
-	ID string `json:"id"`
-	// Eligible backends take new flows and have a target; the others
-	// (down, drained, disabled, weight 0) are left alone.
-	Eligible bool    `json:"eligible"`
-	Weight   uint32  `json:"weight"` // the weight new flows see (slow start included)
-	Live     int64   `json:"live"`
-	Target   float64 `json:"target"` // live flows of eligible backends x its weight share
-	ToClose  int     `json:"to_close"`
-	Closed   int     `json:"closed"` // by this rebalance
-}
-
-// Running reports whether the rebalance is still closing connections.
-func (s RebalanceStatus) Running() bool { return s.State == RebalanceRunning }
-
 // Rebalance starts a rebalance of the VIP named vipName and returns its
 // plan at once; it runs in the background until done or stopped.
-func (r *Runtime) Rebalance(vipName string, o RebalanceOptions) (RebalanceStatus, error) {
+func (r *Runtime) Rebalance(vipName string, o RebalanceOptions) (plane.RebalanceStatus, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
 	return v.startRebalance(o)
 }
 
 // RebalanceStatus reports the VIP's running or last rebalance; with none,
 // what one would close now.
-func (r *Runtime) RebalanceStatus(vipName string) (RebalanceStatus, error) {
+func (r *Runtime) RebalanceStatus(vipName string) (plane.RebalanceStatus, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
 	return v.rebalanceStatus(), nil
 }
 
 // StopRebalance stops the VIP's running rebalance, if any, and returns its
 // status.
-func (r *Runtime) StopRebalance(vipName, by string) (RebalanceStatus, error) {
+func (r *Runtime) StopRebalance(vipName, by string) (plane.RebalanceStatus, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
 	v.stopRebalance("stopped by " + by)
 	return v.rebalanceStatus(), nil
@@ -161,27 +108,27 @@ type rebalance struct {
 	round *round
 
 	mu     sync.Mutex
-	st     RebalanceStatus      // Backends unused: computed when asked
-	closed map[l4.BackendID]int // per backend
-	left   map[l4.BackendID]int // the round's closes still to make, per backend
+	st     plane.RebalanceStatus // Backends unused: computed when asked
+	closed map[l4.BackendID]int  // per backend
+	left   map[l4.BackendID]int  // the round's closes still to make, per backend
 }
 
 // startRebalance plans and starts a rebalance, unless one runs or the VIP
 // cannot be rebalanced.
-func (v *vip) startRebalance(o RebalanceOptions) (RebalanceStatus, error) {
+func (v *vip) startRebalance(o RebalanceOptions) (plane.RebalanceStatus, error) {
 	vc := v.cfg()
 	rate := o.Rate
 	if rate == 0 {
 		rate = vc.RebalanceRate
 	}
-	if _, err := v.dp.closeSome(nil, 0, proxy.CloseFIN); err != nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
+	if _, err := v.dp.CloseSome(nil, 0, false); err != nil {
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
 	if vc.RebalanceRate == 0 {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w: its rebalance_rate is 0", vc.Name, ErrCannotRebalance)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w: its rebalance_rate is 0", vc.Name, plane.ErrCannotRebalance)
 	}
 	if err := CheckRebalanceRate(rate); err != nil {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w", vc.Name, err)
 	}
 	how := proxy.CloseFIN
 	if o.Reset {
@@ -190,17 +137,17 @@ func (v *vip) startRebalance(o RebalanceOptions) (RebalanceStatus, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.rebal != nil && v.rebal.running() {
-		return RebalanceStatus{}, fmt.Errorf("vip %q: %w (%s); stop it first", vc.Name, ErrRebalanceRunning, v.rebal.progress())
+		return plane.RebalanceStatus{}, fmt.Errorf("vip %q: %w (%s); stop it first", vc.Name, ErrRebalanceRunning, v.rebal.progress())
 	}
 	rows := v.balanceRowsLocked()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rb := &rebalance{v: v, rate: rate, how: how, cancel: cancel, done: make(chan struct{}), closed: map[l4.BackendID]int{}}
-	rb.st = RebalanceStatus{VIP: vc.Name, State: RebalanceRunning, Rate: rate, Close: how.String(), Tolerance: RebalanceTolerance,
+	rb.st = plane.RebalanceStatus{VIP: vc.Name, State: plane.RebalanceRunning, Rate: rate, Close: how.String(), Tolerance: RebalanceTolerance,
 		By: o.By, Started: time.Now()}
 	rb.newRoundLocked(rows)
 	v.rebal = rb
 	if balanced(rows) {
-		rb.endLocked(RebalanceDone, nothingToDo(rows))
+		rb.endLocked(plane.RebalanceDone, nothingToDo(rows))
 		close(rb.done)
 		cancel(nil)
 		v.log.Info("rebalance: nothing to do", zap.String("by", o.By), zap.String("reason", rb.st.Reason))
@@ -239,15 +186,15 @@ func (v *vip) stopRebalance(reason string) {
 
 // rebalanceStatus is the running or last rebalance with the backends as
 // they are now; with none, what one would close now.
-func (v *vip) rebalanceStatus() RebalanceStatus {
+func (v *vip) rebalanceStatus() plane.RebalanceStatus {
 	v.mu.Lock()
 	rows := v.balanceRowsLocked()
 	rb := v.rebal
 	v.mu.Unlock()
 	if rb == nil {
 		vc := v.cfg()
-		st := RebalanceStatus{VIP: vc.Name, State: RebalanceNone, Tolerance: RebalanceTolerance, Rate: vc.RebalanceRate}
-		if _, err := v.dp.closeSome(nil, 0, proxy.CloseFIN); err != nil {
+		st := plane.RebalanceStatus{VIP: vc.Name, State: plane.RebalanceNone, Tolerance: RebalanceTolerance, Rate: vc.RebalanceRate}
+		if _, err := v.dp.CloseSome(nil, 0, false); err != nil {
 			st.Reason = err.Error()
 		} else if vc.RebalanceRate == 0 {
 			st.Reason = "refused: its rebalance_rate is 0"
@@ -259,10 +206,10 @@ func (v *vip) rebalanceStatus() RebalanceStatus {
 
 // statusWith is the rebalance's status over rows: while it runs, what
 // its round has left to close; once ended, what a new one would plan.
-func (rb *rebalance) statusWith(rows []balanceRow) RebalanceStatus {
+func (rb *rebalance) statusWith(rows []balanceRow) plane.RebalanceStatus {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if rb.st.State != RebalanceRunning {
+	if rb.st.State != plane.RebalanceRunning {
 		return withRows(rb.st, rows, rb.closed)
 	}
 	st := withRows(rb.st, rows, rb.closed)
@@ -276,12 +223,12 @@ func (rb *rebalance) statusWith(rows []balanceRow) RebalanceStatus {
 
 // withRows fills st's backends from rows, with what a rebalance would
 // plan now.
-func withRows(st RebalanceStatus, rows []balanceRow, closed map[l4.BackendID]int) RebalanceStatus {
+func withRows(st plane.RebalanceStatus, rows []balanceRow, closed map[l4.BackendID]int) plane.RebalanceStatus {
 	st.ToClose = closesNeeded(rows)
 	plan := allocate(rows, st.ToClose)
-	st.Backends = make([]RebalanceBackend, len(rows))
+	st.Backends = make([]plane.RebalanceBackend, len(rows))
 	for i, r := range rows {
-		st.Backends[i] = RebalanceBackend{ID: string(r.b.ID), Eligible: r.weight > 0, Weight: r.weight, Live: r.live,
+		st.Backends[i] = plane.RebalanceBackend{ID: string(r.b.ID), Eligible: r.weight > 0, Weight: r.weight, Live: r.live,
 			Target: math.Round(r.target*10) / 10, ToClose: plan[i], Closed: closed[r.b.ID]}
 	}
 	return st
@@ -290,7 +237,7 @@ func withRows(st RebalanceStatus, rows []balanceRow, closed map[l4.BackendID]int
 func (rb *rebalance) running() bool {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	return rb.st.State == RebalanceRunning
+	return rb.st.State == plane.RebalanceRunning
 }
 
 // progress is "N of M closed", for messages.
@@ -333,7 +280,7 @@ func (rb *rebalance) run(ctx context.Context) {
 		var now time.Time
 		select {
 		case <-ctx.Done():
-			rb.end(RebalanceStopped, context.Cause(ctx).Error())
+			rb.end(plane.RebalanceStopped, context.Cause(ctx).Error())
 			return
 		case now = <-t.C:
 		}
@@ -368,10 +315,10 @@ type pacer struct {
 func (rb *rebalance) step(p *pacer, now time.Time) (state, reason string) {
 	v := rb.v
 	if v.stopped.Load() {
-		return RebalanceStopped, "the VIP stopped"
+		return plane.RebalanceStopped, "the VIP stopped"
 	}
 	if v.cfg().RebalanceRate == 0 {
-		return RebalanceStopped, "a reload set rebalance_rate to 0"
+		return plane.RebalanceStopped, "a reload set rebalance_rate to 0"
 	}
 	v.mu.Lock()
 	rows := v.balanceRowsLocked()
@@ -383,7 +330,7 @@ func (rb *rebalance) step(p *pacer, now time.Time) (state, reason string) {
 		if u := placed(rows); !p.started || u > p.best+0.5 {
 			p.best, p.sinceBest, p.bestAt, p.started = u, 0, now, true
 		} else if p.sinceBest >= rebalanceStallCloses && now.Sub(p.bestAt) >= rebalanceStallTime {
-			return RebalanceStopped, rb.stallReason(p.sinceBest)
+			return plane.RebalanceStopped, rb.stallReason(p.sinceBest)
 		}
 		if p.sinceBest < rebalanceStallCloses { // else wait for the clients closed so far to land somewhere
 			rb.closeTick(p, rows, now)
@@ -400,17 +347,17 @@ func (rb *rebalance) step(p *pacer, now time.Time) (state, reason string) {
 	}
 	switch {
 	case balanced(rows):
-		return RebalanceDone, fmt.Sprintf("every backend is within %.0f%% of its share (or one flow)", 100*RebalanceTolerance)
+		return plane.RebalanceDone, fmt.Sprintf("every backend is within %.0f%% of its share (or one flow)", 100*RebalanceTolerance)
 	case !back && u <= r.placed+0.5:
-		return RebalanceStopped, fmt.Sprintf("no progress: of the %d connections the last round closed, some clients did not reconnect within %v and none landed on a backend below its share; closing more would only lose clients",
+		return plane.RebalanceStopped, fmt.Sprintf("no progress: of the %d connections the last round closed, some clients did not reconnect within %v and none landed on a backend below its share; closing more would only lose clients",
 			r.closed, rebalanceStallTime)
 	case p.sinceBest >= rebalanceStallCloses && now.Sub(p.bestAt) >= rebalanceStallTime:
-		return RebalanceStopped, rb.stallReason(p.sinceBest)
+		return plane.RebalanceStopped, rb.stallReason(p.sinceBest)
 	}
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	if rb.newRoundLocked(rows) == 0 {
-		return RebalanceStopped, "nothing left to close: no backend above its share has a connection to give"
+		return plane.RebalanceStopped, "nothing left to close: no backend above its share has a connection to give"
 	}
 	return "", ""
 }
@@ -423,7 +370,7 @@ func (rb *rebalance) closeTick(p *pacer, rows []balanceRow, now time.Time) {
 			continue
 		}
 		b := rows[i].b
-		got, _ := rb.v.dp.closeSome(b, n, rb.how)
+		got, _ := rb.v.dp.CloseSome(b, n, rb.how == proxy.CloseReset)
 		p.tokens -= float64(got)
 		p.sinceBest += got
 		r.left[b] -= n // fewer closed: the backend has no more to give

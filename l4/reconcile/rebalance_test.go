@@ -19,6 +19,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // heldClients are long-lived clients of a VIP: each reads until its
@@ -189,7 +190,7 @@ func liveOf(rt *Runtime) map[string]int64 {
 }
 
 // waitRebalance polls until the VIP's rebalance is no longer running.
-func waitRebalance(t *testing.T, rt *Runtime, limit time.Duration) RebalanceStatus {
+func waitRebalance(t *testing.T, rt *Runtime, limit time.Duration) plane.RebalanceStatus {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -232,7 +233,7 @@ func TestRebalanceAfterBackendJoins(t *testing.T) {
 	}
 	// The plan: each old backend gives up 45, so that s3 reaches 90 (10%
 	// under its 100) and s1, s2 stay 5% over.
-	if plan.State != RebalanceRunning || plan.Rate != rate || plan.Close != "fin" || plan.Planned != 90 {
+	if plan.State != plane.RebalanceRunning || plan.Rate != rate || plan.Close != "fin" || plan.Planned != 90 {
 		t.Fatalf("plan: %+v", plan)
 	}
 	for _, b := range plan.Backends {
@@ -247,7 +248,7 @@ func TestRebalanceAfterBackendJoins(t *testing.T) {
 
 	st := waitRebalance(t, rt, 30*time.Second)
 	took := time.Since(start)
-	if st.State != RebalanceDone || st.Closed < 85 || st.Closed > 100 {
+	if st.State != plane.RebalanceDone || st.Closed < 85 || st.Closed > 100 {
 		t.Fatalf("rebalance ended %+v", st)
 	}
 	// The rate: closes start one tick (100ms) in, 5 a tick.
@@ -306,7 +307,7 @@ func TestRebalanceClosesWhatItPlanned(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs[0])
 	}
-	if st.State != RebalanceDone || st.Closed != 2 || st.Planned != 2 || eofs != 2 {
+	if st.State != plane.RebalanceDone || st.Closed != 2 || st.Planned != 2 || eofs != 2 {
 		t.Fatalf("rebalance ended %s after closing %d of %d planned (clients saw %d closes): %s; %+v", st.State, st.Closed, st.Planned, eofs, st.Reason, st.Backends)
 	}
 	for _, b := range st.Backends {
@@ -334,7 +335,7 @@ func TestRebalanceStopsWhenClientsDoNotReturn(t *testing.T) {
 	}
 	st := waitRebalance(t, rt, 20*time.Second)
 	eofs, _, _ := clients.result()
-	if st.State != RebalanceStopped || st.Closed != 2 || eofs != 2 || !strings.Contains(st.Reason, "did not reconnect") {
+	if st.State != plane.RebalanceStopped || st.Closed != 2 || eofs != 2 || !strings.Contains(st.Reason, "did not reconnect") {
 		t.Fatalf("rebalance ended %s after closing %d of %d (clients saw %d): %s", st.State, st.Closed, st.Planned, eofs, st.Reason)
 	}
 }
@@ -353,7 +354,7 @@ func TestRebalanceFollowsWeights(t *testing.T) {
 	if b := plan.Backends[2]; b.ID != "s3" || b.Target != 60 || plan.Planned != 54 {
 		t.Fatalf("plan: %+v", plan)
 	}
-	if st := waitRebalance(t, rt, 20*time.Second); st.State != RebalanceDone {
+	if st := waitRebalance(t, rt, 20*time.Second); st.State != plane.RebalanceDone {
 		t.Fatalf("rebalance: %+v", st)
 	}
 	testutil.Eventually(t, 10*time.Second, "the clients to settle", func() bool {
@@ -385,7 +386,7 @@ func TestRebalanceRoundRobin(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := waitRebalance(t, rt, 20*time.Second)
-	if st.State != RebalanceDone || st.Rounds < 2 || st.Closed <= first.Planned || st.Closed > st.Planned {
+	if st.State != plane.RebalanceDone || st.Rounds < 2 || st.Closed <= first.Planned || st.Closed > st.Planned {
 		t.Fatalf("rebalance: %+v after a first plan of %d", st, first.Planned)
 	}
 	eofs, _, errs := clients.result()
@@ -411,7 +412,7 @@ func TestRebalanceStopsWhenClientsComeBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := waitRebalance(t, rt, 20*time.Second)
-	if st.State != RebalanceStopped || !strings.Contains(st.Reason, "no progress") || !strings.Contains(st.Reason, "source_hash") {
+	if st.State != plane.RebalanceStopped || !strings.Contains(st.Reason, "no progress") || !strings.Contains(st.Reason, "source_hash") {
 		t.Fatalf("rebalance: %+v", st)
 	}
 	if st.Closed < rebalanceStallCloses || st.Closed > rebalanceStallCloses+5 {
@@ -432,7 +433,7 @@ func TestRebalanceResetIsSeen(t *testing.T) {
 	if err != nil || st.Close != "reset" {
 		t.Fatalf("%+v %v", st, err)
 	}
-	if st := waitRebalance(t, rt, 10*time.Second); st.State != RebalanceDone {
+	if st := waitRebalance(t, rt, 10*time.Second); st.State != plane.RebalanceDone {
 		t.Fatalf("rebalance: %+v", st)
 	}
 	testutil.Eventually(t, 5*time.Second, "the reset clients to report", func() bool {
@@ -462,11 +463,11 @@ func TestRebalanceRefusedAndStopped(t *testing.T) {
 	if _, err := rt.Rebalance("nosuch", RebalanceOptions{}); !errors.Is(err, ErrNoVIP) {
 		t.Fatalf("unknown VIP: %v", err)
 	}
-	if st, err := rt.Rebalance("a", RebalanceOptions{}); err != nil || st.State != RebalanceDone || !strings.Contains(st.Reason, "nothing to do") {
+	if st, err := rt.Rebalance("a", RebalanceOptions{}); err != nil || st.State != plane.RebalanceDone || !strings.Contains(st.Reason, "nothing to do") {
 		t.Fatalf("one backend: %+v %v", st, err)
 	}
 	apply(t, rt, conf(0, 2))
-	if _, err := rt.Rebalance("a", RebalanceOptions{Rate: 5}); !errors.Is(err, ErrCannotRebalance) || !strings.Contains(err.Error(), "rebalance_rate is 0") {
+	if _, err := rt.Rebalance("a", RebalanceOptions{Rate: 5}); !errors.Is(err, plane.ErrCannotRebalance) || !strings.Contains(err.Error(), "rebalance_rate is 0") {
 		t.Fatalf("rebalance_rate 0: %v", err)
 	}
 
@@ -475,14 +476,14 @@ func TestRebalanceRefusedAndStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := rt.StopRebalance("a", "alice")
-	if err != nil || st.State != RebalanceStopped || st.Reason != "stopped by alice" {
+	if err != nil || st.State != plane.RebalanceStopped || st.Reason != "stopped by alice" {
 		t.Fatalf("stop: %+v %v", st, err)
 	}
 	if _, err := rt.Rebalance("a", RebalanceOptions{}); err != nil {
 		t.Fatalf("a rebalance after a stopped one: %v", err)
 	}
 	apply(t, rt, conf(0, 2))
-	if st := waitRebalance(t, rt, 5*time.Second); st.State != RebalanceStopped || !strings.Contains(st.Reason, "rebalance_rate to 0") {
+	if st := waitRebalance(t, rt, 5*time.Second); st.State != plane.RebalanceStopped || !strings.Contains(st.Reason, "rebalance_rate to 0") {
 		t.Fatalf("after a reload set rebalance_rate = 0: %+v", st)
 	}
 	apply(t, rt, conf(1, 2))
@@ -491,7 +492,7 @@ func TestRebalanceRefusedAndStopped(t *testing.T) {
 	}
 	v := rt.vipNamed("a")
 	apply(t, rt, fmt.Sprintf("[global]\nadmin_socket = \"off\"\n[[vip]]\nname = \"b\"\nlisten = %q\n  [[vip.backend]]\n  address = %q\n", testutil.FreeTCPAddr(t), servers[0].addr))
-	if st := v.rebalanceStatus(); st.State != RebalanceStopped || !strings.Contains(st.Reason, "removed") {
+	if st := v.rebalanceStatus(); st.State != plane.RebalanceStopped || !strings.Contains(st.Reason, "removed") {
 		t.Fatalf("after a reload removed the VIP: %+v", st)
 	}
 }
@@ -507,10 +508,10 @@ protocol = "udp"
   [[vip.backend]]
   address = "127.0.0.1:9"
 `, testutil.FreeTCPAddr(t)))
-	if _, err := rt.Rebalance("a", RebalanceOptions{}); !errors.Is(err, ErrCannotRebalance) || !strings.Contains(err.Error(), "udp") {
+	if _, err := rt.Rebalance("a", RebalanceOptions{}); !errors.Is(err, plane.ErrCannotRebalance) || !strings.Contains(err.Error(), "udp") {
 		t.Fatalf("udp VIP: %v", err)
 	}
-	if st, err := rt.RebalanceStatus("a"); err != nil || st.State != RebalanceNone || !strings.Contains(st.Reason, "udp VIPs are not rebalanced") {
+	if st, err := rt.RebalanceStatus("a"); err != nil || st.State != plane.RebalanceNone || !strings.Contains(st.Reason, "udp VIPs are not rebalanced") {
 		t.Fatalf("status of a udp VIP: %+v %v", st, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const roleVIP = `
@@ -47,8 +48,8 @@ func TestRoleFollowsPromotion(t *testing.T) {
 	vip := testutil.FreeTCPAddr(t)
 	rt := startRuntime(t, fmt.Sprintf(roleVIP, vip, primary.User, primary.Password, primary.Addr, replica.Addr))
 
-	waitBackend(t, rt, "pg", "pg1", 5*time.Second, "up (primary)", func(b BackendStatus) bool { return b.Health == "up" })
-	waitBackend(t, rt, "pg", "pg2", 5*time.Second, "down (replica)", func(b BackendStatus) bool { return b.Health == "down" })
+	waitBackend(t, rt, "pg", "pg1", 5*time.Second, "up (primary)", func(b plane.BackendStatus) bool { return b.Health == "up" })
+	waitBackend(t, rt, "pg", "pg2", 5*time.Second, "down (replica)", func(b plane.BackendStatus) bool { return b.Health == "down" })
 	if n := connectN(t, rt, vip, 10); n["pg1"] != 10 {
 		t.Fatalf("connections by backend %v, want all 10 on the primary pg1", n)
 	}
@@ -56,8 +57,8 @@ func TestRoleFollowsPromotion(t *testing.T) {
 	replica.Promote(t)
 	primary.Stop(t)
 	start := time.Now()
-	waitBackend(t, rt, "pg", "pg2", 5*time.Second, "up (promoted)", func(b BackendStatus) bool { return b.Health == "up" })
-	waitBackend(t, rt, "pg", "pg1", 5*time.Second, "down (stopped)", func(b BackendStatus) bool { return b.Health == "down" })
+	waitBackend(t, rt, "pg", "pg2", 5*time.Second, "up (promoted)", func(b plane.BackendStatus) bool { return b.Health == "up" })
+	waitBackend(t, rt, "pg", "pg1", 5*time.Second, "down (stopped)", func(b plane.BackendStatus) bool { return b.Health == "down" })
 	took := time.Since(start)
 	// fall x interval + timeout, plus jitter and one login's time.
 	if bound := 2*250*time.Millisecond + 200*time.Millisecond; took > bound+time.Second {

@@ -1,28 +1,19 @@
 // SNI routes: each [[vip.route]] of a tcp proxy VIP runs as a VIP without
 // a listener (its own backends, snapshot store, health targets, passive
-// marks), and the VIP's proxy service gets a table from server names to
-// their stores.
+// marks), and the VIP's plane (a plane.Router) gets a table from server
+// names to their stores.
 
 package reconcile
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
-	"github.com/l4lb/l4lb/l4/proxy"
-	"github.com/l4lb/l4lb/l4/snapshot"
+	"github.com/l4lb/l4lb/l4/plane"
 )
-
-// sniRoute is one running route of a VIP.
-type sniRoute struct {
-	v  *vip         // the route's backends, snapshot and health
-	pr *proxy.Route // what the proxy service picks from; kept across reloads (its counter goes on)
-}
 
 // routeConfig is a route as a VIP of its own: the VIP's settings with the
 // route's backends, algorithm and health.
@@ -37,10 +28,10 @@ func routeConfig(vc *config.VIP, rc *config.Route) *config.VIP {
 func routeID(key l4.VIPKey, name string) string { return key.String() + "#route=" + name }
 
 // newRouteVIP starts the listener-less VIP of one route of parent.
-func newRouteVIP(parent *vip, rc *config.VIP, name string, svc *proxy.TCPService) (*vip, error) {
+func newRouteVIP(parent *vip, rc *config.VIP, name string, router plane.Router) (*vip, error) {
 	v := &vip{key: parent.key, id: routeID(parent.key, name), log: parent.log.With(zap.String("route", name)), health: parent.health,
-		self: parent.self, indexes: parent.indexes, served: parent.served, backends: map[l4.BackendID]*backend{}}
-	v.dp = routePlane{svc: svc}
+		indexes: parent.indexes, served: parent.served, backends: map[l4.BackendID]*backend{}}
+	v.dp, v.update = router.RoutePlane(), func(*config.VIP) error { return nil }
 	p, err := v.plan(rc)
 	if err != nil {
 		return nil, err
@@ -58,67 +49,58 @@ func newRouteVIP(parent *vip, rc *config.VIP, name string, svc *proxy.TCPService
 // route's backends that a plan removed (for their health targets) and
 // the routes that stopped.
 func (v *vip) syncRoutes(vc *config.VIP) (removed map[*vip][]l4.BackendID, stopped []*vip, err error) {
-	tp, ok := v.dp.(*tcpPlane)
+	router, ok := v.dp.(plane.Router)
 	if !ok {
 		return nil, nil, nil
 	}
-	next := make(map[string]*sniRoute, len(vc.Routes))
+	next := make(map[string]*vip, len(vc.Routes))
 	removed = map[*vip][]l4.BackendID{}
 	for i := range vc.Routes {
 		rc := &vc.Routes[i]
 		conf := routeConfig(vc, rc)
 		if old, ok := v.routes[rc.Name]; ok {
-			p, perr := old.v.plan(conf)
+			p, perr := old.plan(conf)
 			if perr != nil {
 				err = fmt.Errorf("route %q: %w", rc.Name, perr)
 				next[rc.Name] = old // keeps its backends
 				continue
 			}
-			old.v.apply(p)
-			removed[old.v] = p.removed
+			old.apply(p)
+			removed[old] = p.removed
 			next[rc.Name] = old
 			continue
 		}
-		rv, nerr := newRouteVIP(v, conf, rc.Name, tp.svc)
+		rv, nerr := newRouteVIP(v, conf, rc.Name, router)
 		if nerr != nil {
 			err = fmt.Errorf("route %q: %w", rc.Name, nerr)
 			continue
 		}
-		next[rc.Name] = &sniRoute{v: rv, pr: &proxy.Route{Name: rc.Name, Snapshots: &rv.store, Observer: rv}}
+		next[rc.Name] = rv
 		removed[rv] = nil
 	}
 	for name, old := range v.routes {
 		if _, keep := next[name]; !keep {
-			old.v.stopped.Store(true)
-			stopped = append(stopped, old.v)
+			old.stopped.Store(true)
+			stopped = append(stopped, old)
 		}
 	}
 	v.routes = next
-	tp.svc.SetRoutes(v.routeTable(vc))
+	if terr := router.SetRoutes(v.routeTable(vc)); terr != nil { // config validation refuses duplicates first
+		v.log.Error("SNI routes not applied", zap.Error(terr))
+	}
 	return removed, stopped, err
 }
 
-// routeTable builds the proxy's table over v's routes (nil: none).
-func (v *vip) routeTable(vc *config.VIP) *proxy.Routes {
+// routeTable is the table of v's routes (nil: none).
+func (v *vip) routeTable(vc *config.VIP) *plane.RouteTable {
 	if len(v.routes) == 0 {
 		return nil
 	}
-	var prs []*proxy.Route
-	var names [][]string
+	t := &plane.RouteTable{Timeout: vc.SNITimeout, CloseNoMatch: vc.SNINoMatch == "close"}
 	for i := range vc.Routes {
-		if r, ok := v.routes[vc.Routes[i].Name]; ok {
-			prs = append(prs, r.pr)
-			names = append(names, vc.Routes[i].Names)
+		if rv, ok := v.routes[vc.Routes[i].Name]; ok {
+			t.Routes = append(t.Routes, plane.Route{Name: vc.Routes[i].Name, Names: vc.Routes[i].Names, Snapshots: &rv.store, Observer: rv})
 		}
-	}
-	noMatch := proxy.NoRouteDefault
-	if vc.SNINoMatch == "close" {
-		noMatch = proxy.NoRouteClose
-	}
-	t, err := proxy.NewRoutes(prs, names, vc.SNITimeout, noMatch)
-	if err != nil { // config validation refuses duplicates first
-		v.log.Error("SNI routes not applied", zap.Error(err))
-		return nil
 	}
 	return t
 }
@@ -126,8 +108,8 @@ func (v *vip) routeTable(vc *config.VIP) *proxy.Routes {
 // routeVIPs lists v's route VIPs.
 func (v *vip) routeVIPs() []*vip {
 	out := make([]*vip, 0, len(v.routes))
-	for _, r := range v.routes {
-		out = append(out, r.v)
+	for _, rv := range v.routes {
+		out = append(out, rv)
 	}
 	return out
 }
@@ -167,80 +149,28 @@ func (r *Runtime) stopRoute(rv *vip) {
 	rv.releaseIndexes()
 }
 
-// routePlane is a route's side of the VIP's proxy service: connections
-// are the service's, the route only chose their backends.
-type routePlane struct{ svc *proxy.TCPService }
-
-func (routePlane) serve() {}
-
-// publish: the service reads the route's store; a new snapshot may have
-// room for connections of the route waiting for a backend slot.
-func (p routePlane) publish(*snapshot.Snapshot) error { p.svc.ServeQueue(); return nil }
-func (routePlane) update(*config.VIP) error           { return nil }
-func (routePlane) stopAccepting()                     {}
-func (routePlane) drain(context.Context) int          { return 0 } // the VIP's drain covers its connections
-func (routePlane) closeNow()                          {}
-func (p routePlane) resetWhere(m func(*l4.Backend) bool, why l4.EndReason) int {
-	return p.svc.ResetWhere(m, why)
-}
-func (p routePlane) closeSome(b *l4.Backend, n int, how proxy.CloseHow) (int, error) {
-	return p.svc.CloseSome(b, n, how), nil
-}
-func (routePlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
-	releaseAll(bs, release)
-}
-func (routePlane) backendDown(*l4.Backend) {}
-func (routePlane) outlivesProcess() bool   { return false }
-func (routePlane) fillStatus(*VIPStatus)   {}
-func (routePlane) explain(q *explainQuery) {}
-
-// RouteStatus is one SNI route of a VIP in status.
-type RouteStatus struct {
-	Name      string          `json:"name"`
-	Names     []string        `json:"names"`
-	Algorithm string          `json:"algorithm"`
-	Eligible  int             `json:"eligible"`
-	Routed    uint64          `json:"routed"` // connections its names brought
-	Backends  []BackendStatus `json:"backends"`
-}
-
-// SNIStatus is a VIP's SNI routing: its routes and what matched none.
-type SNIStatus struct {
-	Timeout time.Duration `json:"timeout_ns"`
-	NoMatch string        `json:"no_match"` // default | close
-	Routes  []RouteStatus `json:"routes"`
-	// Connections the VIP's own backends took for want of a route.
-	Default uint64 `json:"default"`
-	// Clients with a name no route lists or no name; not TLS or
-	// malformed; no whole ClientHello within sni_timeout (reset).
-	NoMatchCount uint64 `json:"sni_no_match"`
-	NotTLS       uint64 `json:"sni_not_tls"`
-	Timeouts     uint64 `json:"sni_timeout"`
-}
-
 // sniStatus fills the routes of v's status (r.mu held).
-func (r *Runtime) sniStatus(v *vip, s *VIPStatus) {
+func (r *Runtime) sniStatus(v *vip, s *plane.VIPStatus) {
 	vc := v.cfg()
-	tp, ok := v.dp.(*tcpPlane)
+	router, ok := v.dp.(plane.Router)
 	if len(vc.Routes) == 0 || !ok {
 		return
 	}
-	st := &tp.svc.Stats
-	sni := &SNIStatus{Timeout: vc.SNITimeout, NoMatch: vc.SNINoMatch, Default: st.SNIDefault.Load(),
-		NoMatchCount: st.SNINoMatch.Load(), NotTLS: st.SNINotTLS.Load(), Timeouts: st.SNITimeouts.Load()}
+	sni := &plane.SNIStatus{Timeout: vc.SNITimeout, NoMatch: vc.SNINoMatch}
 	for i := range vc.Routes {
-		rt, ok := v.routes[vc.Routes[i].Name]
+		rv, ok := v.routes[vc.Routes[i].Name]
 		if !ok {
 			continue
 		}
-		rs := rt.v.status()
+		rs := rv.status()
 		for j := range rs.Backends {
 			if !rs.Backends[j].Removed {
-				r.healthStatus(rt.v, &rs.Backends[j])
+				r.healthStatus(rv, &rs.Backends[j])
 			}
 		}
-		sni.Routes = append(sni.Routes, RouteStatus{Name: vc.Routes[i].Name, Names: vc.Routes[i].Names, Algorithm: rs.Algorithm,
-			Eligible: rs.Eligible, Routed: rt.pr.Routed.Load(), Backends: rs.Backends})
+		sni.Routes = append(sni.Routes, plane.RouteStatus{Name: vc.Routes[i].Name, Names: vc.Routes[i].Names, Algorithm: rs.Algorithm,
+			Eligible: rs.Eligible, Backends: rs.Backends})
 	}
+	router.FillSNI(sni)
 	s.SNI = sni
 }

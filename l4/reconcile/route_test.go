@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // startTLSNamed is a loopback TLS server (TLS ends there) that writes its
@@ -158,7 +159,7 @@ func TestRouteHealth(t *testing.T) {
 	}
 }
 
-func sniVIPStatus(t *testing.T, rt *Runtime, name string) VIPStatus {
+func sniVIPStatus(t *testing.T, rt *Runtime, name string) plane.VIPStatus {
 	t.Helper()
 	for _, v := range rt.Status().VIPs {
 		if v.Name == name {
@@ -166,5 +167,5 @@ func sniVIPStatus(t *testing.T, rt *Runtime, name string) VIPStatus {
 		}
 	}
 	t.Fatalf("no VIP %q in status", name)
-	return VIPStatus{}
+	return plane.VIPStatus{}
 }

@@ -16,22 +16,25 @@ import (
 	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/xdpplane"
 )
 
 // Runtime owns every running VIP.
 type Runtime struct {
 	log     *zap.Logger
-	pipes   *proxy.PipePool
-	loops   *proxy.Loops      // the event loops proxy-mode VIPs run on; nil if they could not start
-	budget  *proxy.ConnBudget // nil = no process-wide cap
-	self    proxy.Listeners   // every address the VIPs listen on
-	indexes *indexPool        // backend indexes across all VIPs
-	xdp     *xdpRuntime       // the XDP program, once a config has xdp VIPs or XDP guards (guarded by mu)
+	proxy   *proxy.Planes       // what the proxy-mode VIPs share: loops, pipes, budget
+	indexes *xdpplane.IndexPool // backend indexes across all VIPs
+	xdp     *xdpplane.Program   // the XDP program, once a config has xdp VIPs or XDP guards (guarded by mu)
 	// xdpAt is xdp for the guards of proxy VIPs, which read it without mu.
-	xdpAt  atomic.Pointer[xdpRuntime]
+	xdpAt  atomic.Pointer[xdpplane.Program]
 	health *health.Manager
+	// openPlane opens a VIP's data plane: newPlane (tests give a fake).
+	openPlane openPlane
 
-	dns *dnsNames // the names of named backends (their map under mu)
+	names Names // the names of named backends; nil: none can be looked up
+	// namesStop stops the goroutine that applies their answers (nil: none
+	// runs); namesDone is closed when it has.
+	namesStop, namesDone chan struct{}
 
 	served *servedSignal // pokes ServingChanged
 
@@ -52,11 +55,6 @@ type Runtime struct {
 	carry        map[string]map[l4.BackendID]BackendState
 }
 
-// MaxBackends bounds the backends of all VIPs together: their indexes
-// (l4.Backend.Index) run from 1 to MaxBackends, and the XDP backend map
-// has a slot for each.
-const MaxBackends = 65535
-
 // Options are a Runtime's process-wide settings.
 type Options struct {
 	PipeSize int // bytes per splice pipe; 0 = default
@@ -66,6 +64,9 @@ type Options struct {
 	// Workers is the number of event loops for proxied TCP connections
 	// (0 = GOMAXPROCS).
 	Workers int
+	// Names looks up the names of named backends (names.New); nil: a
+	// config with named backends is refused.
+	Names Names
 }
 
 // pipeCap is the cap on open splice pipes for a config: max_pipes when
@@ -84,17 +85,12 @@ func New(log *zap.Logger, opts Options) *Runtime {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Runtime{log: log, opts: opts, pipes: proxy.NewPipePool(opts.PipeSize), vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
-		indexes: newIndexPool(MaxBackends), dns: newDNSNames(log), served: newServedSignal()}
-	if opts.MaxConns > 0 {
-		r.budget = proxy.NewConnBudget(opts.MaxConns)
-	}
-	loops, err := proxy.NewLoops(opts.Workers, r.pipes)
-	if err != nil {
-		log.Error("event loops unavailable: proxy-mode VIPs cannot start", zap.Error(err))
-	}
-	r.loops = loops
+	r := &Runtime{log: log, opts: opts, vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
+		indexes: xdpplane.NewIndexPool(xdpplane.MaxBackends), names: opts.Names, served: newServedSignal()}
+	r.proxy = proxy.NewPlanes(proxy.PlanesOptions{PipeSize: opts.PipeSize, MaxConns: opts.MaxConns, Workers: opts.Workers}, log)
+	r.openPlane = r.newPlane
 	r.health = health.NewManager(r.onHealth)
+	r.startNames()
 	r.publishIndex()
 	return r
 }
@@ -138,20 +134,29 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 		r.mu.Unlock()
 		return errors.New("runtime is shut down")
 	}
-	wait := r.dns.add(cfg)
-	r.startNames()
+	if r.names == nil && hasNamed(cfg) {
+		r.closeInherited()
+		r.mu.Unlock()
+		return errors.New("named backends need a resolver (reconcile.Options.Names)")
+	}
+	wait := func() {}
+	if r.names != nil {
+		wait = r.names.Watch(cfg)
+	}
 	r.mu.Unlock()
 	wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.closeInherited()
-	defer func() { r.dns.prune(r.cfg) }()
+	if r.names != nil {
+		defer func() { r.names.Prune(r.cfg) }()
+	}
 	if r.closed {
 		return errors.New("runtime is shut down")
 	}
 	desired := make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs))
 	for i := range cfg.VIPs {
-		desired[cfg.VIPs[i].Key()] = r.dns.expand(&cfg.VIPs[i])
+		desired[cfg.VIPs[i].Key()] = r.expand(&cfg.VIPs[i])
 	}
 	plans := make(map[l4.VIPKey]*plan)
 	abandon := func() {
@@ -178,7 +183,7 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 			plans[key] = p
 		}
 	}
-	if err := r.self.RefreshLocal(); err != nil {
+	if err := r.proxy.RefreshLocal(); err != nil {
 		r.log.Warn("cannot list local addresses; backends that loop into l4lb are caught only after connecting", zap.Error(err))
 	}
 	if err := r.checkForwarding(cfg, desired); err != nil {
@@ -224,15 +229,11 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	for _, sync := range routeHealth {
 		sync()
 	}
-	r.pipes.SetMax(r.opts.pipeCap(cfg.Global))
-	if r.loops != nil {
-		r.loops.SetBusyPoll(cfg.Global.BusyPoll)
-	}
+	r.proxy.Configure(r.opts.pipeCap(cfg.Global), cfg.Global.BusyPoll)
 	if r.xdp != nil {
-		r.xdp.settle(r.indexes)
+		r.xdp.Settle()
 		if cfg.XDP != nil {
-			r.xdp.weightRefresh.Store(int64(cfg.XDP.WeightRefresh))
-			r.xdp.setSYNRate(cfg.XDP.SYNRatePerSource)
+			r.xdp.Update(xdpOptions(cfg.XDP))
 		}
 	}
 	r.cfg = cfg
@@ -247,7 +248,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKe
 		if _, ok := r.vips[key]; ok && !moved[key] {
 			continue
 		}
-		v, err := newVIP(key, vc, planeDeps{pipes: r.pipes, loops: r.loops, budget: r.budget, self: &r.self, log: r.log, indexes: r.indexes, xdp: r.xdp, xdpAt: &r.xdpAt, inherit: r.inherit, carry: r.carry, served: r.served}, r.health)
+		v, err := r.newVIP(key, vc)
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()
@@ -306,13 +307,13 @@ func (r *Runtime) ensureXDP(cfg *config.Config) error {
 	if cfg.XDP == nil {
 		return fmt.Errorf("xdp VIPs need an [xdp] table")
 	}
-	x, err := startXDP(*cfg.XDP, r.indexes, r.log)
+	x, err := xdpplane.Start(xdpOptions(cfg.XDP), r.indexes, r.log)
 	if err != nil {
 		return err
 	}
 	r.xdp = x
 	r.xdpAt.Store(x)
-	x.run(r.rescaleXDP)
+	x.Run(r.rescaleXDP)
 	return nil
 }
 
@@ -321,7 +322,7 @@ func (r *Runtime) ensureXDP(cfg *config.Config) error {
 func (r *Runtime) checkForwarding(cfg *config.Config, desired map[l4.VIPKey]*config.VIP) error {
 	switch {
 	case r.xdp != nil:
-		return checkXDPForwarding(r.xdp.cfg.Interface, desired)
+		return checkXDPForwarding(r.xdp.Interface(), desired)
 	case cfg.XDP != nil && cfg.HasXDPVIP():
 		return checkXDPForwarding(cfg.XDP.Interface, desired)
 	}
@@ -332,7 +333,7 @@ func (r *Runtime) checkForwarding(cfg *config.Config, desired map[l4.VIPKey]*con
 // toward their backends' live flows and RTTs. It runs on the XDP loop and
 // reads the VIPs through the lock-free index.
 func (r *Runtime) rescaleXDP() {
-	live := func(b *l4.Backend) uint64 { return r.xdp.liveFlows(b.Index) }
+	live := func(b *l4.Backend) uint64 { return r.xdp.LiveFlows(b.Index) }
 	for _, v := range *r.index.Load() {
 		v.rescale(live)
 	}
@@ -347,16 +348,17 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	vips := r.vips
 	r.vips = map[l4.VIPKey]*vip{}
 	r.publishIndex()
-	stopNames := r.dns.detach()
+	stop, done := r.namesStop, r.namesDone
+	r.namesStop = nil
 	r.mu.Unlock()
-	stopNames()
+	r.stopNames(stop, done)
 	r.health.Close()
 	for _, v := range vips {
 		v.stopRebalance("l4lb is shutting down") // before the loops it asks stop
 	}
 	var wg sync.WaitGroup
 	for k, v := range vips {
-		if v.dp.outlivesProcess() {
+		if v.dp.OutlivesProcess() {
 			delete(vips, k) // left forwarding for the next l4lb to adopt
 			continue
 		}
@@ -381,11 +383,8 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	}
 	wg.Wait()
 	r.draining.Wait()
-	if r.loops != nil {
-		r.loops.Close()
-	}
-	r.pipes.Close()
+	r.proxy.Close()
 	if r.xdp != nil {
-		r.xdp.shutdown()
+		r.xdp.Shutdown()
 	}
 }

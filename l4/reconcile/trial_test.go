@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 func TestUDPPassiveTrial(t *testing.T) {
@@ -39,8 +40,8 @@ listen = %q
 			t.Fatal(err)
 		}
 	}
-	isDown := func(b BackendStatus) bool { return b.Health == "down" }
-	onTrial := func(b BackendStatus) bool { return b.Health == "unknown" && b.Trial }
+	isDown := func(b plane.BackendStatus) bool { return b.Health == "down" }
+	onTrial := func(b plane.BackendStatus) bool { return b.Health == "unknown" && b.Trial }
 
 	send() // the backend port answers ICMP port unreachable: a passive mark
 	waitBackend(t, rt, "u", "be", 2*time.Second, "down", isDown)
@@ -49,7 +50,7 @@ listen = %q
 	// Still dead: the next datagram fails and takes it down again at once,
 	// instead of it showing as up.
 	send()
-	waitBackend(t, rt, "u", "be", 2*time.Second, "down again", func(b BackendStatus) bool {
+	waitBackend(t, rt, "u", "be", 2*time.Second, "down again", func(b plane.BackendStatus) bool {
 		return isDown(b) && b.Reason == "passive: failed again while on trial"
 	})
 
@@ -76,5 +77,5 @@ listen = %q
 	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "ping" {
 		t.Fatalf("reply %q, %v", buf[:n], err)
 	}
-	waitBackend(t, rt, "u", "be", 2*time.Second, "up after a reply", func(b BackendStatus) bool { return b.Health == "up" && !b.Trial })
+	waitBackend(t, rt, "u", "be", 2*time.Second, "up after a reply", func(b plane.BackendStatus) bool { return b.Health == "up" && !b.Trial })
 }

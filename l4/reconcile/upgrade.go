@@ -15,6 +15,7 @@ import (
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/proxy"
 )
 
@@ -55,24 +56,20 @@ func (ls *ListenSockets) Close() {
 	}
 }
 
-// takeTCP hands over key's listener, if held: the caller owns it.
-func (ls *ListenSockets) takeTCP(key l4.VIPKey) (int, bool) {
+// take hands over key's sockets, if held (nil: none): the caller owns
+// them.
+func (ls *ListenSockets) take(key l4.VIPKey) []int {
 	if ls == nil {
-		return -1, false
+		return nil
 	}
-	fd, ok := ls.TCP[key.String()]
-	delete(ls.TCP, key.String())
-	return fd, ok
-}
-
-// takeUDP hands over key's socket group, if held: the caller owns it.
-func (ls *ListenSockets) takeUDP(key l4.VIPKey) ([]int, bool) {
-	if ls == nil {
-		return nil, false
+	k := key.String()
+	if fd, ok := ls.TCP[k]; ok {
+		delete(ls.TCP, k)
+		return []int{fd}
 	}
-	fds, ok := ls.UDP[key.String()]
-	delete(ls.UDP, key.String())
-	return fds, ok && len(fds) > 0
+	fds := ls.UDP[k]
+	delete(ls.UDP, k)
+	return fds
 }
 
 // ExportListeners duplicates the sockets of every proxy VIP that accepts
@@ -82,18 +79,17 @@ func (r *Runtime) ExportListeners() (*ListenSockets, error) {
 	defer r.mu.Unlock()
 	out := &ListenSockets{TCP: map[string]int{}, UDP: map[string][]int{}}
 	for key, v := range r.vips {
-		var err error
-		switch p := v.dp.(type) {
-		case *tcpPlane:
-			var fd int
-			if fd, err = p.svc.ListenerFD(); err == nil {
-				out.TCP[key.String()] = fd
-			}
-		case *udpPlane:
-			var fds []int
-			if fds, err = p.svc.GroupFDs(); err == nil {
-				out.UDP[key.String()] = fds
-			}
+		h, ok := v.dp.(plane.ListenerHandoff)
+		if !ok {
+			continue
+		}
+		fds, err := h.ListenFDs()
+		switch {
+		case err != nil:
+		case key.Proto == l4.TCP:
+			out.TCP[key.String()] = fds[0]
+		default:
+			out.UDP[key.String()] = fds
 		}
 		if err != nil {
 			out.Close()
@@ -188,11 +184,8 @@ func (r *Runtime) PauseAccepting(pause bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, v := range r.vips {
-		switch p := v.dp.(type) {
-		case *tcpPlane:
-			p.svc.PauseAccepting(pause)
-		case *udpPlane:
-			p.svc.PauseReading(pause)
+		if h, ok := v.dp.(plane.ListenerHandoff); ok {
+			h.PauseAccepting(pause)
 		}
 	}
 }
@@ -207,19 +200,13 @@ func (r *Runtime) HoldXDP(hold bool) {
 	if r.xdp == nil {
 		return
 	}
-	r.xdp.held.Store(hold)
+	r.xdp.Hold(hold)
 	if hold {
 		return
 	}
 	for _, v := range r.vips {
-		if p, ok := v.dp.(*xdpPlane); ok {
-			if err := p.publish(v.store.Load()); err != nil {
-				v.log.Error("xdp: rewriting the maps after an upgrade failed", zap.Error(err))
-			}
-		}
-		v.guard.write()
+		v.guard.Write()
 	}
-	r.xdp.neighborsChanged()
 }
 
 // UpgradeBlocker says why this runtime cannot hand over to another
@@ -228,11 +215,10 @@ func (r *Runtime) HoldXDP(hold bool) {
 func (r *Runtime) UpgradeBlocker() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.xdp != nil && r.xdp.cfg.PinPath == "" && len(r.xdp.planeList()) > 0 {
-		return "xdp VIPs run without [xdp] pin_path: the new process could not take the XDP program over " +
-			"(set pin_path, which needs a restart, or restart instead of upgrading)"
+	if r.xdp == nil {
+		return ""
 	}
-	return ""
+	return r.xdp.UpgradeBlocker()
 }
 
 // DetachConns takes the established TCP connections of every proxy VIP off
@@ -243,14 +229,14 @@ func (r *Runtime) UpgradeBlocker() string {
 // flush, or were still connecting, stay here and drain.
 func (r *Runtime) DetachConns(flush time.Duration, pipes bool, emit func([]*proxy.DetachedConn) error) (proxy.HandoverStats, error) {
 	r.mu.Lock()
-	var svcs []*proxy.TCPService
+	var ps []proxy.ConnHandoff
 	for _, v := range r.vips {
-		if p, ok := v.dp.(*tcpPlane); ok {
-			svcs = append(svcs, p.svc)
+		if p, ok := v.dp.(proxy.ConnHandoff); ok {
+			ps = append(ps, p)
 		}
 	}
 	r.mu.Unlock()
-	return proxy.DetachConns(svcs, flush, pipes, emit)
+	return proxy.DetachPlaneConns(ps, flush, pipes, emit)
 }
 
 // Errors an adoption is refused with: the connection stays in the old
@@ -269,18 +255,18 @@ func (r *Runtime) AdoptConn(st proxy.ConnState, fds []int) error {
 	if v == nil {
 		return errAdoptNoVIP
 	}
-	p, ok := v.dp.(*tcpPlane)
+	p, ok := v.dp.(proxy.ConnHandoff)
 	if !ok {
 		return errAdoptNoVIP
 	}
 	if st.Route != "" { // its backend is the route's
 		r.mu.Lock()
-		rt, ok := v.routes[st.Route]
+		rv, ok := v.routes[st.Route]
 		r.mu.Unlock()
 		if !ok {
 			return errAdoptNoBackend
 		}
-		v = rt.v
+		v = rv
 	}
 	v.mu.Lock()
 	be, ok := v.backends[st.Backend]
@@ -288,7 +274,7 @@ func (r *Runtime) AdoptConn(st proxy.ConnState, fds []int) error {
 	if !ok || be.b.Addr != st.BackendAddr {
 		return errAdoptNoBackend
 	}
-	return p.svc.AdoptConn(st, fds, be.b)
+	return p.AdoptConn(st, fds, be.b)
 }
 
 // DetachSessions takes every UDP session of every proxy VIP off the event
@@ -296,14 +282,14 @@ func (r *Runtime) AdoptConn(st proxy.ConnState, fds []int) error {
 // paused before.
 func (r *Runtime) DetachSessions() []*proxy.DetachedSession {
 	r.mu.Lock()
-	var svcs []*proxy.UDPService
+	var ps []proxy.SessionHandoff
 	for _, v := range r.vips {
-		if p, ok := v.dp.(*udpPlane); ok {
-			svcs = append(svcs, p.svc)
+		if p, ok := v.dp.(proxy.SessionHandoff); ok {
+			ps = append(ps, p)
 		}
 	}
 	r.mu.Unlock()
-	return proxy.DetachSessions(svcs)
+	return proxy.DetachPlaneSessions(ps)
 }
 
 // AdoptSession takes over a UDP session the previous l4lb detached: fd
@@ -311,9 +297,10 @@ func (r *Runtime) DetachSessions() []*proxy.DetachedSession {
 // the backend (same identity and address) must be in this config.
 func (r *Runtime) AdoptSession(st proxy.SessionState, fd int) error {
 	v := r.lookupVIP(st.VIP)
-	p, ok := (*udpPlane)(nil), false
+	var p proxy.SessionHandoff
+	ok := false
 	if v != nil {
-		p, ok = v.dp.(*udpPlane)
+		p, ok = v.dp.(proxy.SessionHandoff)
 	}
 	if !ok {
 		proxy.CloseSockets(fd)
@@ -326,7 +313,7 @@ func (r *Runtime) AdoptSession(st proxy.SessionState, fd int) error {
 		proxy.CloseSockets(fd)
 		return errAdoptNoBackend
 	}
-	return p.svc.AdoptSession(st, fd, be.b)
+	return p.AdoptSession(st, fd, be.b)
 }
 
 // ResumeReading starts reading the UDP VIP sockets taken from the previous
@@ -335,8 +322,8 @@ func (r *Runtime) ResumeReading() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, v := range r.vips {
-		if p, ok := v.dp.(*udpPlane); ok {
-			p.svc.PauseReading(false)
+		if p, ok := v.dp.(proxy.SessionHandoff); ok {
+			p.ResumeReading()
 		}
 	}
 }

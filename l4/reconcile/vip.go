@@ -15,8 +15,9 @@ import (
 	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
-	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/snapshot"
+	"github.com/l4lb/l4lb/l4/xdpplane"
 )
 
 // vip is a running virtual service.
@@ -25,13 +26,13 @@ type vip struct {
 	id      string // health and index key: key.String(), or a route's (route.go)
 	log     *zap.Logger
 	health  *health.Manager
-	flows   l4.FlowCounter   // VIP-wide live flows (bounded-load hashing reads it)
-	store   snapshot.Store   // the snapshot new flows pick from
-	dp      dataPlane        // moves the traffic: proxy services or XDP maps
-	guard   *xdpGuard        // a proxy VIP's entry in the XDP program; nil: none
-	self    *proxy.Listeners // the process's listeners, which this VIP joins while it listens
-	indexes *indexPool       // backend indexes, shared by all VIPs
-	served  *servedSignal    // poked on every published snapshot (Runtime.Serving)
+	flows   l4.FlowCounter          // VIP-wide live flows (bounded-load hashing reads it)
+	store   snapshot.Store          // the snapshot new flows pick from
+	dp      plane.Plane             // moves the traffic: proxy services or XDP maps
+	update  func(*config.VIP) error // applies a reload's settings to dp
+	guard   *xdpplane.Guard         // a proxy VIP's entry in the XDP program; nil: none
+	indexes *xdpplane.IndexPool     // backend indexes, shared by all VIPs
+	served  *servedSignal           // poked on every published snapshot (Runtime.Serving)
 
 	conf    atomic.Pointer[config.VIP]
 	ramping atomic.Bool // a slow-start goroutine runs
@@ -51,7 +52,7 @@ type vip struct {
 
 	// routes are the VIP's SNI routes by name (route.go); changed only
 	// under the runtime's lock.
-	routes map[string]*sniRoute
+	routes map[string]*vip
 }
 
 // backend is a backend as the runtime tracks it.
@@ -61,7 +62,7 @@ type backend struct {
 	health  l4.Health
 	upSince time.Time // when it last came back up (slow start ramps from here)
 	// scale multiplies the weight of an xdp least_conn or least_time VIP's
-	// backend (see xdpweights.go); 0 means 1.
+	// backend (see xdpplane.NextScales); 0 means 1.
 	scale float64
 	// trial: a passive mark expired (health type none); the next connect
 	// or reply the proxy sees decides, and ConnectOK reports it.
@@ -109,20 +110,23 @@ type plan struct {
 	fresh    []*l4.Backend // backends created for this plan (their indexes are new)
 }
 
-func newVIP(key l4.VIPKey, vc *config.VIP, deps planeDeps, hm *health.Manager) (*vip, error) {
-	v := &vip{key: key, id: key.String(), log: deps.log.With(zap.String("vip", vc.Name)), health: hm, self: deps.self, indexes: deps.indexes, served: deps.served, backends: map[l4.BackendID]*backend{},
-		carry: deps.carry[key.String()]}
+// newVIP starts VIP vc at key: its backends, its data plane, and its
+// first snapshot.
+func (r *Runtime) newVIP(key l4.VIPKey, vc *config.VIP) (*vip, error) {
+	v := &vip{key: key, id: key.String(), log: r.log.With(zap.String("vip", vc.Name)), health: r.health, indexes: r.indexes, served: r.served, backends: map[l4.BackendID]*backend{},
+		carry: r.carry[key.String()]}
 	p, err := v.plan(vc)
 	v.carry = nil
 	if err != nil {
 		return nil, err
 	}
-	deps.log, deps.obs, deps.store = v.log, v, &v.store
-	if v.dp, err = newDataPlane(key, vc, deps); err != nil {
+	if v.dp, v.update, err = r.openPlane(key, vc, v); err != nil {
 		p.abandon(v.indexes)
 		return nil, err
 	}
-	v.guard = newXDPGuard(key, vc, deps.xdpAt, v.log)
+	if vc.Mode == l4.ModeProxy && vc.XDPGuardable() {
+		v.guard = xdpplane.NewGuard(key, guardOptions(vc), &r.xdpAt, v.log)
+	}
 	if err := v.commit(p); err != nil {
 		v.closeNow()
 		return nil, err
@@ -134,24 +138,22 @@ func (v *vip) name() string     { return v.conf.Load().Name }
 func (v *vip) cfg() *config.VIP { return v.conf.Load() }
 
 func (v *vip) serve() {
-	v.guard.write()
-	v.dp.serve()
+	v.guard.Write()
+	v.dp.Serve()
 }
 
 // stopAccepting stops new flows; established ones continue until drain.
 func (v *vip) stopAccepting() {
 	v.stopped.Store(true)
 	v.served.poke()
-	v.self.Remove(v.key)
-	v.guard.clear()
-	v.dp.stopAccepting()
+	v.guard.Clear()
+	v.dp.StopAccepting()
 }
 
 func (v *vip) closeNow() {
 	v.stopped.Store(true)
-	v.self.Remove(v.key)
-	v.guard.clear()
-	v.dp.closeNow()
+	v.guard.Clear()
+	v.dp.Close()
 	v.releaseIndexes()
 }
 
@@ -159,9 +161,8 @@ func (v *vip) closeNow() {
 // many were ended then. The VIP's backend indexes are free afterwards.
 func (v *vip) drain(ctx context.Context) int {
 	v.stopped.Store(true)
-	v.self.Remove(v.key)
-	v.guard.clear()
-	n := v.dp.drain(ctx)
+	v.guard.Clear()
+	n := v.dp.Drain(ctx)
 	v.releaseIndexes()
 	return n
 }
@@ -171,17 +172,17 @@ func (v *vip) releaseIndexes() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, b := range v.backends {
-		v.indexes.put(b.b.Index)
+		v.indexes.Put(b.b.Index)
 	}
 	v.backends = map[l4.BackendID]*backend{}
 }
 
 // apply switches the running VIP to a plan made by plan.
 func (v *vip) apply(p *plan) {
-	if err := v.dp.update(p.conf); err != nil {
+	if err := v.update(p.conf); err != nil {
 		v.log.Error("settings not applied", zap.Error(err))
 	}
-	v.guard.update(p.conf)
+	v.guard.Update(guardOptions(p.conf))
 	if err := v.commit(p); err != nil {
 		v.log.Error("snapshot not published to the data plane", zap.Error(err))
 	}
@@ -239,9 +240,9 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 // assignIndex gives a new backend its index: for an xdp VIP the one its
 // address had in maps adopted from an earlier l4lb, if any.
 func (v *vip) assignIndex(b *l4.Backend, mode l4.Mode) error {
-	get := v.indexes.get
+	get := v.indexes.Get
 	if mode == l4.ModeXDP {
-		get = func() (uint32, error) { return v.indexes.getFor(b.Addr.Addr()) }
+		get = func() (uint32, error) { return v.indexes.GetFor(b.Addr.Addr()) }
 	}
 	i, err := get()
 	if err != nil {
@@ -253,9 +254,9 @@ func (v *vip) assignIndex(b *l4.Backend, mode l4.Mode) error {
 
 // abandon returns the indexes of the backends a plan created, when the
 // plan is not committed.
-func (p *plan) abandon(pool *indexPool) {
+func (p *plan) abandon(pool *xdpplane.IndexPool) {
 	for _, b := range p.fresh {
-		pool.put(b.Index)
+		pool.Put(b.Index)
 	}
 	p.fresh = nil
 }
@@ -267,7 +268,7 @@ func (v *vip) commit(p *plan) error {
 	defer v.mu.Unlock()
 	stale := false
 	var gone []*l4.Backend
-	defer func() { v.dp.backendsRemoved(gone, func(b *l4.Backend) { v.indexes.put(b.Index) }) }()
+	defer func() { v.dp.BackendsRemoved(gone, func(b *l4.Backend) { v.indexes.Put(b.Index) }) }()
 	for id, old := range v.backends {
 		nb, ok := p.backends[id]
 		if !ok || nb.b != old.b {
@@ -315,7 +316,7 @@ func (v *vip) commit(p *plan) error {
 func (v *vip) publishLocked(snap *snapshot.Snapshot) error {
 	v.store.Store(snap)
 	v.served.poke()
-	return v.dp.publish(snap)
+	return v.dp.Publish(snap)
 }
 
 // effective lists the members new flows may go to, with slow-start weights.
@@ -334,7 +335,7 @@ func effectiveMembers(bs map[l4.BackendID]*backend, vc *config.VIP, now time.Tim
 	for _, b := range set {
 		w := health.SlowStartWeight(b.weight, b.upSince, now, vc.Health.SlowStart)
 		if dynamic {
-			w = scaled(w*100, b.scale)
+			w = xdpplane.Scaled(w*100, b.scale)
 		}
 		ms = append(ms, balance.Member{Backend: b.b, Weight: w})
 	}
@@ -394,17 +395,17 @@ func (v *vip) rescale(live func(*l4.Backend) uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var order []*backend
-	var in []weightInput
+	var in []xdpplane.WeightInput
 	for _, b := range v.backends {
 		if b.eligible() {
 			rtt, _ := b.b.RTT().Value()
 			order = append(order, b)
-			in = append(in, weightInput{weight: b.weight, live: live(b.b), rtt: rtt, scale: b.scale})
+			in = append(in, xdpplane.WeightInput{Weight: b.weight, Live: live(b.b), RTT: rtt, Scale: b.scale})
 		}
 	}
 	changed := false
-	for i, s := range nextScales(vc.Algorithm, in, vc.LeastTimeBias, vc.LeastTimeDefault) {
-		if b := order[i]; scaled(b.weight*100, s) != scaled(b.weight*100, b.scale) {
+	for i, s := range xdpplane.NextScales(vc.Algorithm, in, vc.LeastTimeBias, vc.LeastTimeDefault) {
+		if b := order[i]; xdpplane.Scaled(b.weight*100, s) != xdpplane.Scaled(b.weight*100, b.scale) {
 			b.scale, changed = s, true
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // wiredVIPOne is VIP "w" in front of backend s1 (a TCP named echo); extra
@@ -75,7 +76,7 @@ listen = "%s"
   name = "s1"
   address = "%s"
 `, vip, s1.addr))
-	waitBackend(t, rt, "w", "s1", 10*time.Second, "an RTT estimate from the probes", func(b BackendStatus) bool {
+	waitBackend(t, rt, "w", "s1", 10*time.Second, "an RTT estimate from the probes", func(b plane.BackendStatus) bool {
 		return b.Health == "up" && b.RTT > 0
 	})
 	if b, _ := backendStatus(rt, "w", "s1"); b.Flows != 0 {
@@ -249,9 +250,9 @@ func TestAffinityPinExpires(t *testing.T) {
 
 // affinityPins returns the client address's affinity pins on the VIP, as
 // explain reads them (without refreshing them).
-func affinityPins(t *testing.T, rt *Runtime, vipName, client string) []Pin {
+func affinityPins(t *testing.T, rt *Runtime, vipName, client string) []plane.Pin {
 	t.Helper()
-	c, err := ParseClient(client)
+	c, err := plane.ParseClient(client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func affinityPins(t *testing.T, rt *Runtime, vipName, client string) []Pin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Pin
+	var out []plane.Pin
 	for _, p := range e.Pinned {
 		if p.Kind == "affinity" {
 			out = append(out, p)

@@ -1,6 +1,6 @@
 // The data plane of one xdp VIP: its entries in the XDP program's maps.
 
-package reconcile
+package xdpplane
 
 import (
 	"context"
@@ -9,30 +9,47 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/bpf"
-	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/guard"
-	"github.com/l4lb/l4lb/l4/proxy"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
-// xdpPlane writes one VIP into the XDP maps: the VIP entry, its backends,
+// VIPOptions are what an xdp VIP's plane is made and updated with.
+type VIPOptions struct {
+	HashKey         l4.HashKey // what the flow hash covers
+	Forward         l4.Forward // ipip or l2
+	NewFlowRate     int        // new conntrack entries a second (0: no cap)
+	MaglevTableSize int        // the table's slots, for algorithms without a table of their own
+	Allow, Deny     []netip.Prefix
+	// SessionTimeout is how long a UDP flow counts as live after its
+	// last packet (the live-flow window).
+	SessionTimeout time.Duration
+	// Algorithm is the VIP's, for explain: the table's weights are its
+	// stand-in (see NextScales).
+	Algorithm l4.Algorithm
+}
+
+// Plane writes one VIP into the XDP maps: the VIP entry, its backends,
 // its Maglev table (swapped whole on every publish). Established flows
 // follow the conntrack, so a table change moves only new flows.
-type xdpPlane struct {
-	x     *xdpRuntime
+type Plane struct {
+	x     *Program
 	key   l4.VIPKey
 	index uint32 // the VIP's slot in the Maglev and stats maps
 	log   *zap.Logger
-	vc    atomic.Pointer[config.VIP]
+	vc    atomic.Pointer[VIPOptions]
 	// written is the generation of the snapshot whose table the maps
 	// hold (explain compares it with the VIP's current one).
 	written atomic.Uint64
+	// last is the snapshot last published (Hold writes it again).
+	last atomic.Pointer[snapshot.Snapshot]
 
 	mu       sync.Mutex
 	acl      vipACL                 // the access list the maps hold
@@ -59,31 +76,31 @@ func (xb *xdpBackend) drop(lb *bpf.LB, i uint32) error {
 	return nil
 }
 
-func newXDPPlane(key l4.VIPKey, vc *config.VIP, x *xdpRuntime, log *zap.Logger) (*xdpPlane, error) {
-	if x == nil {
-		return nil, fmt.Errorf("mode xdp needs an [xdp] table")
-	}
-	idx, err := x.vips.getFor(key)
+// NewPlane enters the VIP at key into the program (its entry is written
+// by the first Publish).
+func (x *Program) NewPlane(key l4.VIPKey, o VIPOptions, log *zap.Logger) (*Plane, error) {
+	idx, err := x.vips.GetFor(key)
 	if err != nil {
 		return nil, fmt.Errorf("xdp: %w (xdp VIPs)", err)
 	}
-	p := &xdpPlane{x: x, key: key, index: idx, log: log, backends: map[uint32]*xdpBackend{}}
-	p.vc.Store(vc)
+	p := &Plane{x: x, key: key, index: idx, log: log, backends: map[uint32]*xdpBackend{}}
+	p.vc.Store(&o)
 	x.add(p)
 	return p, nil
 }
 
-func (p *xdpPlane) conf() *config.VIP { return p.vc.Load() }
+func (p *Plane) conf() *VIPOptions { return p.vc.Load() }
 
-// serve: the VIP entry is written by the first publish; nothing runs here.
-func (p *xdpPlane) serve() {}
+// Serve: the VIP entry is written by the first Publish; nothing runs here.
+func (p *Plane) Serve() {}
 
-// publish writes the snapshot's backends and its Maglev table (the very
+// Publish writes the snapshot's backends and its Maglev table (the very
 // table the snapshot's picker uses, or, for algorithms without one, a
 // Maglev table over the snapshot's weighted members), then the VIP entry.
-func (p *xdpPlane) publish(snap *snapshot.Snapshot) (err error) {
+func (p *Plane) Publish(snap *snapshot.Snapshot) (err error) {
+	p.last.Store(snap)
 	if p.x.held.Load() {
-		return nil // another l4lb is adopting the maps; HoldXDP(false) writes it
+		return nil // another l4lb is adopting the maps; Hold(false) writes it
 	}
 	if !p.x.using(func() { err = p.write(snap) }) {
 		return nil // l4lb is stopping: the maps stay as they are
@@ -92,7 +109,7 @@ func (p *xdpPlane) publish(snap *snapshot.Snapshot) (err error) {
 }
 
 // write is publish on open maps.
-func (p *xdpPlane) write(snap *snapshot.Snapshot) error {
+func (p *Plane) write(snap *snapshot.Snapshot) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
@@ -124,11 +141,11 @@ func (p *xdpPlane) write(snap *snapshot.Snapshot) error {
 
 // aclFor is vc's access list, the one already written while the lists
 // are unchanged (bpf.LB.SetVIP then leaves the trie alone).
-func (p *xdpPlane) aclFor(vc *config.VIP) (*guard.ACL, error) { return p.acl.of(vc) }
+func (p *Plane) aclFor(vc *VIPOptions) (*guard.ACL, error) { return p.acl.of(vc.Allow, vc.Deny) }
 
 // table maps the snapshot's Maglev table (indexes into its members) onto
 // backend indexes.
-func (p *xdpPlane) table(snap *snapshot.Snapshot, vc *config.VIP) ([]uint32, error) {
+func (p *Plane) table(snap *snapshot.Snapshot, vc *VIPOptions) ([]uint32, error) {
 	size := vc.MaglevTableSize
 	if snap.Len() == 0 {
 		return make([]uint32, size), nil // every slot empty: new flows are dropped
@@ -150,7 +167,7 @@ func (p *xdpPlane) table(snap *snapshot.Snapshot, vc *config.VIP) ([]uint32, err
 // writeBackends writes an entry for every member not written yet. (A
 // backend that leaves the snapshot, down or drained, keeps its entry: its
 // established flows may still use it; see backendsRemoved for removal.)
-func (p *xdpPlane) writeBackends(snap *snapshot.Snapshot) error {
+func (p *Plane) writeBackends(snap *snapshot.Snapshot) error {
 	for _, m := range snap.Members {
 		b := m.Backend
 		cur, ok := p.backends[b.Index]
@@ -177,7 +194,7 @@ func (p *xdpPlane) writeBackends(snap *snapshot.Snapshot) error {
 // backendsRemoved retires the backends a reload removed: their entries
 // stay while established flows use them, and their indexes are released
 // when the entries go.
-func (p *xdpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
+func (p *Plane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, b := range bs {
@@ -192,7 +209,7 @@ func (p *xdpPlane) backendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) 
 // backendDown lets go of the UDP flows pinned to a backend that went down:
 // a datagram flow has no end the conntrack can see, and would otherwise
 // keep being sent into a dead backend. TCP flows follow on_down.
-func (p *xdpPlane) backendDown(b *l4.Backend) {
+func (p *Plane) BackendDown(b *l4.Backend) {
 	if p.key.Proto != l4.UDP || p.x.held.Load() {
 		return
 	}
@@ -207,11 +224,11 @@ func (p *xdpPlane) backendDown(b *l4.Backend) {
 }
 
 // refresh deletes retired backends whose last flow ended.
-func (p *xdpPlane) refresh() {
+func (p *Plane) refresh() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, xb := range p.backends {
-		if xb.retired && p.x.liveFlows(i) == 0 {
+		if xb.retired && p.x.LiveFlows(i) == 0 {
 			if err := xb.drop(p.x.lb, i); err != nil {
 				p.log.Warn("xdp: deleting a removed backend's entry failed", zap.Uint32("index", i), zap.Error(err))
 				continue
@@ -223,7 +240,7 @@ func (p *xdpPlane) refresh() {
 
 // resolveMACs fills in the MACs of l2 backends whose neighbour has
 // resolved since (on the loop).
-func (p *xdpPlane) resolveMACs() {
+func (p *Plane) resolveMACs() {
 	if p.conf().Forward != l4.ForwardL2 {
 		return
 	}
@@ -237,7 +254,7 @@ func (p *xdpPlane) resolveMACs() {
 }
 
 // resolveMAC writes an l2 backend's MAC once the kernel knows it.
-func (p *xdpPlane) resolveMAC(i uint32, xb *xdpBackend) {
+func (p *Plane) resolveMAC(i uint32, xb *xdpBackend) {
 	mac, ok := p.x.neigh.Resolved(xb.b.Addr.Addr())
 	if !ok {
 		return
@@ -251,7 +268,7 @@ func (p *xdpPlane) resolveMAC(i uint32, xb *xdpBackend) {
 
 // backendAddrs lists the addresses of the backends whose neighbours must
 // stay resolved.
-func (p *xdpPlane) backendAddrs() []netip.Addr {
+func (p *Plane) backendAddrs() []netip.Addr {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]netip.Addr, 0, len(p.backends))
@@ -264,19 +281,18 @@ func (p *xdpPlane) backendAddrs() []netip.Addr {
 // outlivesProcess: with its link pinned on a bpffs that outlives l4lb the
 // program keeps forwarding (and its conntrack keeps flows on their
 // backends) while l4lb restarts; otherwise the VIP drains like a proxy's.
-func (p *xdpPlane) outlivesProcess() bool {
+func (p *Plane) OutlivesProcess() bool {
 	stays, _ := p.x.staysAttached()
 	return stays
 }
 
-func (p *xdpPlane) update(vc *config.VIP) error {
-	p.vc.Store(vc) // the next publish writes hash key, forward and table size
-	return nil
-}
+// Update takes a reload's options: the next Publish writes hash key,
+// forward, rate, lists and table size.
+func (p *Plane) Update(o VIPOptions) { p.vc.Store(&o) }
 
 // stopAccepting empties the Maglev table: new flows are dropped, flows in
 // the conntrack keep their backends until drain ends.
-func (p *xdpPlane) stopAccepting() {
+func (p *Plane) StopAccepting() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
@@ -290,19 +306,19 @@ func (p *xdpPlane) stopAccepting() {
 
 // drain waits for the VIP's flows to end (or ctx), then removes the VIP
 // and its flows from the maps; it returns how many flows it cut.
-func (p *xdpPlane) drain(ctx context.Context) int {
-	p.stopAccepting()
+func (p *Plane) Drain(ctx context.Context) int {
+	p.StopAccepting()
 	p.x.waitFlowsGone(ctx, p.indexes())
 	return p.clear()
 }
 
-func (p *xdpPlane) closeNow() {
-	p.stopAccepting()
+func (p *Plane) Close() {
+	p.StopAccepting()
 	p.clear()
 }
 
 // clear removes the VIP, its flows and its backends from the maps.
-func (p *xdpPlane) clear() int {
+func (p *Plane) clear() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_ = p.x.lb.DeleteVIP(p.key)
@@ -314,13 +330,13 @@ func (p *xdpPlane) clear() int {
 		_ = xb.drop(p.x.lb, i)
 	}
 	p.backends = map[uint32]*xdpBackend{}
-	p.x.vips.put(p.index)
+	p.x.vips.Put(p.index)
 	p.index = 0
 	p.x.remove(p)
 	return n
 }
 
-func (p *xdpPlane) indexes() []uint32 {
+func (p *Plane) indexes() []uint32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]uint32, 0, len(p.backends))
@@ -333,7 +349,7 @@ func (p *xdpPlane) indexes() []uint32 {
 // resetWhere deletes the conntrack entries of matching backends: their
 // flows rehash onto a live backend, which resets them (on_down = reset).
 // The kernel forwards them, so there is no line to log: why is unused.
-func (p *xdpPlane) resetWhere(match func(*l4.Backend) bool, _ l4.EndReason) int {
+func (p *Plane) ResetWhere(match func(*l4.Backend) bool, _ l4.EndReason) int {
 	if p.x.held.Load() {
 		return 0
 	}
@@ -350,7 +366,7 @@ func (p *xdpPlane) resetWhere(match func(*l4.Backend) bool, _ l4.EndReason) int 
 	return total
 }
 
-func (p *xdpPlane) matching(match func(*l4.Backend) bool) []*l4.Backend {
+func (p *Plane) matching(match func(*l4.Backend) bool) []*l4.Backend {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []*l4.Backend
@@ -363,24 +379,24 @@ func (p *xdpPlane) matching(match func(*l4.Backend) bool) []*l4.Backend {
 }
 
 // fillStatus reads the VIP's and its backends' counters.
-func (p *xdpPlane) fillStatus(s *VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
+func (p *Plane) FillStatus(s *plane.VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
 
-// closeSome: not in xdp mode, where the kernel owns the flows.
-func (p *xdpPlane) closeSome(*l4.Backend, int, proxy.CloseHow) (int, error) {
-	return 0, fmt.Errorf("%w: in xdp mode the kernel forwards the flows and l4lb holds no connection to close; established flows stay on their backend (BPF conntrack), new flows follow the Maglev table", ErrCannotRebalance)
+// CloseSome: not in xdp mode, where the kernel owns the flows.
+func (p *Plane) CloseSome(*l4.Backend, int, bool) (int, error) {
+	return 0, fmt.Errorf("%w: in xdp mode the kernel forwards the flows and l4lb holds no connection to close; established flows stay on their backend (BPF conntrack), new flows follow the Maglev table", plane.ErrCannotRebalance)
 }
 
-func (p *xdpPlane) readStatus(s *VIPStatus) {
+func (p *Plane) readStatus(s *plane.VIPStatus) {
 	st, err := p.x.lb.VIPStats(p.index)
 	if err != nil {
 		return
 	}
-	x := &XDPVIPStatus{Packets: st.Packets, Bytes: st.Bytes, NewFlows: st.NewFlows, Drops: st.Drops,
-		XDPGuardStatus: XDPGuardStatus{ACLDrops: st.ACLDrops, SYNRateDrops: st.SYNRateDrops}, Untracked: st.Untracked}
+	x := &plane.XDPVIPStatus{Packets: st.Packets, Bytes: st.Bytes, NewFlows: st.NewFlows, Drops: st.Drops,
+		XDPGuardStatus: plane.XDPGuardStatus{ACLDrops: st.ACLDrops, SYNRateDrops: st.SYNRateDrops}, Untracked: st.Untracked}
 	s.Accepted = st.NewFlows
 	for i := range s.Backends {
 		bs := &s.Backends[i]
-		live := int64(p.x.liveFlows(bs.Index))
+		live := int64(p.x.LiveFlows(bs.Index))
 		bs.LiveFlows = live
 		x.LiveFlows += live
 		if b, err := p.x.lb.BackendStats(bs.Index); err == nil {

@@ -1,8 +1,8 @@
 // The XDP program's guards: access lists and rates in the maps, for xdp
-// VIPs (xdpPlane) and for the proxy VIPs whose packets the program sees
-// first (guardedPlane).
+// VIPs (Plane) and for the proxy VIPs whose packets the program sees
+// first (Guard).
 
-package reconcile
+package xdpplane
 
 import (
 	"net/netip"
@@ -13,9 +13,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/bpf"
-	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/guard"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // vipACL keeps the guard.ACL of a VIP's allow and deny lists, rebuilt only
@@ -27,63 +27,65 @@ type vipACL struct {
 	built       bool
 }
 
-// of returns the ACL of vc's lists (nil: none). Callers serialise it.
-func (a *vipACL) of(vc *config.VIP) (*guard.ACL, error) {
-	if a.built && slices.Equal(a.allow, vc.Allow) && slices.Equal(a.deny, vc.Deny) {
+// of returns the ACL of the lists (nil: none). Callers serialise it.
+func (a *vipACL) of(allow, deny []netip.Prefix) (*guard.ACL, error) {
+	if a.built && slices.Equal(a.allow, allow) && slices.Equal(a.deny, deny) {
 		return a.acl, nil
 	}
-	acl, err := guard.NewACL(vc.Allow, vc.Deny)
+	acl, err := guard.NewACL(allow, deny)
 	if err != nil {
 		return nil, err
 	}
-	*a = vipACL{allow: vc.Allow, deny: vc.Deny, acl: acl, built: true}
+	*a = vipACL{allow: allow, deny: deny, acl: acl, built: true}
 	return acl, nil
 }
 
-// xdpGuard is a proxy VIP's guard-only entry in the XDP program, written
+// GuardOptions are a proxy VIP's lists, for its guard.
+type GuardOptions struct {
+	Allow, Deny []netip.Prefix
+}
+
+// Guard is a proxy VIP's guard-only entry in the XDP program, written
 // while the program runs (xdp holds it once loaded): its allow/deny and
 // the SYN rate are enforced before the kernel spends a socket, everything
-// not dropped passes to the kernel untouched. The vip calls it beside its
-// data plane (serve, apply, stop, status).
-type xdpGuard struct {
+// not dropped passes to the kernel untouched. The control loop calls it
+// beside the VIP's data plane (serve, apply, stop, status). A nil Guard
+// does nothing.
+type Guard struct {
 	key l4.VIPKey
-	xdp *atomic.Pointer[xdpRuntime]
+	xdp *atomic.Pointer[Program]
 	log *zap.Logger
 
 	mu      sync.Mutex
-	vc      *config.VIP
-	x       *xdpRuntime // the program the entry is in; nil: none written
+	vc      GuardOptions
+	x       *Program // the program the entry is in; nil: none written
 	index   uint32
 	acl     vipACL
 	stopped bool
 }
 
-// newXDPGuard returns the guard of a proxy VIP, nil when the program can
-// never guard it (no program in this runtime, a wildcard address). All its
-// methods do nothing on nil.
-func newXDPGuard(key l4.VIPKey, vc *config.VIP, xdp *atomic.Pointer[xdpRuntime], log *zap.Logger) *xdpGuard {
-	if vc.Mode != l4.ModeProxy || xdp == nil || !vc.XDPGuardable() {
-		return nil
-	}
-	return &xdpGuard{key: key, xdp: xdp, log: log, vc: vc}
+// NewGuard returns the guard of the proxy VIP at key (a concrete
+// address): it writes into the program xdp holds, once one runs.
+func NewGuard(key l4.VIPKey, o GuardOptions, xdp *atomic.Pointer[Program], log *zap.Logger) *Guard {
+	return &Guard{key: key, xdp: xdp, log: log, vc: o}
 }
 
-// update takes a reload's settings and writes them (also the first time
-// the program runs: a reload that attached it).
-func (g *xdpGuard) update(vc *config.VIP) {
+// Update takes a reload's lists and writes them (also the first time the
+// program runs: a reload that attached it).
+func (g *Guard) Update(vc GuardOptions) {
 	if g == nil {
 		return
 	}
 	g.mu.Lock()
 	g.vc = vc
 	g.mu.Unlock()
-	g.write()
+	g.Write()
 }
 
-// write enters or updates the VIP in the program, if it runs. A failure is
+// Write enters or updates the VIP in the program, if it runs. A failure is
 // logged: the proxy serves on without the XDP guard (it checks allow/deny
 // itself).
-func (g *xdpGuard) write() {
+func (g *Guard) Write() {
 	if g == nil {
 		return
 	}
@@ -96,13 +98,13 @@ func (g *xdpGuard) write() {
 	if x == nil || x.held.Load() {
 		return
 	}
-	acl, err := g.acl.of(g.vc)
+	acl, err := g.acl.of(g.vc.Allow, g.vc.Deny)
 	if err != nil {
 		g.log.Error("xdp guard not written", zap.Error(err))
 		return
 	}
 	if g.x == nil {
-		if g.index, err = x.vips.getFor(g.key); err != nil {
+		if g.index, err = x.vips.GetFor(g.key); err != nil {
 			g.log.Warn("xdp guard not written: no VIP index left", zap.Error(err))
 			return
 		}
@@ -116,9 +118,9 @@ func (g *xdpGuard) write() {
 	}
 }
 
-// clear removes the entry (the VIP's packets reach the kernel as before the
+// Clear removes the entry (the VIP's packets reach the kernel as before the
 // guard existed) and gives its index back; the guard writes no more.
-func (g *xdpGuard) clear() {
+func (g *Guard) Clear() {
 	if g == nil {
 		return
 	}
@@ -138,11 +140,11 @@ func (g *xdpGuard) clear() {
 			g.log.Warn("xdp guard not removed", zap.Error(err))
 		}
 	})
-	x.vips.put(g.index)
+	x.vips.Put(g.index)
 }
 
-// fillStatus adds the guards' counters.
-func (g *xdpGuard) fillStatus(s *VIPStatus) {
+// FillStatus adds the guard's counters.
+func (g *Guard) FillStatus(s *plane.VIPStatus) {
 	if g == nil {
 		return
 	}
@@ -154,7 +156,7 @@ func (g *xdpGuard) fillStatus(s *VIPStatus) {
 	}
 	x.using(func() {
 		if st, err := x.lb.VIPStats(index); err == nil {
-			s.XDPGuard = &XDPGuardStatus{ACLDrops: st.ACLDrops, SYNRateDrops: st.SYNRateDrops}
+			s.XDPGuard = &plane.XDPGuardStatus{ACLDrops: st.ACLDrops, SYNRateDrops: st.SYNRateDrops}
 		}
 	})
 }

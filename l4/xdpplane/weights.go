@@ -1,7 +1,7 @@
 // least_conn and least_time in xdp mode: live flows and handshake RTTs
 // turned into Maglev weights, a bounded step at a time.
 
-package reconcile
+package xdpplane
 
 import (
 	"math"
@@ -19,25 +19,25 @@ import (
 // Established flows stay on their backends (the conntrack pins them), so
 // only new flows shift.
 const (
-	scaleStep = 1.25 // a scale moves by at most this factor per refresh
+	ScaleStep = 1.25 // a scale moves by at most this factor per refresh
 	scaleMin  = 0.1  // and stays within [scaleMin, scaleMax] of the weight
 	scaleMax  = 10.0
 )
 
-// weightInput is what the scale of one backend depends on.
-type weightInput struct {
-	weight uint32        // configured (and slow-start) weight
-	live   uint64        // live flows in the conntrack
-	rtt    time.Duration // handshake RTT estimate (least_time)
-	scale  float64       // the scale in force
+// WeightInput is what the scale of one backend depends on.
+type WeightInput struct {
+	Weight uint32        // configured (and slow-start) weight
+	Live   uint64        // live flows in the conntrack
+	RTT    time.Duration // handshake RTT estimate (least_time)
+	Scale  float64       // the scale in force
 }
 
-// nextScales returns each backend's next scale. The target gives backend
+// NextScales returns each backend's next scale. The target gives backend
 // i a share proportional to weight_i / cost_i, where cost is what the
 // algorithm minimises per new flow; each scale then moves toward its
-// target by at most scaleStep, so a burst of flows or one noisy RTT sample
+// target by at most ScaleStep, so a burst of flows or one noisy RTT sample
 // cannot swing the table.
-func nextScales(alg l4.Algorithm, in []weightInput, bias, defaultRTT time.Duration) []float64 {
+func NextScales(alg l4.Algorithm, in []WeightInput, bias, defaultRTT time.Duration) []float64 {
 	out := make([]float64, len(in))
 	costs := make([]float64, len(in))
 	mean := 0.0
@@ -51,32 +51,32 @@ func nextScales(alg l4.Algorithm, in []weightInput, bias, defaultRTT time.Durati
 		if costs[i] > 0 && mean > 0 {
 			target = mean / costs[i]
 		}
-		cur := b.scale
+		cur := b.Scale
 		if cur <= 0 {
 			cur = 1
 		}
-		next := math.Min(math.Max(target, cur/scaleStep), cur*scaleStep)
+		next := math.Min(math.Max(target, cur/ScaleStep), cur*ScaleStep)
 		out[i] = math.Min(math.Max(next, scaleMin), scaleMax)
 	}
 	return out
 }
 
 // cost is what one more flow costs on b, per unit of weight.
-func cost(alg l4.Algorithm, b weightInput, bias, defaultRTT time.Duration) float64 {
-	w := float64(max(b.weight, 1))
-	flows := float64(b.live) + 1
+func cost(alg l4.Algorithm, b WeightInput, bias, defaultRTT time.Duration) float64 {
+	w := float64(max(b.Weight, 1))
+	flows := float64(b.Live) + 1
 	if alg != l4.LeastTime {
 		return flows / w
 	}
-	rtt := b.rtt
+	rtt := b.RTT
 	if rtt <= 0 {
 		rtt = defaultRTT
 	}
 	return flows * float64(rtt+bias) / w
 }
 
-// scaled applies a scale to a weight, never below 1.
-func scaled(w uint32, scale float64) uint32 {
+// Scaled applies a scale to a weight, never below 1.
+func Scaled(w uint32, scale float64) uint32 {
 	if scale <= 0 || scale == 1 {
 		return w
 	}

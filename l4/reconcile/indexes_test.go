@@ -8,33 +8,6 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-func TestIndexPoolReusesOldestLast(t *testing.T) {
-	p := newIndexPool(3)
-	var got []uint32
-	for range 3 {
-		i, err := p.get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, i)
-	}
-	if got[0] != 1 || got[1] != 2 || got[2] != 3 {
-		t.Fatalf("first indexes %v", got)
-	}
-	if _, err := p.get(); err == nil {
-		t.Fatal("a fourth index out of three")
-	}
-	p.put(2)
-	p.put(1)
-	p.put(0) // none: ignored
-	if i, _ := p.get(); i != 2 {
-		t.Fatalf("reused %d, want the first freed (2)", i)
-	}
-	if i, _ := p.get(); i != 1 {
-		t.Fatalf("reused %d, want 1", i)
-	}
-}
-
 // Every running backend has its own index; a kept backend keeps it across
 // a reload, and a removed one's index is not handed to the next backend.
 func TestBackendIndexesAcrossReloads(t *testing.T) {
@@ -84,32 +57,5 @@ func TestBackendIndexesAcrossReloads(t *testing.T) {
 				t.Fatalf("%s got index %d, freed just now", k, old)
 			}
 		}
-	}
-}
-
-func TestIndexPoolReservations(t *testing.T) {
-	p := newIndexPool(10)
-	a, b := netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.2")
-	p.reserve(2, a)
-	p.reserve(5, b)
-	p.reserve(6, b)
-	if i, _ := p.get(); i != 1 {
-		t.Fatalf("get = %d, want 1", i)
-	}
-	if i, _ := p.get(); i != 3 {
-		t.Fatalf("get = %d, want 3 (2 is reserved)", i)
-	}
-	if i, _ := p.getFor(b); i != 5 {
-		t.Fatalf("getFor(b) = %d, want 5", i)
-	}
-	if i, _ := p.getFor(netip.MustParseAddr("198.18.1.9")); i != 4 {
-		t.Fatalf("getFor(unknown) = %d, want 4", i)
-	}
-	left := p.unreserve()
-	if len(left) != 2 || left[2] != a || left[6] != b {
-		t.Fatalf("unreserved %v, want 2 (a) and 6 (b)", left)
-	}
-	if i, _ := p.getFor(a); i != 7 {
-		t.Fatalf("getFor(a) after unreserve = %d, want a fresh 7", i)
 	}
 }

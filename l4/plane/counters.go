@@ -2,7 +2,7 @@
 // field's tags say its JSON name, its Prometheus series and help, and its
 // place in the text status, and every output reads them from there.
 
-package reconcile
+package plane
 
 import (
 	"fmt"

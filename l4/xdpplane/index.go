@@ -1,13 +1,13 @@
 // Indexes: small numbers a BPF map can hold in place of a pointer.
 
-package reconcile
+package xdpplane
 
 import (
 	"fmt"
 	"sync"
 )
 
-// indexPool hands out indexes 1..max, unique among the backends of all
+// IndexPool hands out indexes 1..max, unique among the backends of all
 // running VIPs (or among xdp VIPs). A freed index goes to the back of a
 // queue, so it is reused as late as possible: a packet in flight or a
 // conntrack entry not yet purged that still names it then reaches nothing
@@ -16,7 +16,7 @@ import (
 // Indexes found in maps adopted from an earlier l4lb are reserved for the
 // same thing they named there (a backend address, a VIP key), so that the
 // adopted conntrack's flows keep their backends across a restart.
-type indexPool struct {
+type IndexPool struct {
 	mu       sync.Mutex
 	max      uint32
 	next     uint32           // the lowest index never handed out
@@ -25,12 +25,12 @@ type indexPool struct {
 	held     map[uint32]bool  // every index ever reserved: the counter skips them
 }
 
-func newIndexPool(max uint32) *indexPool {
-	return &indexPool{max: max, next: 1, reserved: map[any][]uint32{}, held: map[uint32]bool{}}
+func NewIndexPool(max uint32) *IndexPool {
+	return &IndexPool{max: max, next: 1, reserved: map[any][]uint32{}, held: map[uint32]bool{}}
 }
 
-// get returns an unused index.
-func (p *indexPool) get() (uint32, error) {
+// Get returns an unused index.
+func (p *IndexPool) Get() (uint32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.next <= p.max {
@@ -47,8 +47,8 @@ func (p *indexPool) get() (uint32, error) {
 	return i, nil
 }
 
-// getFor returns an index reserved for owner, else an unused one.
-func (p *indexPool) getFor(owner any) (uint32, error) {
+// GetFor returns an index reserved for owner, else an unused one.
+func (p *IndexPool) GetFor(owner any) (uint32, error) {
 	p.mu.Lock()
 	if held := p.reserved[owner]; len(held) > 0 {
 		i := held[0]
@@ -59,12 +59,12 @@ func (p *indexPool) getFor(owner any) (uint32, error) {
 		return i, nil
 	}
 	p.mu.Unlock()
-	return p.get()
+	return p.Get()
 }
 
-// reserve holds index i for owner until getFor claims it or unreserve
+// Reserve holds index i for owner until GetFor claims it or Unreserve
 // gives it up.
-func (p *indexPool) reserve(i uint32, owner any) {
+func (p *IndexPool) Reserve(i uint32, owner any) {
 	if i == 0 || i > p.max {
 		return
 	}
@@ -74,9 +74,9 @@ func (p *indexPool) reserve(i uint32, owner any) {
 	p.held[i] = true
 }
 
-// unreserve frees every index still reserved and returns them with their
+// Unreserve frees every index still reserved and returns them with their
 // owners.
-func (p *indexPool) unreserve() map[uint32]any {
+func (p *IndexPool) Unreserve() map[uint32]any {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[uint32]any{}
@@ -90,8 +90,8 @@ func (p *indexPool) unreserve() map[uint32]any {
 	return out
 }
 
-// put returns index i (0 is ignored).
-func (p *indexPool) put(i uint32) {
+// Put returns index i (0 is ignored).
+func (p *IndexPool) Put(i uint32) {
 	if i == 0 {
 		return
 	}

@@ -1,8 +1,8 @@
-// The XDP fast path shared by every xdp VIP: the loaded program and its
+// The XDP program shared by every xdp VIP: the loaded program and its
 // maps, the interface it runs on, the backends' neighbours, and the loop
 // that reads the flow table.
 
-package reconcile
+package xdpplane
 
 import (
 	"context"
@@ -18,37 +18,80 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/bpf"
-	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/netif"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // xdpMaxVIPs bounds xdp VIP indexes (1..xdpMaxVIPs-1; 0 is never used).
 const xdpMaxVIPs = 512
 
+// MaxBackends bounds the backends of all VIPs together: their indexes
+// (l4.Backend.Index) run from 1 to MaxBackends, and the XDP backend map
+// has a slot for each.
+const MaxBackends = 65535
+
+// Options are the XDP program's settings ([xdp]); the zero value of each
+// optional one means its default.
+type Options struct {
+	Interface string // the interface the program attaches to (required)
+	// Generic attaches in the kernel's generic XDP path (any interface, a
+	// fraction of the speed); else in the driver.
+	Generic bool
+	// PinPath pins the maps and the link on a bpffs there, so that the
+	// program keeps forwarding across restarts and upgrades ("": none).
+	PinPath       string
+	ConntrackSize int // flow table entries (0: the bpf package's default)
+	// WeightRefresh is how often least_conn and least_time VIPs' weights
+	// move; SYNRatePerSource drops SYNs from a source above this many a
+	// second (0: off). A reload may change both (Update).
+	WeightRefresh    time.Duration
+	SYNRatePerSource int
+}
+
+// attach is the attach mode o names.
+func (o Options) attach() bpf.AttachMode {
+	if o.Generic {
+		return bpf.AttachGeneric
+	}
+	return bpf.AttachDriver
+}
+
+// attachName is the attach mode as status and logs give it.
+func (o Options) attachName() string {
+	if o.Generic {
+		return "generic"
+	}
+	return "driver"
+}
+
 // xdpRefresh is how often the flow table is read for live-flow counts and
 // the neighbours of backends are checked.
 const xdpRefresh = 2 * time.Second
 
-// xdpRuntime is the XDP program shared by the xdp VIPs of one Runtime.
-type xdpRuntime struct {
-	cfg   config.XDP
-	log   *zap.Logger
-	lb    *bpf.LB
-	nl    *netif.Handle
-	neigh *netif.Neighbors
-	iface netif.Interface
-	vips  *indexPool
-	stop  chan struct{}
-	done  chan struct{}
-	kick  chan struct{} // asks the loop to bring the neighbours in step now
+// Program is the XDP program shared by the xdp VIPs of one control loop
+// (and by the guards of its proxy VIPs): it loads and attaches the
+// program, owns its maps, and runs the loop that reads the flow table and
+// keeps the backends' neighbours resolved.
+type Program struct {
+	cfg      Options
+	log      *zap.Logger
+	lb       *bpf.LB
+	nl       *netif.Handle
+	neigh    *netif.Neighbors
+	iface    netif.Interface
+	vips     *IndexPool // the VIPs' slots in the maps
+	backends *IndexPool // the backends' (the control loop's, shared)
+	stop     chan struct{}
+	done     chan struct{}
+	kick     chan struct{} // asks the loop to bring the neighbours in step now
 
 	// open is held (read) by every writer of the maps and taken (write)
 	// by shutdown, so that nothing writes to maps it has closed.
 	open   sync.RWMutex
 	closed bool // guarded by open
 	// held: another l4lb is taking the pinned maps over (an upgrade); this
-	// one writes nothing until it resumes (see Runtime.HoldXDP).
+	// one writes nothing until it resumes (see Hold).
 	held atomic.Bool
 
 	// rescale is called after a flow count once weight_refresh has passed
@@ -58,21 +101,24 @@ type xdpRuntime struct {
 	rescaled      time.Time    // owned by loop
 
 	// settled: the entries adopted from an earlier l4lb that the config
-	// no longer has are gone (set by the first Apply, under the Runtime's lock).
+	// no longer has are gone (set by the first Settle; the control loop
+	// serialises its calls).
 	settled bool
 
 	mu         sync.Mutex
-	planes     map[*xdpPlane]struct{}
+	planes     map[*Plane]struct{}
 	mtuChecked map[netip.Addr]bool // backends whose path MTU was checked (warned once)
 	counts     []uint64            // live flows per backend index, from the last read
 	total      int                 // live flows in all
 }
 
-// startXDP loads the balancer, attaches it to the configured interface and
+// Start loads the balancer, attaches it to the configured interface and
 // prepares what forwarding needs: source addresses, next-hop neighbours.
-// Any failure leaves nothing attached.
-func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRuntime, err error) {
-	x := &xdpRuntime{cfg: cfg, log: log.Named("xdp"), vips: newIndexPool(xdpMaxVIPs - 1), planes: map[*xdpPlane]struct{}{}, mtuChecked: map[netip.Addr]bool{},
+// backends are the control loop's backend indexes: those the maps of an
+// earlier l4lb name are reserved there for the same addresses. Any
+// failure leaves nothing attached.
+func Start(cfg Options, backends *IndexPool, log *zap.Logger) (_ *Program, err error) {
+	x := &Program{cfg: cfg, log: log.Named("xdp"), vips: NewIndexPool(xdpMaxVIPs - 1), backends: backends, planes: map[*Plane]struct{}{}, mtuChecked: map[netip.Addr]bool{},
 		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if x.nl, err = netif.Open(); err != nil {
 		return nil, fmt.Errorf("xdp: netlink: %w", err)
@@ -85,35 +131,41 @@ func startXDP(cfg config.XDP, backends *indexPool, log *zap.Logger) (_ *xdpRunti
 	if x.iface, err = x.nl.Lookup(cfg.Interface); err != nil {
 		return nil, fmt.Errorf("xdp: %w", err)
 	}
-	x.lb, err = bpf.Load(XDPLoadOptions(cfg))
+	x.lb, err = bpf.Load(loadOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("xdp: load the program: %w", err)
 	}
-	if err := x.adopt(backends); err != nil {
+	if err := x.adopt(); err != nil {
 		return nil, err
 	}
 	if err := x.prepareHost(); err != nil {
 		return nil, err
 	}
-	if err := x.lb.Attach(x.iface.Index, attachMode(cfg.Attach)); err != nil {
-		if errors.Is(err, bpf.ErrNotSupported) && attachMode(cfg.Attach) == bpf.AttachDriver {
+	if err := x.lb.Attach(x.iface.Index, cfg.attach()); err != nil {
+		if errors.Is(err, bpf.ErrNotSupported) && cfg.attach() == bpf.AttachDriver {
 			return nil, fmt.Errorf("xdp: %s: %w; its driver has no native XDP: set attach = \"generic\" in [xdp] (works on any interface, at a fraction of driver mode's speed)", cfg.Interface, err)
 		}
 		return nil, fmt.Errorf("xdp: %s: %w", cfg.Interface, err)
 	}
 	x.neigh = x.nl.NewNeighbors()
-	x.log.Info("xdp program attached", zap.String("interface", cfg.Interface), zap.String("attach", cfg.Attach),
+	x.log.Info("xdp program attached", zap.String("interface", cfg.Interface), zap.String("attach", cfg.attachName()),
 		zap.String("pin_path", cfg.PinPath), zap.Int("conntrack_size", cfg.ConntrackSize))
-	if cfg.Attach == "generic" {
+	if cfg.Generic {
 		x.log.Warn("xdp attached in generic mode: it runs after the kernel allocates each packet, at a fraction of driver mode's speed")
 	}
-	x.weightRefresh.Store(int64(cfg.WeightRefresh))
-	x.setSYNRate(cfg.SYNRatePerSource)
+	x.Update(cfg)
 	return x, nil
 }
 
+// Update applies what a reload may change of o: weight_refresh and
+// syn_rate_per_source (the others need a restart).
+func (x *Program) Update(o Options) {
+	x.weightRefresh.Store(int64(o.WeightRefresh))
+	x.setSYNRate(o.SYNRatePerSource)
+}
+
 // setSYNRate writes [xdp] syn_rate_per_source (a reload applies it at once).
-func (x *xdpRuntime) setSYNRate(perSource int) {
+func (x *Program) setSYNRate(perSource int) {
 	if x.held.Load() {
 		return
 	}
@@ -124,43 +176,33 @@ func (x *xdpRuntime) setSYNRate(perSource int) {
 	})
 }
 
-// run starts the loop that reads the flow table; rescale moves the
+// Run starts the loop that reads the flow table; rescale moves the
 // weights of least_conn and least_time VIPs every weight_refresh.
-func (x *xdpRuntime) run(rescale func()) {
+func (x *Program) Run(rescale func()) {
 	x.rescale = rescale
 	x.neighborsChanged()
 	go x.loop()
 }
 
-// XDPLoadOptions are the options l4lb loads the XDP program with for cfg
+// loadOptions are the options l4lb loads the XDP program with for cfg
 // (another process that adopts the pinned maps must use the same).
-func XDPLoadOptions(cfg config.XDP) bpf.Options {
+func loadOptions(cfg Options) bpf.Options {
 	return bpf.Options{ConntrackSize: uint32(cfg.ConntrackSize), MaxVIPs: xdpMaxVIPs, MaxBackends: MaxBackends + 1, PinPath: cfg.PinPath}
-}
-
-// XDPAttachMode is the attach mode [xdp] attach names.
-func XDPAttachMode(cfg config.XDP) bpf.AttachMode { return attachMode(cfg.Attach) }
-
-func attachMode(s string) bpf.AttachMode {
-	if s == "generic" {
-		return bpf.AttachGeneric
-	}
-	return bpf.AttachDriver
 }
 
 // adopt reserves, for the VIPs and backend addresses found in maps pinned
 // by an earlier l4lb, the indexes they had: the adopted conntrack names
 // backends by index, so its flows keep their backends across a restart.
-func (x *xdpRuntime) adopt(backends *indexPool) error {
+func (x *Program) adopt() error {
 	n := 0
 	err := x.lb.Backends(func(i uint32, e bpf.BackendEntry) bool {
-		backends.reserve(i, e.Addr)
+		x.backends.Reserve(i, e.Addr)
 		n++
 		return true
 	})
 	if err == nil {
 		err = x.lb.VIPs(func(k l4.VIPKey, e bpf.VIPEntry) bool {
-			x.vips.reserve(e.Index, k)
+			x.vips.Reserve(e.Index, k)
 			n++
 			return true
 		})
@@ -174,21 +216,21 @@ func (x *xdpRuntime) adopt(backends *indexPool) error {
 	return nil
 }
 
-// settle removes, once the first config is applied, what adopted maps hold
-// that this config does not: stale VIPs (their traffic passes to the
+// Settle removes, once the first config is applied, what adopted maps
+// hold that this config does not: stale VIPs (their traffic passes to the
 // kernel again) and backend entries (their flows rehash).
-func (x *xdpRuntime) settle(backends *indexPool) {
+func (x *Program) Settle() {
 	if x.settled {
 		return
 	}
 	x.settled = true
-	for i := range backends.unreserve() {
+	for i := range x.backends.Unreserve() {
 		_ = x.lb.DeleteBackend(i)
 		if _, err := x.lb.PurgeBackend(i); err != nil {
 			x.log.Warn("xdp: purging the flows of a backend the config dropped failed", zap.Uint32("index", i), zap.Error(err))
 		}
 	}
-	for _, owner := range x.vips.unreserve() {
+	for _, owner := range x.vips.Unreserve() {
 		key := owner.(l4.VIPKey)
 		_ = x.lb.DeleteVIP(key)
 		if _, err := x.lb.PurgeVIP(key); err != nil {
@@ -199,9 +241,9 @@ func (x *xdpRuntime) settle(backends *indexPool) {
 }
 
 // prepareHost sets the outer source addresses. IP forwarding, which
-// bpf_fib_lookup needs, is the administrator's: checkXDPForwarding refuses
+// bpf_fib_lookup needs, is the administrator's: CheckForwarding refuses
 // a config that needs it while it is off.
-func (x *xdpRuntime) prepareHost() error {
+func (x *Program) prepareHost() error {
 	v4, _ := x.iface.PrimaryV4()
 	v6, _ := x.iface.PrimaryV6()
 	if !v4.IsValid() && !v6.IsValid() {
@@ -213,34 +255,14 @@ func (x *xdpRuntime) prepareHost() error {
 	return nil
 }
 
-// ipipFamilies are the families bpf_fib_lookup routes for vips: those of
-// the backends of xdp VIPs with forward = "ipip" (the outer header's
-// family). l2 VIPs and the guards of proxy VIPs need no forwarding.
-func ipipFamilies(vips map[l4.VIPKey]*config.VIP) netif.Forwarding {
-	var f netif.Forwarding
-	for _, vc := range vips {
-		if vc.Mode != l4.ModeXDP || vc.Forward != l4.ForwardIPIP {
-			continue
-		}
-		for _, b := range vc.Backends {
-			if a := b.Address.Addr(); a.Is4() {
-				f.IPv4 = true
-			} else if a.Is6() {
-				f.IPv6 = true
-			}
-		}
-	}
-	return f
-}
-
-// checkXDPForwarding refuses xdp VIPs that forward by ipip to backends of
-// a family that iface does not forward: bpf_fib_lookup would answer
-// "forwarding disabled" and every such packet would drop as drop_fib.
-// l4lb writes no sysctl; the error names the one to set.
-func checkXDPForwarding(iface string, vips map[l4.VIPKey]*config.VIP) error {
-	err := netif.CheckForwarding(iface, ipipFamilies(vips))
+// CheckForwarding refuses xdp VIPs that forward by ipip to backends of a
+// family (v4, v6) that iface does not forward: bpf_fib_lookup would
+// answer "forwarding disabled" and every such packet would drop as
+// drop_fib. l4lb writes no sysctl; the error names the one to set.
+func CheckForwarding(iface string, v4, v6 bool) error {
+	err := netif.CheckForwarding(iface, netif.Forwarding{IPv4: v4, IPv6: v6})
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil // no such interface: startXDP says so
+		return nil // no such interface: Start says so
 	}
 	if err != nil {
 		return fmt.Errorf("xdp: the ipip VIPs reach their backends through the kernel's FIB (bpf_fib_lookup), which needs forwarding on the XDP interface, and l4lb writes no sysctl: %w", err)
@@ -248,9 +270,12 @@ func checkXDPForwarding(iface string, vips map[l4.VIPKey]*config.VIP) error {
 	return nil
 }
 
+// Interface is the interface the program runs on.
+func (x *Program) Interface() string { return x.cfg.Interface }
+
 // loop reads the flow table and checks neighbours until stop. It is the
 // only goroutine that uses the neighbours, so shutdown can close them.
-func (x *xdpRuntime) loop() {
+func (x *Program) loop() {
 	defer close(x.done)
 	t := time.NewTicker(xdpRefresh)
 	defer t.Stop()
@@ -269,7 +294,7 @@ func (x *xdpRuntime) loop() {
 
 // neighborsChanged asks the loop to bring the backends' neighbours in step
 // with the planes (soon, without waiting for it).
-func (x *xdpRuntime) neighborsChanged() {
+func (x *Program) neighborsChanged() {
 	select {
 	case x.kick <- struct{}{}:
 	default: // a kick is pending already
@@ -278,7 +303,7 @@ func (x *xdpRuntime) neighborsChanged() {
 
 // refresh reads live-flow counts, retires backends whose last flow ended
 // and keeps neighbours resolved.
-func (x *xdpRuntime) refresh() {
+func (x *Program) refresh() {
 	if x.held.Load() {
 		return
 	}
@@ -298,7 +323,7 @@ func (x *xdpRuntime) refresh() {
 
 // countFlows reads the live flows per backend index. A flow is live when
 // it was seen within the longest idle timeout any VIP has.
-func (x *xdpRuntime) countFlows() error {
+func (x *Program) countFlows() error {
 	counts := make([]uint64, len(x.counts))
 	total, err := x.lb.FlowCounts(bpf.MonotonicNow(), x.liveWindow(), counts)
 	if err != nil {
@@ -313,11 +338,11 @@ func (x *xdpRuntime) countFlows() error {
 // liveWindow is how long after its last packet a flow still counts as
 // live: the session timeout for UDP, and for TCP, which ends with FIN or
 // RST, a window long enough for a quiet connection.
-func (x *xdpRuntime) liveWindow() time.Duration {
+func (x *Program) liveWindow() time.Duration {
 	w := 30 * time.Second
 	for _, p := range x.planeList() {
-		if vc := p.conf(); vc.Protocol == l4.UDP {
-			w = max(w, vc.SessionTimeout)
+		if p.key.Proto == l4.UDP {
+			w = max(w, p.conf().SessionTimeout)
 		} else {
 			w = max(w, 5*time.Minute)
 		}
@@ -325,8 +350,9 @@ func (x *xdpRuntime) liveWindow() time.Duration {
 	return w
 }
 
-// liveFlows returns the live flows of backend index i at the last read.
-func (x *xdpRuntime) liveFlows(i uint32) uint64 {
+// LiveFlows returns the live flows of backend index i at the last read
+// (every 2 s).
+func (x *Program) LiveFlows(i uint32) uint64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if int(i) < len(x.counts) {
@@ -335,23 +361,23 @@ func (x *xdpRuntime) liveFlows(i uint32) uint64 {
 	return 0
 }
 
-func (x *xdpRuntime) planeList() []*xdpPlane {
+func (x *Program) planeList() []*Plane {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := make([]*xdpPlane, 0, len(x.planes))
+	out := make([]*Plane, 0, len(x.planes))
 	for p := range x.planes {
 		out = append(out, p)
 	}
 	return out
 }
 
-func (x *xdpRuntime) add(p *xdpPlane) {
+func (x *Program) add(p *Plane) {
 	x.mu.Lock()
 	x.planes[p] = struct{}{}
 	x.mu.Unlock()
 }
 
-func (x *xdpRuntime) remove(p *xdpPlane) {
+func (x *Program) remove(p *Plane) {
 	x.mu.Lock()
 	delete(x.planes, p)
 	x.mu.Unlock()
@@ -362,7 +388,7 @@ func (x *xdpRuntime) remove(p *xdpPlane) {
 // (bpf_fib_lookup never sends ARP or neighbour solicitations), fills in
 // the MACs of l2 backends, and checks the path MTU of new backends. It
 // runs on the loop, the only goroutine that talks to netlink.
-func (x *xdpRuntime) syncBackends() {
+func (x *Program) syncBackends() {
 	if x.held.Load() {
 		return
 	}
@@ -388,7 +414,7 @@ func (x *xdpRuntime) syncBackends() {
 
 // checkMTU warns once per backend when the route to it cannot carry a
 // full-size client packet plus the encapsulation.
-func (x *xdpRuntime) checkMTU(b netip.Addr) {
+func (x *Program) checkMTU(b netip.Addr) {
 	x.mu.Lock()
 	done := x.mtuChecked[b]
 	x.mtuChecked[b] = true
@@ -403,7 +429,7 @@ func (x *xdpRuntime) checkMTU(b netip.Addr) {
 }
 
 // using runs fn unless the program was shut down; it returns false then.
-func (x *xdpRuntime) using(fn func()) bool {
+func (x *Program) using(fn func()) bool {
 	x.open.RLock()
 	defer x.open.RUnlock()
 	if x.closed {
@@ -413,9 +439,9 @@ func (x *xdpRuntime) using(fn func()) bool {
 	return true
 }
 
-// stats reads the global counters for status.
-func (x *xdpRuntime) status() *XDPStatus {
-	st := &XDPStatus{Interface: x.cfg.Interface, Attach: x.cfg.Attach, PinPath: x.cfg.PinPath, Counters: map[string]uint64{}}
+// Status reads the global counters for status.
+func (x *Program) Status() *plane.XDPStatus {
+	st := &plane.XDPStatus{Interface: x.cfg.Interface, Attach: x.cfg.attachName(), PinPath: x.cfg.PinPath, Counters: map[string]uint64{}}
 	x.using(func() {
 		if c, err := x.lb.GlobalStats(); err == nil {
 			for i, v := range c {
@@ -431,11 +457,11 @@ func (x *xdpRuntime) status() *XDPStatus {
 	return st
 }
 
-// shutdown stops the loop; the program stays attached when its link is
+// Shutdown stops the loop; the program stays attached when its link is
 // pinned on a bpffs that outlives the process (a restarted l4lb adopts it,
 // and forwarding never stops), otherwise it is detached. The log says
 // which happened, checked, never assumed.
-func (x *xdpRuntime) shutdown() {
+func (x *Program) Shutdown() {
 	close(x.stop)
 	<-x.done
 	x.open.Lock()
@@ -448,7 +474,7 @@ func (x *xdpRuntime) shutdown() {
 // logShutdown says what shutdown did to the program: left it attached
 // (checked, or not checkable), or detached it (and why, when pins were
 // configured), or failed to.
-func (x *xdpRuntime) logShutdown(keep bool, why, detachErr error) {
+func (x *Program) logShutdown(keep bool, why, detachErr error) {
 	iface, pins := zap.String("interface", x.cfg.Interface), zap.String("pin_path", x.cfg.PinPath)
 	switch {
 	case keep && why == nil:
@@ -470,7 +496,7 @@ func (x *xdpRuntime) logShutdown(keep bool, why, detachErr error) {
 
 // balancerAttached reports whether an xdp_lb still runs on the interface
 // (by anyone's link).
-func (x *xdpRuntime) balancerAttached() bool {
+func (x *Program) balancerAttached() bool {
 	name, _, err := bpf.AttachedProgram(x.iface.Index)
 	return err == nil && bpf.IsBalancer(name)
 }
@@ -478,7 +504,7 @@ func (x *xdpRuntime) balancerAttached() bool {
 // staysAttached reports whether the program stays attached after this
 // process: its link pinned on a bpffs that outlives it (or that cannot be
 // told), and why not (with pin_path) or why it cannot be told.
-func (x *xdpRuntime) staysAttached() (bool, error) {
+func (x *Program) staysAttached() (bool, error) {
 	if x.cfg.PinPath == "" {
 		return false, nil
 	}
@@ -490,7 +516,7 @@ func (x *xdpRuntime) staysAttached() (bool, error) {
 // backends' managed neighbour entries in place for it (the kernel keeps
 // resolving them; the next l4lb takes them as they are). It returns the
 // detach's error.
-func (x *xdpRuntime) release(keep bool) error {
+func (x *Program) release(keep bool) error {
 	var err error
 	if x.neigh != nil && !keep {
 		_ = x.neigh.Close()
@@ -509,7 +535,7 @@ func (x *xdpRuntime) release(keep bool) error {
 
 // waitFlowsGone polls until the live flows of the given backend indexes
 // are 0 or ctx is done.
-func (x *xdpRuntime) waitFlowsGone(ctx context.Context, indexes []uint32) {
+func (x *Program) waitFlowsGone(ctx context.Context, indexes []uint32) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -518,7 +544,7 @@ func (x *xdpRuntime) waitFlowsGone(ctx context.Context, indexes []uint32) {
 		}
 		live := uint64(0)
 		for _, i := range indexes {
-			live += x.liveFlows(i)
+			live += x.LiveFlows(i)
 		}
 		if live == 0 {
 			return
@@ -529,4 +555,35 @@ func (x *xdpRuntime) waitFlowsGone(ctx context.Context, indexes []uint32) {
 		case <-t.C:
 		}
 	}
+}
+
+// Hold stops (true) this process writing the maps while another l4lb
+// adopts them (pinned maps are shared: the new process's view must win),
+// or resumes (false) and writes every VIP's last snapshot again, since
+// the other process may have written its own. The guards of proxy VIPs
+// are their owner's to rewrite (Guard.Write).
+func (x *Program) Hold(hold bool) {
+	x.held.Store(hold)
+	if hold {
+		return
+	}
+	for _, p := range x.planeList() {
+		if snap := p.last.Load(); snap != nil {
+			if err := p.Publish(snap); err != nil {
+				p.log.Error("xdp: rewriting the maps after an upgrade failed", zap.Error(err))
+			}
+		}
+	}
+	x.neighborsChanged()
+}
+
+// UpgradeBlocker says why this program cannot be handed to another
+// process, or "" when it can: without pin_path its link belongs to this
+// process and the next one could not attach beside it.
+func (x *Program) UpgradeBlocker() string {
+	if x.cfg.PinPath == "" && len(x.planeList()) > 0 {
+		return "xdp VIPs run without [xdp] pin_path: the new process could not take the XDP program over " +
+			"(set pin_path, which needs a restart, or restart instead of upgrading)"
+	}
+	return ""
 }

@@ -1,14 +1,11 @@
-// Named backends: the DNS names the VIPs' backends look up, their
-// watchers and last good answers, and the expansion of a VIP's named
-// backends into one backend per address.
+// The names a config looks up, their watchers and last good answers, and
+// the expansion of a VIP's named backends into one backend per address.
 
-package reconcile
+package names
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -20,28 +17,26 @@ import (
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/resolve"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
-// firstAnswerWait bounds how long Apply waits for the first answers of
-// names it has not looked up before, so that a VIP starts with its
+// FirstAnswerWait bounds how long Watch's wait waits for the first answers
+// of names it has not looked up before, so that a VIP starts with its
 // backends when DNS answers, and starts anyway (without them) when not.
-const firstAnswerWait = 3 * time.Second
+const FirstAnswerWait = 3 * time.Second
 
-// dnsNames holds every name the running config looks up. Its map and
-// settings change under the Runtime's mu; each name's answer under the
-// name's own lock, which the watcher goroutines take (never the
-// Runtime's).
-type dnsNames struct {
+// Names holds every name the running config looks up. Its map and
+// settings change under its mu; each name's answer under the name's own
+// lock, which the watcher goroutines take (never mu).
+type Names struct {
 	log  *zap.Logger
 	poke chan struct{} // capacity 1: some name has a new answer to apply
 
-	// Guarded by the Runtime's mu.
-	names    map[resolve.Query]*dnsName
-	looker   resolve.Looker
-	servers  []netip.AddrPort
-	bounds   resolve.Bounds
-	loopStop chan struct{} // nil until the first name; closed by close
-	loopDone chan struct{}
+	mu      sync.Mutex
+	names   map[resolve.Query]*dnsName
+	looker  resolve.Looker
+	servers []netip.AddrPort
+	bounds  resolve.Bounds
 }
 
 // dnsName is one name: its watcher and what it last answered.
@@ -58,9 +53,15 @@ type dnsName struct {
 	errSince time.Time        // first failure of the current run of failures
 }
 
-func newDNSNames(log *zap.Logger) *dnsNames {
-	return &dnsNames{log: log.Named("dns"), poke: make(chan struct{}, 1), names: map[resolve.Query]*dnsName{}}
+// New makes an empty set of names; Watch gives it a config's. It logs as
+// log's "dns".
+func New(log *zap.Logger) *Names {
+	return &Names{log: log.Named("dns"), poke: make(chan struct{}, 1), names: map[resolve.Query]*dnsName{}}
 }
+
+// Changed receives a value when some name has a new answer (pokes
+// coalesce): TakeChanged says which VIPs it concerns.
+func (d *Names) Changed() <-chan struct{} { return d.poke }
 
 // queryOf is what named backend b of VIP vc looks up. An xdp VIP keeps
 // only addresses of its own family (it forwards IPv4 to IPv4).
@@ -95,12 +96,14 @@ func wanted(cfg *config.Config) map[resolve.Query]bool {
 	return out
 }
 
-// add starts watching the names of cfg not watched yet (all of them again
-// when the resolvers or bounds changed, keeping their answers) and returns
-// what waits a little for the first answers of new ones: the caller runs
-// it without the Runtime's mu, so that status and the admin API answer
-// while DNS is slow.
-func (d *dnsNames) add(cfg *config.Config) (wait func()) {
+// Watch starts watching the names of cfg not watched yet (all of them
+// again when the resolvers or bounds changed, keeping their answers) and
+// returns what waits a little for the first answers of new ones: the
+// caller runs it without its own locks, so that status and the admin API
+// answer while DNS is slow.
+func (d *Names) Watch(cfg *config.Config) (wait func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	want := wanted(cfg)
 	if len(want) == 0 {
 		return func() {}
@@ -126,13 +129,13 @@ func (d *dnsNames) add(cfg *config.Config) (wait func()) {
 	}
 	log := d.log
 	return func() {
-		deadline := time.NewTimer(firstAnswerWait)
+		deadline := time.NewTimer(FirstAnswerWait)
 		defer deadline.Stop()
 		for _, first := range firsts {
 			select {
 			case <-first:
 			case <-deadline.C:
-				log.Warn("backend names not answered yet: their backends join when they are", zap.Duration("waited", firstAnswerWait))
+				log.Warn("backend names not answered yet: their backends join when they are", zap.Duration("waited", FirstAnswerWait))
 				return
 			}
 		}
@@ -141,7 +144,7 @@ func (d *dnsNames) add(cfg *config.Config) (wait func()) {
 
 // setResolvers makes the client for servers (resolv.conf when empty) and
 // restarts the watchers with it.
-func (d *dnsNames) setResolvers(servers []netip.AddrPort, b resolve.Bounds) {
+func (d *Names) setResolvers(servers []netip.AddrPort, b resolve.Bounds) {
 	d.servers, d.bounds = slices.Clone(servers), b
 	c, err := resolve.NewClient(resolve.Options{Servers: servers})
 	if err != nil {
@@ -165,12 +168,14 @@ func (f failingLooker) Lookup(context.Context, resolve.Query) (resolve.Answer, e
 	return resolve.Answer{}, f.err
 }
 
-func (d *dnsNames) watch(n *dnsName) {
+func (d *Names) watch(n *dnsName) {
 	n.w = resolve.Watch(d.looker, n.q, d.bounds, func(res resolve.Result) { d.onResult(n, res) })
 }
 
-// prune stops watching names that cfg does not use.
-func (d *dnsNames) prune(cfg *config.Config) {
+// Prune stops watching names that cfg does not use.
+func (d *Names) Prune(cfg *config.Config) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	want := wanted(cfg)
 	for q, n := range d.names {
 		if !want[q] {
@@ -183,7 +188,7 @@ func (d *dnsNames) prune(cfg *config.Config) {
 // onResult records a lookup's result. A failed or empty answer keeps the
 // last good one; a new good answer is marked for the runtime to apply.
 // Logged once per change of state, not per lookup.
-func (d *dnsNames) onResult(n *dnsName, res resolve.Result) {
+func (d *Names) onResult(n *dnsName, res resolve.Result) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	name := zap.Stringer("name", n.q)
@@ -232,8 +237,10 @@ func targetStrings(ts []resolve.Target) []string {
 }
 
 // answer returns a name's last good answer (nil: none yet).
-func (d *dnsNames) answer(q resolve.Query) []resolve.Target {
+func (d *Names) answer(q resolve.Query) []resolve.Target {
+	d.mu.Lock()
 	n, ok := d.names[q]
+	d.mu.Unlock()
 	if !ok {
 		return nil
 	}
@@ -242,20 +249,7 @@ func (d *dnsNames) answer(q resolve.Query) []resolve.Target {
 	return n.good
 }
 
-// takeChanged returns the names whose answer changed since the last call.
-func (d *dnsNames) takeChanged() map[resolve.Query]bool {
-	out := map[resolve.Query]bool{}
-	for q, n := range d.names {
-		n.mu.Lock()
-		if n.changed {
-			out[q], n.changed = true, false
-		}
-		n.mu.Unlock()
-	}
-	return out
-}
-
-// expand returns vc with each named backend replaced by one backend per
+// Expand returns vc with each named backend replaced by one backend per
 // address of its name's last good answer (none before the first). An
 // expanded backend's identity is the named backend's identity and its
 // address ("pg-a.db.internal:5432@198.18.1.11:5432"): a later answer
@@ -265,7 +259,7 @@ func (d *dnsNames) takeChanged() map[resolve.Query]bool {
 // unreachable); the file's weight applies to each (SRV weights are not
 // used). An address already in the VIP is skipped. vc itself is returned
 // when it has no named backend.
-func (d *dnsNames) expand(vc *config.VIP) *config.VIP {
+func (d *Names) Expand(vc *config.VIP) *config.VIP {
 	if !slices.ContainsFunc(vc.Backends, config.Backend.IsNamed) {
 		return vc
 	}
@@ -305,41 +299,17 @@ func (d *dnsNames) expand(vc *config.VIP) *config.VIP {
 	return &out
 }
 
-// usesAny reports whether a named backend of vc looks up one of qs.
-func usesAny(vc *config.VIP, qs map[resolve.Query]bool) bool {
-	for i := range vc.Backends {
-		if vc.Backends[i].IsNamed() && qs[queryOf(vc, &vc.Backends[i])] {
-			return true
-		}
-	}
-	return false
-}
-
-// NameStatus is what a named backend's name answered.
-type NameStatus struct {
-	Backend string `json:"backend"` // the named backend's identity
-	Lookup  string `json:"lookup"`  // name:port or the SRV name
-	// Addresses are the last good answer, in use; empty: the name has
-	// never resolved and the backend is absent.
-	Addresses []string `json:"addresses"`
-	// AnswerAge is how long ago a lookup last gave a good answer (0: never).
-	AnswerAge float64 `json:"answer_age_seconds"`
-	// Error is the last lookup's error while lookups fail (the last good
-	// answer stays in use); FailingFor how long they have.
-	Error      string  `json:"error,omitempty"`
-	FailingFor float64 `json:"failing_for_seconds,omitempty"`
-	Errors     uint64  `json:"errors"` // failed or empty lookups since the name was first watched
-}
-
-// status describes the names of the named backends of vc.
-func (d *dnsNames) status(vc *config.VIP, now time.Time) []NameStatus {
-	var out []NameStatus
+// Status describes the names of the named backends of vc.
+func (d *Names) Status(vc *config.VIP, now time.Time) []plane.NameStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []plane.NameStatus
 	for i := range vc.Backends {
 		b := &vc.Backends[i]
 		if !b.IsNamed() {
 			continue
 		}
-		ns := NameStatus{Backend: b.ID(), Lookup: b.Lookup(), Addresses: []string{}}
+		ns := plane.NameStatus{Backend: b.ID(), Lookup: b.Lookup(), Addresses: []string{}}
 		if n, ok := d.names[queryOf(vc, b)]; ok {
 			n.mu.Lock()
 			ns.Addresses = targetStrings(n.good)
@@ -357,153 +327,39 @@ func (d *dnsNames) status(vc *config.VIP, now time.Time) []NameStatus {
 	return out
 }
 
-// startNames starts, once there are names, the goroutine that applies
-// their new answers (r.mu held).
-func (r *Runtime) startNames() {
-	if r.dns.loopStop == nil && len(r.dns.names) > 0 {
-		r.dns.loopStop, r.dns.loopDone = make(chan struct{}), make(chan struct{})
-		go r.runNames(r.dns.loopStop, r.dns.loopDone)
-	}
-}
-
-// detach takes every name and the apply loop out of d (the Runtime's mu
-// held) and returns what stops them, to be called without mu: the loop
-// may be waiting for it.
-func (d *dnsNames) detach() func() {
-	names, stop, done := d.names, d.loopStop, d.loopDone
-	d.names, d.loopStop, d.loopDone = map[resolve.Query]*dnsName{}, nil, nil
-	return func() {
-		for _, n := range names {
-			n.w.Stop()
+// TakeChanged returns which VIPs use a name whose answer changed since
+// the last call (nil: no name's did).
+func (d *Names) TakeChanged() func(vc *config.VIP) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	changed := map[resolve.Query]bool{}
+	for q, n := range d.names {
+		n.mu.Lock()
+		if n.changed {
+			changed[q], n.changed = true, false
 		}
-		if stop != nil {
-			close(stop)
-			<-done
-		}
+		n.mu.Unlock()
 	}
-}
-
-// runNames applies new answers as they come, until the names close.
-func (r *Runtime) runNames(stop, done chan struct{}) {
-	defer close(done)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-r.dns.poke:
-			r.applyNames()
-		}
-	}
-}
-
-// applyNames re-plans the VIPs whose names answered something new, as a
-// reload of those VIPs would: kept addresses keep their backends,
-// removed ones stop taking new flows and their established flows stay
-// until they end.
-func (r *Runtime) applyNames() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || r.cfg == nil {
-		return
-	}
-	changed := r.dns.takeChanged()
 	if len(changed) == 0 {
-		return
-	}
-	for i := range r.cfg.VIPs {
-		tv := &r.cfg.VIPs[i]
-		v, ok := r.vips[tv.Key()]
-		if !ok || !usesAny(tv, changed) {
-			continue
-		}
-		vc := r.dns.expand(tv)
-		p, err := v.plan(vc)
-		if err != nil {
-			v.log.Error("backends from DNS not applied", zap.Error(err))
-			continue
-		}
-		before := backendCount(v)
-		v.apply(p)
-		r.syncHealth(v, p.removed)
-		v.log.Info("backends changed by DNS", zap.Strings("backends", idList(maps.Keys(p.backends))), zap.Int("before", before))
-	}
-	if r.xdp != nil {
-		r.xdp.settle(r.indexes)
-	}
-}
-
-func backendCount(v *vip) int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.backends)
-}
-
-func idList(ids func(func(l4.BackendID) bool)) []string {
-	var out []string
-	for id := range ids {
-		out = append(out, string(id))
-	}
-	slices.Sort(out)
-	return out
-}
-
-// CheckNames looks up every name of cfg's named backends once, within
-// timeout, and returns a warning for each that does not resolve now:
-// `l4lb check` says which, and passes (run starts without them, and adds
-// them when they resolve).
-func CheckNames(cfg *config.Config, timeout time.Duration) []config.Problem {
-	type named struct {
-		vip, key string
-		line     int
-		q        resolve.Query
-	}
-	var all []named
-	for i := range cfg.VIPs {
-		vc := &cfg.VIPs[i]
-		for j := range vc.Backends {
-			if b := &vc.Backends[j]; b.IsNamed() {
-				key := fmt.Sprintf("vip[%d].backend[%d].address", i, j)
-				if b.SRV != "" {
-					key = fmt.Sprintf("vip[%d].backend[%d].srv", i, j)
-				}
-				all = append(all, named{vc.Name, key, b.Line, queryOf(vc, b)})
-			}
-		}
-	}
-	if len(all) == 0 {
 		return nil
 	}
-	c, err := resolve.NewClient(resolve.Options{Servers: cfg.Global.Resolvers, Timeout: min(timeout, 2*time.Second)})
-	if err != nil {
-		return []config.Problem{{File: cfg.Path, Key: "global.resolvers", Msg: fmt.Sprintf("named backends cannot be looked up: %v", err)}}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	errs := map[resolve.Query]error{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, n := range all {
-		mu.Lock()
-		_, asked := errs[n.q]
-		errs[n.q] = nil
-		mu.Unlock()
-		if asked {
-			continue
+	return func(vc *config.VIP) bool {
+		for i := range vc.Backends {
+			if vc.Backends[i].IsNamed() && changed[queryOf(vc, &vc.Backends[i])] {
+				return true
+			}
 		}
-		wg.Go(func() {
-			_, err := c.Lookup(ctx, n.q)
-			mu.Lock()
-			errs[n.q] = err
-			mu.Unlock()
-		})
+		return false
 	}
-	wg.Wait()
-	var out []config.Problem
-	for _, n := range all {
-		if err := errs[n.q]; err != nil {
-			out = append(out, config.Problem{File: cfg.Path, Line: n.line, VIP: n.vip, Key: n.key,
-				Msg: fmt.Sprintf("%s does not resolve now (%v): the backend is absent until it does", n.q, err)})
-		}
+}
+
+// Stop stops watching every name.
+func (d *Names) Stop() {
+	d.mu.Lock()
+	names := d.names
+	d.names = map[resolve.Query]*dnsName{}
+	d.mu.Unlock()
+	for _, n := range names {
+		n.w.Stop()
 	}
-	return out
 }

@@ -1,0 +1,207 @@
+// A VIP's part of status: its counters, backends, routes and names.
+
+package plane
+
+import "time"
+
+// VIPStatus describes one running VIP.
+type VIPStatus struct {
+	Name string `json:"name"`
+	// Draining: a reload removed the VIP, or l4lb is stopping; it accepts
+	// nothing and is listed until its last connection ends or
+	// drain_timeout resets it.
+	Draining     bool            `json:"draining,omitempty"`
+	Listen       string          `json:"listen"`
+	Protocol     string          `json:"protocol"`
+	Algorithm    string          `json:"algorithm"`
+	Eligible     int             `json:"eligible"`
+	Active       int64           `json:"active"`
+	Accepted     uint64          `json:"accepted"`
+	NoBackend    uint64          `json:"no_backend"`
+	ConnectFails uint64          `json:"connect_fails"`
+	Backends     []BackendStatus `json:"backends"`
+	TCP          *TCPStatus      `json:"tcp,omitempty"`
+	UDP          *UDPStatus      `json:"udp,omitempty"`
+	XDP          *XDPVIPStatus   `json:"xdp,omitempty"`
+	// XDPGuard: a proxy VIP the XDP program guards (an [xdp] table, a
+	// concrete listen address).
+	XDPGuard *XDPGuardStatus `json:"xdp_guard,omitempty"`
+	// Rebalance is the running or last rebalance (l4lb rebalance), if any.
+	Rebalance *RebalanceStatus `json:"rebalance,omitempty"`
+	// SNI is the VIP's SNI routing, when it has [[vip.route]] tables
+	// (its Backends are then the default route).
+	SNI *SNIStatus `json:"sni,omitempty"`
+
+	// ConnLogDropped counts log_connections lines dropped over log_connections_rate.
+	ConnLogDropped uint64 `json:"conn_log_dropped,omitempty"`
+	// Denied counts clients refused by allow/deny in user space (TCP
+	// connections reset, UDP datagrams dropped); ClientLimited those
+	// refused by a per-client limit. Proxy mode.
+	Denied        uint64 `json:"denied,omitempty"`
+	ClientLimited uint64 `json:"client_limited,omitempty"`
+	// Serving is the set of backends new flows go to: "primaries",
+	// "backups" (no primary is eligible) or "none"; absent when the VIP
+	// has no backup backend.
+	Serving string `json:"serving,omitempty"`
+	// Names are the DNS names of the VIP's named backends: each one's
+	// last good answer (its backends), its age, and the last error.
+	Names []NameStatus `json:"names,omitempty"`
+}
+
+// BackendStatus describes one backend of a VIP.
+type BackendStatus struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Index   uint32 `json:"index"` // l4.Backend.Index: its slot in the XDP backend map
+	Weight  uint32 `json:"weight"`
+	// EffectiveWeight is the weight new flows see now: 0 when not eligible,
+	// below Weight while slow start ramps.
+	EffectiveWeight uint32 `json:"effective_weight"`
+	Health          string `json:"health"`
+	// Trial: health type none, a passive mark expired and the backend is
+	// eligible again ("unknown"); the next connect or reply decides.
+	Trial bool `json:"trial,omitempty"`
+	// Backup: a backup backend (new flows only while no primary is
+	// eligible).
+	Backup bool `json:"backup,omitempty"`
+	// Removed: a reload took the backend out of the config; it is listed
+	// (health "removed") until its last flow ends.
+	Removed   bool   `json:"removed,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	LiveFlows int64  `json:"live_flows"`
+	// MaxFlows is the backend's cap on live flows (max_conns for tcp,
+	// max_sessions for udp); absent: none.
+	MaxFlows     int64  `json:"max_flows,omitempty"`
+	Flows        uint64 `json:"flows"`
+	ConnectFails uint64 `json:"connect_fails"`
+	// Unanswered: UDP sessions that ended by session_timeout without a
+	// reply to any of their datagrams.
+	Unanswered uint64        `json:"unanswered,omitempty"`
+	BytesIn    uint64        `json:"bytes_in"`
+	Packets    uint64        `json:"packets,omitempty"` // xdp VIPs: packets forwarded to it
+	BytesOut   uint64        `json:"bytes_out"`
+	RTT        time.Duration `json:"rtt_ns"`
+	// Underflows counts releases without a matching acquire: always 0
+	// unless there is a bug (logged when it happens).
+	Underflows uint64 `json:"underflows,omitempty"`
+	// Override is an operator's drain or disable (absent: none), with who
+	// set it and when.
+	Override      string    `json:"override,omitempty"`
+	OverrideBy    string    `json:"override_by,omitempty"`
+	OverrideSince time.Time `json:"override_since,omitzero"`
+	LastCheck     string    `json:"last_check,omitempty"`
+	Since         time.Time `json:"since,omitzero"`
+}
+
+// TCPStatus holds a TCP VIP's event counters.
+type TCPStatus struct {
+	AcceptErrors   uint64 `json:"accept_errors" metric:"vip_accept_errors_total" help:"Failed accepts on a TCP VIP." text:"events/accept-errors,always"`
+	IdleClosed     uint64 `json:"idle_closed" metric:"vip_idle_closed_total" help:"TCP connections closed by idle_timeout." text:"events/idle-closed,always"`
+	LocalErrors    uint64 `json:"local_errors" metric:"vip_local_resource_errors_total" help:"Backend sockets or pipes refused for lack of local resources (descriptors, memory, ports)." text:"events/local-resource-errors,always"` // sockets or pipes refused for lack of local resources
+	PipelessCopies uint64 `json:"pipeless_copies" metric:"vip_pipeless_copies_total" help:"Chunks copied through user space because no splice pipe was free." text:"events/pipeless-copies,always"`                                   // chunks copied in user space for want of a pipe
+	LimitWaits     uint64 `json:"limit_waits" metric:"vip_limit_waits_total" help:"Times accepting paused at max_conns or the process-wide connection budget." text:"events/limit-waits,always"`                                      // times accepting paused at max_conns or the process budget
+	// Clients reset for their PROXY header (accept_proxy_protocol).
+	ProxyUntrusted uint64 `json:"proxy_untrusted,omitempty" metric:"vip_proxy_header_refused_total{reason=untrusted}" help:"Clients reset for their PROXY header (accept_proxy_protocol): reason untrusted, malformed or timeout." text:"proxy headers refused/untrusted"` // from outside accept_proxy_protocol_from
+	ProxyMalformed uint64 `json:"proxy_malformed,omitempty" metric:"vip_proxy_header_refused_total{reason=malformed}" text:"proxy headers refused/malformed"`                                                                                                              // malformed, too long or cut short
+	ProxyTimeouts  uint64 `json:"proxy_timeouts,omitempty" metric:"vip_proxy_header_refused_total{reason=timeout}" text:"proxy headers refused/timeout"`                                                                                                                   // not complete within connect_timeout
+	// Clients closed for sending nothing within first_byte_timeout.
+	FirstByteTimeouts uint64 `json:"first_byte_timeouts,omitempty" metric:"vip_first_byte_timeouts_total" help:"TCP clients closed for sending nothing within first_byte_timeout (no backend dialed)." text:"(first byte)/first-byte-timeouts"`
+	// LostWakeups counts blocked directions the stall guard moved on:
+	// their destination could take bytes, no wake-up came (expected 0).
+	LostWakeups uint64 `json:"lost_wakeups,omitempty" metric:"vip_lost_wakeups_total" help:"Blocked directions whose destination could take bytes with no wake-up for two seconds, moved on by the stall guard (expected 0)." text:"(lost wake-ups)/lost-wakeups" note:"(moved on by the stall guard; expected 0: please report)"`
+	// Queued is how many connections wait for a backend slot now (every
+	// backend at its max_conns); QueueWaits how many ever did, and
+	// QueueTimeouts those reset when queue_timeout ran out.
+	Queued        int64  `json:"queued" metric:"vip_queued" help:"TCP connections waiting now for a backend slot (every backend at its max_conns)." kind:"gauge" text:"backends full/queued"`
+	QueueWaits    uint64 `json:"queue_waits,omitempty" text:"backends full/queue-waits"`
+	QueueTimeouts uint64 `json:"queue_timeouts,omitempty" metric:"vip_queue_timeouts_total" help:"TCP clients reset after waiting queue_timeout for a backend slot." text:"backends full/queue-timeouts"`
+}
+
+// UDPStatus holds a UDP VIP's datagram counters (proxy.UDPStats says
+// what each counts). Datagrams dropped for want of a backend are the
+// VIP's NoBackend; refused clients its Denied and ClientLimited.
+type UDPStatus struct {
+	Datagrams uint64 `json:"datagrams" metric:"vip_udp_datagrams_total" help:"Client datagrams forwarded to backends." text:"(traffic)/datagrams,always"`
+	Replies   uint64 `json:"replies" metric:"vip_udp_replies_total" help:"Backend datagrams relayed to clients." text:"(traffic)/replies,always"`
+	Truncated uint64 `json:"truncated" metric:"vip_udp_truncated_total" help:"Datagrams too large for a UDP payload, dropped." text:"dropped/truncated,always"`
+	// Dropped: datagrams a send did not take (a full socket buffer, an
+	// error from the backend's socket).
+	Dropped uint64 `json:"dropped" metric:"vip_udp_dropped_total" help:"Datagrams a send did not take (a full socket buffer, an error from the backend's socket)." text:"dropped/send-failed,always"`
+	// SessionsRefused: datagrams from new clients dropped at
+	// max_sessions (no session slot).
+	SessionsRefused uint64 `json:"sessions_refused" metric:"vip_udp_sessions_refused_total" help:"Datagrams from new clients dropped at max_sessions (no session slot)." text:"dropped/no-session-slot,always"`
+	Moved           uint64 `json:"moved" metric:"vip_udp_sessions_moved_total" help:"Sessions moved off a backend that went down." text:"(traffic)/moved,always"`
+	// BackendsFull counts datagrams dropped because a new session found
+	// every backend at its max_sessions.
+	BackendsFull uint64 `json:"backends_full,omitempty" metric:"vip_udp_backends_full_total" help:"Datagrams dropped because a new session found every backend at its max_sessions." text:"dropped/backends-full,always"`
+	// QueueDropped: client datagrams the kernel dropped on the VIP's
+	// sockets (their receive queues were full).
+	QueueDropped uint64 `json:"queue_dropped" metric:"vip_udp_queue_dropped_total" help:"Client datagrams the kernel dropped on the VIP's sockets: their receive queues were full." text:"dropped/queue-full,always"`
+	// ReplyQueueDropped: backend replies the kernel dropped on session
+	// sockets (receive queues full), counted as each session ends.
+	ReplyQueueDropped uint64 `json:"reply_queue_dropped" metric:"vip_udp_reply_queue_dropped_total" help:"Backend replies the kernel dropped on session sockets (receive queues full), counted as each session ends." text:"dropped/reply-queue-full,always"`
+	// SocketErrors: datagrams from new clients dropped because the
+	// session's socket could not be opened (EMFILE and the like).
+	SocketErrors uint64 `json:"socket_errors" metric:"vip_udp_socket_errors_total" help:"Datagrams from new clients dropped because the session's socket could not be opened (EMFILE, ENFILE, ENOBUFS, a connect error)." text:"dropped/socket-errors,always"`
+}
+
+// XDPVIPStatus holds an xdp VIP's counters (summed over CPUs).
+type XDPVIPStatus struct {
+	Packets   uint64 `json:"packets" metric:"vip_xdp_packets_total" help:"Packets the XDP program forwarded for an xdp VIP." text:"xdp/packets,always"`
+	Bytes     uint64 `json:"bytes" metric:"vip_xdp_bytes_total" help:"Bytes the XDP program forwarded for an xdp VIP." text:"xdp/bytes,always,bytes"`
+	NewFlows  uint64 `json:"new_flows" metric:"vip_xdp_new_flows_total" help:"Flows the XDP program pinned to a backend for an xdp VIP." text:"xdp/new-flows,always"`
+	Drops     uint64 `json:"drops" metric:"vip_xdp_drops_total" help:"Packets to an xdp VIP that the XDP program dropped." text:"xdp/drops,always"` // acl_drops and syn_rate_drops included
+	LiveFlows int64  `json:"live_flows" metric:"vip_xdp_live_flows" help:"Flows of an xdp VIP in the conntrack, seen lately." kind:"gauge" text:"xdp/live-flows,always"`
+	XDPGuardStatus
+	// Untracked counts packets of flows not in the conntrack forwarded
+	// without an insert: the VIP was above its new_flow_rate.
+	Untracked uint64 `json:"untracked" metric:"vip_xdp_untracked_total" help:"Packets of an xdp VIP's flows forwarded without a conntrack entry, over new_flow_rate." text:"xdp guards/untracked"`
+}
+
+// XDPGuardStatus holds what the XDP program's guards dropped for a VIP:
+// an xdp VIP's (inside XDPVIPStatus), or a proxy VIP's whose packets the
+// program sees first (VIPStatus.XDPGuard).
+type XDPGuardStatus struct {
+	ACLDrops     uint64 `json:"acl_drops" metric:"vip_xdp_acl_drops_total" help:"Packets the XDP program dropped for the VIP's allow/deny (xdp VIPs, and proxy VIPs it guards)." text:"xdp guards/acl-drops"` // clients refused by allow/deny
+	SYNRateDrops uint64 `json:"syn_rate_drops" metric:"vip_xdp_syn_rate_drops_total" help:"SYNs to the VIP the XDP program dropped over [xdp] syn_rate_per_source." text:"xdp guards/syn-rate-drops"`         // SYNs over [xdp] syn_rate_per_source
+}
+
+// SNIStatus is a VIP's SNI routing: its routes and what matched none.
+type SNIStatus struct {
+	Timeout time.Duration `json:"timeout_ns"`
+	NoMatch string        `json:"no_match"` // default | close
+	Routes  []RouteStatus `json:"routes"`
+	// Connections the VIP's own backends took for want of a route.
+	Default uint64 `json:"default"`
+	// Clients with a name no route lists or no name; not TLS or
+	// malformed; no whole ClientHello within sni_timeout (reset).
+	NoMatchCount uint64 `json:"sni_no_match"`
+	NotTLS       uint64 `json:"sni_not_tls"`
+	Timeouts     uint64 `json:"sni_timeout"`
+}
+
+// RouteStatus is one SNI route of a VIP in status.
+type RouteStatus struct {
+	Name      string          `json:"name"`
+	Names     []string        `json:"names"`
+	Algorithm string          `json:"algorithm"`
+	Eligible  int             `json:"eligible"`
+	Routed    uint64          `json:"routed"` // connections its names brought
+	Backends  []BackendStatus `json:"backends"`
+}
+
+// NameStatus is what a named backend's name answered.
+type NameStatus struct {
+	Backend string `json:"backend"` // the named backend's identity
+	Lookup  string `json:"lookup"`  // name:port or the SRV name
+	// Addresses are the last good answer, in use; empty: the name has
+	// never resolved and the backend is absent.
+	Addresses []string `json:"addresses"`
+	// AnswerAge is how long ago a lookup last gave a good answer (0: never).
+	AnswerAge float64 `json:"answer_age_seconds"`
+	// Error is the last lookup's error while lookups fail (the last good
+	// answer stays in use); FailingFor how long they have.
+	Error      string  `json:"error,omitempty"`
+	FailingFor float64 `json:"failing_for_seconds,omitempty"`
+	Errors     uint64  `json:"errors"` // failed or empty lookups since the name was first watched
+}
