@@ -51,11 +51,8 @@ func cmdDecap(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("decap", stdout, stderr)
 	iface := f.String("iface", "", "the backend's interface")
 	mode := f.String("mode", "driver", "driver (native XDP) or generic")
-	if code, ok := f.parse(args[1:]); !ok {
+	if code, ok := f.parseNoArgs(args[1:]); !ok {
 		return code
-	}
-	if !f.noArgs() {
-		return 2
 	}
 	if *iface == "" {
 		f.usageError("--iface is required")
