@@ -40,10 +40,17 @@ func (h *handlers) reload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.d.Reload(r.Context())
+	writeResult(w, res, res.OK, err)
+}
+
+// writeResult answers a reload or upgrade: 503 with err if it could not
+// be tried, 422 with res if it was tried and failed (ok false), else 200
+// with res.
+func writeResult(w http.ResponseWriter, res any, ok bool, err error) {
 	switch {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err)
-	case !res.OK:
+	case !ok:
 		writeJSON(w, http.StatusUnprocessableEntity, res)
 	default:
 		writeJSON(w, http.StatusOK, res)
@@ -78,14 +85,7 @@ func (h *handlers) upgrade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := u.Upgrade(r.Context(), req)
-	switch {
-	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, err)
-	case !res.OK:
-		writeJSON(w, http.StatusUnprocessableEntity, res)
-	default:
-		writeJSON(w, http.StatusOK, res)
-	}
+	writeResult(w, res, res.OK, err)
 }
 
 // override sets o on the backend the path names.
