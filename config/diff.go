@@ -107,23 +107,37 @@ type DiffOptions struct {
 // admin API prints it) to next would change, and when each change takes
 // effect, as l4/reconcile applies it. It reads nothing but its arguments.
 func Diff(running, next *Config, opts DiffOptions) Changes {
+	return Changes{Global: diffSettings(running, next, opts), VIPs: diffVIPs(running, next)}
+}
+
+// diffSettings compares the process-wide tables: [global], [xdp], [bgp].
+func diffSettings(running, next *Config, opts DiffOptions) []Change {
 	loaded := opts.XDPLoaded || running.HasXDPVIP()
-	return Changes{
-		Global: slices.Concat(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, next.HasXDPVIP()), diffBGP(running.BGP, next.BGP)),
-		VIPs:   diffVIPs(running, next),
-	}
+	return slices.Concat(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, next.HasXDPVIP()), diffBGP(running.BGP, next.BGP))
 }
 
 // RestartOnly lists the keys (global.pipe_size, xdp.interface...) whose
 // change a reload from running to next cannot apply. It takes the XDP
 // program as loaded when running has an [xdp] table.
 func RestartOnly(running, next *Config) []string {
-	c := Diff(running, next, DiffOptions{XDPLoaded: running.XDP != nil})
+	c := Changes{Global: diffSettings(running, next, DiffOptions{XDPLoaded: running.XDP != nil})}
 	var keys []string
 	for _, ch := range c.NeedRestart() {
 		keys = append(keys, ch.Key)
 	}
 	return keys
+}
+
+// PlanReload is what a reload from running to next does to the config,
+// in one place for the daemon: problems that refuse it (CheckReload), else
+// the config it leaves in force (InForce) and the changed keys only a
+// restart applies (RestartOnly). The VIPs are compared once, by the
+// runtime that applies inForce.
+func PlanReload(running, next *Config) (inForce *Config, restartOnly []string, problems []Problem) {
+	if problems := CheckReload(running, next); len(problems) > 0 {
+		return nil, nil, problems
+	}
+	return InForce(running, next), RestartOnly(running, next), nil
 }
 
 // RestartWarnings are the warnings `l4lb check` gives, with and without

@@ -76,7 +76,8 @@ func (d *daemon) logWarnings(warnings []config.Problem) {
 func (d *daemon) applyFile(running *config.Config) (cfg *config.Config, warnings []config.Problem, restart []string, err error) {
 	cfg, warnings, err = LoadChecked(d.path)
 	if err == nil {
-		if problems := config.CheckReload(running, cfg); len(problems) > 0 {
+		var problems []config.Problem
+		if cfg, restart, problems = config.PlanReload(running, cfg); len(problems) > 0 {
 			err = &config.Error{Problems: problems}
 		}
 	}
@@ -85,8 +86,6 @@ func (d *daemon) applyFile(running *config.Config) (cfg *config.Config, warnings
 		return nil, nil, nil, err
 	}
 	d.logWarnings(warnings)
-	restart = config.RestartOnly(running, cfg)
-	cfg = config.InForce(running, cfg)
 	if err := d.rt.Apply(cfg); err != nil {
 		d.log.Error("reload failed, running config kept", zap.Error(err))
 		return nil, nil, nil, err
