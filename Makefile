@@ -18,7 +18,7 @@ DOCDIR     ?= $(PREFIX)/share/doc/l4lb
 SYSCONFDIR ?= /etc
 INSTALL    ?= install
 
-.PHONY: all build test generate generate-check demo demo-ecmp bench bench-xdp fuzz soak stress lint clean install uninstall
+.PHONY: all build test generate generate-check docs demo demo-ecmp bench bench-xdp fuzz soak stress lint clean install uninstall
 
 all: build
 
@@ -51,6 +51,12 @@ fuzz:
 
 generate:
 	$(GO) generate ./...
+
+# docs: docs/configuration.md from the key tables of config/keys_*.go
+# (also part of generate); config/cmd/configdoc's test fails while the
+# page in the tree differs from them.
+docs:
+	$(GO) run ./config/cmd/configdoc -o docs/configuration.md
 
 # The generated BPF objects and bindings are committed (go build needs no
 # clang); CI regenerates them and fails when they differ from the C sources.

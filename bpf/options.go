@@ -5,6 +5,8 @@ package bpf
 import (
 	"errors"
 	"fmt"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // Defaults for the zero fields of Options.
@@ -81,27 +83,15 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// AttachMode says where in the receive path an XDP program runs.
-type AttachMode uint8
+// AttachMode says where in the receive path an XDP program runs: l4's
+// type, named in the config ([xdp] attach) and declared there.
+type AttachMode = l4.AttachMode
 
+// The attach modes, as l4 declares them.
 const (
-	// AttachDriver runs the program in the NIC driver (native XDP), before
-	// any allocation; the interface's driver must support XDP.
-	AttachDriver AttachMode = iota
-	// AttachGeneric runs it after the kernel has built an skb: works on
-	// every interface, at a fraction of native speed.
-	AttachGeneric
+	AttachDriver  = l4.AttachDriver
+	AttachGeneric = l4.AttachGeneric
 )
-
-func (m AttachMode) String() string {
-	switch m {
-	case AttachDriver:
-		return "driver"
-	case AttachGeneric:
-		return "generic"
-	}
-	return fmt.Sprintf("attach(%d)", uint8(m))
-}
 
 var (
 	// ErrNotSupported wraps failures caused by a kernel or driver that

@@ -50,52 +50,16 @@ type BGPPeer struct {
 // CommunityString formats a community as "ASN:value".
 func CommunityString(c uint32) string { return fmt.Sprintf("%d:%d", c>>16, c&0xffff) }
 
-func buildBGP(p *problems, x *rawBGP) *BGP {
-	if x == nil {
+// buildBGP resolves and checks [bgp]; nil when the file has none.
+func buildBGP(p *problems, file rawTable) *BGP {
+	if !file.has("bgp") {
 		return nil
 	}
-	l := newLayer(p, "", "bgp", "")
-	var none opt[string]
-	out := &BGP{
-		ASN:           asn(l, "asn", x.ASN),
-		HoldTime:      l.duration("hold_time", x.HoldTime, none, 9*time.Second, span(3*time.Second, 65535*time.Second)),
-		ConnectRetry:  l.duration("connect_retry", x.ConnectRetry, none, time.Second, span(time.Second, 10*time.Minute)),
-		ShutdownGrace: l.duration("shutdown_grace", x.ShutdownGrace, none, 2*time.Second, span(0, 5*time.Minute)),
-	}
-	if rid := l.str("router_id", x.RouterID, none, ""); rid == "" {
-		l.problem("router_id", "is required: an IPv4 address that names this speaker")
-	} else if a, err := netip.ParseAddr(rid); err != nil || !a.Is4() {
-		l.problem("router_id", "%q must be an IPv4 address", rid)
-	} else {
-		out.RouterID = a
-	}
-	if nh := l.str("next_hop", x.NextHop, none, ""); nh != "" {
-		a, err := netip.ParseAddr(nh)
-		if err != nil || a.Zone() != "" || a.IsUnspecified() {
-			l.problem("next_hop", "%q must be an IP address", nh)
-		}
-		out.NextHop = a.Unmap()
-	}
-	for i, e := range value(l, "communities", x.Communities, opt[[]any]{}, nil, "an array of communities") {
-		c, err := parseCommunity(e)
-		if err != nil {
-			l.problem("communities", "[%d] %v", i, err)
-			continue
-		}
-		out.Communities = append(out.Communities, c)
-	}
-	out.Peers = buildBGPPeers(p, x.Peers)
+	own := file.table("bgp")
+	out := &BGP{}
+	resolveKeys(newLayer(p, "", "bgp", ""), bgpKeys, own, nil, out)
+	out.Peers = buildBGPPeers(p, own.tables("peer"))
 	return out
-}
-
-func asn(l *layer, key string, v opt[int64]) uint32 {
-	n := l.integer(key, v, opt[int64]{}, 0, span[int64](0, 1<<32-1))
-	if !l.has(key) {
-		l.problem(key, "is required: an AS number")
-	} else if n == 0 && l.ok(key) {
-		l.problem(key, "must be 1..4294967295")
-	}
-	return uint32(n)
 }
 
 // parseCommunity parses a standard community "ASN:value" (RFC 1997).
@@ -113,35 +77,21 @@ func parseCommunity(e any) (uint32, error) {
 	return uint32(a)<<16 | uint32(b), nil
 }
 
-func buildBGPPeers(p *problems, raws []rawBGPPeer) []BGPPeer {
+func buildBGPPeers(p *problems, raws []rawTable) []BGPPeer {
 	if len(raws) == 0 {
 		p.add("", "bgp.peer", "no [[bgp.peer]] table: at least one peer is required")
 	}
 	seen := map[netip.Addr]bool{}
 	var out []BGPPeer
-	for i := range raws {
+	for i, raw := range raws {
 		l := newLayer(p, "", fmt.Sprintf("bgp.peer[%d]", i), "")
-		r := &raws[i]
-		var none opt[string]
-		peer := BGPPeer{
-			ASN:      asn(l, "asn", r.ASN),
-			Password: l.str("password", r.Password, none, ""),
-			HoldTime: l.duration("hold_time", r.HoldTime, none, 0, span(3*time.Second, 65535*time.Second)),
-			Port:     uint16(l.integer("port", r.Port, opt[int64]{}, 179, span[int64](1, 65535))),
+		var peer BGPPeer
+		resolveKeys(l, peerKeys, raw, nil, &peer)
+		if a := peer.Address; a.IsValid() && seen[a] {
+			l.problem("address", "%s is already a peer", a)
+			peer.Address = netip.Addr{}
 		}
-		addr := l.str("address", r.Address, none, "")
-		a, err := netip.ParseAddr(addr)
-		switch {
-		case addr == "":
-			l.problem("address", "is required: the peer's IP address")
-		case err != nil || a.Zone() != "" || a.IsUnspecified():
-			l.problem("address", "%q must be an IP address", addr)
-		case seen[a.Unmap()]:
-			l.problem("address", "%s is already a peer", a.Unmap())
-		default:
-			peer.Address = a.Unmap()
-			seen[peer.Address] = true
-		}
+		seen[peer.Address] = true
 		out = append(out, peer)
 	}
 	return out
@@ -154,36 +104,13 @@ func formatBGP(w *tomlWriter, b *BGP, opts FormatOptions) {
 		return
 	}
 	w.table("bgp")
-	w.int("asn", int(b.ASN))
-	w.str("router_id", b.RouterID.String())
-	if b.NextHop.IsValid() {
-		w.str("next_hop", b.NextHop.String())
-	}
-	if len(b.Communities) > 0 {
-		cs := make([]string, len(b.Communities))
-		for i, c := range b.Communities {
-			cs[i] = CommunityString(c)
-		}
-		w.raw("communities", stringList(cs))
-	}
-	w.dur("hold_time", b.HoldTime)
-	w.dur("connect_retry", b.ConnectRetry)
-	w.dur("shutdown_grace", b.ShutdownGrace)
+	writeKeys(w, bgpKeys, b)
 	for _, p := range b.Peers {
+		if p.Password != "" && !opts.ShowSecrets {
+			p.Password = Redacted
+		}
 		w.array("bgp.peer")
-		w.str("address", p.Address.String())
-		w.int("asn", int(p.ASN))
-		if p.Password != "" {
-			pw := Redacted
-			if opts.ShowSecrets {
-				pw = p.Password
-			}
-			w.str("password", pw)
-		}
-		if p.HoldTime > 0 {
-			w.dur("hold_time", p.HoldTime)
-		}
-		w.int("port", int(p.Port))
+		writeKeys(w, peerKeys, &p)
 	}
 }
 

@@ -40,8 +40,8 @@ func (c *Config) VIP(name string) *VIP {
 
 // Global holds process-wide settings ([global]).
 type Global struct {
-	LogLevel  string // debug | info | warn | error; default info
-	LogFormat string // console | json; default console
+	LogLevel  l4.LogLevel  // debug | info | warn | error; default info
+	LogFormat l4.LogFormat // console | json; default console
 	// AdminSocket is the Unix socket of the admin/status API: an absolute
 	// path, default /run/l4lb/admin.sock. The file value "off" disables the
 	// API and reads here as "".
@@ -111,22 +111,22 @@ type VIP struct {
 	// does not dominate and a far backend still gets flows under load.
 	// Default 1ms; 0..10s.
 	LeastTimeBias   time.Duration
-	LeastTimeAlpha  float64 // EWMA weight of a new sample, (0,1]; default 0.3
-	LeastTimeMetric string  // connect | first_byte; default connect
+	LeastTimeAlpha  float64      // EWMA weight of a new sample, (0,1]; default 0.3
+	LeastTimeMetric l4.RTTMetric // connect | first_byte; default connect
 
 	// TCP proxy behaviour (protocol tcp, mode proxy).
-	ConnectTimeout time.Duration // default 2s; 1ms..5m
-	Retries        int           // extra backends tried after a failed connect; 0..15; default 2
-	IdleTimeout    time.Duration // no bytes either way for this long closes the connection; default 1h; 1s..168h
-	KeepAlive      time.Duration // TCP keepalive idle time on both sides; default 60s; 0 = off, else 1s..2h
-	MaxConns       int           // 0 = unlimited (default), up to 10M; at the limit the VIP stops accepting (clients wait in the listen backlog); proxy mode, tcp or udp
-	ProxyProtocol  string        // off | v1 | v2; default off; always off for other VIPs
+	ConnectTimeout time.Duration   // default 2s; 1ms..5m
+	Retries        int             // extra backends tried after a failed connect; 0..15; default 2
+	IdleTimeout    time.Duration   // no bytes either way for this long closes the connection; default 1h; 1s..168h
+	KeepAlive      time.Duration   // TCP keepalive idle time on both sides; default 60s; 0 = off, else 1s..2h
+	MaxConns       int             // 0 = unlimited (default), up to 10M; at the limit the VIP stops accepting (clients wait in the listen backlog); proxy mode, tcp or udp
+	ProxyProtocol  l4.ProxyVersion // off | v1 | v2; default off; always off for other VIPs
 	// AcceptProxyProtocol (off | v1 | v2 | any; default off) makes every
 	// client send a PROXY header first: l4lb runs behind another balancer
 	// and keeps the original client address. Only from a network in
 	// AcceptProxyProtocolFrom (required when on); within connect_timeout.
 	// tcp VIPs in proxy mode only.
-	AcceptProxyProtocol     string
+	AcceptProxyProtocol     l4.ProxyAccept
 	AcceptProxyProtocolFrom []netip.Prefix
 	// Freebind binds the listener before its address is on an interface
 	// (IP_FREEBIND), for keepalived or a BGP speaker that adds it later;
@@ -167,7 +167,7 @@ type VIP struct {
 	// name no route lists, no name, not TLS or a malformed hello):
 	// "default" (the VIP's own backends; the default) or "close" (reset,
 	// no backend dialed). Counted either way (sni_no_match, sni_not_tls).
-	SNINoMatch string
+	SNINoMatch l4.SNINoMatch
 	// AffinityTimeout > 0 keeps a client address on its last backend for
 	// this long; default 0; up to 24h.
 	AffinityTimeout time.Duration
@@ -222,7 +222,7 @@ type VIP struct {
 	// eligible: "first" (the first eligible one in file order, HAProxy's
 	// default) or "all" (HAProxy `option allbackups`, nginx); default
 	// "first".
-	BackupMode string
+	BackupMode l4.BackupMode
 
 	Health   Health
 	Backends []Backend
@@ -253,7 +253,7 @@ type Health struct {
 	MaxFails    int
 	FailTimeout time.Duration
 	SlowStart   time.Duration // ramp the weight over this after recovery; 0 = off (default); up to 1h
-	OnDown      string        // keep | reset; default keep
+	OnDown      l4.OnDown     // keep | reset; default keep
 	// SendProxy is the PROXY protocol header every check connection
 	// starts with (HAProxy's check-send-proxy): off, v1 or v2, the VIP's
 	// proxy_protocol version. The file's send_proxy (true or false)
@@ -261,7 +261,7 @@ type Health struct {
 	// the backend's own port (port = 0), as HAProxy's checks do: a backend
 	// that requires the header for traffic requires it for checks too.
 	// Always off for type none.
-	SendProxy string
+	SendProxy l4.ProxyVersion
 
 	// send_expect: at least one of Send, Expect, ExpectRegex not empty; each at most 4096 bytes.
 	Send        []byte // from send (string) or send_hex (hex, spaces allowed); not both
@@ -279,7 +279,7 @@ type Health struct {
 	User     string
 	Password string
 	Database string
-	Role     string // any | primary | replica; default any (postgres and mysql only; other than any needs User)
+	Role     l4.DBRole // any | primary | replica; default any (postgres and mysql only; other than any needs User)
 }
 
 // Backend is one backend of a VIP ([[vip.backend]]).
@@ -364,9 +364,9 @@ func (b Backend) ID() string {
 
 // XDP holds fast-path settings ([xdp]).
 type XDP struct {
-	Interface string // required; a Linux interface name
-	Attach    string // driver | generic; default driver
-	PinPath   string // absolute path, or "" (default) = maps are not pinned
+	Interface string        // required; a Linux interface name
+	Attach    l4.AttachMode // driver | generic; default driver
+	PinPath   string        // absolute path, or "" (default) = maps are not pinned
 	// ConntrackSize is the flow table's capacity in flows (an LRU: the
 	// least recently seen flow makes room); default 1048576, about 120
 	// bytes of kernel memory each; 1024..67108864.

@@ -46,10 +46,10 @@ func TestExampleLoads(t *testing.T) {
 		t.Error("VIP(nope) != nil")
 	}
 	ws := c.VIP("websocket")
-	if !ws.Health.WebSocket || ws.Health.Status != 101 || ws.ProxyProtocol != "v2" || !ws.DeferAccept {
+	if !ws.Health.WebSocket || ws.Health.Status != 101 || ws.ProxyProtocol != l4.ProxyV2 || !ws.DeferAccept {
 		t.Errorf("websocket VIP: %+v", ws)
 	}
-	if dns := c.VIP("dns"); dns.UDPResponses != 1 || dns.Protocol != l4.UDP || dns.ProxyProtocol != "off" {
+	if dns := c.VIP("dns"); dns.UDPResponses != 1 || dns.Protocol != l4.UDP || dns.ProxyProtocol != l4.ProxyOff {
 		t.Errorf("dns VIP: %+v", dns)
 	}
 }
@@ -210,7 +210,7 @@ protocol = "udp"
 `)
 	b, o, u := c.VIP("builtin"), c.VIP("own"), c.VIP("udp")
 	// built-in < [defaults]
-	if b.ConnectTimeout != 5*time.Second || b.Retries != 4 || b.IdleTimeout != time.Hour || b.ProxyProtocol != "v1" || !b.DeferAccept || b.FirstByteTimeout != 3*time.Second {
+	if b.ConnectTimeout != 5*time.Second || b.Retries != 4 || b.IdleTimeout != time.Hour || b.ProxyProtocol != l4.ProxyV1 || !b.DeferAccept || b.FirstByteTimeout != 3*time.Second {
 		t.Errorf("builtin VIP: %+v", b)
 	}
 	if b.Health.Interval != 3*time.Second || b.Health.Rise != 5 || b.Health.Fall != 3 || b.Health.Path != "/healthz" || b.Health.Status != 200 {
@@ -220,14 +220,14 @@ protocol = "udp"
 		t.Errorf("builtin VIP balancing: %+v", b)
 	}
 	// [defaults] < VIP; send_hex replaces the default send
-	if o.ConnectTimeout != 7*time.Second || o.Retries != 4 || o.ProxyProtocol != "off" || o.DeferAccept || o.FirstByteTimeout != 0 {
+	if o.ConnectTimeout != 7*time.Second || o.Retries != 4 || o.ProxyProtocol != l4.ProxyOff || o.DeferAccept || o.FirstByteTimeout != 0 {
 		t.Errorf("own VIP: %+v", o)
 	}
 	if o.Health.Rise != 1 || string(o.Health.Send) != "PO" || o.Health.Path != "" {
 		t.Errorf("own VIP health: %+v", o.Health)
 	}
 	// [defaults] keys that do not apply are ignored, not errors
-	if u.SessionTimeout != 10*time.Second || u.ProxyProtocol != "off" || u.DeferAccept || u.FirstByteTimeout != 0 || u.Health.Send != nil || u.Health.Path != "" {
+	if u.SessionTimeout != 10*time.Second || u.ProxyProtocol != l4.ProxyOff || u.DeferAccept || u.FirstByteTimeout != 0 || u.Health.Send != nil || u.Health.Path != "" {
 		t.Errorf("udp VIP: %+v", u)
 	}
 }
@@ -249,7 +249,7 @@ mode = "xdp"
 	if v.Algorithm != l4.Maglev || v.HashKey != l4.HashFiveTuple || v.Forward != l4.ForwardIPIP || v.Protocol != l4.TCP {
 		t.Errorf("xdp VIP: %+v", v)
 	}
-	if c.Global.AdminSocket != "" || c.XDP.Attach != "driver" || c.Global.PipeSize != 1<<20 {
+	if c.Global.AdminSocket != "" || c.XDP.Attach != l4.AttachDriver || c.Global.PipeSize != 1<<20 {
 		t.Errorf("global %+v, xdp %+v", c.Global, c.XDP)
 	}
 }

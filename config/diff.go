@@ -107,23 +107,37 @@ type DiffOptions struct {
 // admin API prints it) to next would change, and when each change takes
 // effect, as l4/reconcile applies it. It reads nothing but its arguments.
 func Diff(running, next *Config, opts DiffOptions) Changes {
+	return Changes{Global: diffSettings(running, next, opts), VIPs: diffVIPs(running, next)}
+}
+
+// diffSettings compares the process-wide tables: [global], [xdp], [bgp].
+func diffSettings(running, next *Config, opts DiffOptions) []Change {
 	loaded := opts.XDPLoaded || running.HasXDPVIP()
-	return Changes{
-		Global: slices.Concat(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, next.HasXDPVIP()), diffBGP(running.BGP, next.BGP)),
-		VIPs:   diffVIPs(running, next),
-	}
+	return slices.Concat(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, next.HasXDPVIP()), diffBGP(running.BGP, next.BGP))
 }
 
 // RestartOnly lists the keys (global.pipe_size, xdp.interface...) whose
 // change a reload from running to next cannot apply. It takes the XDP
 // program as loaded when running has an [xdp] table.
 func RestartOnly(running, next *Config) []string {
-	c := Diff(running, next, DiffOptions{XDPLoaded: running.XDP != nil})
+	c := Changes{Global: diffSettings(running, next, DiffOptions{XDPLoaded: running.XDP != nil})}
 	var keys []string
 	for _, ch := range c.NeedRestart() {
 		keys = append(keys, ch.Key)
 	}
 	return keys
+}
+
+// PlanReload is what a reload from running to next does to the config,
+// in one place for the daemon: problems that refuse it (CheckReload), else
+// the config it leaves in force (InForce) and the changed keys only a
+// restart applies (RestartOnly). The VIPs are compared once, by the
+// runtime that applies inForce.
+func PlanReload(running, next *Config) (inForce *Config, restartOnly []string, problems []Problem) {
+	if problems := CheckReload(running, next); len(problems) > 0 {
+		return nil, nil, problems
+	}
+	return InForce(running, next), RestartOnly(running, next), nil
 }
 
 // RestartWarnings are the warnings `l4lb check` gives, with and without
@@ -145,10 +159,10 @@ func RestartWarnings(running, next *Config) []Problem {
 // it really uses. next is not modified.
 func InForce(running, next *Config) *Config {
 	out := *next
-	keepRestartOnly(globalSettings, &out.Global, &running.Global)
+	keepRestartOnly(globalKeys, &out.Global, &running.Global)
 	if running.XDP != nil && next.XDP != nil {
 		x := *next.XDP
-		keepRestartOnly(xdpSettings, &x, running.XDP)
+		keepRestartOnly(xdpKeys, &x, running.XDP)
 		out.XDP = &x
 	}
 	return &out
@@ -231,14 +245,7 @@ func removedVIP(o *VIP, running, next *Config) VIPChange {
 func changedVIP(o, v *VIP) *VIPChange {
 	c := vipChange(OpChange, v)
 	c.Line = v.Line
-	if o.Name != v.Name {
-		c.Settings = append(c.Settings, Change{Key: "name", Old: o.Name, New: v.Name, Effect: EffectNow, Note: "status and metrics use the new name"})
-	}
 	moved := o.Mode != v.Mode
-	if moved {
-		c.Settings = append(c.Settings, Change{Key: "mode", Old: o.Mode.String(), New: v.Mode.String(), Effect: EffectVIPRestart,
-			Note: "it starts anew on the other data plane, with every backend new (health unknown)"})
-	}
 	c.Settings = append(c.Settings, vipSettings(o, v)...)
 	c.Settings = append(c.Settings, healthSettings(&o.Health, &v.Health)...)
 	c.Members = backendChanges(o, v)

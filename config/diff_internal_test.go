@@ -1,12 +1,15 @@
-// Diff knows every setting: a field added to the config without a line
-// in diffkeys.go fails here.
+// Diff knows every setting: a field added to the config without a row in
+// its key table fails here.
 
 package config
 
 import (
+	"net/netip"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // bump changes the value of field f, whatever its kind; false when it
@@ -19,12 +22,26 @@ func bump(f reflect.Value) bool {
 		f.SetBool(!f.Bool())
 	case reflect.Int, reflect.Int64:
 		f.SetInt(f.Int() + int64(time.Second))
-	case reflect.Uint8:
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
 		f.SetUint(f.Uint() + 1)
 	case reflect.Float64:
 		f.SetFloat(f.Float() + 0.25)
 	case reflect.Slice:
 		f.Set(reflect.MakeSlice(f.Type(), 1, 1)) // one zero element: a list that differs from none
+	case reflect.Struct:
+		switch f.Interface().(type) {
+		case netip.AddrPort:
+			f.Set(reflect.ValueOf(netip.MustParseAddrPort("198.18.0.1:1")))
+		case netip.Addr:
+			f.Set(reflect.ValueOf(netip.MustParseAddr("198.18.0.1")))
+		default: // a table of the config (Health): bump its first field that can be
+			for i := range f.NumField() {
+				if f.Type().Field(i).IsExported() && bump(f.Field(i)) {
+					return true
+				}
+			}
+			return false
+		}
 	default:
 		return false
 	}
@@ -47,40 +64,39 @@ func everyField[T any](t *testing.T, skip map[string]bool, diff func(o, v *T) []
 			continue
 		}
 		if len(diff(&o, &v)) == 0 {
-			t.Errorf("%s.%s changed, and Diff does not see it: add it to diffkeys.go", typ.Name(), name)
+			t.Errorf("%s.%s changed, and Diff does not see it: give it a row in its key table", typ.Name(), name)
 		}
 	}
 }
 
-func all(string) bool { return true }
+func all[S any](*key[S]) bool { return true }
 
 func TestDiffKnowsEveryField(t *testing.T) {
 	everyField(t, nil, func(o, v *Global) []Change { return diffGlobal(o, v) })
-	everyField(t, nil, func(o, v *XDP) []Change { return compare(xdpSettings, "", o, v, all) })
-	everyField(t, nil, func(o, v *Health) []Change { return compare(healthSettingList, "", o, v, all) })
-	// Compared elsewhere: the key (listen, protocol), name and mode in
-	// changedVIP, health and backends on their own.
-	skip := map[string]bool{"Listen": true, "Protocol": true, "Name": true, "Mode": true, "Health": true, "Backends": true, "Line": true}
-	everyField(t, skip, func(o, v *VIP) []Change { return compare(vipSettingList, "", o, v, all) })
-	// Name, Address (or Host and Port, or SRV), Weight, Backup, MaxConns
-	// and MaxSessions make a backend; Line is where it is.
-	var b Backend
-	if n := reflect.TypeOf(b).NumField(); n != 10 {
-		t.Errorf("Backend has %d fields; backendChange compares name, address, srv, weight, backup, max_conns and max_sessions: teach it the new one", n)
-	}
+	everyField(t, nil, func(o, v *XDP) []Change { return compare(xdpKeys, "", o, v, all) })
+	everyField(t, nil, func(o, v *Health) []Change { return compare(healthKeys, "", o, v, all) })
+	// Compared elsewhere: the key (listen, protocol), health and backends
+	// on their own.
+	skip := map[string]bool{"Listen": true, "Protocol": true, "Health": true, "Backends": true, "Line": true}
+	everyField(t, skip, func(o, v *VIP) []Change { return compare(vipKeys, "", o, v, all) })
+	// A backend's Port goes with its Host (name:port); Line is where it is.
+	everyField(t, map[string]bool{"Port": true, "Line": true}, func(o, v *Backend) []Change {
+		c, _ := backendChange(o, v, &VIP{})
+		return c.Changes
+	})
 }
 
 // The restart-only keys are exactly those that l4lb reads once at start.
 func TestRestartOnlyKeys(t *testing.T) {
 	var got []string
-	for _, s := range globalSettings {
-		if s.effect == EffectRestart {
-			got = append(got, "global."+s.key)
+	for _, k := range globalKeys {
+		if k.effect == EffectRestart {
+			got = append(got, "global."+k.name)
 		}
 	}
-	for _, s := range xdpSettings {
-		if s.effect == EffectRestart {
-			got = append(got, "xdp."+s.key)
+	for _, k := range xdpKeys {
+		if k.effect == EffectRestart {
+			got = append(got, "xdp."+k.name)
 		}
 	}
 	want := []string{"global.log_format", "global.admin_socket", "global.metrics_listen", "global.pipe_size", "global.workers", "global.drop_capabilities",
@@ -94,10 +110,10 @@ func TestRestartOnlyKeys(t *testing.T) {
 // config and the next one differ in nothing that needs a restart, and
 // still in everything else.
 func TestInForceKeepsRestartOnlySettings(t *testing.T) {
-	running := &Config{Global: Global{LogFormat: "console", AdminSocket: "/run/a.sock", PipeSize: 1 << 20, Workers: 2, LogLevel: "info"},
-		XDP: &XDP{Interface: "eth1", Attach: "driver", ConntrackSize: 1000, WeightRefresh: time.Second}}
-	next := &Config{Global: Global{LogFormat: "json", AdminSocket: "/run/b.sock", MetricsListen: ":9", PipeSize: 2 << 20, Workers: 4, LogLevel: "debug"},
-		XDP: &XDP{Interface: "eth2", Attach: "generic", PinPath: "/sys/fs/bpf/x", ConntrackSize: 2000, WeightRefresh: 2 * time.Second}}
+	running := &Config{Global: Global{LogFormat: l4.LogConsole, AdminSocket: "/run/a.sock", PipeSize: 1 << 20, Workers: 2, LogLevel: l4.LogInfo},
+		XDP: &XDP{Interface: "eth1", Attach: l4.AttachDriver, ConntrackSize: 1000, WeightRefresh: time.Second}}
+	next := &Config{Global: Global{LogFormat: l4.LogJSON, AdminSocket: "/run/b.sock", MetricsListen: ":9", PipeSize: 2 << 20, Workers: 4, LogLevel: l4.LogDebug},
+		XDP: &XDP{Interface: "eth2", Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/x", ConntrackSize: 2000, WeightRefresh: 2 * time.Second}}
 	if keys := RestartOnly(running, next); len(keys) != 9 {
 		t.Fatalf("restart-only changes before: %v, want all 9", keys)
 	}
@@ -105,20 +121,10 @@ func TestInForceKeepsRestartOnlySettings(t *testing.T) {
 	if keys := RestartOnly(running, inForce); len(keys) != 0 {
 		t.Fatalf("restart-only changes left in force: %v", keys)
 	}
-	if inForce.Global.LogLevel != "debug" || inForce.XDP.WeightRefresh != 2*time.Second {
+	if inForce.Global.LogLevel != l4.LogDebug || inForce.XDP.WeightRefresh != 2*time.Second {
 		t.Fatalf("InForce dropped settings a reload applies: %+v %+v", inForce.Global, inForce.XDP)
 	}
 	if next.Global.PipeSize != 2<<20 || next.XDP.Interface != "eth2" {
 		t.Fatal("InForce modified its argument")
-	}
-	for _, s := range globalSettings {
-		if (s.effect == EffectRestart) != (s.keep != nil) {
-			t.Errorf("global.%s: keep must be set exactly for restart-only keys", s.key)
-		}
-	}
-	for _, s := range xdpSettings {
-		if (s.effect == EffectRestart) != (s.keep != nil) {
-			t.Errorf("xdp.%s: keep must be set exactly for restart-only keys", s.key)
-		}
 	}
 }

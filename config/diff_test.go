@@ -305,4 +305,18 @@ func TestRestartOnly(t *testing.T) {
 	if got := config.RestartOnly(running, next); !slices.Equal(got, want) {
 		t.Fatalf("RestartOnly = %v, want %v", got, want)
 	}
+	// PlanReload: the same keys, and the running values stay in force.
+	inForce, restart, problems := config.PlanReload(running, next)
+	if len(problems) != 0 || !slices.Equal(restart, want) || inForce.XDP.Interface != running.XDP.Interface || inForce.Global.LogLevel != next.Global.LogLevel {
+		t.Fatalf("PlanReload: problems %v, restart %v, in force %+v", problems, restart, inForce.Global)
+	}
+}
+
+// TestPlanReloadRefuses: a file a reload would fail on is refused whole.
+func TestPlanReloadRefuses(t *testing.T) {
+	running := mustParse(t, vipTable("a", "tcp", "198.18.0.1:80", "198.18.1.1:80"))
+	moved := mustParse(t, vipTable("b", "tcp", "0.0.0.0:80", "198.18.1.1:80"))
+	if inForce, restart, problems := config.PlanReload(running, moved); len(problems) != 1 || inForce != nil || restart != nil {
+		t.Fatalf("moving to a wildcard in one reload: in force %v, restart %v, problems %v", inForce, restart, problems)
+	}
 }

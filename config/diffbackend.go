@@ -66,18 +66,12 @@ func backendChange(ob, b *Backend, v *VIP) (BackendChange, bool) {
 	} else if ob.Weight != b.Weight {
 		c.Effect, c.Note = weightEffect(b.Weight, v)
 	}
-	add := func(key, old, cur string) {
-		if old != cur {
-			c.Changes = append(c.Changes, Change{Key: key, Old: old, New: cur, Effect: c.Effect})
+	for i := range backendKeys {
+		k := &backendKeys[i]
+		if old, cur := k.val.text(ob), k.val.text(b); old != cur {
+			c.Changes = append(c.Changes, Change{Key: k.name, Old: old, New: cur, Effect: c.Effect})
 		}
 	}
-	add("name", quoteOrNone(ob.Name), quoteOrNone(b.Name))
-	add("address", orNone(addressText(*ob)), orNone(addressText(*b)))
-	add("srv", quoteOrNone(ob.SRV), quoteOrNone(b.SRV))
-	add("weight", strconv.Itoa(ob.Weight), strconv.Itoa(b.Weight))
-	add("backup", strconv.FormatBool(ob.Backup), strconv.FormatBool(b.Backup))
-	add("max_conns", strconv.Itoa(ob.MaxConns), strconv.Itoa(b.MaxConns))
-	add("max_sessions", strconv.Itoa(ob.MaxSessions), strconv.Itoa(b.MaxSessions))
 	return c, len(c.Changes) > 0
 }
 

@@ -40,30 +40,6 @@ func (b Backend) Lookup() string {
 	return ""
 }
 
-// buildResolve resolves resolvers, resolve_min and resolve_max of [global].
-func buildResolve(l *layer, g *rawGlobal, out *Global) {
-	var none opt[string]
-	out.ResolveMin = l.duration("resolve_min", g.ResolveMin, none, defaultResolveMin, span(100*time.Millisecond, time.Hour))
-	out.ResolveMax = l.duration("resolve_max", g.ResolveMax, none, defaultResolveMax, span(time.Second, 24*time.Hour))
-	if out.ResolveMin > out.ResolveMax {
-		l.problem("resolve_min", "%s is above resolve_max %s", fmtDuration(out.ResolveMin), fmtDuration(out.ResolveMax))
-		out.ResolveMin, out.ResolveMax = defaultResolveMin, defaultResolveMax
-	}
-	for i, e := range value(l, "resolvers", g.Resolvers, opt[[]any]{}, nil, "an array of addresses") {
-		s, ok := e.(string)
-		if !ok {
-			l.problem("resolvers", "[%d] must be an address such as \"198.18.0.53\" or \"198.18.0.53:53\", not %s", i, tomlType(e))
-			continue
-		}
-		ap, err := parseResolver(s)
-		if err != nil {
-			l.problem("resolvers", "[%d] %v", i, err)
-			continue
-		}
-		out.Resolvers = append(out.Resolvers, ap)
-	}
-}
-
 // parseResolver parses ip or ip:port (port 53 when absent).
 func parseResolver(s string) (netip.AddrPort, error) {
 	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
@@ -77,10 +53,10 @@ func parseResolver(s string) (netip.AddrPort, error) {
 }
 
 // backendTarget resolves address or srv of a backend: exactly one of them.
-func backendTarget(l *layer, rb *rawBackend, b *Backend) {
+func backendTarget(l *layer, own rawTable, b *Backend) {
 	var none opt[string]
-	addr := l.str("address", rb.Address, none, "")
-	srv := l.str("srv", rb.SRV, none, "")
+	addr := l.str("address", get[string](own, "address"), none, "")
+	srv := l.str("srv", get[string](own, "srv"), none, "")
 	switch {
 	case l.has("address") && l.has("srv"):
 		l.problem("srv", "a backend has address or srv, not both")

@@ -4,10 +4,11 @@ package config
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // layer resolves the keys of one table into typed values. own is the
@@ -108,25 +109,21 @@ func (l *layer) float(key string, own, def opt[float64], builtin float64) float6
 	return value(l, key, own, def, builtin, "a number")
 }
 
-// oneOf resolves a string that must be one of allowed.
-func (l *layer) oneOf(key string, own, def opt[string], builtin string, allowed ...string) string {
-	s := l.str(key, own, def, builtin)
-	if !slices.Contains(allowed, s) {
-		l.problem(key, "%q is not one of %s", s, strings.Join(allowed, ", "))
-		return builtin
-	}
-	return s
+// enum resolves a string naming one of an enum's values: names lists
+// them all, in the order of their values (l4's XNames functions).
+func enum[T ~uint8](l *layer, key string, own, def opt[string], builtin T, names []string) T {
+	return parsed(l, key, own, def, builtin, func(s string) (T, bool) { return l4.ParseName[T](s, names) }, names)
 }
 
-// enum resolves a string naming one of an enum's values (parse maps a
-// name to its value, names lists them all).
-func enum[T any](l *layer, key string, own, def opt[string], builtin T, parse func(string) (T, error), names []string) T {
+// parsed resolves a string that parse maps to a value; names lists the
+// strings it accepts.
+func parsed[T any](l *layer, key string, own, def opt[string], builtin T, parse func(string) (T, bool), names []string) T {
 	s := l.str(key, own, def, "")
 	if !l.has(key) || l.failed[key] {
 		return builtin
 	}
-	v, err := parse(s)
-	if err != nil {
+	v, ok := parse(s)
+	if !ok {
 		l.problem(key, "%q is not one of %s", s, strings.Join(names, ", "))
 		return builtin
 	}

@@ -24,14 +24,18 @@ func Parse(path string, data []byte) (*Config, error) {
 	if p := checkShape(path, data); p != nil {
 		return nil, &Error{Problems: []Problem{*p}}
 	}
-	var raw rawFile
-	md, err := toml.Decode(string(data), &raw)
+	var shape rawFile
+	md, err := toml.Decode(string(data), &shape)
 	if err != nil {
 		return nil, decodeError(path, data, err)
 	}
+	var tree map[string]any
+	if _, err := toml.Decode(string(data), &tree); err != nil {
+		return nil, decodeError(path, data, err)
+	}
 	p := newProblems(path, indexLines(data))
-	checkUnknown(p, &md, raw.VIPs)
-	c := build(p, &raw)
+	checkUnknown(p, &md, tree)
+	c := build(p, tree)
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -42,17 +46,18 @@ func Parse(path string, data []byte) (*Config, error) {
 }
 
 // build resolves and checks the whole file.
-func build(p *problems, raw *rawFile) *Config {
+func build(p *problems, file rawTable) *Config {
 	c := &Config{
-		Global: buildGlobal(p, &raw.Global),
-		XDP:    buildXDP(p, raw.XDP),
-		BGP:    buildBGP(p, raw.BGP),
+		Global: buildGlobal(p, file.table("global")),
+		XDP:    buildXDP(p, file),
+		BGP:    buildBGP(p, file),
 	}
-	if len(raw.VIPs) == 0 {
+	vips := file.tables("vip")
+	if len(vips) == 0 {
 		p.add("", "vip", "no [[vip]] table: at least one VIP is required")
 	}
-	for i := range raw.VIPs {
-		c.VIPs = append(c.VIPs, buildVIP(p, i, &raw.VIPs[i], &raw.Defaults, c))
+	for i, v := range vips {
+		c.VIPs = append(c.VIPs, buildVIP(p, i, v, file.table("defaults"), c))
 	}
 	checkUnique(p, c.VIPs)
 	checkBindConflicts(p, c)

@@ -15,24 +15,30 @@ import (
 func (l *layer) prefixes(key string, own, def opt[[]any]) []netip.Prefix {
 	raw := value(l, key, own, def, nil, "an array of networks")
 	var out []netip.Prefix
-	for i, e := range raw {
-		s, ok := e.(string)
-		if !ok {
-			l.problem(key, "[%d] must be a network such as \"198.18.0.0/15\", not %s", i, tomlType(e))
-			continue
-		}
+	l.eachString(key, raw, `a network such as "198.18.0.0/15"`, func(i int, s string) {
 		p, err := parsePrefix(s)
-		if err != nil {
+		switch {
+		case err != nil:
 			l.problem(key, "[%d] %q is not a network such as \"198.18.0.0/15\" or an address", i, s)
-			continue
-		}
-		if p != p.Masked() {
+		case p != p.Masked():
 			l.problem(key, "[%d] %q has host bits set (did you mean %q?)", i, s, p.Masked().String())
-			continue
+		default:
+			out = append(out, p)
 		}
-		out = append(out, p)
-	}
+	})
 	return out
+}
+
+// eachString calls fn with each element of the array raw (key's value)
+// that is a string; another element is a problem: it should be what.
+func (l *layer) eachString(key string, raw []any, what string, fn func(i int, s string)) {
+	for i, e := range raw {
+		if s, ok := e.(string); ok {
+			fn(i, s)
+		} else {
+			l.problem(key, "[%d] must be %s, not %s", i, what, tomlType(e))
+		}
+	}
 }
 
 // parsePrefix parses a network or a bare address (a /32 or /128).

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
 )
 
 // TestAcceptProxyProtocol: the keys parse into a mode and normalised
@@ -34,10 +35,10 @@ protocol = "udp"
 `)
 	web, dns := c.VIP("web"), c.VIP("dns")
 	want := []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("2001:db8::7/128"), netip.MustParsePrefix("10.1.0.0/16")}
-	if web.AcceptProxyProtocol != "any" || !slices.Equal(web.AcceptProxyProtocolFrom, want) {
+	if web.AcceptProxyProtocol != l4.AcceptProxyAny || !slices.Equal(web.AcceptProxyProtocolFrom, want) {
 		t.Fatalf("web: %q from %v", web.AcceptProxyProtocol, web.AcceptProxyProtocolFrom)
 	}
-	if dns.AcceptProxyProtocol != "off" || dns.AcceptProxyProtocolFrom != nil {
+	if dns.AcceptProxyProtocol != l4.AcceptProxyOff || dns.AcceptProxyProtocolFrom != nil {
 		t.Fatalf("dns: %q from %v", dns.AcceptProxyProtocol, dns.AcceptProxyProtocolFrom)
 	}
 	next := *c

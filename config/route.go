@@ -5,7 +5,7 @@ package config
 
 import (
 	"fmt"
-	"reflect"
+	"maps"
 	"strings"
 
 	"github.com/l4lb/l4lb/l4"
@@ -38,22 +38,23 @@ type Route struct {
 	Line int
 }
 
-// buildRoutes resolves and checks the VIP's [[vip.route]] tables.
-func buildRoutes(l *layer, rv *rawVIP, def *rawTuning, v *VIP) []Route {
-	if len(rv.Routes) == 0 {
+// buildRoutes resolves and checks the [[vip.route]] tables of the VIP
+// own (its [defaults] are def).
+func buildRoutes(l *layer, own, def rawTable, v *VIP) []Route {
+	raws := own.tables("route")
+	if len(raws) == 0 {
 		return nil
 	}
 	if !isTCPProxy(v) {
 		l.p.add(l.vip, l.own+".route", "SNI routes apply only to tcp VIPs in proxy mode (l4lb reads the TLS ClientHello)")
 		return nil
 	}
-	health := mergeHealth(&rv.Health, &def.Health)
-	out := make([]Route, 0, len(rv.Routes))
+	health := mergeHealth(own.table("health"), def.table("health"))
+	out := make([]Route, 0, len(raws))
 	names, seen := map[string]string{}, map[string]bool{}
-	for k := range rv.Routes {
-		own := fmt.Sprintf("%s.route[%d]", l.own, k)
-		rl := newLayer(l.p, l.vip, own, l.own)
-		r := buildRoute(rl, &rv.Routes[k], v, health)
+	for k, raw := range raws {
+		rl := newLayer(l.p, l.vip, fmt.Sprintf("%s.route[%d]", l.own, k), l.own)
+		r := buildRoute(rl, raw, v, health)
 		if r.Name != "" && seen[r.Name] {
 			rl.problem("name", "route %q is defined twice", r.Name)
 		}
@@ -71,21 +72,12 @@ func buildRoutes(l *layer, rv *rawVIP, def *rawTuning, v *VIP) []Route {
 
 // buildRoute resolves one [[vip.route]] table; health is the table its
 // [vip.route.health] falls back on.
-func buildRoute(l *layer, rr *rawRoute, v *VIP, health *rawHealth) Route {
-	var none opt[string]
-	r := Route{Line: l.p.lines.line(l.own)}
-	r.Name = l.str("name", rr.Name, none, "")
-	switch {
-	case !l.has("name"):
-		l.problem("name", "is required")
-	case l.ok("name"):
-		l.checkName("name", r.Name)
-	}
-	r.Names = routeNames(l, rr.Names)
-	r.Algorithm = enum(l, "algorithm", rr.Algorithm, none, v.Algorithm, l4.ParseAlgorithm, l4.AlgorithmNames())
+func buildRoute(l *layer, own rawTable, v *VIP, health rawTable) Route {
+	r := Route{Line: l.p.lines.line(l.own), Algorithm: v.Algorithm}
+	resolveKeys(l, routeKeys, own, nil, &r)
 	hl := newLayer(l.p, l.vip, l.own+".health", l.def+".health")
-	r.Health = buildHealth(hl, &rr.Health, health, v.Protocol, sentProxyProtocol(v))
-	r.Backends = buildBackends(l, rr.Backends)
+	r.Health = buildHealth(hl, own.table("health"), health, v.Protocol, sentProxyProtocol(v))
+	r.Backends = buildBackends(l, own.tables("backend"))
 	for j, b := range r.Backends {
 		if b.IsNamed() {
 			key := "address"
@@ -105,34 +97,6 @@ func buildRoute(l *layer, rr *rawRoute, v *VIP, health *rawHealth) Route {
 			v.MaglevTableSize, len(r.Backends), 100*len(r.Backends))
 	}
 	return r
-}
-
-// routeNames resolves a route's names: each normalised (lower case, no
-// trailing dot) and checked.
-func routeNames(l *layer, own opt[[]any]) []string {
-	raw := value(l, "names", own, opt[[]any]{}, nil, "an array of server names")
-	if !l.has("names") {
-		l.problem("names", "is required: the server names the route takes, such as [\"api.example.com\", \"*.example.com\"]")
-		return nil
-	}
-	if len(raw) == 0 {
-		l.problem("names", "must list at least one server name")
-	}
-	var out []string
-	for i, e := range raw {
-		s, ok := e.(string)
-		if !ok {
-			l.problem("names", "[%d] must be a server name such as \"api.example.com\", not %s", i, tomlType(e))
-			continue
-		}
-		n := strings.TrimSuffix(strings.ToLower(s), ".")
-		if err := checkServerName(n); err != nil {
-			l.problem("names", "[%d] %q: %v", i, s, err)
-			continue
-		}
-		out = append(out, n)
-	}
-	return out
 }
 
 // checkServerName accepts a DNS name, or "*." and a DNS name of two
@@ -163,13 +127,14 @@ func checkServerName(n string) error {
 
 // mergeHealth returns the health keys a route falls back on: the VIP's
 // own, else [defaults.health].
-func mergeHealth(vip, def *rawHealth) *rawHealth {
-	out := *def
-	src, dst := reflect.ValueOf(vip).Elem(), reflect.ValueOf(&out).Elem()
-	for i := range src.NumField() {
-		if src.Field(i).FieldByName("set").Bool() {
-			dst.Field(i).Set(src.Field(i))
-		}
+func mergeHealth(vip, def rawTable) rawTable {
+	out := maps.Clone(def)
+	if out == nil {
+		out = rawTable{}
 	}
-	return &out
+	for k, v := range vip {
+		maps.DeleteFunc(out, func(d string, _ any) bool { return strings.EqualFold(d, k) })
+		out[k] = v
+	}
+	return out
 }

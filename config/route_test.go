@@ -42,7 +42,7 @@ sni_no_match = "close"
     address = "198.18.1.32:443"
 `)
 	v := c.VIP("tls")
-	if v.SNITimeout.String() != "2s" || v.SNINoMatch != "close" || len(v.Routes) != 2 {
+	if v.SNITimeout.String() != "2s" || v.SNINoMatch != l4.SNINoMatchClose || len(v.Routes) != 2 {
 		t.Fatalf("sni_timeout %v, sni_no_match %q, %d routes", v.SNITimeout, v.SNINoMatch, len(v.Routes))
 	}
 	api, ws := v.Routes[0], v.Routes[1]
@@ -55,7 +55,7 @@ sni_no_match = "close"
 	if ws.Algorithm != l4.Maglev || ws.Health.Type != l4.CheckHTTP || ws.Health.Path != "/health" || ws.Health.Rise != 4 || len(ws.Backends) != 2 || ws.Line == 0 {
 		t.Errorf("ws route: %+v", ws)
 	}
-	if other := mustParse(t, oneVIP("")).VIP("pg"); other.SNITimeout.String() != "5s" || other.SNINoMatch != "default" || other.Routes != nil {
+	if other := mustParse(t, oneVIP("")).VIP("pg"); other.SNITimeout.String() != "5s" || other.SNINoMatch != l4.SNINoMatchDefault || other.Routes != nil {
 		t.Errorf("a VIP without routes: %v %q %v", other.SNITimeout, other.SNINoMatch, other.Routes)
 	}
 }

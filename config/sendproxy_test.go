@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
 )
 
 func TestHealthSendProxy(t *testing.T) {
@@ -27,13 +28,13 @@ func TestHealthSendProxy(t *testing.T) {
 			t.Errorf("%s: %v\n%s", c.name, err, src)
 			continue
 		}
-		if got := cfg.VIPs[0].Health.SendProxy; got != c.want {
+		if got := cfg.VIPs[0].Health.SendProxy; got.String() != c.want {
 			t.Errorf("%s: SendProxy = %q, want %q", c.name, got, c.want)
 		}
 	}
 	// From [defaults.health]: only the VIPs that send a header send it in checks.
 	cfg, err := config.Parse("test.toml", []byte("[defaults.health]\nsend_proxy = true\n"+oneVIP("")))
-	if err != nil || cfg.VIPs[0].Health.SendProxy != "off" {
+	if err != nil || cfg.VIPs[0].Health.SendProxy != l4.ProxyOff {
 		t.Errorf("send_proxy from [defaults.health] on a VIP without proxy_protocol: %v", err)
 	}
 }

@@ -18,7 +18,8 @@ import (
 // (vip.health.intervall); the line index has every key with its indexes
 // (vip[1].health.intervall), so each unknown key is looked up there. A key
 // the index missed is still reported, without a line.
-func checkUnknown(p *problems, md *toml.MetaData, vips []rawVIP) {
+func checkUnknown(p *problems, md *toml.MetaData, file rawTable) {
+	vips := file.tables("vip")
 	unknown := unknownKeys(md)
 	found := map[string]bool{}
 	for _, e := range p.lines.entries {
@@ -39,13 +40,17 @@ func checkUnknown(p *problems, md *toml.MetaData, vips []rawVIP) {
 	}
 }
 
-// unknownKeys returns the outermost keys the decoder did not use, and keys
-// that are not lower case (the decoder matches field names without regard
-// to case, the schema does not), by Key.String().
+// unknownKeys returns the outermost keys that no key table has (the
+// decoder of the file's shape leaves every key undecoded), and keys that
+// are not lower case (the decoder matches field names without regard to
+// case, the schema does not), by Key.String().
 func unknownKeys(md *toml.MetaData) map[string]toml.Key {
 	bad := map[string]bool{}
+	known := schema{}
 	for _, k := range md.Undecoded() {
-		bad[k.String()] = true
+		if !known.has(k) {
+			bad[k.String()] = true
+		}
 	}
 	for _, k := range md.Keys() {
 		if slices.ContainsFunc(k, notSchemaKey) {
@@ -96,11 +101,38 @@ func unknownMsg(md *toml.MetaData, k toml.Key) string {
 }
 
 // vipName returns the name of the VIP a path is in, if any.
-func vipName(path keyPath, vips []rawVIP) string {
+func vipName(path keyPath, vips []rawTable) string {
 	if len(path) > 0 && path[0].name == "vip" && path[0].idx >= 0 && path[0].idx < len(vips) {
-		return vips[path[0].idx].Name.val
+		return get[string](vips[path[0].idx], "name").val
 	}
 	return ""
+}
+
+// schema holds the keys of each table of the file, by path (tableKeys),
+// as far as they were asked for.
+type schema map[string]map[string]bool
+
+// keys returns the keys of the table at path.
+func (s schema) keys(path string) map[string]bool {
+	keys, ok := s[path]
+	if !ok {
+		keys = tableKeys(path)
+		s[path] = keys
+	}
+	return keys
+}
+
+// has reports whether a key table has k (a path without array indexes),
+// or k is under a key that holds a value (its problem is the value's
+// type).
+func (s schema) has(k toml.Key) bool {
+	for n := 1; n < len(k); n++ {
+		if isTable, ok := s.keys(strings.Join(k[:n-1], "."))[k[n-1]]; ok && !isTable {
+			return true
+		}
+	}
+	_, ok := s.keys(strings.Join(k[:len(k)-1], "."))[k[len(k)-1]]
+	return ok
 }
 
 // decodeError turns an error of toml.Decode into an *Error: a syntax error

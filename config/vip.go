@@ -6,23 +6,20 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/l4lb/l4lb/l4"
 )
 
-// buildVIP resolves and checks vip[i]; c holds the file's [global], [xdp]
-// and [bgp], already built.
-func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, c *Config) VIP {
-	own := fmt.Sprintf("vip[%d]", i)
-	l := newLayer(p, rv.Name.val, own, "defaults")
-	v := VIP{Line: p.lines.line(own)}
-	vipIdentity(l, rv, &v)
-	vipBalancing(l, &rv.rawTuning, def, &v)
-	vipTraffic(l, &rv.rawTuning, def, &v)
-	v.Health = buildHealth(l.sub("health"), &rv.Health, &def.Health, v.Protocol, sentProxyProtocol(&v))
-	v.Backends = buildBackends(l, rv.Backends)
-	v.Routes = buildRoutes(l, rv, def, &v)
+// buildVIP resolves and checks vip[i] (own) over [defaults] (def); c
+// holds the file's [global], [xdp] and [bgp], already built.
+func buildVIP(p *problems, i int, own, def rawTable, c *Config) VIP {
+	path := fmt.Sprintf("vip[%d]", i)
+	l := newLayer(p, get[string](own, "name").val, path, "defaults")
+	v := VIP{Line: p.lines.line(path)}
+	resolveKeys(l, vipKeys, own, def, &v)
+	v.Health = buildHealth(l.sub("health"), own.table("health"), def.table("health"), v.Protocol, sentProxyProtocol(&v))
+	v.Backends = buildBackends(l, own.tables("backend"))
+	v.Routes = buildRoutes(l, own, def, &v)
 	checkScopes(l, &v)
 	checkAccess(l, &v)
 	checkBackups(l, &v)
@@ -33,20 +30,6 @@ func buildVIP(p *problems, i int, rv *rawVIP, def *rawTuning, c *Config) VIP {
 	}
 	warnVIP(l, &v, c)
 	return v
-}
-
-// vipIdentity resolves name, listen and protocol, which [defaults] cannot set.
-func vipIdentity(l *layer, rv *rawVIP, v *VIP) {
-	var none opt[string]
-	v.Name = l.str("name", rv.Name, none, "")
-	switch {
-	case !l.has("name"):
-		l.problem("name", "is required")
-	case l.ok("name"):
-		l.checkName("name", v.Name)
-	}
-	v.Protocol = enum(l, "protocol", rv.Protocol, none, l4.TCP, l4.ParseProtocol, []string{"tcp", "udp"})
-	v.Listen = l.addrPort("listen", rv.Listen)
 }
 
 // addrPort resolves a required ip:port key of the table itself.
@@ -65,73 +48,8 @@ func (l *layer) addrPort(key string, own opt[string]) netip.AddrPort {
 	return ap
 }
 
-// vipBalancing resolves mode and the balancing keys.
-func vipBalancing(l *layer, o, d *rawTuning, v *VIP) {
-	v.Mode = enum(l, "mode", o.Mode, d.Mode, l4.ModeProxy, l4.ParseMode, l4.ModeNames())
-	algorithm := l4.RoundRobin
-	if v.Mode == l4.ModeXDP {
-		algorithm = l4.Maglev
-	}
-	v.Algorithm = enum(l, "algorithm", o.Algorithm, d.Algorithm, algorithm, l4.ParseAlgorithm, l4.AlgorithmNames())
-	// source_hash keeps a client on its backend; maglev in xdp mode
-	// spreads one client's flows as the kernel's ECMP does.
-	hashKey := l4.HashSrcIP
-	if v.Mode == l4.ModeXDP && v.Algorithm == l4.Maglev {
-		hashKey = l4.HashFiveTuple
-	}
-	v.HashKey = enum(l, "hash_key", o.HashKey, d.HashKey, hashKey, l4.ParseHashKey, l4.HashKeyNames())
-	v.HashBalanceFactor = l.integer("hash_balance_factor", o.HashBalanceFactor, d.HashBalanceFactor, 0, orOff[int64](100, 1000))
-	v.MaglevTableSize = l.integer("maglev_table_size", o.MaglevTableSize, d.MaglevTableSize, 65537, span[int64](1009, 1000003))
-	if !isPrime(v.MaglevTableSize) {
-		l.problem("maglev_table_size", "%d is not a prime (try 1009, 10007, 65537, 655373 or 1000003)", v.MaglevTableSize)
-		v.MaglevTableSize = 65537
-	}
-	v.LeastTimeDefault = l.duration("least_time_default", o.LeastTimeDefault, d.LeastTimeDefault, time.Millisecond, span(time.Microsecond, 10*time.Second))
-	v.LeastTimeBias = l.duration("least_time_bias", o.LeastTimeBias, d.LeastTimeBias, time.Millisecond, span(0, 10*time.Second))
-	v.LeastTimeAlpha = l.float("least_time_alpha", o.LeastTimeAlpha, d.LeastTimeAlpha, 0.3)
-	if !(v.LeastTimeAlpha > 0 && v.LeastTimeAlpha <= 1) {
-		l.problem("least_time_alpha", "%v is out of range (0, 1]", v.LeastTimeAlpha)
-		v.LeastTimeAlpha = 0.3
-	}
-	v.LeastTimeMetric = l.oneOf("least_time_metric", o.LeastTimeMetric, d.LeastTimeMetric, "connect", "connect", "first_byte")
-}
-
-// vipTraffic resolves the TCP proxy, UDP and XDP forwarding keys.
-func vipTraffic(l *layer, o, d *rawTuning, v *VIP) {
-	v.ConnectTimeout = l.duration("connect_timeout", o.ConnectTimeout, d.ConnectTimeout, 2*time.Second, span(time.Millisecond, 5*time.Minute))
-	v.Retries = l.integer("retries", o.Retries, d.Retries, 2, span[int64](0, 15))
-	v.IdleTimeout = l.duration("idle_timeout", o.IdleTimeout, d.IdleTimeout, time.Hour, span(time.Second, 7*24*time.Hour))
-	v.KeepAlive = l.duration("keepalive", o.KeepAlive, d.KeepAlive, time.Minute, orOff(time.Second, 2*time.Hour))
-	v.MaxConns = l.integer("max_conns", o.MaxConns, d.MaxConns, 0, span[int64](0, 10_000_000))
-	v.ProxyProtocol = l.oneOf("proxy_protocol", o.ProxyProtocol, d.ProxyProtocol, "off", "off", "v1", "v2")
-	v.AcceptProxyProtocol = l.oneOf("accept_proxy_protocol", o.AcceptProxy, d.AcceptProxy, "off", "off", "v1", "v2", "any")
-	v.AcceptProxyProtocolFrom = l.prefixes("accept_proxy_protocol_from", o.AcceptProxyFrom, d.AcceptProxyFrom)
-	v.Freebind = l.boolean("freebind", o.Freebind, d.Freebind, false)
-	v.DeferAccept = l.boolean("defer_accept", o.DeferAccept, d.DeferAccept, false)
-	v.Announce = l.boolean("announce", o.Announce, d.Announce, true)
-	v.FirstByteTimeout = l.duration("first_byte_timeout", o.FirstByteTimeout, d.FirstByteTimeout, 0, orOff(time.Millisecond, time.Hour))
-	v.QueueTimeout = l.duration("queue_timeout", o.QueueTimeout, d.QueueTimeout, 5*time.Second, orOff(time.Millisecond, time.Hour))
-	v.SNITimeout = l.duration("sni_timeout", o.SNITimeout, d.SNITimeout, 5*time.Second, span(time.Millisecond, 5*time.Minute))
-	v.SNINoMatch = l.oneOf("sni_no_match", o.SNINoMatch, d.SNINoMatch, "default", "default", "close")
-	v.AffinityTimeout = l.duration("affinity_timeout", o.AffinityTimeout, d.AffinityTimeout, 0, span(0, 24*time.Hour))
-	v.RebalanceRate = l.integer("rebalance_rate", o.RebalanceRate, d.RebalanceRate, 10, span[int64](0, MaxRebalanceRate))
-	v.SessionTimeout = l.duration("session_timeout", o.SessionTimeout, d.SessionTimeout, 30*time.Second, span(time.Second, time.Hour))
-	v.MaxSessions = l.integer("max_sessions", o.MaxSessions, d.MaxSessions, 65536, span[int64](1, 16<<20))
-	v.UDPResponses = l.integer("udp_responses", o.UDPResponses, d.UDPResponses, 0, span[int64](0, 65535))
-	v.BackupMode = l.oneOf("backup_mode", o.BackupMode, d.BackupMode, "first", "first", "all")
-	v.Forward = enum(l, "forward", o.Forward, d.Forward, l4.ForwardIPIP, l4.ParseForward, l4.ForwardNames())
-	v.NewFlowRate = l.integer("new_flow_rate", o.NewFlowRate, d.NewFlowRate, 0, span[int64](0, 100_000_000))
-	v.Allow = l.prefixes("allow", o.Allow, d.Allow)
-	v.Deny = l.prefixes("deny", o.Deny, d.Deny)
-	v.MaxConnsPerClient = l.integer("max_conns_per_client", o.MaxConnsPerClient, d.MaxConnsPerClient, 0, span[int64](0, 10_000_000))
-	v.ConnRatePerClient = l.integer("conn_rate_per_client", o.ConnRatePerClient, d.ConnRatePerClient, 0, span[int64](0, 10_000_000))
-	v.MaxSessionsPerClient = l.integer("max_sessions_per_client", o.MaxSessionsPerClient, d.MaxSessionsPerClient, 0, span[int64](0, 16<<20))
-	v.LogConnections = l.boolean("log_connections", o.LogConnections, d.LogConnections, false)
-	v.LogConnectionsRate = l.integer("log_connections_rate", o.LogConnectionsRate, d.LogConnectionsRate, 1000, span[int64](0, 1_000_000))
-}
-
 // buildBackends resolves and checks the backends of the VIP of l.
-func buildBackends(l *layer, raws []rawBackend) []Backend {
+func buildBackends(l *layer, raws []rawTable) []Backend {
 	if len(raws) == 0 {
 		l.problem("backend", "at least one [[vip.backend]] is required")
 		return nil
@@ -140,7 +58,7 @@ func buildBackends(l *layer, raws []rawBackend) []Backend {
 	seen := backendsSeen{id: map[string]string{}, addr: map[netip.AddrPort]string{}}
 	for j := range raws {
 		own := fmt.Sprintf("%s.backend[%d]", l.own, j)
-		b := buildBackend(newLayer(l.p, l.vip, own, ""), &raws[j])
+		b := buildBackend(newLayer(l.p, l.vip, own, ""), raws[j])
 		seen.check(l, own, b)
 		out = append(out, b)
 	}
@@ -178,21 +96,9 @@ func (s backendsSeen) check(l *layer, own string, b Backend) {
 }
 
 // buildBackend resolves one [[vip.backend]] table.
-func buildBackend(l *layer, rb *rawBackend) Backend {
-	var none opt[string]
+func buildBackend(l *layer, own rawTable) Backend {
 	b := Backend{Line: l.p.lines.line(l.own)}
-	b.Name = l.str("name", rb.Name, none, "")
-	switch {
-	case l.ok("name") && !validName(b.Name):
-		l.problem("name", "%q %s", b.Name, nameRule)
-	case l.ok("name") && looksLikeIP(b.Name):
-		l.problem("name", "%q looks like an IP address: drain, disable and enable take a backend's name or its address, so a name that is an address could pick another backend; use a name that is not an address (such as \"db1\"), or leave name out", b.Name)
-	}
-	b.Weight = l.integer("weight", rb.Weight, opt[int64]{}, 100, span[int64](0, 1000))
-	b.Backup = l.boolean("backup", rb.Backup, opt[bool]{}, false)
-	b.MaxConns = l.integer("max_conns", rb.MaxConns, opt[int64]{}, 0, span[int64](0, 10_000_000))
-	b.MaxSessions = l.integer("max_sessions", rb.MaxSessions, opt[int64]{}, 0, span[int64](0, 10_000_000))
-	backendTarget(l, rb, &b)
+	resolveKeys(l, backendKeys, own, nil, &b)
 	return b
 }
 
@@ -234,7 +140,10 @@ func (l *layer) checkName(key, s string) {
 // names as URL path segments (/vips/NAME/backends/NAME/drain), where "."
 // and ".." are not names but steps: HTTP clients and servers resolve them
 // away before the request is routed.
-const nameRule = `must be 1 to 64 of a-z A-Z 0-9 _ . - and not "." or ".." (names are path segments of the admin API)`
+const nameRule = "must be " + nameRuleDoc + " (names are path segments of the admin API)"
+
+// nameRuleDoc is the rule of names, for the reference.
+const nameRuleDoc = `1 to 64 of a-z A-Z 0-9 _ . - and not "." or ".."`
 
 // validName reports whether s is a valid VIP, backend or route name.
 func validName(s string) bool {

@@ -74,7 +74,7 @@ func warnZeroWeights(w vipWarner, v *VIP, _ *Config) {
 }
 
 func warnHiddenConnLog(w vipWarner, v *VIP, c *Config) {
-	if level := c.Global.LogLevel; v.LogConnections && (level == "warn" || level == "error") {
+	if level := c.Global.LogLevel; v.LogConnections && (level == l4.LogWarn || level == l4.LogError) {
 		w.at("log_connections", "connection lines are logged at level info, which log_level = %q hides", level)
 	}
 }

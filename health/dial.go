@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxyhdr"
 )
 
@@ -25,7 +26,7 @@ const drainLimit = 64 << 10
 // time budget and the PROXY header it starts with.
 type connOpts struct {
 	timeout time.Duration
-	proxy   int // PROXY protocol version written first (1 or 2); 0 = none
+	proxy   l4.ProxyVersion // PROXY header written first; ProxyOff = none
 }
 
 // optsOf takes a checker's connOpts from its spec (defaults applied).
@@ -34,7 +35,7 @@ func optsOf(s Spec) connOpts { return connOpts{timeout: s.Timeout, proxy: s.Prox
 // dialTimed connects to addr within ctx and writes the PROXY header of
 // version proxy (0: none). It returns the handshake time (kernel RTT when
 // available) and whether it came from the kernel.
-func dialTimed(ctx context.Context, addr netip.AddrPort, proxy int) (*net.TCPConn, time.Duration, bool, error) {
+func dialTimed(ctx context.Context, addr netip.AddrPort, proxy l4.ProxyVersion) (*net.TCPConn, time.Duration, bool, error) {
 	d := net.Dialer{KeepAlive: -1} // probes are short; skip the keepalive setsockopts
 	start := time.Now()
 	c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()).String())
@@ -47,7 +48,7 @@ func dialTimed(ctx context.Context, addr netip.AddrPort, proxy int) (*net.TCPCon
 	if !kernel {
 		rtt = wall
 	}
-	if proxy != 0 {
+	if proxy != l4.ProxyOff {
 		if err := writeProxyHeader(ctx, tc, proxy); err != nil {
 			tc.Close()
 			return nil, 0, false, err
@@ -59,14 +60,14 @@ func dialTimed(ctx context.Context, addr netip.AddrPort, proxy int) (*net.TCPCon
 // writeProxyHeader sends c's PROXY header: the probe's own addresses as
 // the client's, the backend's as the destination (what a backend behind
 // the proxy sees for a client on the balancer's host).
-func writeProxyHeader(ctx context.Context, c *net.TCPConn, version int) error {
+func writeProxyHeader(ctx context.Context, c *net.TCPConn, version l4.ProxyVersion) error {
 	var buf [proxyhdr.MaxLen]byte
 	src, dst := c.LocalAddr().(*net.TCPAddr).AddrPort(), c.RemoteAddr().(*net.TCPAddr).AddrPort()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetWriteDeadline(dl)
 		defer c.SetWriteDeadline(time.Time{})
 	}
-	if _, err := c.Write(proxyhdr.Append(buf[:0], version, src, dst)); err != nil {
+	if _, err := c.Write(proxyhdr.Append(buf[:0], int(version), src, dst)); err != nil {
 		return fmt.Errorf("sending PROXY header: %w", err)
 	}
 	return nil

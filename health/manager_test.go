@@ -308,7 +308,7 @@ func TestManagerFirstByteMetric(t *testing.T) {
 	m, rec := newManager(t)
 	key := TargetKey{"vip", "echo"}
 	spec := fast
-	spec.Type, spec.Send, spec.Expect, spec.Metric = l4.CheckSendExpect, []byte("x\n"), []byte("ECHO x"), MetricFirstByte
+	spec.Type, spec.Send, spec.Expect, spec.Metric = l4.CheckSendExpect, []byte("x\n"), []byte("ECHO x"), l4.MetricFirstByte
 	_ = m.Set(key, addr, spec)
 	rec.waitState(t, key, l4.HealthUp, 2*time.Second)
 	for _, e := range rec.snapshot(key) {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // maxGreeting bounds the greeting packet; real ones are about 100 bytes.
@@ -36,7 +38,7 @@ const maxGreeting = 16 << 10
 // with COM_QUIT, which counts as nothing.
 type mysqlChecker struct {
 	connOpts
-	role string
+	role l4.DBRole
 	user string
 	pass string
 	db   string
@@ -108,9 +110,9 @@ func (ch *mysqlChecker) login(p *probe, addr netip.AddrPort) {
 		return
 	}
 	p.res.FirstByte = time.Since(sent)
-	role := RolePrimary
+	role := l4.RolePrimary
 	if readOnly != 0 {
-		role = RoleReplica
+		role = l4.RoleReplica
 	}
 	checkRole(p, role, ch.role)
 }

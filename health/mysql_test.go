@@ -62,24 +62,24 @@ func TestMySQLGreetingFake(t *testing.T) {
 func TestMySQL(t *testing.T) {
 	t.Parallel()
 	m := testutil.StartMySQL(t, testutil.MySQLOptions{User: "probe", Password: "pw"})
-	login := func(role string) Spec {
+	login := func(role l4.DBRole) Spec {
 		return Spec{Type: l4.CheckMySQL, User: "probe", Password: "pw", Role: role}
 	}
 	r := check(t, Spec{Type: l4.CheckMySQL}, m.Addr)
 	wantOK(t, r)
-	wantOK(t, check(t, login(RoleAny), m.Addr))
-	wantOK(t, check(t, login(RolePrimary), m.Addr))
-	wantFail(t, check(t, login(RoleReplica), m.Addr), "role primary, want replica")
+	wantOK(t, check(t, login(l4.RoleAny), m.Addr))
+	wantOK(t, check(t, login(l4.RolePrimary), m.Addr))
+	wantFail(t, check(t, login(l4.RoleReplica), m.Addr), "role primary, want replica")
 
 	m.Exec(t, "SET GLOBAL read_only = 1")
-	wantOK(t, check(t, login(RoleReplica), m.Addr))
-	wantFail(t, check(t, login(RolePrimary), m.Addr), "role replica, want primary")
+	wantOK(t, check(t, login(l4.RoleReplica), m.Addr))
+	wantFail(t, check(t, login(l4.RolePrimary), m.Addr), "role replica, want primary")
 
-	bad := login(RoleAny)
+	bad := login(l4.RoleAny)
 	bad.Password = "wrong"
 	wantFail(t, check(t, bad, m.Addr), "logging in: error 1045: Access denied for user 'probe'@'127.0.0.1'")
 
 	m.Stop()
 	wantFail(t, check(t, Spec{Type: l4.CheckMySQL}, m.Addr), "connect refused")
-	wantFail(t, check(t, login(RoleAny), m.Addr), "connect refused")
+	wantFail(t, check(t, login(l4.RoleAny), m.Addr), "connect refused")
 }

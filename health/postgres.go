@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // sslRequest is PostgreSQL's SSLRequest: length 8, code 80877103. Every
@@ -30,7 +32,7 @@ var sslRequest = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}
 // SELECT pg_is_in_recovery() to learn the role (true = replica).
 type postgresChecker struct {
 	connOpts
-	role    string
+	role    l4.DBRole
 	user    string
 	pass    string
 	db      string
@@ -95,9 +97,9 @@ func (ch *postgresChecker) login(p *probe, addr netip.AddrPort) {
 		return
 	}
 	p.res.FirstByte = time.Since(sent)
-	role := RolePrimary
+	role := l4.RolePrimary
 	if inRecovery {
-		role = RoleReplica
+		role = l4.RoleReplica
 	}
 	checkRole(p, role, ch.role)
 }
@@ -151,8 +153,8 @@ func (p *probe) timedDialFunc(addr netip.AddrPort) func(context.Context, string,
 }
 
 // checkRole passes when the server's role is the wanted one (or any).
-func checkRole(p *probe, got, want string) {
-	if want != RoleAny && got != want {
+func checkRole(p *probe, got, want l4.DBRole) {
+	if want != l4.RoleAny && got != want {
 		p.fail("role %s, want %s", got, want)
 		return
 	}

@@ -13,7 +13,7 @@ import (
 func TestPostgres(t *testing.T) {
 	t.Parallel()
 	p := testutil.StartPostgres(t, testutil.PostgresOptions{User: "probe", Password: "pw'1"})
-	login := func(role string) Spec {
+	login := func(role l4.DBRole) Spec {
 		return Spec{Type: l4.CheckPostgres, User: "probe", Password: "pw'1", Role: role}
 	}
 
@@ -25,7 +25,7 @@ func TestPostgres(t *testing.T) {
 				t.Error("no first byte time")
 			}
 			wantOK(t, check(t, Spec{Type: l4.CheckTCP}, p.Addr))
-			wantOK(t, check(t, login(RoleAny), p.Addr))
+			wantOK(t, check(t, login(l4.RoleAny), p.Addr))
 		}
 		// Neither zero-byte connects, nor SSLRequest-then-EOF, nor a login
 		// ended with Terminate may leave a trace in the server log.
@@ -37,11 +37,11 @@ func TestPostgres(t *testing.T) {
 	})
 
 	t.Run("login failures", func(t *testing.T) {
-		wantFail(t, check(t, login(RoleReplica), p.Addr), "role primary, want replica")
-		bad := login(RoleAny)
+		wantFail(t, check(t, login(l4.RoleReplica), p.Addr), "role primary, want replica")
+		bad := login(l4.RoleAny)
 		bad.Password = "wrong"
 		wantFail(t, check(t, bad, p.Addr), `logging in: password authentication failed for user "probe" (SQLSTATE 28P01)`)
-		bad = login(RoleAny)
+		bad = login(l4.RoleAny)
 		bad.Database = "nope"
 		wantFail(t, check(t, bad, p.Addr), `database "nope" does not exist (SQLSTATE 3D000)`)
 	})
@@ -49,16 +49,16 @@ func TestPostgres(t *testing.T) {
 	t.Run("replica and promote", func(t *testing.T) {
 		r := p.StartReplica(t)
 		wantOK(t, check(t, Spec{Type: l4.CheckPostgres}, r.Addr))
-		wantOK(t, check(t, login(RolePrimary), p.Addr))
-		wantOK(t, check(t, login(RoleReplica), r.Addr))
-		wantFail(t, check(t, login(RolePrimary), r.Addr), "role replica, want primary")
+		wantOK(t, check(t, login(l4.RolePrimary), p.Addr))
+		wantOK(t, check(t, login(l4.RoleReplica), r.Addr))
+		wantFail(t, check(t, login(l4.RolePrimary), r.Addr), "role replica, want primary")
 		r.Promote(t)
-		wantOK(t, check(t, login(RolePrimary), r.Addr))
-		wantFail(t, check(t, login(RoleReplica), r.Addr), "role primary, want replica")
+		wantOK(t, check(t, login(l4.RolePrimary), r.Addr))
+		wantFail(t, check(t, login(l4.RoleReplica), r.Addr), "role primary, want replica")
 	})
 
 	t.Run("sslmode disable", func(t *testing.T) {
-		s := login(RolePrimary)
+		s := login(l4.RolePrimary)
 		s.PostgresSSLMode = "disable"
 		wantOK(t, check(t, s, p.Addr))
 	})
@@ -77,6 +77,6 @@ func TestPostgres(t *testing.T) {
 	t.Run("stopped", func(t *testing.T) {
 		p.Stop(t)
 		wantFail(t, check(t, Spec{Type: l4.CheckPostgres}, p.Addr), "connect refused")
-		wantFail(t, check(t, login(RoleAny), p.Addr), "connect refused")
+		wantFail(t, check(t, login(l4.RoleAny), p.Addr), "connect refused")
 	})
 }

@@ -32,7 +32,7 @@ func TestPostgresTLS(t *testing.T) {
 	p := testutil.StartPostgres(t, testutil.PostgresOptions{User: "probe", Password: "pw",
 		Settings: []string{"ssl=on", "ssl_cert_file=" + cert, "ssl_key_file=" + key}})
 	wantOK(t, check(t, Spec{Type: l4.CheckPostgres}, p.Addr))
-	wantOK(t, check(t, Spec{Type: l4.CheckPostgres, User: "probe", Password: "pw", Role: RolePrimary}, p.Addr))
+	wantOK(t, check(t, Spec{Type: l4.CheckPostgres, User: "probe", Password: "pw", Role: l4.RolePrimary}, p.Addr))
 	deadline := time.Now().Add(2 * time.Second)
 	for !strings.Contains(p.Log(), "could not accept SSL connection") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

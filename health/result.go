@@ -12,6 +12,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // Result is the outcome of one check.
@@ -40,9 +42,9 @@ type Result struct {
 type probe struct {
 	ctx    context.Context
 	cancel context.CancelFunc
-	budget time.Duration // the timeout in force, for reasons
-	proxy  int           // PROXY header version written first on every connection; 0 = none
-	stops  []func() bool // undo the context-to-deadline links of dial
+	budget time.Duration   // the timeout in force, for reasons
+	proxy  l4.ProxyVersion // PROXY header written first on every connection; ProxyOff = none
+	stops  []func() bool   // undo the context-to-deadline links of dial
 	// serverCloses is set once the request makes the server close (QUIT,
 	// Connection: close, a WebSocket Close): then the probe waits for the
 	// server's FIN before sending its own, and the server keeps the

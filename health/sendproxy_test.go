@@ -20,7 +20,7 @@ func TestChecksSendProxyHeader(t *testing.T) {
 	t.Parallel()
 	ng := testutil.StartNginxIn(t, nil, "127.0.0.1:0", true)
 	get := []byte("GET / HTTP/1.0\r\n\r\n")
-	for _, v := range []int{1, 2} {
+	for _, v := range []l4.ProxyVersion{l4.ProxyV1, l4.ProxyV2} {
 		for _, spec := range []Spec{
 			{Type: l4.CheckHTTP},
 			{Type: l4.CheckSendExpect, Send: get, Expect: []byte("HTTP/1.1 200")},

@@ -15,19 +15,6 @@ import (
 	"github.com/l4lb/l4lb/l4"
 )
 
-// Roles for the postgres and mysql checks.
-const (
-	RoleAny     = "any"
-	RolePrimary = "primary"
-	RoleReplica = "replica"
-)
-
-// Metrics: which time of a check is the backend's RTT sample.
-const (
-	MetricConnect   = "connect"
-	MetricFirstByte = "first_byte"
-)
-
 // Defaults applied to zero fields.
 const (
 	DefaultInterval    = 2 * time.Second
@@ -51,9 +38,10 @@ type Spec struct {
 	// once; 0 turns passive marks off.
 	MaxFails    int
 	FailTimeout time.Duration
-	// Metric picks the RTT sample reported per check: connect (default) or
-	// first_byte (falls back to connect for checks without a reply).
-	Metric string
+	// Metric picks the RTT sample reported per check: connect (the zero
+	// value) or first_byte (falls back to connect for checks without a
+	// reply).
+	Metric l4.RTTMetric
 
 	// send_expect: Send is written; the reply must start with Expect or
 	// match ExpectRegex (at most one of them; neither: the send suffices).
@@ -70,16 +58,16 @@ type Spec struct {
 	WebSocket bool
 
 	// postgres, mysql, redis credentials. Postgres and mysql log in only
-	// when User is set; then Role (any, primary, replica) is checked.
+	// when User is set; then Role (the zero value is any) is checked.
 	// Redis sends AUTH when Password is set (with User: AUTH user pass).
 	User     string
 	Password string
 	Database string
-	Role     string
-	// ProxyHeader is the PROXY protocol version (1 or 2) every check
+	Role     l4.DBRole
+	// ProxyHeader is the PROXY protocol header (v1 or v2) every check
 	// connection starts with, before the check's own bytes (HAProxy's
 	// check-send-proxy); 0 = none.
-	ProxyHeader int
+	ProxyHeader l4.ProxyVersion
 
 	// PostgresSSLMode is pgx's sslmode for the login: prefer (default) or
 	// disable. prefer against a server without TLS costs a second connect.
@@ -101,12 +89,6 @@ func (s Spec) withDefaults() Spec {
 	}
 	if s.Fall <= 0 {
 		s.Fall = DefaultFall
-	}
-	if s.Metric == "" {
-		s.Metric = MetricConnect
-	}
-	if s.Role == "" {
-		s.Role = RoleAny
 	}
 	if s.Path == "" {
 		s.Path = "/"
@@ -134,13 +116,13 @@ func (s Spec) Validate() error {
 	if s.MaxFails < 0 {
 		bad("negative max_fails")
 	}
-	if s.Metric != MetricConnect && s.Metric != MetricFirstByte {
-		bad("unknown metric %q (want connect or first_byte)", s.Metric)
+	if int(s.Metric) >= len(l4.RTTMetricNames()) {
+		bad("unknown metric %s (want connect or first_byte)", s.Metric)
 	}
-	if s.Role != RoleAny && s.Role != RolePrimary && s.Role != RoleReplica {
-		bad("unknown role %q (want any, primary or replica)", s.Role)
+	if int(s.Role) >= len(l4.DBRoleNames()) {
+		bad("unknown role %s (want any, primary or replica)", s.Role)
 	}
-	if s.Role != RoleAny && s.User == "" && (s.Type == l4.CheckPostgres || s.Type == l4.CheckMySQL) {
+	if s.Role != l4.RoleAny && s.User == "" && (s.Type == l4.CheckPostgres || s.Type == l4.CheckMySQL) {
 		bad("role %s needs a user to log in with", s.Role)
 	}
 	if len(s.Expect) > 0 && s.ExpectRegex != "" {
@@ -155,7 +137,7 @@ func (s Spec) Validate() error {
 	if strings.ContainsAny(s.Host, " \r\n") {
 		bad("http host %q holds spaces or line breaks", s.Host)
 	}
-	if s.ProxyHeader < 0 || s.ProxyHeader > 2 {
+	if s.ProxyHeader > l4.ProxyV2 {
 		bad("PROXY header version %d (want 0, 1 or 2)", s.ProxyHeader)
 	}
 	if s.PostgresSSLMode != "prefer" && s.PostgresSSLMode != "disable" {

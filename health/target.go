@@ -121,7 +121,7 @@ func (t *target) stopExpiry() {
 }
 
 // observe applies one active result and reports it.
-func (t *target) observe(m *Manager, res Result, metric string) {
+func (t *target) observe(m *Manager, res Result, metric l4.RTTMetric) {
 	t.emit.Lock()
 	defer t.emit.Unlock()
 	t.mu.Lock()
@@ -236,7 +236,7 @@ func (t *target) passiveSuccess(m *Manager, rtt time.Duration) {
 	}
 	tr := t.tr.PassiveOK()
 	ev := Event{Key: t.key, Addr: t.spec.ProbeAddr(t.addr), Passive: true, Old: tr.Old, New: tr.New}
-	if rtt > 0 && rttMetric(t.spec) == MetricConnect {
+	if rtt > 0 && rttMetric(t.spec) == l4.MetricConnect {
 		ev.RTT = rtt
 	}
 	if tr.Changed() {
@@ -263,16 +263,16 @@ func (t *target) status(now time.Time) Status {
 
 // rttMetric is the metric whose samples the spec's checks give: first_byte
 // only for checks that read a reply.
-func rttMetric(s Spec) string {
-	if s.Metric == MetricFirstByte && s.Type != l4.CheckTCP && s.Type != l4.CheckNone {
-		return MetricFirstByte
+func rttMetric(s Spec) l4.RTTMetric {
+	if s.Metric == l4.MetricFirstByte && s.Type != l4.CheckTCP && s.Type != l4.CheckNone {
+		return l4.MetricFirstByte
 	}
-	return MetricConnect
+	return l4.MetricConnect
 }
 
 // rttSample picks the RTT sample of a result.
-func rttSample(res Result, metric string) time.Duration {
-	if metric == MetricFirstByte {
+func rttSample(res Result, metric l4.RTTMetric) time.Duration {
+	if metric == l4.MetricFirstByte {
 		return res.FirstByte
 	}
 	return res.Connect
@@ -286,7 +286,7 @@ type loop struct {
 	checker  Checker
 	addr     netip.AddrPort
 	interval time.Duration
-	metric   string
+	metric   l4.RTTMetric
 }
 
 // run probes until ctx ends. The first probe comes at a uniformly random

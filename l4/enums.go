@@ -16,12 +16,21 @@ func enumName[T ~uint8](v T, kind string, names []string) string {
 	return fmt.Sprintf("%s(%d)", kind, uint8(v))
 }
 
-// parseEnum finds s in names; the error lists what is allowed.
-func parseEnum[T ~uint8](s, kind string, names []string) (T, error) {
+// ParseName finds s in names, the list of an enum's names (such as
+// ModeNames()), and returns the value it names.
+func ParseName[T ~uint8](s string, names []string) (T, bool) {
 	for i, n := range names {
 		if n == s {
-			return T(i), nil
+			return T(i), true
 		}
+	}
+	return 0, false
+}
+
+// parseEnum finds s in names; the error lists what is allowed.
+func parseEnum[T ~uint8](s, kind string, names []string) (T, error) {
+	if v, ok := ParseName[T](s, names); ok {
+		return v, nil
 	}
 	return 0, fmt.Errorf("%q is not a %s (want %s)", s, kind, strings.Join(names, ", "))
 }
@@ -258,3 +267,182 @@ func (o Override) String() string { return enumName(o, "override", overrideNames
 func ParseOverride(s string) (Override, error) {
 	return parseEnum[Override](s, "backend override", overrideNames[:])
 }
+
+// ProxyVersion is the PROXY protocol header l4lb sends a backend before
+// the client's bytes (proxy_protocol, and health send_proxy). Its value
+// is the version number; 0 sends none.
+type ProxyVersion uint8
+
+// PROXY header versions sent.
+const (
+	ProxyOff ProxyVersion = iota // no header
+	ProxyV1                      // the text header
+	ProxyV2                      // the binary header
+)
+
+var proxyVersionNames = [...]string{ProxyOff: "off", ProxyV1: "v1", ProxyV2: "v2"}
+
+func (v ProxyVersion) String() string { return enumName(v, "proxy", proxyVersionNames[:]) }
+
+// ProxyVersionNames lists the versions as the config names them.
+func ProxyVersionNames() []string { return proxyVersionNames[:] }
+
+// ProxyAccept is which PROXY protocol headers a VIP requires its clients
+// to send first (accept_proxy_protocol). V1 and V2 are bits and Any is
+// both: a header of version n is accepted when bit n-1 is set.
+type ProxyAccept uint8
+
+// Accepted PROXY header versions.
+const (
+	AcceptProxyOff ProxyAccept = iota // clients send no header
+	AcceptProxyV1                     // the text header
+	AcceptProxyV2                     // the binary header
+	AcceptProxyAny                    // either
+)
+
+var proxyAcceptNames = [...]string{AcceptProxyOff: "off", AcceptProxyV1: "v1", AcceptProxyV2: "v2", AcceptProxyAny: "any"}
+
+func (a ProxyAccept) String() string { return enumName(a, "accept", proxyAcceptNames[:]) }
+
+// ProxyAcceptNames lists the accepted versions as the config names them.
+func ProxyAcceptNames() []string { return proxyAcceptNames[:] }
+
+// RTTMetric is the time that makes a backend's RTT sample for least_time
+// (least_time_metric).
+type RTTMetric uint8
+
+// RTT metrics.
+const (
+	MetricConnect   RTTMetric = iota // the TCP handshake
+	MetricFirstByte                  // until the reply's first byte (checks that read a reply)
+)
+
+var rttMetricNames = [...]string{MetricConnect: "connect", MetricFirstByte: "first_byte"}
+
+func (m RTTMetric) String() string { return enumName(m, "metric", rttMetricNames[:]) }
+
+// RTTMetricNames lists the metrics as the config names them.
+func RTTMetricNames() []string { return rttMetricNames[:] }
+
+// SNINoMatch is where a VIP with SNI routes sends a connection that no
+// route takes (sni_no_match).
+type SNINoMatch uint8
+
+// Where unrouted connections go.
+const (
+	SNINoMatchDefault SNINoMatch = iota // the VIP's own backends
+	SNINoMatchClose                     // reset, no backend dialed
+)
+
+var sniNoMatchNames = [...]string{SNINoMatchDefault: "default", SNINoMatchClose: "close"}
+
+func (s SNINoMatch) String() string { return enumName(s, "sni_no_match", sniNoMatchNames[:]) }
+
+// SNINoMatchNames lists the choices as the config names them.
+func SNINoMatchNames() []string { return sniNoMatchNames[:] }
+
+// BackupMode is which backup backends serve while no primary is eligible
+// (backup_mode).
+type BackupMode uint8
+
+// Backup modes.
+const (
+	BackupFirst BackupMode = iota // the first eligible one in file order (HAProxy's default)
+	BackupAll                     // every eligible one (HAProxy option allbackups, nginx)
+)
+
+var backupModeNames = [...]string{BackupFirst: "first", BackupAll: "all"}
+
+func (m BackupMode) String() string { return enumName(m, "backup_mode", backupModeNames[:]) }
+
+// BackupModeNames lists the backup modes as the config names them.
+func BackupModeNames() []string { return backupModeNames[:] }
+
+// OnDown is what happens to a backend's established connections when its
+// health check marks it down (on_down).
+type OnDown uint8
+
+// On-down actions.
+const (
+	OnDownKeep  OnDown = iota // they continue
+	OnDownReset               // they are reset
+)
+
+var onDownNames = [...]string{OnDownKeep: "keep", OnDownReset: "reset"}
+
+func (o OnDown) String() string { return enumName(o, "on_down", onDownNames[:]) }
+
+// OnDownNames lists the actions as the config names them.
+func OnDownNames() []string { return onDownNames[:] }
+
+// DBRole is the replication role a postgres or mysql check wants of its
+// backend (role).
+type DBRole uint8
+
+// Database roles.
+const (
+	RoleAny     DBRole = iota // either
+	RolePrimary               // accepts writes
+	RoleReplica               // read-only: in recovery (postgres), read_only (mysql)
+)
+
+var dbRoleNames = [...]string{RoleAny: "any", RolePrimary: "primary", RoleReplica: "replica"}
+
+func (r DBRole) String() string { return enumName(r, "role", dbRoleNames[:]) }
+
+// DBRoleNames lists the roles as the config names them.
+func DBRoleNames() []string { return dbRoleNames[:] }
+
+// AttachMode is where the XDP program runs ([xdp] attach).
+type AttachMode uint8
+
+// Attach modes.
+const (
+	// AttachDriver runs the program in the NIC driver (native XDP), before
+	// any allocation; the interface's driver must support XDP.
+	AttachDriver AttachMode = iota
+	// AttachGeneric runs it after the kernel has built an skb: works on
+	// every interface, at a fraction of native speed.
+	AttachGeneric
+)
+
+var attachModeNames = [...]string{AttachDriver: "driver", AttachGeneric: "generic"}
+
+func (m AttachMode) String() string { return enumName(m, "attach", attachModeNames[:]) }
+
+// AttachModeNames lists the attach modes as the config names them.
+func AttachModeNames() []string { return attachModeNames[:] }
+
+// LogLevel is the least severe level the daemon logs (log_level).
+type LogLevel uint8
+
+// Log levels, most verbose first.
+const (
+	LogDebug LogLevel = iota
+	LogInfo
+	LogWarn
+	LogError
+)
+
+var logLevelNames = [...]string{LogDebug: "debug", LogInfo: "info", LogWarn: "warn", LogError: "error"}
+
+func (l LogLevel) String() string { return enumName(l, "log_level", logLevelNames[:]) }
+
+// LogLevelNames lists the levels as the config names them.
+func LogLevelNames() []string { return logLevelNames[:] }
+
+// LogFormat is how the daemon writes its log (log_format).
+type LogFormat uint8
+
+// Log formats.
+const (
+	LogConsole LogFormat = iota // human-readable lines
+	LogJSON                     // one JSON object a line
+)
+
+var logFormatNames = [...]string{LogConsole: "console", LogJSON: "json"}
+
+func (f LogFormat) String() string { return enumName(f, "log_format", logFormatNames[:]) }
+
+// LogFormatNames lists the formats as the config names them.
+func LogFormatNames() []string { return logFormatNames[:] }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/daemon"
 	"github.com/l4lb/l4lb/internal/names"
 	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/reconcile"
@@ -35,7 +36,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		f.usageError("--json goes with --diff")
 		return 2
 	}
-	cfg, warnings, err := loadChecked(path)
+	cfg, warnings, err := daemon.LoadChecked(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -104,6 +104,18 @@ func usageLine(c command) string {
 	return strings.TrimRight("usage: l4lb "+c.name+" "+c.usage, " ")
 }
 
+// parseNoArgs is parse for a command that takes no positional argument
+// (noArgs).
+func (f *flags) parseNoArgs(args []string) (code int, ok bool) {
+	if code, ok := f.parse(args); !ok {
+		return code, false
+	}
+	if !f.noArgs() {
+		return 2, false
+	}
+	return 0, true
+}
+
 // noArgs refuses positional arguments: a word l4lb does not expect is an
 // error, never silently ignored. It returns false (exit 2) if there were any.
 func (f *flags) noArgs() bool {

@@ -9,6 +9,7 @@ import (
 	"net"
 
 	"github.com/l4lb/l4lb/bpf"
+	"github.com/l4lb/l4lb/l4"
 )
 
 const decapHelp = `Backends of xdp VIPs with forward = "ipip" receive the client's packets
@@ -50,11 +51,8 @@ func cmdDecap(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("decap", stdout, stderr)
 	iface := f.String("iface", "", "the backend's interface")
 	mode := f.String("mode", "driver", "driver (native XDP) or generic")
-	if code, ok := f.parse(args[1:]); !ok {
+	if code, ok := f.parseNoArgs(args[1:]); !ok {
 		return code
-	}
-	if !f.noArgs() {
-		return 2
 	}
 	if *iface == "" {
 		f.usageError("--iface is required")
@@ -78,13 +76,8 @@ func cmdDecap(args []string, stdout, stderr io.Writer) int {
 }
 
 func decapAttach(ifc *net.Interface, modeName string, stdout, stderr io.Writer) int {
-	var mode bpf.AttachMode
-	switch modeName {
-	case "driver":
-		mode = bpf.AttachDriver
-	case "generic":
-		mode = bpf.AttachGeneric
-	default:
+	mode, ok := l4.ParseName[bpf.AttachMode](modeName, l4.AttachModeNames())
+	if !ok {
 		fmt.Fprintf(stderr, "l4lb decap attach: --mode %q is not driver or generic\n", modeName)
 		return 2
 	}

@@ -4,11 +4,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,25 +15,6 @@ import (
 	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/internal/testutil"
 )
-
-// l4lbCmd runs the l4lb binary with args and returns its output and
-// exit code.
-func l4lbCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(mustBin(t), args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(os.Environ(), "SUDO_USER=") // the override's "by" is the socket peer's user alone
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
-}
 
 // dialBackend dials until a connection lands on backend want.
 func dialBackend(t *testing.T, tp *testutil.Topology, port int, want string) *clientConn {
@@ -54,19 +32,8 @@ func dialBackend(t *testing.T, tp *testutil.Topology, port int, want string) *cl
 
 func TestDrainEnableDisable(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
-	verb := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := l4lbCmd(t, append(args[:1:1], append([]string{"--socket", sock}, args[1:]...)...)...)
-		if code != 0 {
-			t.Fatalf("l4lb %v: exit %d\n%s%s", args, code, out, errOut)
-		}
-		return out
-	}
 	onlyBe1 := func(when string) {
 		t.Helper()
 		if seen := backendsSeen(t, tp, 80, 12); seen["be0"] != 0 || seen["be1"] != 12 {
@@ -76,44 +43,44 @@ func TestDrainEnableDisable(t *testing.T) {
 	held := dialBackend(t, tp, 80, "be0")
 
 	// Drain: new connections avoid be0, the established one keeps flowing.
-	if out := verb("drain", "--reason", "kernel upgrade", "a", "be0"); !strings.Contains(out, "be0 (198.18.1.11:7000) drained") || !strings.Contains(out, "1 established continue") {
+	if out := lb.verb(t, "drain", "--reason", "kernel upgrade", "a", "be0"); !strings.Contains(out, "be0 (198.18.1.11:7000) drained") || !strings.Contains(out, "1 established continue") {
 		t.Fatalf("drain said:\n%s", out)
 	}
 	onlyBe1("drained")
 	if err := held.echo("still here"); err != nil {
 		t.Fatalf("the established connection to a drained backend: %v", err)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	b := st.VIPs[0].Backends[0]
 	if b.ID != "be0" || b.Override != "drain" || b.OverrideBy != "root: kernel upgrade" || time.Since(b.OverrideSince) > time.Minute {
 		t.Fatalf("status of the drained backend: %+v", b)
 	}
-	if out := verb("status"); !strings.Contains(out, "/DRAIN") || !strings.Contains(out, "drain by root: kernel upgrade") {
+	if out := lb.verb(t, "status"); !strings.Contains(out, "/DRAIN") || !strings.Contains(out, "drain by root: kernel upgrade") {
 		t.Fatalf("status text:\n%s", out)
 	}
 
 	// A reload of the unchanged file keeps the drain.
-	if out := verb("reload"); !strings.Contains(out, "reload applied: 1 VIP\n") {
+	if out := lb.verb(t, "reload"); !strings.Contains(out, "reload applied: 1 VIP\n") {
 		t.Fatalf("reload said:\n%s", out)
 	}
 	onlyBe1("drained, after a reload")
 
 	// Enable, naming the backend by its address: be0 is back.
-	if out := verb("enable", "a", "198.18.1.11:7000"); !strings.Contains(out, "enabled (was drain)") {
+	if out := lb.verb(t, "enable", "a", "198.18.1.11:7000"); !strings.Contains(out, "enabled (was drain)") {
 		t.Fatalf("enable said:\n%s", out)
 	}
 	if seen := backendsSeen(t, tp, 80, 12); seen["be0"] == 0 {
 		t.Fatalf("after enable: %v, want be0 too", seen)
 	}
 	// Enabled again: nothing to change, and it says so (D34).
-	if out := verb("enable", "a", "be0"); !strings.Contains(out, "be0 (198.18.1.11:7000) was not drained or disabled: nothing changed") {
+	if out := lb.verb(t, "enable", "a", "be0"); !strings.Contains(out, "be0 (198.18.1.11:7000) was not drained or disabled: nothing changed") {
 		t.Fatalf("a second enable said:\n%s", out)
 	}
 
 	// Disable (by IP alone): the established connection is reset. First
 	// wait for the connections the count above closed to end.
-	testutil.Eventually(t, 5*time.Second, "be0's closed connections to end", func() bool { return lbStatus(t, lb).VIPs[0].Backends[0].LiveFlows == 1 })
-	if out := verb("disable", "a", "198.18.1.11"); !strings.Contains(out, "disabled") || !strings.Contains(out, "1 established reset") {
+	testutil.Eventually(t, 5*time.Second, "be0's closed connections to end", func() bool { return lb.status(t).VIPs[0].Backends[0].LiveFlows == 1 })
+	if out := lb.verb(t, "disable", "a", "198.18.1.11"); !strings.Contains(out, "disabled") || !strings.Contains(out, "1 established reset") {
 		t.Fatalf("disable said:\n%s", out)
 	}
 	held.SetDeadline(time.Now().Add(5 * time.Second))
@@ -124,9 +91,9 @@ func TestDrainEnableDisable(t *testing.T) {
 
 	// A reload that changes be0 (its weight) clears the override.
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), `address = "198.18.1.11:7000"`, "address = \"198.18.1.11:7000\"\n  weight = 50", 1))
-	verb("reload")
+	lb.verb(t, "reload")
 	lb.waitLog(t, "backend override cleared")
-	if b := lbStatus(t, lb).VIPs[0].Backends[0]; b.Override != "" {
+	if b := lb.status(t).VIPs[0].Backends[0]; b.Override != "" {
 		t.Fatalf("override after a reload that changed the backend: %+v", b)
 	}
 
@@ -136,9 +103,9 @@ func TestDrainEnableDisable(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"drain", "--socket", sock, "nosuch", "be0"}, 1, `vip "nosuch": no such VIP`},
-		{[]string{"drain", "--socket", sock, "a", "be9"}, 1, `no such backend "be9" (backends: be0, be1)`},
-		{[]string{"drain", "--socket", sock, "a"}, 2, "want a VIP name and a backend"},
+		{[]string{"drain", "--socket", lb.sock, "nosuch", "be0"}, 1, `vip "nosuch": no such VIP`},
+		{[]string{"drain", "--socket", lb.sock, "a", "be9"}, 1, `no such backend "be9" (backends: be0, be1)`},
+		{[]string{"drain", "--socket", lb.sock, "a"}, 2, "want a VIP name and a backend"},
 		{[]string{"enable", "--socket", filepath.Join(t.TempDir(), "none.sock"), "a", "be0"}, 1, "is l4lb running?"},
 	} {
 		_, errOut, code := l4lbCmd(t, tc.args...)
@@ -149,7 +116,7 @@ func TestDrainEnableDisable(t *testing.T) {
 
 	// A refused reload prints the problems and exits 1.
 	lb.writeConfig(t, "[[vip]]\nname = 1\n")
-	_, errOut, code := l4lbCmd(t, "reload", "--socket", sock)
+	_, errOut, code := lb.run(t, "reload")
 	if code != 1 || !strings.Contains(errOut, "reload refused") || !strings.Contains(errOut, "l4lb.toml:2") {
 		t.Fatalf("reload of a bad file: exit %d\n%s", code, errOut)
 	}
@@ -162,11 +129,9 @@ func TestDrainEnableDisable(t *testing.T) {
 // daemon.
 func TestAdminAPIEveryEndpoint(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	c := admin.Client{Socket: filepath.Join(filepath.Dir(lb.cfg), "admin.sock")}
+	c := admin.Client{Socket: lb.sock}
 	ctx := context.Background()
 	var list []struct{ Method, Path string }
 	if _, err := c.Do(ctx, "GET", "/", nil, &list); err != nil || len(list) < 8 {
@@ -193,10 +158,9 @@ func TestAdminAPIEveryEndpoint(t *testing.T) {
 func TestXDPDrainAndDisable(t *testing.T) {
 	n := newXDPNet(t, 3)
 	lb := startLBIn(t, n.LB.NS, n.config("", "", 0, 1, 2))
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	c, r, victim := n.askTCPConn(t, n.vip4)
 	echo(t, c, r, []byte("before"))
-	if out, errOut, code := l4lbCmd(t, "drain", "--socket", sock, "web4", victim); code != 0 || !strings.Contains(out, "drained") {
+	if out, errOut, code := lb.run(t, "drain", "web4", victim); code != 0 || !strings.Contains(out, "drained") {
 		t.Fatalf("drain: exit %d\n%s%s", code, out, errOut)
 	}
 	echo(t, c, r, []byte("after the drain, through the conntrack"))
@@ -205,7 +169,7 @@ func TestXDPDrainAndDisable(t *testing.T) {
 			t.Fatalf("a new flow went to %s, drained", victim)
 		}
 	}
-	if out, errOut, code := l4lbCmd(t, "disable", "--socket", sock, "web4", victim); code != 0 || !strings.Contains(out, "1 established reset") {
+	if out, errOut, code := lb.run(t, "disable", "web4", victim); code != 0 || !strings.Contains(out, "1 established reset") {
 		t.Fatalf("disable: exit %d\n%s%s", code, out, errOut)
 	}
 	c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -223,21 +187,18 @@ func TestXDPDrainAndDisable(t *testing.T) {
 // file still reports the change as waiting for a restart.
 func TestRestartOnlySettingStaysPending(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), "drain_timeout = \"3s\"", "drain_timeout = \"3s\"\npipe_size = 65536", 1))
-	out, errOut, code := l4lbCmd(t, "reload", "--socket", sock)
+	out, errOut, code := lb.run(t, "reload")
 	if code != 0 || !strings.Contains(out, "global.pipe_size changed: takes effect only after a restart") {
 		t.Fatalf("reload: exit %d\n%s%s", code, out, errOut)
 	}
-	out, _, _ = l4lbCmd(t, "status", "--socket", sock, "--show-config")
+	out, _, _ = lb.run(t, "status", "--show-config")
 	if !strings.Contains(out, "pipe_size = 1048576") {
 		t.Fatalf("the config in force shows a pipe_size the process does not use:\n%s", out)
 	}
-	out, errOut, code = l4lbCmd(t, "check", "--socket", sock, "--diff", lb.cfg)
+	out, errOut, code = lb.run(t, "check", "--diff", lb.cfg)
 	if code != 0 || !strings.Contains(out, "pipe_size") || !strings.Contains(out, "restart") {
 		t.Fatalf("check --diff after the reload: exit %d\n%s%s", code, out, errOut)
 	}

@@ -7,12 +7,9 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,27 +25,18 @@ var algoPorts = []struct {
 }{{"maglev", 80}, {"source_hash", 81}, {"least_conn", 82}, {"p2c", 83}, {"random", 84}}
 
 func algoConfig() string {
-	var b strings.Builder
-	b.WriteString("[global]\nadmin_socket = \"@ADMIN@\"\ndrain_timeout = \"1s\"\n")
+	c := newConf(`drain_timeout = "1s"`)
 	for _, a := range algoPorts {
-		fmt.Fprintf(&b, "\n[[vip]]\nname = %q\nlisten = \"198.18.2.10:%d\"\nalgorithm = %q\n  [vip.health]\n  type = \"none\"\n", a.algo, a.port, a.algo)
-		algoBackends(&b)
+		c.vip(a.algo, fmt.Sprintf(":%d", a.port), fmt.Sprintf("algorithm = %q", a.algo)).health(`type = "none"`).backends(3, 7000)
 	}
 	// Maglev with bounded loads: a hot client spreads once its backend
 	// holds 1.25 x its share.
-	fmt.Fprintf(&b, "\n[[vip]]\nname = \"bounded\"\nlisten = \"198.18.2.10:%d\"\nalgorithm = \"maglev\"\nhash_balance_factor = 125\n  [vip.health]\n  type = \"none\"\n", boundedPort)
-	algoBackends(&b)
-	return b.String()
+	c.vip("bounded", fmt.Sprintf(":%d", boundedPort), `algorithm = "maglev"`, `hash_balance_factor = 125`).health(`type = "none"`).backends(3, 7000)
+	return c.String()
 }
 
 // boundedPort is the port of the VIP with hash_balance_factor.
 const boundedPort = 85
-
-func algoBackends(b *strings.Builder) {
-	for i := range 3 {
-		fmt.Fprintf(b, "  [[vip.backend]]\n  name = \"be%d\"\n  address = \"198.18.1.%d:7000\"\n", i, 11+i)
-	}
-}
 
 // clientAddrs adds n more addresses (198.18.0.3 on) to the client
 // namespace's link, so that connections can come from several clients.
@@ -69,46 +57,6 @@ func clientAddrs(t *testing.T, tp *testutil.Topology, n int) []netip.Addr {
 	return addrs
 }
 
-// dialVIPFrom is dialVIP from a given client address (any free port).
-func dialVIPFrom(tp *testutil.Topology, src netip.Addr, port int) (*clientConn, error) {
-	var c net.Conn
-	err := tp.Client.Do(func() (err error) {
-		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))}
-		c, err = d.Dial("tcp4", netip.AddrPortFrom(tp.VIP, uint16(port)).String())
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	cc := &clientConn{Conn: c, r: bufio.NewReader(c)}
-	name, err := cc.r.ReadString('\n')
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("reading backend name: %w", err)
-	}
-	cc.backend = strings.TrimSpace(name)
-	return cc, nil
-}
-
-// liveFlows reads the live flows per backend of VIP name from status.
-func liveFlows(t *testing.T, lb *lbProcess, name string) map[string]int64 {
-	t.Helper()
-	for _, v := range lbStatus(t, lb).VIPs {
-		if v.Name == name && !v.Draining {
-			out := map[string]int64{}
-			for _, b := range v.Backends {
-				if !b.Removed { // a backend a reload replaced is listed until its flows end
-					out[b.ID] = b.LiveFlows
-				}
-			}
-			return out
-		}
-	}
-	t.Fatalf("no VIP %q in status", name)
-	return nil
-}
-
 // holdConn opens a connection through port, keeps it open until the test
 // ends and counts it on its backend.
 func holdConn(t *testing.T, tp *testutil.Topology, port int, held map[string]int) *clientConn {
@@ -121,9 +69,7 @@ func holdConn(t *testing.T, tp *testutil.Topology, port int, held map[string]int
 
 func TestAlgorithmsThroughDaemon(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	clients := clientAddrs(t, tp, 16)
 	lb := startLB(t, tp, algoConfig())
 
@@ -138,7 +84,7 @@ func TestAlgorithmsThroughDaemon(t *testing.T) {
 			for _, src := range clients {
 				first := ""
 				for k := range 6 {
-					c, err := dialVIPFrom(tp, src, algo.port)
+					c, err := dialVIPFrom(tp, src, algo.port, 5*time.Second)
 					if err != nil {
 						t.Fatalf("%s dial %d: %v", src, k, err)
 					}
@@ -171,7 +117,7 @@ func TestAlgorithmsThroughDaemon(t *testing.T) {
 		held := map[string]int{}
 		home := ""
 		for n := 1; n <= 12; n++ {
-			c, err := dialVIPFrom(tp, hot, boundedPort)
+			c, err := dialVIPFrom(tp, hot, boundedPort, 5*time.Second)
 			if err != nil {
 				t.Fatalf("connection %d: %v", n, err)
 			}
@@ -196,7 +142,7 @@ func TestAlgorithmsThroughDaemon(t *testing.T) {
 		if len(held) != 3 {
 			t.Fatalf("12 connections of a hot client reached %v, want all three backends", held)
 		}
-		live := liveFlows(t, lb, "bounded")
+		live := lb.liveFlows(t, "bounded")
 		for b, k := range held {
 			if live[b] != int64(k) {
 				t.Fatalf("status live flows %v, the client holds %v", live, held)
@@ -228,7 +174,7 @@ func TestAlgorithmsThroughDaemon(t *testing.T) {
 			}
 		}
 		held["be1"] = 0
-		testutil.Eventually(t, 5*time.Second, "be1's connections to end", func() bool { return liveFlows(t, lb, "least_conn")["be1"] == 0 })
+		testutil.Eventually(t, 5*time.Second, "be1's connections to end", func() bool { return lb.liveFlows(t, "least_conn")["be1"] == 0 })
 		for range 4 {
 			pick()
 		}
@@ -268,7 +214,7 @@ func TestAlgorithmsThroughDaemon(t *testing.T) {
 	}{{"p2c", 83}, {"random", 84}} {
 		t.Run(algo.name+"_share", func(t *testing.T) {
 			testutil.Eventually(t, 5*time.Second, "earlier connections to end", func() bool {
-				for _, n := range liveFlows(t, lb, algo.name) {
+				for _, n := range lb.liveFlows(t, algo.name) {
 					if n != 0 {
 						return false
 					}
@@ -286,24 +232,10 @@ func TestAlgorithmsThroughDaemon(t *testing.T) {
 	}
 }
 
-const leastConnTwo = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "1s"
-
-[[vip]]
-name = "lc"
-listen = "198.18.2.10:80"
-algorithm = "least_conn"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-`
+// leastConn is VIP lc, least_conn over the first n backends.
+func leastConn(n int) string {
+	return newConf(`drain_timeout = "1s"`).vip("lc", ":80", `algorithm = "least_conn"`).health(`type = "none"`).backends(n, 7000).String()
+}
 
 // TestLiveCountsSurviveReload: connections open across a reload (SIGHUP)
 // that adds a backend are still counted per backend in status, and
@@ -311,10 +243,8 @@ algorithm = "least_conn"
 // empty backend, not to whichever backend ties first on a zeroed count.
 func TestLiveCountsSurviveReload(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
-	lb := startLB(t, tp, leastConnTwo)
+	namedEchoes(t, tp)
+	lb := startLB(t, tp, leastConn(2))
 	held := map[string]int{}
 	for range 4 {
 		holdConn(t, tp, 80, held)
@@ -322,15 +252,13 @@ func TestLiveCountsSurviveReload(t *testing.T) {
 	if held["be0"] != 2 || held["be1"] != 2 {
 		t.Fatalf("least_conn spread 4 connections as %v", held)
 	}
-	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
-	lb.writeConfig(t, strings.ReplaceAll(leastConnTwo, "@ADMIN@", admin)+
-		"  [[vip.backend]]\n  name = \"be2\"\n  address = \"198.18.1.13:7000\"\n")
+	lb.writeConfig(t, leastConn(3))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
-	if live := liveFlows(t, lb, "lc"); live["be0"] != 2 || live["be1"] != 2 || live["be2"] != 0 {
+	if live := lb.liveFlows(t, "lc"); live["be0"] != 2 || live["be1"] != 2 || live["be2"] != 0 {
 		t.Fatalf("live flows after the reload: %v, want be0 2, be1 2, be2 0", live)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if st.VIPs[0].Active != 4 {
 		t.Fatalf("VIP active after the reload: %d, want 4", st.VIPs[0].Active)
 	}
@@ -339,7 +267,7 @@ func TestLiveCountsSurviveReload(t *testing.T) {
 			t.Fatalf("connection %d after the reload went to %s (held before it: %v)", k, c.backend, held)
 		}
 	}
-	if live := liveFlows(t, lb, "lc"); live["be0"] != 2 || live["be1"] != 2 || live["be2"] != 2 {
+	if live := lb.liveFlows(t, "lc"); live["be0"] != 2 || live["be1"] != 2 || live["be2"] != 2 {
 		t.Fatalf("live flows: %v, want 2 each", live)
 	}
 }

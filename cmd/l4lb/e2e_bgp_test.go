@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,42 +24,19 @@ var (
 // client's address and port: every balancer picks the same backend for a
 // flow.
 func bgpConfig(e *testutil.ECMP, i int, vip netip.Addr, drain string) string {
-	return fmt.Sprintf(`
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = %q
-
-[bgp]
-asn = 65001
-router_id = %q
-communities = ["65001:100"]
-shutdown_grace = "2s"
-  [[bgp.peer]]
-  address = %q
-  asn = 65000
-
-[[vip]]
-name = "web"
-listen = "%s:80"
-algorithm = "maglev"
-hash_key = "src_ip_port"
-  [vip.health]
-  type = "tcp"
-  interval = "200ms"
-  timeout = "200ms"
-  fall = 2
-  rise = 1
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-`, drain, e.LBAddr(i), e.RouterID, vip)
+	return newConf(fmt.Sprintf("drain_timeout = %q", drain)).raw(bgpTable(e, i, `communities = ["65001:100"]`, `shutdown_grace = "2s"`)).
+		vip("web", fmt.Sprintf("%s:80", vip), `algorithm = "maglev"`, `hash_key = "src_ip_port"`).health(bgpProbe...).backends(3, 7000).String()
 }
+
+// bgpTable is balancer i's [bgp] table, with more keys, peering with the
+// ECMP router.
+func bgpTable(e *testutil.ECMP, i int, keys ...string) string {
+	return fmt.Sprintf("\n[bgp]\nasn = 65001\nrouter_id = %q\n%s\n  [[bgp.peer]]\n  address = %q\n  asn = 65000\n", e.LBAddr(i), strings.Join(keys, "\n"), e.RouterID)
+}
+
+// bgpProbe is the health check of the BGP tests' VIPs: quick, so that a
+// backend's fall reaches the announcement soon.
+var bgpProbe = []string{`type = "tcp"`, `interval = "200ms"`, `timeout = "200ms"`, `fall = 2`, `rise = 1`}
 
 // backendSet runs the named echo servers on the backends; stop and start
 // take them all down and up again.
@@ -128,15 +104,6 @@ func dialFrom(e *testutil.ECMP, vip netip.Addr, srcPort int) (*net.TCPConn, stri
 
 func host(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, 32) }
 
-func exited(p *lbProcess) bool {
-	select {
-	case <-p.exited:
-		return true
-	default:
-		return false
-	}
-}
-
 // TestBGPAnnounceLifecycle: a balancer announces its VIP while a backend
 // is up, withdraws it when every backend is down and announces it again
 // when they return; a reload that removes the VIP withdraws it; SIGTERM
@@ -158,16 +125,13 @@ func TestBGPAnnounceLifecycle(t *testing.T) {
 		c.Close()
 		t.Logf("served by %s", name)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if st.BGP == nil || len(st.BGP.Peers) != 1 || !st.BGP.Peers[0].Up || st.BGP.Peers[0].PrefixesSent != 1 || len(st.BGP.Announced) != 1 {
 		t.Fatalf("status bgp: %+v", st.BGP)
 	}
-	text, err := exec.Command(mustBin(t), "status", "--socket", adminSock(lb)).Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
+	text := lb.statusText(t)
 	for _, want := range []string{"bgp: as 65001, router id 198.18.3.10, announced: 198.18.2.10/32", "peer 198.18.3.1 as 65000  established for", "prefixes sent 1"} {
-		if !strings.Contains(string(text), want) {
+		if !strings.Contains(text, want) {
 			t.Errorf("l4lb status does not show %q:\n%s", want, text)
 		}
 	}
@@ -183,7 +147,7 @@ func TestBGPAnnounceLifecycle(t *testing.T) {
 	t.Logf("announced again %v after the backends came back", d)
 
 	// A reload replaces the VIP with another on a new address.
-	lb.writeConfig(t, strings.ReplaceAll(bgpConfig(e, 0, bgpVIP2, "4s"), "@ADMIN@", adminSock(lb)))
+	lb.writeConfig(t, strings.ReplaceAll(bgpConfig(e, 0, bgpVIP2, "4s"), "@ADMIN@", lb.sock))
 	lb.signal(t, syscall.SIGHUP)
 	rtr.WaitNextHops(t, host(bgpVIP), 10*time.Second)
 	rtr.WaitNextHops(t, host(bgpVIP2), 10*time.Second, lbA)
@@ -200,11 +164,11 @@ func TestBGPAnnounceLifecycle(t *testing.T) {
 	defer c.Close()
 	lb.signal(t, syscall.SIGTERM)
 	d = rtr.WaitNextHops(t, host(bgpVIP2), 5*time.Second)
-	if exited(lb) {
+	if lb.hasExited() {
 		t.Fatalf("l4lb exited before its route was withdrawn")
 	}
 	t.Logf("withdrawn %v after SIGTERM, process still draining", d)
-	if st := lbStatus(t, lb); len(st.VIPs) != 1 || st.VIPs[0].Active != 1 || st.BGP == nil || !st.BGP.Withdrawn || len(st.BGP.Announced) != 0 {
+	if st := lb.status(t); len(st.VIPs) != 1 || st.VIPs[0].Active != 1 || st.BGP == nil || !st.BGP.Withdrawn || len(st.BGP.Announced) != 0 {
 		t.Fatalf("after the withdraw, want the connection still held and nothing announced: active %+v, bgp %+v", st.VIPs, st.BGP)
 	}
 	log := lb.log.String()
@@ -216,11 +180,6 @@ func TestBGPAnnounceLifecycle(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("l4lb did not exit after shutdown_grace and drain_timeout")
 	}
-}
-
-// adminSock is the admin socket path startBinaryIn put in the config.
-func adminSock(p *lbProcess) string {
-	return strings.TrimSuffix(p.cfg, "l4lb.toml") + "admin.sock"
 }
 
 // TestBGPECMPTwoBalancers: two balancers announce the same VIP; the
@@ -251,7 +210,7 @@ func TestBGPECMPTwoBalancers(t *testing.T) {
 	}
 	var per [2]uint64
 	for i, lb := range lbs {
-		per[i] = lbStatus(t, lb).VIPs[0].Accepted
+		per[i] = lb.status(t).VIPs[0].Accepted
 	}
 	t.Logf("flows per balancer: %v", per)
 	if per[0] == 0 || per[1] == 0 || per[0]+per[1] != flows {
@@ -271,7 +230,7 @@ func TestBGPECMPTwoBalancers(t *testing.T) {
 			t.Errorf("flow from port %d: backend %s after the failover, %s before", port, name, want)
 		}
 	}
-	if got := lbStatus(t, lbs[1]).VIPs[0].Accepted; got != per[1]+flows {
+	if got := lbs[1].status(t).VIPs[0].Accepted; got != per[1]+flows {
 		t.Errorf("balancer 1 accepted %d, want %d", got, per[1]+flows)
 	}
 

@@ -28,39 +28,12 @@ const xdpECMPTableSize = 65537
 // 5-tuple over the three backends' port 80, IPIP to them (out of y0, by
 // the FIB), announced to the router over BGP.
 func xdpBGPConfig(e *testutil.ECMP, i, tableSize int) string {
-	var b strings.Builder
+	c := newConf(`drain_timeout = "1s"`).raw("\n[xdp]\ninterface = \"x0\"\n").raw(bgpTable(e, i, `shutdown_grace = "1s"`)).
+		vip("web", fmt.Sprintf("%s:80", bgpVIP), `mode = "xdp"`, `algorithm = "maglev"`, fmt.Sprintf("maglev_table_size = %d", tableSize)).health(bgpProbe...)
 	for j := range e.Backends {
-		fmt.Fprintf(&b, "  [[vip.backend]]\n  name = \"be%d\"\n  address = \"%s:80\"\n", j, e.BackendIP(j))
+		c.at(fmt.Sprintf("be%d", j), fmt.Sprintf("%s:80", e.BackendIP(j)))
 	}
-	return fmt.Sprintf(`
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "1s"
-
-[xdp]
-interface = "x0"
-
-[bgp]
-asn = 65001
-router_id = %q
-shutdown_grace = "1s"
-  [[bgp.peer]]
-  address = %q
-  asn = 65000
-
-[[vip]]
-name = "web"
-listen = "%s:80"
-mode = "xdp"
-algorithm = "maglev"
-maglev_table_size = %d
-  [vip.health]
-  type = "tcp"
-  interval = "200ms"
-  timeout = "200ms"
-  fall = 2
-  rise = 1
-%s`, e.LBAddr(i), e.RouterID, bgpVIP, tableSize, b.String())
+	return c.String()
 }
 
 // xdpECMP turns the ECMP network (built without VIPs on the balancers'
@@ -190,7 +163,7 @@ func TestBGPECMPXDP(t *testing.T) {
 	}
 	var flows [2]uint64
 	for i, lb := range lbs {
-		_, v := xdpStatus(t, lb, "web")
+		v := lb.vip(t, "web")
 		if v.XDP == nil {
 			t.Fatalf("balancer %d: no xdp counters for web", i)
 		}
@@ -205,7 +178,7 @@ func TestBGPECMPXDP(t *testing.T) {
 		t.Fatalf("new flows per balancer %v: want both used, %d in all (a retried first dial may add one)", flows, conns)
 	}
 
-	_, before := xdpStatus(t, lbs[1], "web")
+	before := lbs[1].vip(t, "web")
 	lbs[0].cmd.Process.Kill()
 	select {
 	case <-lbs[0].exited:
@@ -244,7 +217,7 @@ func TestBGPECMPXDP(t *testing.T) {
 	if broken > 0 {
 		t.Fatalf("%d of %d connections broke when balancer 0 died", broken, conns)
 	}
-	_, after := xdpStatus(t, lbs[1], "web")
+	after := lbs[1].vip(t, "web")
 	moved := after.XDP.NewFlows - before.XDP.NewFlows
 	t.Logf("all %d connections continued; balancer 1 took over %d of them (balancer 0 carried %d)", conns, moved, flows[0])
 	if moved < flows[0] || moved > uint64(conns) {

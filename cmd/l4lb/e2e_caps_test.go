@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,30 +17,8 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const capsConfig = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "db"
-listen = "198.18.2.10:80"
-algorithm = "least_conn"
-queue_timeout = "30s"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  max_conns = 5
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  max_conns = 5
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-  max_conns = 10
-`
+var capsConfig = newConf().vip("db", ":80", `algorithm = "least_conn"`, `queue_timeout = "30s"`).health(`type = "none"`).
+	named("be0", 0, 7000, `max_conns = 5`).named("be1", 1, 7000, `max_conns = 5`).named("be2", 2, 7000, `max_conns = 10`).String()
 
 // waitingConn is a client through the VIP whose backend's name line (sent
 // by namedEcho once the proxy connects it) may not have come yet.
@@ -92,9 +69,7 @@ func (w *waitingConn) backend(d time.Duration) string {
 // client finding every backend full is reset and counted.
 func TestBackendCapsDaemon(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, capsConfig)
 	caps := map[string]int{"be0": 5, "be1": 5, "be2": 10}
 	var cs []*waitingConn
@@ -113,11 +88,11 @@ func TestBackendCapsDaemon(t *testing.T) {
 			continue
 		}
 		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("client %d queued", i), func() bool {
-			st := lbStatus(t, lb)
+			st := lb.status(t)
 			return st.VIPs[0].TCP != nil && st.VIPs[0].TCP.Queued == int64(i-19)
 		})
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	for _, b := range st.VIPs[0].Backends {
 		if b.LiveFlows != int64(caps[b.ID]) || b.MaxFlows != int64(caps[b.ID]) {
 			t.Fatalf("status %s: live %d, max %d; want both %d", b.ID, b.LiveFlows, b.MaxFlows, caps[b.ID])
@@ -128,11 +103,10 @@ func TestBackendCapsDaemon(t *testing.T) {
 			t.Fatalf("client %d served by %s beyond the caps", i, be)
 		}
 	}
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
-	if out, _, _ := l4lbCmd(t, "status", "--socket", sock); !strings.Contains(out, "queued 11") || !strings.Contains(out, "5/5") {
+	if out, _, _ := lb.run(t, "status"); !strings.Contains(out, "queued 11") || !strings.Contains(out, "5/5") {
 		t.Fatalf("status text lacks the queue or the caps:\n%s", out)
 	}
-	if out, _, _ := l4lbCmd(t, "explain", "--socket", sock, "db", tp.ClientIP.String()); !strings.Contains(out, "FULL: at its cap of 10, skipped") {
+	if out, _, _ := lb.run(t, "explain", "db", tp.ClientIP.String()); !strings.Contains(out, "FULL: at its cap of 10, skipped") {
 		t.Fatalf("explain does not say the backends are full:\n%s", out)
 	}
 
@@ -148,7 +122,7 @@ func TestBackendCapsDaemon(t *testing.T) {
 
 	// A reload raises be0's cap: the 10 waiters left are served on be0.
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), "max_conns = 5\n  [[vip.backend]]\n  name = \"be1\"", "max_conns = 15\n  [[vip.backend]]\n  name = \"be1\"", 1))
-	reloadOK(t, lb)
+	lb.reloadOK(t)
 	for i := 21; i < 31; i++ {
 		if be := cs[i].backend(10 * time.Second); be != "be0" {
 			t.Fatalf("after the reload waiter %d served by %q, want be0", i, be)
@@ -160,14 +134,14 @@ func TestBackendCapsDaemon(t *testing.T) {
 			t.Fatalf("client %d cut: %v", i, err)
 		}
 	}
-	st = lbStatus(t, lb)
+	st = lb.status(t)
 	if q := st.VIPs[0].TCP; q.Queued != 0 || q.QueueWaits != 11 || q.QueueTimeouts != 0 {
 		t.Fatalf("queue status after the reload: %+v", q)
 	}
 
 	// Every backend full again (15/5/10): queue_timeout resets and counts.
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), `queue_timeout = "30s"`, `queue_timeout = "300ms"`, 1))
-	reloadOK(t, lb)
+	lb.reloadOK(t)
 	late := dialWaiting(t, tp)
 	start := time.Now()
 	late.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -178,6 +152,6 @@ func TestBackendCapsDaemon(t *testing.T) {
 		t.Fatalf("late client ended with %v after %v, want a reset", late.err, time.Since(start))
 	}
 	testutil.Eventually(t, 5*time.Second, "queue timeout counted", func() bool {
-		return lbStatus(t, lb).VIPs[0].TCP.QueueTimeouts == 1
+		return lb.status(t).VIPs[0].TCP.QueueTimeouts == 1
 	})
 }

@@ -15,64 +15,18 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const diffRunning = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "3s"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-
-[[vip]]
-name = "b"
-listen = "198.18.2.10:81"
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-`
+var diffRunning = newConf(`drain_timeout = "3s"`).vip("a", ":80").backends(3, 7000).vip("b", ":81").addrs(7000, 0).String()
 
 // diffNext: VIP b removed, VIP c added; in VIP a the algorithm changes,
 // be0 goes, be1 is reweighted, be2 moves, be3 comes.
-const diffNext = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "3s"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-algorithm = "least_conn"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  weight = 50
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.23:7000"
-  [[vip.backend]]
-  name = "be3"
-  address = "198.18.1.14:7000"
-
-[[vip]]
-name = "c"
-listen = "198.18.2.10:82"
-  [[vip.backend]]
-  address = "198.18.1.14:7000"
-`
+var diffNext = newConf(`drain_timeout = "3s"`).vip("a", ":80", `algorithm = "least_conn"`).
+	named("be1", 1, 7000, `weight = 50`).backend(`name = "be2"`, `address = "198.18.1.23:7000"`).named("be3", 3, 7000).
+	vip("c", ":82").addrs(7000, 3).String()
 
 func TestCheckDiffAgainstRunningDaemon(t *testing.T) {
 	tp := testutil.NewTopology(t, 0)
 	lb := startLB(t, tp, diffRunning)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	next := filepath.Join(t.TempDir(), "next.toml")
 	if err := os.WriteFile(next, []byte(strings.ReplaceAll(diffNext, "@ADMIN@", sock)), 0o644); err != nil {
 		t.Fatal(err)
@@ -162,7 +116,7 @@ func exitCode(err error) int {
 func TestCheckAndDiffWarnAlike(t *testing.T) {
 	tp := testutil.NewTopology(t, 0)
 	lb := startLB(t, tp, diffRunning)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	next := filepath.Join(t.TempDir(), "next.toml")
 	src := strings.Replace(strings.ReplaceAll(diffRunning, "@ADMIN@", sock), "drain_timeout", "pipe_size = 2097152\ndrain_timeout", 1)
 	src = strings.Replace(src, `name = "b"`, "name = \"b\"\nidle_timeout = \"30s\"\nkeepalive = \"1m\"", 1)

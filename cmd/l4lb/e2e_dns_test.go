@@ -5,7 +5,6 @@ package main
 
 import (
 	"net/netip"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,27 +15,9 @@ import (
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
-const dnsVIPs = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "3s"
-resolvers = ["198.18.1.1"]
-resolve_min = "200ms"
-resolve_max = "1s"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-  [[vip.backend]]
-  address = "pg.db.test:7000"
-
-[[vip]]
-name = "b"
-listen = "198.18.2.10:81"
-  [[vip.backend]]
-  name = "later"
-  address = "later.db.test:7000"
-`
+var dnsVIPs = newConf(`drain_timeout = "3s"`, `resolvers = ["198.18.1.1"]`, `resolve_min = "200ms"`, `resolve_max = "1s"`).
+	vip("a", ":80").backend(`address = "pg.db.test:7000"`).
+	vip("b", ":81").backend(`name = "later"`, `address = "later.db.test:7000"`).String()
 
 // nameIDs lists a VIP's backends that take part (not removed), by the
 // backend name their address leads to (be0 is 198.18.1.11).
@@ -56,20 +37,9 @@ func nameIDs(st plane.Status, vip string) []string {
 	return out
 }
 
-func vipOf(st plane.Status, name string) plane.VIPStatus {
-	for _, v := range st.VIPs {
-		if v.Name == name {
-			return v
-		}
-	}
-	return plane.VIPStatus{}
-}
-
 func TestDNSNamedBackends(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	dns := testutil.StartDNSServer(t, tp.LB, "198.18.1.1:53")
 	be := func(i int) netip.Addr { return tp.BackendIP(i) }
 	dns.SetHost("pg.db.test", 1, be(0), be(1))
@@ -85,7 +55,7 @@ func TestDNSNamedBackends(t *testing.T) {
 	}
 
 	lb := startLB(t, tp, dnsVIPs)
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if got := nameIDs(st, "a"); !slices.Equal(got, []string{"be0", "be1"}) {
 		t.Fatalf("vip a at start: %v", got)
 	}
@@ -102,19 +72,19 @@ func TestDNSNamedBackends(t *testing.T) {
 		t.Fatal("no connection reached be0")
 	}
 	backendsSeen(t, tp, 80, 10)
-	flowsBe1 := backendFlows(t, lb, "a", "pg.db.test:7000@198.18.1.12:7000")
+	flowsBe1 := lb.backend(t, "a", "pg.db.test:7000@198.18.1.12:7000").Flows
 
 	// Added: new flows reach the third address.
 	dns.SetHost("pg.db.test", 1, be(0), be(1), be(2))
 	testutil.Eventually(t, 10*time.Second, "be2 joins vip a", func() bool {
-		return slices.Equal(nameIDs(lbStatus(t, lb), "a"), []string{"be0", "be1", "be2"})
+		return slices.Equal(nameIDs(lb.status(t), "a"), []string{"be0", "be1", "be2"})
 	})
 	// The kept addresses are the same backends: counts and the
 	// established flow carry over.
-	if n := backendFlows(t, lb, "a", "pg.db.test:7000@198.18.1.12:7000"); flowsBe1 == 0 || n < flowsBe1 {
+	if n := lb.backend(t, "a", "pg.db.test:7000@198.18.1.12:7000").Flows; flowsBe1 == 0 || n < flowsBe1 {
 		t.Fatalf("be1's flow count went from %d to %d: the DNS change made it a new backend", flowsBe1, n)
 	}
-	if b := backendOf(t, lb, "a", "pg.db.test:7000@198.18.1.11:7000"); b.LiveFlows != 1 {
+	if b := lb.backend(t, "a", "pg.db.test:7000@198.18.1.11:7000"); b.LiveFlows != 1 {
 		t.Fatalf("be0 after the DNS change: %d live flows, want the established one", b.LiveFlows)
 	}
 	if seen := backendsSeen(t, tp, 80, 30); seen["be2"] == 0 {
@@ -125,7 +95,7 @@ func TestDNSNamedBackends(t *testing.T) {
 	// be1 keeps its counts (the same backend, not a new one).
 	dns.SetHost("pg.db.test", 1, be(1), be(2))
 	testutil.Eventually(t, 10*time.Second, "be0 leaves vip a", func() bool {
-		return slices.Equal(nameIDs(lbStatus(t, lb), "a"), []string{"be1", "be2"})
+		return slices.Equal(nameIDs(lb.status(t), "a"), []string{"be1", "be2"})
 	})
 	if seen := backendsSeen(t, tp, 80, 30); seen["be0"] != 0 {
 		t.Fatalf("new flows reached the removed address: %v", seen)
@@ -133,21 +103,21 @@ func TestDNSNamedBackends(t *testing.T) {
 	if err := established.echo("after the removal"); err != nil {
 		t.Fatalf("established flow on the removed address: %v", err)
 	}
-	if n := backendFlows(t, lb, "a", "pg.db.test:7000@198.18.1.12:7000"); n < flowsBe1 {
+	if n := lb.backend(t, "a", "pg.db.test:7000@198.18.1.12:7000").Flows; n < flowsBe1 {
 		t.Fatalf("be1's flow count went from %d to %d: the DNS change made it a new backend", flowsBe1, n)
 	}
 
 	// Changed: be1's record becomes be0's.
 	dns.SetHost("pg.db.test", 1, be(0), be(2))
 	testutil.Eventually(t, 10*time.Second, "vip a follows the changed record", func() bool {
-		return slices.Equal(nameIDs(lbStatus(t, lb), "a"), []string{"be0", "be2"})
+		return slices.Equal(nameIDs(lb.status(t), "a"), []string{"be0", "be2"})
 	})
 	if seen := backendsSeen(t, tp, 80, 30); seen["be1"] != 0 || seen["be0"] == 0 {
 		t.Fatalf("after the change: %v", seen)
 	}
 
 	// A name that never resolved: vip b has no backend and says why.
-	b := vipOf(lbStatus(t, lb), "b")
+	b := vipNamed(lb.status(t), "b")
 	if len(b.Backends) != 0 || len(b.Names) != 1 || len(b.Names[0].Addresses) != 0 || b.Names[0].Error == "" {
 		t.Fatalf("vip b, never resolved: backends %+v, names %+v", b.Backends, b.Names)
 	}
@@ -159,15 +129,13 @@ func TestDNSNamedBackends(t *testing.T) {
 	// The server stops answering: the last good answer stays in use;
 	// status shows the error and the answer's age.
 	dns.SetSilent(true)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	testutil.Eventually(t, 20*time.Second, "status shows the failing lookups", func() bool {
-		n := vipOf(lbStatus(t, lb), "a").Names
+		n := vipNamed(lb.status(t), "a").Names
 		return len(n) == 1 && n[0].Error != "" && n[0].AnswerAge > 3
 	})
-	text, err := exec.Command(mustBin(t), "status", "--socket", sock).CombinedOutput()
-	if err != nil || !strings.Contains(string(text), "dns pg.db.test:7000: 198.18.1.11:7000 198.18.1.13:7000 (answer ") ||
-		!strings.Contains(string(text), "FAILING for") || !strings.Contains(string(text), "dns later.db.test:7000: NOT RESOLVED") {
-		t.Fatalf("text status while DNS fails: %v\n%s", err, text)
+	if text := lb.statusText(t); !strings.Contains(text, "dns pg.db.test:7000: 198.18.1.11:7000 198.18.1.13:7000 (answer ") ||
+		!strings.Contains(text, "FAILING for") || !strings.Contains(text, "dns later.db.test:7000: NOT RESOLVED") {
+		t.Fatalf("text status while DNS fails:\n%s", text)
 	}
 	if seen := backendsSeen(t, tp, 80, 10); seen["be0"]+seen["be2"] != 10 {
 		t.Fatalf("while DNS fails: %v", seen)
@@ -188,25 +156,9 @@ func TestDNSNamedBackends(t *testing.T) {
 	// server was silent times out after it answers again: vip a's name
 	// clears at its next lookup, not with vip b's.
 	testutil.Eventually(t, 20*time.Second, "vip a's name resolves again", func() bool {
-		return vipOf(lbStatus(t, lb), "a").Names[0].Error == ""
+		return vipNamed(lb.status(t), "a").Names[0].Error == ""
 	})
 	if err := established.echo("at the end"); err != nil {
 		t.Fatalf("established flow: %v", err)
 	}
-}
-
-func backendFlows(t *testing.T, lb *lbProcess, vip, id string) uint64 {
-	t.Helper()
-	return backendOf(t, lb, vip, id).Flows
-}
-
-func backendOf(t *testing.T, lb *lbProcess, vip, id string) plane.BackendStatus {
-	t.Helper()
-	for _, b := range vipOf(lbStatus(t, lb), vip).Backends {
-		if b.ID == id && !b.Removed {
-			return b
-		}
-	}
-	t.Fatalf("vip %s has no backend %s", vip, id)
-	return plane.BackendStatus{}
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,57 +19,26 @@ import (
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
-// explainCmd runs `l4lb explain` and wants exit 0.
-func explainCmd(t *testing.T, sock string, args ...string) string {
-	t.Helper()
-	out, errOut, code := l4lbCmd(t, append([]string{"explain", "--socket", sock}, args...)...)
-	if code != 0 {
-		t.Fatalf("l4lb explain %v: exit %d\n%s%s", args, code, out, errOut)
-	}
-	return out
-}
-
 // explainJSON runs `l4lb explain --json` and decodes the answer.
-func explainJSON(t *testing.T, sock string, args ...string) plane.Explanation {
+func explainJSON(t *testing.T, lb *lbProcess, args ...string) plane.Explanation {
 	t.Helper()
 	var e plane.Explanation
-	out := explainCmd(t, sock, append([]string{"--json"}, args...)...)
+	out := lb.verb(t, "explain", append([]string{"--json"}, args...)...)
 	if err := json.Unmarshal([]byte(out), &e); err != nil {
 		t.Fatalf("explain --json: %v\n%s", err, out)
 	}
 	return e
 }
 
-const vipMaglev = `
-[global]
-admin_socket = "@ADMIN@"
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-algorithm = "maglev"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-`
+var vipMaglev = newConf().vip("a", ":80", `algorithm = "maglev"`).health(`type = "none"`).backends(3, 7000).String()
 
 func TestExplainProxyVIP(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipMaglev)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	client := tp.ClientIP.String()
 
-	out := explainCmd(t, sock, "a", client)
+	out := lb.verb(t, "explain", "a", client)
 	for _, want := range []string{
 		"vip a (tcp/198.18.2.10:80, proxy, maglev, hash on the source address)",
 		"client 198.18.0.2 (flow tcp 198.18.0.2:*->198.18.2.10:80)",
@@ -83,7 +51,7 @@ func TestExplainProxyVIP(t *testing.T) {
 			t.Fatalf("explain lacks %q:\n%s", want, out)
 		}
 	}
-	e := explainJSON(t, sock, "a", client)
+	e := explainJSON(t, lb, "a", client)
 	if e.Backend == nil {
 		t.Fatalf("no backend: %+v", e)
 	}
@@ -94,15 +62,15 @@ func TestExplainProxyVIP(t *testing.T) {
 		}
 	}
 	// Drained: not a candidate, and the client hashes elsewhere.
-	if _, errOut, code := l4lbCmd(t, "drain", "--socket", sock, "--reason", "maintenance", "a", chosen); code != 0 {
+	if _, errOut, code := lb.run(t, "drain", "--reason", "maintenance", "a", chosen); code != 0 {
 		t.Fatalf("drain: %s", errOut)
 	}
-	out = explainCmd(t, sock, "a", client)
+	out = lb.verb(t, "explain", "a", client)
 	t.Logf("after the drain:\n%s", out)
 	if !strings.Contains(out, chosen+" (") || !strings.Contains(out, "NOT A CANDIDATE: drained by root: maintenance") || !strings.Contains(out, "table generation 2") {
 		t.Fatalf("after the drain:\n%s", out)
 	}
-	e = explainJSON(t, sock, "a", client)
+	e = explainJSON(t, lb, "a", client)
 	if e.Backend == nil || e.Backend.ID == chosen {
 		t.Fatalf("after draining %s: %+v", chosen, e.Backend)
 	}
@@ -119,7 +87,7 @@ func TestExplainProxyVIP(t *testing.T) {
 		{[]string{"a", "[2001:db8::1]:80"}, 1, "another address family"},
 		{[]string{"a"}, 2, "want a VIP name and a client address"},
 	} {
-		_, errOut, code := l4lbCmd(t, append([]string{"explain", "--socket", sock}, tc.args...)...)
+		_, errOut, code := lb.run(t, "explain", tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Fatalf("l4lb explain %v: exit %d\n%s\nwant exit %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
@@ -166,11 +134,10 @@ func dialFromPort(t *testing.T, n *xdpNet, port uint16, vip netip.AddrPort) (net
 func TestXDPExplain(t *testing.T) {
 	n := newXDPNet(t, 3)
 	lb := startLBIn(t, n.LB.NS, n.config("", "", 0, 1, 2))
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	client := n.Client.Addr4
 
 	// 5tuple, the xdp default: without a port the answer depends on it.
-	out := explainCmd(t, sock, "web4", client.String())
+	out := lb.verb(t, "explain", "web4", client.String())
 	if !strings.Contains(out, "backend: not determined: hash_key 5tuple covers the client port") ||
 		!strings.Contains(out, "vip web4 (tcp/"+n.vip4.String()+", xdp, maglev, hash on the 5-tuple)") {
 		t.Fatalf("without a port:\n%s", out)
@@ -179,7 +146,7 @@ func TestXDPExplain(t *testing.T) {
 	for range 6 {
 		port := freePort(t, n.Client)
 		at := netip.AddrPortFrom(client, port).String()
-		e := explainJSON(t, sock, "web4", at)
+		e := explainJSON(t, lb, "web4", at)
 		if e.Backend == nil || len(e.Pinned) != 0 || e.Pick.Hash == nil || e.Pick.Hash.Maglev == nil || e.Pick.Hash.Maglev.Source != "xdp map" {
 			t.Fatalf("%s before any packet: %s %+v %+v", at, e.Because, e.Pinned, e.Pick)
 		}
@@ -190,12 +157,12 @@ func TestXDPExplain(t *testing.T) {
 		}
 		seen[want] = true
 		// Established: the conntrack entry decides.
-		e = explainJSON(t, sock, "web4", at)
+		e = explainJSON(t, lb, "web4", at)
 		if len(e.Pinned) != 1 || e.Pinned[0].Kind != "conntrack" || !e.Pinned[0].Decides || e.Pinned[0].Backend.ID != want ||
 			e.Backend.ID != want || !strings.Contains(e.Because, "XDP conntrack entry") {
 			t.Fatalf("%s established on %s: %s %+v", at, want, e.Because, e.Pinned)
 		}
-		out := explainCmd(t, sock, "web4", at)
+		out := lb.verb(t, "explain", "web4", at)
 		t.Logf("established:\n%s", out)
 		if !strings.Contains(out, "pinned:\n  conntrack tcp "+at+"->"+n.vip4.String()+" -> "+want) || !strings.Contains(out, "DECIDES") {
 			t.Fatalf("established, as text:\n%s", out)

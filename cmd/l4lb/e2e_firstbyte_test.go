@@ -15,19 +15,11 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const firstByteConfig = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "web"
-listen = "198.18.2.10:80"
-first_byte_timeout = "%s"
-  [vip.health]
-  type = "none"              # the backend counts connections: no probes
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-`
+// firstByteConf has VIP web with first_byte_timeout; health none: the
+// backend counts connections, so no probes.
+func firstByteConf(timeout string) string {
+	return newConf().vip("web", ":80", fmt.Sprintf("first_byte_timeout = %q", timeout)).health(`type = "none"`).addrs(7000, 0).String()
+}
 
 // TestFirstByteTimeoutDaemon: with first_byte_timeout a silent client is
 // closed (FIN) after it and the backend never sees a connection; a client
@@ -48,7 +40,7 @@ func TestFirstByteTimeoutDaemon(t *testing.T) {
 		c.SetDeadline(time.Now().Add(30 * time.Second))
 		io.Copy(c, c)
 	})
-	lb := startLB(t, tp, fmt.Sprintf(firstByteConfig, "400ms"))
+	lb := startLB(t, tp, firstByteConf("400ms"))
 	dial := func() net.Conn {
 		var c net.Conn
 		tp.Client.MustDo(t, func() (err error) {
@@ -77,7 +69,7 @@ func TestFirstByteTimeoutDaemon(t *testing.T) {
 	if n := accepted.Load(); n != 1 {
 		t.Fatalf("backend accepted %d connections, want 1 (the speaking client's)", n)
 	}
-	if st := lbStatus(t, lb); st.VIPs[0].TCP == nil || st.VIPs[0].TCP.FirstByteTimeouts != 1 {
+	if st := lb.status(t); st.VIPs[0].TCP == nil || st.VIPs[0].TCP.FirstByteTimeouts != 1 {
 		t.Fatalf("status: %+v", st.VIPs[0].TCP)
 	}
 	if out, _, _ := l4lbCmd(t, "status", "--socket", lb.cfg[:strings.LastIndex(lb.cfg, "/")]+"/admin.sock"); !strings.Contains(out, "first-byte-timeouts 1") {
@@ -85,7 +77,7 @@ func TestFirstByteTimeoutDaemon(t *testing.T) {
 	}
 
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), `first_byte_timeout = "400ms"`, `first_byte_timeout = "0s"`, 1))
-	reloadOK(t, lb)
+	lb.reloadOK(t)
 	dial() // silent, and reaches the backend now
 	testutil.Eventually(t, 5*time.Second, "a silent client reaches the backend once off", func() bool { return accepted.Load() == 2 })
 }

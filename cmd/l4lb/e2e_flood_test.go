@@ -23,23 +23,7 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const floodConfig = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "web"
-listen = "198.18.2.10:80"
-  [vip.health]
-  interval = "300ms"
-  timeout = "300ms"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-`
+var floodConfig = newConf().vip("web", ":80").health(`interval = "300ms"`, `timeout = "300ms"`).backends(2, 7000).String()
 
 // Flood bounds: 2000 sources each way; every spoofed source sends
 // synPerSource SYNs; every connection-flood source opens one connection
@@ -174,9 +158,7 @@ func connFlood(ns *testutil.Netns, vip netip.AddrPort) int64 {
 // it answers with syncookies once the listener's SYN queue is full.
 func TestFloodKeepsLegitimateClients(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	// The connection flood's 2000 addresses on the client's link; the
 	// balancer routes them, and the spoofed range, back through it. The
 	// client does not forward, so SYN-ACKs to spoofed sources die there,
@@ -303,7 +285,7 @@ func TestFloodKeepsLegitimateClients(t *testing.T) {
 // backendsUp counts the VIP's backends whose health is up.
 func backendsUp(t *testing.T, lb *lbProcess) int {
 	n := 0
-	for _, v := range lbStatus(t, lb).VIPs {
+	for _, v := range lb.status(t).VIPs {
 		for _, b := range v.Backends {
 			if b.Health == "up" {
 				n++

@@ -4,92 +4,21 @@
 package main
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"net"
-	"strings"
+	"net/netip"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/plane"
 )
 
-const guardVIPs = `
-[global]
-admin_socket = "@ADMIN@"
-
-[defaults]
-deny = ["198.18.0.66"]
-
-[[vip]]
-name = "acl"
-listen = "198.18.2.10:80"
-allow = ["198.18.0.0/24"]
-deny = ["198.18.0.64/27"]
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  address = "198.18.1.12:7000"
-
-[[vip]]
-name = "percli"
-listen = "198.18.2.10:81"
-max_conns_per_client = 2
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-
-[[vip]]
-name = "rate"
-listen = "198.18.2.10:82"
-conn_rate_per_client = 3
-  [[vip.backend]]
-  address = "198.18.1.12:7000"
-
-[[vip]]
-name = "udp"
-listen = "198.18.2.10:53"
-protocol = "udp"
-max_sessions_per_client = 1
-  [[vip.backend]]
-  address = "198.18.1.11:5300"
-`
-
-// dialFromIn connects from src in the client namespace to the VIP's port
-// and reads the backend's name line; the error is what the client saw.
-func dialFromIn(tp *testutil.Topology, src string, port int) (*clientConn, error) {
-	var c net.Conn
-	err := tp.Client.Do(func() (err error) {
-		d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-		c, err = d.Dial("tcp4", net.JoinHostPort(tp.VIP.String(), fmt.Sprint(port)))
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.SetDeadline(time.Now().Add(3 * time.Second))
-	cc := &clientConn{Conn: c, r: bufio.NewReader(c)}
-	name, err := cc.r.ReadString('\n')
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	cc.backend = strings.TrimSpace(name)
-	return cc, nil
-}
-
-func vipStatusOf(t *testing.T, st plane.Status, name string) plane.VIPStatus {
-	t.Helper()
-	for _, v := range st.VIPs {
-		if v.Name == name {
-			return v
-		}
-	}
-	t.Fatalf("no VIP %q in status", name)
-	return plane.VIPStatus{}
-}
+var guardVIPs = newConf().raw("\n[defaults]\ndeny = [\"198.18.0.66\"]\n").
+	vip("acl", ":80", `allow = ["198.18.0.0/24"]`, `deny = ["198.18.0.64/27"]`).addrs(7000, 0, 1).
+	vip("percli", ":81", `max_conns_per_client = 2`).addrs(7000, 0).
+	vip("rate", ":82", `conn_rate_per_client = 3`).addrs(7000, 1).
+	vip("udp", ":53", `protocol = "udp"`, `max_sessions_per_client = 1`).addrs(5300, 0).String()
 
 // TestAccessAndClientLimitsThroughDaemon: allow/deny (the VIP's own lists
 // and a [defaults] deny) reset refused clients before any backend is
@@ -105,10 +34,13 @@ func TestAccessAndClientLimitsThroughDaemon(t *testing.T) {
 	}
 	udpNamedEcho(t, tp, 0, 5300)
 	lb := startLB(t, tp, guardVIPs)
+	from := func(src string, port int) (*clientConn, error) { // a connection from src in the client namespace
+		return dialVIPFrom(tp, netip.MustParseAddr(src), port, 3*time.Second)
+	}
 
 	// allow/deny: 198.18.0.66 and .70 are in the VIP's denied /27 (its
 	// own deny list replaces the one in [defaults]), 198.18.0.3 allowed.
-	c, err := dialFromIn(tp, "198.18.0.3", 80)
+	c, err := from("198.18.0.3", 80)
 	if err != nil {
 		t.Fatalf("allowed client: %v", err)
 	}
@@ -117,29 +49,29 @@ func TestAccessAndClientLimitsThroughDaemon(t *testing.T) {
 	}
 	c.Close()
 	for _, src := range []string{"198.18.0.70", "198.18.0.66"} {
-		if _, err := dialFromIn(tp, src, 80); !errors.Is(err, syscall.ECONNRESET) {
+		if _, err := from(src, 80); !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("denied client %s: %v, want ECONNRESET", src, err)
 		}
 	}
 	// The [defaults] deny applies where the VIP has no list of its own.
-	if _, err := dialFromIn(tp, "198.18.0.66", 81); !errors.Is(err, syscall.ECONNRESET) {
+	if _, err := from("198.18.0.66", 81); !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("client denied by [defaults] on VIP percli: %v, want ECONNRESET", err)
 	}
 
 	// max_conns_per_client = 2 on percli.
 	var held []*clientConn
 	for range 2 {
-		c, err := dialFromIn(tp, "198.18.0.3", 81)
+		c, err := from("198.18.0.3", 81)
 		if err != nil {
 			t.Fatalf("connection within the per-client limit: %v", err)
 		}
 		t.Cleanup(func() { c.Close() })
 		held = append(held, c)
 	}
-	if _, err := dialFromIn(tp, "198.18.0.3", 81); !errors.Is(err, syscall.ECONNRESET) {
+	if _, err := from("198.18.0.3", 81); !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("third connection of a client limited to 2: %v, want ECONNRESET", err)
 	}
-	other, err := dialFromIn(tp, "198.18.0.4", 81)
+	other, err := from("198.18.0.4", 81)
 	if err != nil {
 		t.Fatalf("another client: %v", err)
 	}
@@ -154,7 +86,7 @@ func TestAccessAndClientLimitsThroughDaemon(t *testing.T) {
 	// one per 333 ms the burst takes); another client is not held back.
 	passed, reset := 0, 0
 	for range 8 {
-		c, err := dialFromIn(tp, "198.18.0.4", 82)
+		c, err := from("198.18.0.4", 82)
 		switch {
 		case err == nil:
 			passed++
@@ -168,7 +100,7 @@ func TestAccessAndClientLimitsThroughDaemon(t *testing.T) {
 	if passed < 3 || passed > 5 || reset < 3 {
 		t.Errorf("conn_rate_per_client 3: %d of 8 served, %d reset", passed, reset)
 	}
-	if c, err := dialFromIn(tp, "198.18.0.3", 82); err != nil {
+	if c, err := from("198.18.0.3", 82); err != nil {
 		t.Errorf("another client held back by a rate limit not its own: %v", err)
 	} else {
 		c.Close()
@@ -186,21 +118,21 @@ func TestAccessAndClientLimitsThroughDaemon(t *testing.T) {
 		t.Fatalf("another client's session: %v", err)
 	}
 
-	st := lbStatus(t, lb)
-	if v := vipStatusOf(t, st, "acl"); v.Denied != 2 {
+	st := lb.status(t)
+	if v := mustVIP(t, st, "acl"); v.Denied != 2 {
 		t.Errorf("acl: denied %d, want 2", v.Denied)
 	}
-	if v := vipStatusOf(t, st, "percli"); v.Denied != 1 || v.ClientLimited != 1 {
+	if v := mustVIP(t, st, "percli"); v.Denied != 1 || v.ClientLimited != 1 {
 		t.Errorf("percli: denied %d, client_limited %d; want 1, 1", v.Denied, v.ClientLimited)
 	}
-	if v := vipStatusOf(t, st, "rate"); v.ClientLimited != uint64(reset) {
+	if v := mustVIP(t, st, "rate"); v.ClientLimited != uint64(reset) {
 		t.Errorf("rate: client_limited %d, want %d", v.ClientLimited, reset)
 	}
-	if v := vipStatusOf(t, st, "udp"); v.ClientLimited != 1 {
+	if v := mustVIP(t, st, "udp"); v.ClientLimited != 1 {
 		t.Errorf("udp: client_limited %d, want 1", v.ClientLimited)
 	}
 	flows := uint64(0)
-	for _, b := range vipStatusOf(t, st, "acl").Backends {
+	for _, b := range mustVIP(t, st, "acl").Backends {
 		flows += b.Flows
 	}
 	if flows != 1 {

@@ -12,35 +12,9 @@ import (
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
-const blackholeVIP = `
-[global]
-admin_socket = "@ADMIN@"
-log_format = "json"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-protocol = "tcp"
-connect_timeout = "300ms"
-retries = 2
-log_connections = true
-log_connections_rate = 0
-  [vip.health]
-  type = "tcp"
-  interval = "300ms"
-  timeout = "200ms"
-  fall = 2
-  max_fails = 0
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-`
+var blackholeVIP = newConf(`log_format = "json"`).
+	vip("a", ":80", `protocol = "tcp"`, `connect_timeout = "300ms"`, `retries = 2`, `log_connections = true`, `log_connections_rate = 0`).
+	health(`type = "tcp"`, `interval = "300ms"`, `timeout = "200ms"`, `fall = 2`, `max_fails = 0`).backends(3, 7000).String()
 
 // TestBlackholedBackend: a backend whose host silently drops everything
 // (a blackhole route inside its namespace) is taken down by probe
@@ -57,11 +31,9 @@ log_connections_rate = 0
 // wait for it is only bounded.
 func TestBlackholedBackend(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, blackholeVIP)
-	waitStatus(t, lb, 5*time.Second, "all backends up", func(st plane.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "all backends up", func(st plane.Status) bool {
 		for _, b := range st.VIPs[0].Backends {
 			if b.Health != "up" {
 				return false
@@ -110,7 +82,7 @@ func TestBlackholedBackend(t *testing.T) {
 	mu.Lock()
 	blackholed = time.Now() // the route is in effect: later clients cannot reach be2
 	mu.Unlock()
-	waitStatus(t, lb, 10*time.Second, "be2 down", func(st plane.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "be2 down", func(st plane.Status) bool {
 		return st.VIPs[0].Backends[2].Health == "down"
 	})
 	took := time.Since(start)
@@ -123,11 +95,11 @@ func TestBlackholedBackend(t *testing.T) {
 	}
 	// Every connection has ended and been logged, but those that reached
 	// be2 before its host went dark: they wait for be2's FIN.
-	waitStatus(t, lb, 10*time.Second, "every connection not stuck on be2 to end (and be logged)", func(st plane.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "every connection not stuck on be2 to end (and be logged)", func(st plane.Status) bool {
 		return st.VIPs[0].Active == st.VIPs[0].Backends[2].LiveFlows
 	})
 	retried := checkRetries(t, lb.log.String(), 300*time.Millisecond)
-	if fails := lbStatus(t, lb).VIPs[0].Backends[2].ConnectFails; fails != uint64(retried) {
+	if fails := lb.status(t).VIPs[0].Backends[2].ConnectFails; fails != uint64(retried) {
 		t.Errorf("be2 counts %d failed connects, the connection log %d retried connections", fails, retried)
 	}
 	// The median client is not held up: a connect waiting for its

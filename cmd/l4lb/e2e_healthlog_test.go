@@ -11,48 +11,10 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const healthLogConfig = `
-[global]
-admin_socket = "@ADMIN@"
-log_format = "json"
-
-[[vip]]
-name = "web"
-listen = "198.18.2.10:80"
-  [vip.health]
-  interval = "300ms"
-  timeout = "250ms"
-  rise = 2
-  [[vip.backend]]
-  name = "live"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "late"
-  address = "198.18.1.12:7000"
-
-[[vip]]
-name = "expect"
-listen = "198.18.2.10:81"
-  [vip.health]
-  type = "send_expect"
-  interval = "300ms"
-  timeout = "250ms"
-  send = "PING\n"
-  expect = "PONG"
-  [[vip.backend]]
-  name = "wrong"
-  address = "198.18.1.11:7000"
-
-[[vip]]
-name = "passive"
-listen = "198.18.2.10:82"
-retries = 0
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "gone"
-  address = "198.18.1.12:7001"
-`
+var healthLogConfig = newConf(`log_format = "json"`).
+	vip("web", ":80").health(`interval = "300ms"`, `timeout = "250ms"`, `rise = 2`).named("live", 0, 7000).named("late", 1, 7000).
+	vip("expect", ":81").health(`type = "send_expect"`, `interval = "300ms"`, `timeout = "250ms"`, `send = "PING\n"`, `expect = "PONG"`).named("wrong", 0, 7000).
+	vip("passive", ":82", `retries = 0`).health(`type = "none"`).named("gone", 1, 7001).String()
 
 // healthChange is one "backend health changed" line.
 type healthChange struct {

@@ -13,20 +13,7 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const keepaliveVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "ka"
-listen = "198.18.2.10:80"
-keepalive = "30s"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-`
+var keepaliveVIP = newConf().vip("ka", ":80", `keepalive = "30s"`).health(`type = "none"`).backends(1, 7000).String()
 
 // keepaliveTimer matches ss -o's keepalive timer: seconds to the next
 // probe (a fresh keepalive socket counts down from its idle time).

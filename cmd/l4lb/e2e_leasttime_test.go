@@ -8,30 +8,8 @@ import (
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
-const leastTimeVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-protocol = "tcp"
-algorithm = "least_time"
-  [vip.health]
-  type = "tcp"
-  interval = "200ms"
-  timeout = "150ms"
-  rise = 1
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:7000"
-`
+var leastTimeVIP = newConf().vip("a", ":80", `protocol = "tcp"`, `algorithm = "least_time"`).
+	health(`type = "tcp"`, `interval = "200ms"`, `timeout = "150ms"`, `rise = 1`).backends(3, 7000).String()
 
 // TestLeastTimeFollowsLatency: three backends with 0, 5 and 20 ms of extra
 // RTT (a delay line in a router namespace). One connection at a time, at
@@ -43,7 +21,7 @@ func TestLeastTimeFollowsLatency(t *testing.T) {
 		namedEcho(t, tp, i, 7000)
 	}
 	lb := startLB(t, tp, leastTimeVIP)
-	waitStatus(t, lb, 5*time.Second, "every backend up with an RTT sample", func(st plane.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "every backend up with an RTT sample", func(st plane.Status) bool {
 		for _, b := range st.VIPs[0].Backends {
 			if b.Health != "up" || b.RTT == 0 {
 				return false
@@ -77,7 +55,7 @@ func TestLeastTimeFollowsLatency(t *testing.T) {
 	if held["be0"] == 32 || held["be0"] <= held["be1"] || held["be0"] <= held["be2"] {
 		t.Errorf("32 long-lived connections: %v, want be0 the most, and not all", held)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	for _, b := range st.VIPs[0].Backends {
 		t.Logf("%s rtt %v live %d", b.ID, b.RTT, b.LiveFlows)
 	}

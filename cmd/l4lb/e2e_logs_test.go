@@ -51,33 +51,9 @@ func TestDuplicateKeysFinder(t *testing.T) {
 	}
 }
 
-const logsConfig = `
-[global]
-admin_socket = "@ADMIN@"
-log_format = "json"
-log_level = "debug"
-
-[[vip]]
-name = "web"
-listen = "198.18.2.10:80"
-retries = 0
-log_connections = true
-  [vip.health]
-  interval = "200ms"
-  timeout = "100ms"
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  address = "198.18.1.12:7000"
-
-[[vip]]
-name = "dns"
-listen = "198.18.2.10:53"
-protocol = "udp"
-log_connections = true
-  [[vip.backend]]
-  address = "198.18.1.12:5300"
-`
+var logsConfig = newConf(`log_format = "json"`, `log_level = "debug"`).
+	vip("web", ":80", `retries = 0`, `log_connections = true`).health(`interval = "200ms"`, `timeout = "100ms"`).addrs(7000, 0, 1).
+	vip("dns", ":53", `protocol = "udp"`, `log_connections = true`).addrs(5300, 1).String()
 
 // TestJSONLogsOneKeyPerField drives l4lb through events that log (start,
 // backends going down, clients with no backend, UDP datagrams with no

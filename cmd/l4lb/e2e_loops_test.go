@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,41 +22,13 @@ import (
 	"github.com/l4lb/l4lb/l4/proxy"
 )
 
-// loopsVIP is one TCP VIP in front of backend 0 (and, reloaded, backend
-// 1), on @WORKERS@ event loops, without health checks (no probe traffic
-// or health transition can interleave with what the tests count).
-const loopsVIP = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "1s"
-workers = @WORKERS@
-
-[[vip]]
-name = "loops"
-listen = "198.18.2.10:80"
-protocol = "tcp"
-idle_timeout = "@IDLE@"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-@MORE@`
-
-const loopsSecondBackend = `  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-`
-
-// loopsConfig fills loopsVIP; admin is the socket path (or "@ADMIN@" for
-// startLB to fill), second adds backend be1.
-func loopsConfig(admin string, workers int, idle string, second bool) string {
-	more := ""
-	if second {
-		more = loopsSecondBackend
-	}
-	return strings.NewReplacer("@ADMIN@", admin, "@WORKERS@", strconv.Itoa(workers),
-		"@IDLE@", idle, "@MORE@", more).Replace(loopsVIP)
+// loopsConfig is one TCP VIP in front of the first backends (be0, and
+// reloaded, be1), on workers event loops, without health checks (no
+// probe traffic or health transition can interleave with what the tests
+// count).
+func loopsConfig(workers int, idle string, backends int) string {
+	return newConf(`drain_timeout = "1s"`, fmt.Sprintf("workers = %d", workers)).
+		vip("loops", ":80", `protocol = "tcp"`, fmt.Sprintf("idle_timeout = %q", idle)).health(`type = "none"`).backends(backends, 7000).String()
 }
 
 // idleTarget is how many idle connections TestLoopsHoldManyIdleConnections
@@ -85,15 +56,15 @@ func TestLoopsHoldManyIdleConnections(t *testing.T) {
 	tp := testutil.NewTopology(t, 1)
 	n := idleConnsThatFit(t, idleTarget)
 	byteEcho(t, tp, 0, 7000)
-	lb := startLB(t, tp, loopsConfig("@ADMIN@", 2, "1h", false))
-	st := lbStatus(t, lb)
+	lb := startLB(t, tp, loopsConfig(2, "1h", 1))
+	st := lb.status(t)
 	pid := st.Process.PID
 	before := vmRSSKiB(t, pid)
 
 	start := time.Now()
 	conns := dialEchoMany(t, tp, 80, n, 64)
 	dialed := time.Since(start)
-	st = lbStatus(t, lb)
+	st = lb.status(t)
 	perLoop := workerConns(st)
 	if sum(perLoop) != int64(n) || len(perLoop) != 2 {
 		t.Fatalf("status counts %v connections on the loops, want %d in all on 2", perLoop, n)
@@ -119,10 +90,10 @@ func TestLoopsHoldManyIdleConnections(t *testing.T) {
 		c.Close()
 	}
 	testutil.Eventually(t, 5*time.Second, "status to count no connection on the loops", func() bool {
-		return sum(workerConns(lbStatus(t, lb))) == 0
+		return sum(workerConns(lb.status(t))) == 0
 	})
 	t.Logf("all closed on the loops %v after the clients closed", time.Since(start).Round(time.Millisecond))
-	if v := lbStatus(t, lb).VIPs[0]; v.Active != 0 || v.Backends[0].LiveFlows != 0 {
+	if v := lb.status(t).VIPs[0]; v.Active != 0 || v.Backends[0].LiveFlows != 0 {
 		t.Fatalf("after close: VIP active %d, backend live %d", v.Active, v.Backends[0].LiveFlows)
 	}
 }
@@ -301,11 +272,8 @@ func sum(xs []int64) int64 {
 func TestConnectionsOnAllLoopsSurviveReload(t *testing.T) {
 	const workers, conns = 3, 40
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
-	lb := startLB(t, tp, loopsConfig("@ADMIN@", workers, "1h", false))
-	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	namedEchoes(t, tp)
+	lb := startLB(t, tp, loopsConfig(workers, "1h", 1))
 	old := make([]*clientConn, conns)
 	for i := range old {
 		old[i] = mustDialVIP(t, tp, 80)
@@ -313,7 +281,7 @@ func TestConnectionsOnAllLoopsSurviveReload(t *testing.T) {
 			t.Fatalf("connection %d: %v", i, err)
 		}
 	}
-	perLoop := workerConns(lbStatus(t, lb))
+	perLoop := workerConns(lb.status(t))
 	t.Logf("%d connections on the loops: %v", conns, perLoop)
 	if len(perLoop) != workers || sum(perLoop) != conns {
 		t.Fatalf("status counts %v on the loops, want %d in all on %d", perLoop, conns, workers)
@@ -325,8 +293,8 @@ func TestConnectionsOnAllLoopsSurviveReload(t *testing.T) {
 	}
 
 	// Reload 1: backend be1 added, idle_timeout 1h -> 2s for new connections.
-	lb.writeConfig(t, loopsConfig(admin, workers, "2s", true))
-	reloadOK(t, lb)
+	lb.writeConfig(t, loopsConfig(workers, "2s", 2))
+	lb.reloadOK(t)
 	allEcho(t, old, "after reload 1")
 	if seen := backendsSeen(t, tp, 80, 4); seen["be0"] != 2 || seen["be1"] != 2 {
 		t.Fatalf("after adding be1, round robin sent 4 new connections to %v", seen)
@@ -334,34 +302,15 @@ func TestConnectionsOnAllLoopsSurviveReload(t *testing.T) {
 	newIdleCloses(t, tp, 2*time.Second)
 	// The old connections, opened under idle_timeout 1h, sat idle as long.
 	allEcho(t, old, "after the new idle timeout")
-	if got := workerConns(lbStatus(t, lb)); sum(got) != conns {
+	if got := workerConns(lb.status(t)); sum(got) != conns {
 		t.Fatalf("status counts %v on the loops, want the %d old connections", got, conns)
 	}
 
 	// Reload 2: the same file again.
-	reloadOK(t, lb)
+	lb.reloadOK(t)
 	allEcho(t, old, "after reload 2")
 	if seen := backendsSeen(t, tp, 80, 4); seen["be0"] != 2 || seen["be1"] != 2 {
 		t.Fatalf("after an unchanged reload, round robin sent 4 new connections to %v", seen)
-	}
-}
-
-// reloadOK sends SIGHUP and waits until status reports a new reload,
-// applied.
-func reloadOK(t *testing.T, lb *lbProcess) {
-	t.Helper()
-	var prev time.Time
-	if r := lbStatus(t, lb).Process.LastReload; r != nil {
-		prev = r.Time
-	}
-	lb.signal(t, syscall.SIGHUP)
-	var r *plane.ReloadStatus
-	testutil.Eventually(t, 10*time.Second, "status to report the reload", func() bool {
-		r = lbStatus(t, lb).Process.LastReload
-		return r != nil && !r.Time.Equal(prev)
-	})
-	if !r.OK {
-		t.Fatalf("reload refused: %s", r.Error)
 	}
 }
 

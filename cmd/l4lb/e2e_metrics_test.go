@@ -16,27 +16,8 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const metricsVIP = `
-[global]
-admin_socket = "@ADMIN@"
-metrics_listen = "198.18.0.1:9370"
-
-[[vip]]
-name = "m"
-listen = "198.18.2.10:80"
-algorithm = "round_robin"
-  [vip.health]
-  type = "tcp"
-  interval = "200ms"
-  timeout = "100ms"
-  fall = 2
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-`
+var metricsVIP = newConf(`metrics_listen = "198.18.0.1:9370"`).vip("m", ":80", `algorithm = "round_robin"`).
+	health(`type = "tcp"`, `interval = "200ms"`, `timeout = "100ms"`, `fall = 2`).backends(2, 7000).String()
 
 // scrapeMetrics fetches /metrics from the client namespace and returns
 // each sample line's value by its series ("name{labels}" as printed).

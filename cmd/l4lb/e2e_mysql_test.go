@@ -7,21 +7,19 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/plane"
 )
 
-// mysqlVIP: 198.18.2.10:3306 (defer_accept off, the default) and :3307
-// (defer_accept on) over two servers with logged-in mysql probes; the %s
-// are the two backend addresses, twice.
-const mysqlVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
+// mysqlConf: 198.18.2.10:3306 (defer_accept off, the default) and :3307
+// (defer_accept on) over the two servers a and b with logged-in mysql
+// probes.
+func mysqlConf(a, b netip.AddrPort) string {
+	return newConf().raw(`
 [defaults]
 algorithm = "least_conn"
 connect_timeout = "500ms"
@@ -34,28 +32,20 @@ retries = 2
   timeout = "500ms"
   rise = 1
   fall = 2
+`).vip("my", ":3306").at("my0", a).at("my1", b).vip("deferred", ":3307", `defer_accept = true`).at("my0", a).at("my1", b).String()
+}
 
-[[vip]]
-name = "my"
-listen = "198.18.2.10:3306"
-  [[vip.backend]]
-  name = "my0"
-  address = "%s"
-  [[vip.backend]]
-  name = "my1"
-  address = "%s"
-
-[[vip]]
-name = "deferred"
-listen = "198.18.2.10:3307"
-defer_accept = true
-  [[vip.backend]]
-  name = "my0"
-  address = "%s"
-  [[vip.backend]]
-  name = "my1"
-  address = "%s"
-`
+// startMySQLLB starts two servers (startMySQLPair) and l4lb in front of
+// them (mysqlConf), and waits until both are up.
+func startMySQLLB(t *testing.T) (*testutil.Topology, [2]*testutil.MySQL, *lbProcess) {
+	t.Helper()
+	tp := testutil.NewTopology(t, 2)
+	my := startMySQLPair(t, tp)
+	lb := startLB(t, tp, mysqlConf(my[0].Addr, my[1].Addr))
+	lb.waitHealth(t, "my", "my0", "up")
+	lb.waitHealth(t, "my", "my1", "up")
+	return tp, my, lb
+}
 
 // startMySQLPair starts MariaDB in backends 0 and 1, each with a user
 // l4lb (all privileges) and an empty table slap.t.
@@ -78,12 +68,7 @@ func startMySQLPair(t *testing.T, tp *testutil.Topology) [2]*testutil.MySQL {
 // holding some (no query lost, none doubled, both carry connections).
 func TestMysqlslapThroughVIP(t *testing.T) {
 	testutil.RequireTool(t, "mysqlslap")
-	tp := testutil.NewTopology(t, 2)
-	my := startMySQLPair(t, tp)
-	a, b := my[0].Addr, my[1].Addr
-	lb := startLB(t, tp, fmt.Sprintf(mysqlVIP, a, b, a, b))
-	waitVIPHealth(t, lb, "my", "my0", "up")
-	waitVIPHealth(t, lb, "my", "my1", "up")
+	tp, my, lb := startMySQLLB(t)
 
 	const queries = 2000
 	out, err := tp.Client.Command("mysqlslap", "--no-defaults", "--protocol=tcp", "-h", tp.VIP.String(), "-P", "3306",
@@ -96,21 +81,9 @@ func TestMysqlslapThroughVIP(t *testing.T) {
 	if rows[0]+rows[1] != queries || rows[0] < queries/5 || rows[1] < queries/5 {
 		t.Fatalf("rows per server %v, want %d in all, spread over both\nmysqlslap:\n%s", rows, queries, out)
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	t.Logf("mysqlslap: %d INSERTs, 0 errors, rows per server %v, connections per server [%d %d]",
-		queries, rows, vipBackend(st, "my", "my0").Flows, vipBackend(st, "my", "my1").Flows)
-}
-
-// vipBackend returns backend id of the VIP named vip.
-func vipBackend(st plane.Status, vip, id string) plane.BackendStatus {
-	for _, v := range st.VIPs {
-		for _, b := range v.Backends {
-			if v.Name == vip && b.ID == id {
-				return b
-			}
-		}
-	}
-	return plane.BackendStatus{}
+		queries, rows, backendOf(st, "my", "my0").Flows, backendOf(st, "my", "my1").Flows)
 }
 
 // TestMySQLServerSpeaksFirst: a MySQL client sends nothing until it has
@@ -121,12 +94,7 @@ func vipBackend(st plane.Status, vip, id string) plane.BackendStatus {
 // client speaks or about a second passes, so no greeting comes within the
 // same deadline: the hazard README and check describe.
 func TestMySQLServerSpeaksFirst(t *testing.T) {
-	tp := testutil.NewTopology(t, 2)
-	my := startMySQLPair(t, tp)
-	a, b := my[0].Addr, my[1].Addr
-	lb := startLB(t, tp, fmt.Sprintf(mysqlVIP, a, b, a, b))
-	waitVIPHealth(t, lb, "my", "my0", "up")
-	waitVIPHealth(t, lb, "my", "my1", "up")
+	tp, _, _ := startMySQLLB(t)
 
 	const deadline = 300 * time.Millisecond
 	for i := range 10 {
@@ -166,11 +134,4 @@ func mysqlGreeting(tp *testutil.Topology, port int, d time.Duration) (time.Durat
 		return 0, fmt.Errorf("not a protocol-10 greeting: % x", hdr)
 	}
 	return time.Since(start), nil
-}
-
-func waitVIPHealth(t *testing.T, lb *lbProcess, vip, id, health string) {
-	t.Helper()
-	waitStatus(t, lb, 5*time.Second, vip+"/"+id+" "+health, func(st plane.Status) bool {
-		return vipBackend(st, vip, id).Health == health
-	})
 }

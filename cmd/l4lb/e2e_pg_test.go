@@ -5,7 +5,7 @@
 package main
 
 import (
-	"fmt"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"testing"
@@ -15,35 +15,15 @@ import (
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
-// pgVIP is a VIP on 198.18.2.10:5432 over two servers; the %s are its
-// algorithm, the health section's timing (pgHealth) and extra lines, and
-// the two backend addresses. A postgres probe logs in: on this 2-core
+// pgConf is a VIP on 198.18.2.10:5432 over the two servers a and b,
+// least_conn; health is the health section's timing (pgHealth) and extra
+// lines. A postgres probe logs in: on this 2-core
 // machine under pgbench load a login can take a few hundred milliseconds,
 // so its timeout is 500ms or more (200ms took a loaded survivor down).
-const pgVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "pg"
-listen = "198.18.2.10:5432"
-protocol = "tcp"
-algorithm = "%s"
-connect_timeout = "500ms"
-retries = 2
-  [vip.health]
-  type = "postgres"
-  user = "l4lb"
-  rise = 1
-%s
-%s
-  [[vip.backend]]
-  name = "pg0"
-  address = "%s"
-  [[vip.backend]]
-  name = "pg1"
-  address = "%s"
-`
+func pgConf(a, b netip.AddrPort, health ...string) string {
+	return newConf().vip("pg", ":5432", `protocol = "tcp"`, `algorithm = "least_conn"`, `connect_timeout = "500ms"`, `retries = 2`).
+		health(append([]string{`type = "postgres"`, `user = "l4lb"`, `rise = 1`}, health...)...).at("pg0", a).at("pg1", b).String()
+}
 
 // pgbenchResult is what the tests read from pgbench's report (PostgreSQL
 // 15: "number of transactions actually processed: N", "number of failed
@@ -109,22 +89,6 @@ func pgbenchInit(t *testing.T, p *testutil.Postgres) {
 	}
 }
 
-func backendByID(st plane.Status, id string) plane.BackendStatus {
-	for _, b := range st.VIPs[0].Backends {
-		if b.ID == id {
-			return b
-		}
-	}
-	return plane.BackendStatus{}
-}
-
-func waitHealth(t *testing.T, lb *lbProcess, id, health string) {
-	t.Helper()
-	waitStatus(t, lb, 5*time.Second, id+" "+health, func(st plane.Status) bool {
-		return backendByID(st, id).Health == health
-	})
-}
-
 // TestPgbenchThroughVIP: pgbench's select-only and TPC-B-like scripts,
 // one new connection per transaction (-C), through a least_conn VIP over
 // two servers: no transaction fails, no client aborts, and both servers
@@ -132,22 +96,22 @@ func waitHealth(t *testing.T, lb *lbProcess, id, health string) {
 func TestPgbenchThroughVIP(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
 	pg := startPgPair(t, tp)
-	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", pgHealth, "", pg[0].Addr, pg[1].Addr))
-	waitHealth(t, lb, "pg0", "up")
-	waitHealth(t, lb, "pg1", "up")
+	lb := startLB(t, tp, pgConf(pg[0].Addr, pg[1].Addr, pgHealth...))
+	lb.waitHealth(t, "pg", "pg0", "up")
+	lb.waitHealth(t, "pg", "pg1", "up")
 
 	// A bounded count per client (-t), not a duration: every one of the
 	// 4 x 10 transactions must be processed.
 	for _, script := range [][]string{{"-S"}, {"-b", "tpcb-like"}} {
-		before := lbStatus(t, lb)
+		before := lb.status(t)
 		r := pgbenchVIP(t, tp, append(script, "-C", "-c", "4", "-t", "10")...)
-		after := lbStatus(t, lb)
+		after := lb.status(t)
 		if r.failed != 0 || r.aborted != 0 || r.processed != 40 {
 			t.Fatalf("pgbench %v: %d processed, %d failed, %d clients aborted:\n%s", script, r.processed, r.failed, r.aborted, r.out)
 		}
 		flows := [2]uint64{}
 		for i, id := range []string{"pg0", "pg1"} {
-			flows[i] = backendByID(after, id).Flows - backendByID(before, id).Flows
+			flows[i] = backendOf(after, "pg", id).Flows - backendOf(before, "pg", id).Flows
 		}
 		// least_conn with two equal servers: each gets a share; a lopsided
 		// split within 1:4 is normal over a couple of hundred connections.
@@ -179,9 +143,7 @@ func startPgbenchVIP(t *testing.T, tp *testutil.Topology, args ...string) (wait 
 }
 
 // pgHealth: probes every 500ms, down after two failures.
-const pgHealth = `  interval = "500ms"
-  timeout = "500ms"
-  fall = 2`
+var pgHealth = []string{`interval = "500ms"`, `timeout = "500ms"`, `fall = 2`}
 
 const pgbenchSessions = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'"
 
@@ -211,10 +173,9 @@ const pgbenchSessions = "SELECT count(*) FROM pg_stat_activity WHERE application
 func TestPgbenchServerStopped(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
 	pg := startPgPair(t, tp)
-	slow := "  interval = \"1s\"\n  timeout = \"1s\"\n  fall = 2\n  max_fails = 0"
-	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", slow, "", pg[0].Addr, pg[1].Addr))
-	waitHealth(t, lb, "pg0", "up")
-	waitHealth(t, lb, "pg1", "up")
+	lb := startLB(t, tp, pgConf(pg[0].Addr, pg[1].Addr, `interval = "1s"`, `timeout = "1s"`, `fall = 2`, `max_fails = 0`))
+	lb.waitHealth(t, "pg", "pg0", "up")
+	lb.waitHealth(t, "pg", "pg1", "up")
 
 	const clients = 8
 	waitA := startPgbenchVIP(t, tp, "-S", "-c", strconv.Itoa(clients), "-T", "5", "-R", "400")
@@ -227,12 +188,12 @@ func TestPgbenchServerStopped(t *testing.T) {
 	pg[0].Stop(t)
 	stopped := time.Now()
 	waitB := startPgbenchVIP(t, tp, "-S", "-C", "-c", "4", "-T", "3", "-R", "100")
-	waitStatus(t, lb, 5*time.Second, "pg0 down", func(st plane.Status) bool {
-		return backendByID(st, "pg0").Health == "down"
+	lb.waitStatus(t, 5*time.Second, "pg0 down", func(st plane.Status) bool {
+		return backendOf(st, "pg", "pg0").Health == "down"
 	})
 	took := time.Since(stopped)
-	waitStatus(t, lb, 2*time.Second, "pg0's sessions ended", func(st plane.Status) bool {
-		return backendByID(st, "pg0").LiveFlows == 0
+	lb.waitStatus(t, 2*time.Second, "pg0's sessions ended", func(st plane.Status) bool {
+		return backendOf(st, "pg", "pg0").LiveFlows == 0
 	})
 	a, b := waitA(), waitB()
 
@@ -244,8 +205,8 @@ func TestPgbenchServerStopped(t *testing.T) {
 		t.Errorf("run B (after the stop): %d aborted, %d failed, %d processed; want none lost:\n%s",
 			b.aborted, b.failed, b.processed, b.out)
 	}
-	st := lbStatus(t, lb)
-	retried := backendByID(st, "pg0").ConnectFails
+	st := lb.status(t)
+	retried := backendOf(st, "pg", "pg0").ConnectFails
 	if retried == 0 {
 		t.Errorf("no connect to the stopped pg0 was refused: the retry path did not run")
 	}
@@ -272,21 +233,20 @@ func TestPgbenchPrimaryRole(t *testing.T) {
 		Addr: tp.BackendIP(0), User: "l4lb"})
 	pgbenchInit(t, primary)
 	replica := primary.StartReplicaAt(t, tp.Backends[1], tp.BackendIP(1))
-	role := "  role = \"primary\"\n  on_down = \"reset\""
-	lb := startLB(t, tp, fmt.Sprintf(pgVIP, "least_conn", pgHealth, role, primary.Addr, replica.Addr))
-	waitHealth(t, lb, "pg0", "up")
-	waitHealth(t, lb, "pg1", "down")
+	lb := startLB(t, tp, pgConf(primary.Addr, replica.Addr, `interval = "500ms"`, `timeout = "500ms"`, `fall = 2`, `role = "primary"`, `on_down = "reset"`))
+	lb.waitHealth(t, "pg", "pg0", "up")
+	lb.waitHealth(t, "pg", "pg1", "down")
 
 	writes := func(want int64, on *testutil.Postgres, id string) {
 		t.Helper()
-		before := lbStatus(t, lb)
+		before := lb.status(t)
 		r := pgbenchVIP(t, tp, "-b", "tpcb-like", "-C", "-c", "4", "-t", "10")
 		if r.failed != 0 || r.aborted != 0 || r.processed != 40 {
 			t.Fatalf("pgbench writes: %d processed, %d failed, %d aborted:\n%s", r.processed, r.failed, r.aborted, r.out)
 		}
-		after := lbStatus(t, lb)
+		after := lb.status(t)
 		for _, b := range after.VIPs[0].Backends {
-			if d := b.Flows - backendByID(before, b.ID).Flows; b.ID != id && d != 0 {
+			if d := b.Flows - backendOf(before, "pg", b.ID).Flows; b.ID != id && d != 0 {
 				t.Fatalf("%d connections reached %s, not the primary %s", d, b.ID, id)
 			}
 		}
@@ -305,9 +265,9 @@ func TestPgbenchPrimaryRole(t *testing.T) {
 	primary.Stop(t)
 	replica.Promote(t)
 	promoted := time.Now()
-	waitHealth(t, lb, "pg1", "up")
+	lb.waitHealth(t, "pg", "pg1", "up")
 	took := time.Since(promoted)
-	waitHealth(t, lb, "pg0", "down")
+	lb.waitHealth(t, "pg", "pg0", "down")
 	// rise = 1: the next probe after the promotion (interval, +10% jitter)
 	// logs in within its timeout; plus the status poll.
 	if bound := 500*time.Millisecond*11/10 + 500*time.Millisecond; took > bound+300*time.Millisecond {

@@ -75,19 +75,16 @@ func dropCaps(cfg string) string {
 // is refused at the next reload; drop_capabilities = false keeps all.
 func TestDropCapabilitiesProxy(t *testing.T) {
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, dropCaps(vipA))
 	lb.waitLog(t, "capabilities dropped") // just after "l4lb running"
-	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	want := wantCaps(t, proxyCaps...)
 	checkThreadCaps(t, lb.cmd.Process.Pid, want)
 	if seen := backendsSeen(t, tp, 80, 4); seen["be0"]+seen["be1"] != 4 {
 		t.Fatalf("before reload: %v", seen)
 	}
 
-	lb.writeConfig(t, dropCaps(strings.ReplaceAll(vipAReloaded, "@ADMIN@", admin)))
+	lb.writeConfig(t, dropCaps(vipAReloaded))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
 	if seen := backendsSeen(t, tp, 81, 2); seen["be2"] != 2 {
@@ -95,7 +92,7 @@ func TestDropCapabilitiesProxy(t *testing.T) {
 	}
 	checkThreadCaps(t, lb.cmd.Process.Pid, want)
 
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if c := st.Process.Capabilities; c == nil || !c.Dropped || !slices.Equal(c.Effective, want) || !slices.Equal(c.Bounding, want) {
 		t.Fatalf("status capabilities %+v, want %v", st.Process.Capabilities, want)
 	}
@@ -115,16 +112,14 @@ func TestDropCapabilitiesProxy(t *testing.T) {
 
 func TestKeepCapabilities(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, strings.Replace(vipA, "[global]\n", "[global]\ndrop_capabilities = false\n", 1))
 	own, err := privs.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkThreadCaps(t, lb.cmd.Process.Pid, own.Permitted)
-	if c := lbStatus(t, lb).Process.Capabilities; c == nil || c.Dropped {
+	if c := lb.status(t).Process.Capabilities; c == nil || c.Dropped {
 		t.Fatalf("status capabilities %+v", c)
 	}
 }
@@ -145,7 +140,7 @@ func TestDropCapabilitiesXDP(t *testing.T) {
 	if seen["be3"] != 0 || seen["be1"]+seen["be2"] != 10 {
 		t.Fatalf("before the reload: %v", seen)
 	}
-	cfg := strings.ReplaceAll(dropCaps(n.config("", "", 2)), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock"))
+	cfg := strings.ReplaceAll(dropCaps(n.config("", "", 2)), "@ADMIN@", lb.sock)
 	lb.writeConfig(t, cfg)
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
@@ -158,8 +153,7 @@ func TestDropCapabilitiesXDP(t *testing.T) {
 		t.Fatalf("udp after the reload: %s", name)
 	}
 	// Explain reads the inner Maglev map by its ID (cap_sys_admin).
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
-	if e := explainJSON(t, sock, "web4", "198.18.250.1:40000"); e.Backend == nil || e.Backend.ID != "be3" {
+	if e := explainJSON(t, lb, "web4", "198.18.250.1:40000"); e.Backend == nil || e.Backend.ID != "be3" {
 		t.Fatalf("explain after the drop: %s %v", e.Because, e.Notes)
 	}
 	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, xdpCaps...))
@@ -221,7 +215,7 @@ func TestHardenedUnitXDP(t *testing.T) {
 	if name := n.AskTCP(t, n.vip4); name != "be1" {
 		t.Fatalf("answered by %q", name)
 	}
-	lb.writeConfig(t, strings.ReplaceAll(dropCaps(n.config("", "", 1)), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")))
+	lb.writeConfig(t, strings.ReplaceAll(dropCaps(n.config("", "", 1)), "@ADMIN@", lb.sock))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
 	for range 5 {
@@ -239,23 +233,18 @@ func TestDropCapabilitiesLoadXDPAfter(t *testing.T) {
 	n := newXDPNet(t, 2)
 	n.LB.NS.MustExec(t, "ip", "addr", "add", n.VIP4.String()+"/32", "dev", "lo") // proxy mode needs the VIP local
 	cfg := func(mode string, port int) string {
-		var b strings.Builder
-		for _, be := range n.Backends {
-			fmt.Fprintf(&b, "  [[vip.backend]]\n  address = \"%s:%d\"\n", be.Addr4, port)
-		}
-		return fmt.Sprintf("[global]\ndrop_capabilities = true\nadmin_socket = \"@ADMIN@\"\n[xdp]\ninterface = %q\n[[vip]]\nname = \"web\"\nlisten = %q\nmode = %q\n  [vip.health]\n  type = \"none\"\n%s",
-			n.LB.Link, n.vip4, mode, b.String())
+		return n.modeConf([]string{"drop_capabilities = true"}, mode, port)
 	}
 	lb := startLBIn(t, n.LB.NS, cfg("proxy", 8080))
 	lb.waitLog(t, "capabilities dropped")
 	checkThreadCaps(t, lb.cmd.Process.Pid, wantCaps(t, xdpCaps...))
-	lb.writeConfig(t, strings.ReplaceAll(cfg("xdp", 80), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")))
+	lb.writeConfig(t, strings.ReplaceAll(cfg("xdp", 80), "@ADMIN@", lb.sock))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
 	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") {
 		t.Fatalf("after the move to xdp: answered by %q", name)
 	}
-	if _, v := xdpStatus(t, lb, "web"); v.XDP == nil || v.XDP.NewFlows == 0 {
+	if v := lb.vip(t, "web"); v.XDP == nil || v.XDP.NewFlows == 0 {
 		t.Fatalf("the xdp plane forwarded nothing: %+v", v.XDP)
 	}
 }

@@ -170,38 +170,17 @@ func wantClient(t *testing.T, body []byte, client netip.AddrPort) {
 	}
 }
 
-const sendProxyConfig = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "v1-4"
-listen = "198.18.2.10:81"
-proxy_protocol = "v1"
-  [[vip.backend]]
-  address = "198.18.1.11:8080"
-
-[[vip]]
-name = "v2-4"
-listen = "198.18.2.10:82"
-proxy_protocol = "v2"
-  [[vip.backend]]
-  address = "198.18.1.11:8080"
-
-[[vip]]
-name = "v1-6"
-listen = "[2001:db8:22::10]:81"
-proxy_protocol = "v1"
-  [[vip.backend]]
-  address = "[2001:db8:21::11]:8080"
-
-[[vip]]
-name = "v2-6"
-listen = "[2001:db8:22::10]:82"
-proxy_protocol = "v2"
-  [[vip.backend]]
-  address = "[2001:db8:21::11]:8080"
-`
+var sendProxyConfig = func() string {
+	c := newConf()
+	for _, v := range []struct{ name, listen, backend string }{
+		{"4", ":", "198.18.1.11:8080"}, {"6", "[2001:db8:22::10]:", "[2001:db8:21::11]:8080"},
+	} {
+		for i, pp := range []string{"v1", "v2"} {
+			c.vip(pp+"-"+v.name, fmt.Sprintf("%s%d", v.listen, 81+i), fmt.Sprintf("proxy_protocol = %q", pp)).backend(fmt.Sprintf("address = %q", v.backend))
+		}
+	}
+	return c.String()
+}()
 
 // TestProxyProtocolToNginx: nginx behind l4lb reports the real client's
 // address and port from l4lb's v1 and v2 headers, IPv4 and IPv6, and a
@@ -227,45 +206,13 @@ func TestProxyProtocolToNginx(t *testing.T) {
 // The balancer in front (l4lb B, in the balancer namespace) sends v2 to
 // l4lb A in backend 0's namespace, which accepts it only from B and sends
 // v1 on to nginx in backend 1's namespace.
-const frontConfig = `
-[global]
-admin_socket = "@ADMIN@"
+var frontConfig = newConf().
+	vip("front4", ":83", `proxy_protocol = "v2"`).health(`type = "none"`).addrs(9000, 0).
+	vip("front6", "[2001:db8:22::10]:83", `proxy_protocol = "v2"`).health(`type = "none"`).addrs(9000, 0).String()
 
-[[vip]]
-name = "front4"
-listen = "198.18.2.10:83"
-proxy_protocol = "v2"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  address = "198.18.1.11:9000"
-
-[[vip]]
-name = "front6"
-listen = "[2001:db8:22::10]:83"
-proxy_protocol = "v2"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  address = "198.18.1.11:9000"
-`
-
-const innerConfig = `
-[global]
-admin_socket = "@ADMIN@"
-log_format = "json"
-
-[[vip]]
-name = "inner"
-listen = "198.18.1.11:9000"
-accept_proxy_protocol = "v2"
-accept_proxy_protocol_from = ["198.18.1.1"]
-proxy_protocol = "v1"
-connect_timeout = "500ms"
-log_connections = true
-  [[vip.backend]]
-  address = "198.18.1.12:8080"
-`
+var innerConfig = newConf(`log_format = "json"`).
+	vip("inner", "198.18.1.11:9000", `accept_proxy_protocol = "v2"`, `accept_proxy_protocol_from = ["198.18.1.1"]`, `proxy_protocol = "v1"`,
+		`connect_timeout = "500ms"`, `log_connections = true`).addrs(8080, 1).String()
 
 // TestAcceptProxyProtocolBehindL4LB: the original client, IPv4 and IPv6,
 // reaches nginx through two l4lbs, and A's connection log names it; a
@@ -305,7 +252,7 @@ func TestAcceptProxyProtocolBehindL4LB(t *testing.T) {
 		inner.waitLog(t, fmt.Sprintf(`"end":"%s"`, tc.end))
 	}
 	inner.waitLog(t, "PROXY header refused")
-	out, _, _ := l4lbCmd(t, "status", "--socket", filepath.Join(filepath.Dir(inner.cfg), "admin.sock"))
+	out, _, _ := inner.run(t, "status")
 	if !strings.Contains(out, "proxy headers refused: untrusted 1  malformed 1  timeout 1") {
 		t.Fatalf("status does not count the refusals:\n%s", out)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,25 +16,7 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const vipRebalance = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "3s"
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-algorithm = "least_conn"
-rebalance_rate = 50
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:7000"
-`
+var vipRebalance = newConf(`drain_timeout = "3s"`).vip("a", ":80", `algorithm = "least_conn"`, `rebalance_rate = 50`).health(`type = "none"`).backends(2, 7000).String()
 
 // longClients hold connections through the VIP; each reads until its
 // connection ends and reconnects at once after an orderly EOF. Anything
@@ -130,33 +111,31 @@ func (h *longClients) spread() map[string]int {
 func TestRebalanceCommand(t *testing.T) {
 	const conns, rate = 300, 50
 	tp := testutil.NewTopology(t, 3)
-	for i := range 3 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipRebalance)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	sock := lb.sock
 	clients := holdLongClients(t, tp, conns)
 	if s := clients.spread(); s["be0"] != conns/2 || s["be1"] != conns/2 {
 		t.Fatalf("before: %v", s)
 	}
 
 	lb.writeConfig(t, lb.currentConfig(t)+"  [[vip.backend]]\n  name = \"be2\"\n  address = \"198.18.1.13:7000\"\n")
-	if out, errOut, code := l4lbCmd(t, "reload", "--socket", sock); code != 0 {
+	if out, errOut, code := lb.run(t, "reload"); code != 0 {
 		t.Fatalf("reload: exit %d\n%s%s", code, out, errOut)
 	}
-	if out, _, _ := l4lbCmd(t, "rebalance", "--socket", sock, "--dry-run", "a"); !strings.Contains(out, "one now would close about 90 at 50/s") {
+	if out, _, _ := lb.run(t, "rebalance", "--dry-run", "a"); !strings.Contains(out, "one now would close about 90 at 50/s") {
 		t.Fatalf("dry run said:\n%s", out)
 	}
 
 	start := time.Now()
-	out, errOut, code := l4lbCmd(t, "rebalance", "--socket", sock, "--wait", "a")
+	out, errOut, code := lb.run(t, "rebalance", "--wait", "a")
 	took := time.Since(start)
 	if code != 0 || !strings.Contains(out, "rebalance started: closing about 90 connections at 50/s (FIN to both sides)") ||
 		!strings.Contains(out, "rebalance done after") {
 		t.Fatalf("rebalance --wait: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("l4lb rebalance --wait took %v:\n%s", took, out)
-	st := lbStatus(t, lb).VIPs[0].Rebalance
+	st := lb.status(t).VIPs[0].Rebalance
 	// least_conn sends every closed client to be2: the plan is what closes.
 	if st == nil || st.State != "done" || st.Closed != 90 || st.Planned != 90 {
 		t.Fatalf("status: %+v", st)
@@ -172,7 +151,7 @@ func TestRebalanceCommand(t *testing.T) {
 		}
 		return n == conns
 	})
-	for _, b := range lbStatus(t, lb).VIPs[0].Backends {
+	for _, b := range lb.status(t).VIPs[0].Backends {
 		if math.Abs(float64(b.LiveFlows)-conns/3) > conns/3/10 {
 			t.Fatalf("backend %s holds %d of %d, not within 10%% of a third (clients see %v)", b.ID, b.LiveFlows, conns, clients.spread())
 		}
@@ -183,7 +162,7 @@ func TestRebalanceCommand(t *testing.T) {
 	if len(errs) > 0 || eofs != st.Closed {
 		t.Fatalf("%d closed, %d clients saw an orderly EOF, %d something else (first: %v)", st.Closed, eofs, len(errs), errs)
 	}
-	if out, _, _ := l4lbCmd(t, "status", "--socket", sock); !strings.Contains(out, "rebalance done: closed") {
+	if out, _, _ := lb.run(t, "status"); !strings.Contains(out, "rebalance done: closed") {
 		t.Fatalf("status:\n%s", out)
 	}
 
@@ -203,7 +182,7 @@ func TestRebalanceCommand(t *testing.T) {
 			t.Fatalf("l4lb %v: exit %d\n%s\nwant exit %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
 	}
-	if out, _, code := l4lbCmd(t, "rebalance", "--socket", sock, "--stop", "a"); code != 0 || !strings.Contains(out, "rebalance done") {
+	if out, _, code := lb.run(t, "rebalance", "--stop", "a"); code != 0 || !strings.Contains(out, "rebalance done") {
 		t.Fatalf("--stop after the end: exit %d\n%s", code, out)
 	}
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"testing"
@@ -12,26 +13,12 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const redisVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "redis"
-listen = "198.18.2.10:6379"
-algorithm = "%s"
-connect_timeout = "500ms"
-  [vip.health]
-  type = "redis"
-  interval = "500ms"
-  timeout = "500ms"
-  [[vip.backend]]
-  name = "r0"
-  address = "%s"
-  [[vip.backend]]
-  name = "r1"
-  address = "%s"
-`
+// redisConf is VIP redis over the servers at a and b.
+func redisConf(algorithm string, a, b netip.AddrPort) string {
+	return newConf().vip("redis", ":6379", fmt.Sprintf("algorithm = %q", algorithm), `connect_timeout = "500ms"`).
+		health(`type = "redis"`, `interval = "500ms"`, `timeout = "500ms"`).
+		at("r0", a).at("r1", b).String()
+}
 
 // cmdstat matches a command's line of INFO commandstats (Redis 7).
 var cmdstat = regexp.MustCompile(`cmdstat_(\w+):calls=(\d+),.*rejected_calls=(\d+),failed_calls=(\d+)`)
@@ -64,9 +51,9 @@ func TestRedisBenchmarkSourceHash(t *testing.T) {
 	for i := range rs {
 		rs[i] = testutil.StartRedisIn(t, tp.Backends[i], tp.BackendIP(i).String()+":6379", "")
 	}
-	lb := startLB(t, tp, fmt.Sprintf(redisVIP, "source_hash", rs[0].Addr, rs[1].Addr))
-	waitHealth(t, lb, "r0", "up")
-	waitHealth(t, lb, "r1", "up")
+	lb := startLB(t, tp, redisConf("source_hash", rs[0].Addr, rs[1].Addr))
+	lb.waitHealth(t, "redis", "r0", "up")
+	lb.waitHealth(t, "redis", "r1", "up")
 
 	const requests = 20000
 	out, err := tp.Client.Command("redis-benchmark", "-h", tp.VIP.String(), "-p", "6379",
@@ -74,8 +61,8 @@ func TestRedisBenchmarkSourceHash(t *testing.T) {
 	if err != nil || regexp.MustCompile(`(?i)\berror`).Match(out) {
 		t.Fatalf("redis-benchmark: %v:\n%s", err, out)
 	}
-	st := lbStatus(t, lb)
-	flows := [2]uint64{backendByID(st, "r0").Flows, backendByID(st, "r1").Flows}
+	st := lb.status(t)
+	flows := [2]uint64{backendOf(st, "redis", "r0").Flows, backendOf(st, "redis", "r1").Flows}
 	hit := 0
 	if flows[1] > flows[0] {
 		hit = 1

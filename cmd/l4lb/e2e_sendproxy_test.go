@@ -11,26 +11,8 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const checkSendProxyConfig = `
-[global]
-admin_socket = "@ADMIN@"
-log_format = "json"
-
-[[vip]]
-name = "pp"
-listen = "198.18.2.10:81"
-proxy_protocol = "v2"
-  [vip.health]
-  type = "http"
-  path = "/who"
-  interval = "500ms"
-  timeout = "400ms"
-  rise = 1
-  fall = 1
-  [[vip.backend]]
-  name = "nginx"
-  address = "198.18.1.11:8080"
-`
+var checkSendProxyConfig = newConf(`log_format = "json"`).vip("pp", ":81", `proxy_protocol = "v2"`).
+	health(`type = "http"`, `path = "/who"`, `interval = "500ms"`, `timeout = "400ms"`, `rise = 1`, `fall = 1`).named("nginx", 0, 8080).String()
 
 // TestHealthChecksSendProxyHeader (D18): nginx listens with
 // proxy_protocol. By default the checks of a VIP that sends the header

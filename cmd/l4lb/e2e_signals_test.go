@@ -20,19 +20,9 @@ import (
 // namespace. With the server silent, a reload that adds a name waits
 // about 3 s for its first answer (reconcile's firstAnswerWait): a slow
 // reload made of real parts, during which the test sends its signals.
-const slowReloadVIP = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "3s"
-resolvers = ["198.18.1.1"]
-
-[[vip]]
-name = "a"
-listen = "198.18.2.10:80"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:7000"
-`
+func slowReloadConf() *conf {
+	return newConf(`drain_timeout = "3s"`, `resolvers = ["198.18.1.1"]`).vip("a", ":80").backends(1, 7000)
+}
 
 // startSlowReload starts l4lb with slowReloadVIP and a silent DNS
 // server, writes a config that adds a named backend, sends the SIGHUP
@@ -43,10 +33,8 @@ func startSlowReload(t *testing.T) *lbProcess {
 	namedEcho(t, tp, 0, 7000)
 	dns := testutil.StartDNSServer(t, tp.LB, "198.18.1.1:53")
 	dns.SetSilent(true)
-	lb := startLB(t, tp, slowReloadVIP)
-	named := strings.Replace(slowReloadVIP, "@ADMIN@", adminSock(lb), 1) +
-		"  [[vip.backend]]\n  name = \"slow\"\n  address = \"slow.db.test:7000\"\n"
-	lb.writeConfig(t, named)
+	lb := startLB(t, tp, slowReloadConf().String())
+	lb.writeConfig(t, slowReloadConf().backend(`name = "slow"`, `address = "slow.db.test:7000"`).String())
 	lb.signal(t, syscall.SIGHUP)
 	testutil.Eventually(t, 10*time.Second, "the reload to ask DNS for the new name", func() bool { return dns.Queries() > 0 })
 	return lb
@@ -63,19 +51,6 @@ func burst(t *testing.T, lb *lbProcess, sig syscall.Signal, n int) {
 	}
 }
 
-// waitExit waits up to d for l4lb to exit and fails unless it exits 0.
-func waitExit(t *testing.T, lb *lbProcess, d time.Duration, why string) {
-	t.Helper()
-	select {
-	case <-lb.exited:
-		if lb.err != nil {
-			t.Fatalf("l4lb exited with %v", lb.err)
-		}
-	case <-time.After(d):
-		t.Fatalf("l4lb still runs %v after %s", d, why)
-	}
-}
-
 // TestStopNotLostBehindReloads: six SIGHUPs then a SIGTERM, all while a
 // slow reload runs. The stop is never dropped behind the reloads: once
 // the running reload ends, l4lb stops (the waiting reload is not run
@@ -85,7 +60,7 @@ func TestStopNotLostBehindReloads(t *testing.T) {
 	burst(t, lb, syscall.SIGHUP, 6)
 	sent := time.Now()
 	lb.signal(t, syscall.SIGTERM)
-	waitExit(t, lb, 30*time.Second, "SIGTERM sent behind six SIGHUPs")
+	lb.waitExit(t, 30*time.Second, "SIGTERM sent behind six SIGHUPs")
 	log := lb.log.String()
 	reloads := strings.Count(log, "reload applied")
 	t.Logf("exited %v after the SIGTERM, %d reloads applied", time.Since(sent).Round(time.Millisecond), reloads)
@@ -108,7 +83,7 @@ func TestReloadsCoalesce(t *testing.T) {
 	// Nothing else may be waiting: a stop taken now runs after any
 	// reload still queued before it (SIGTERM arrived after them).
 	lb.signal(t, syscall.SIGTERM)
-	waitExit(t, lb, 30*time.Second, "SIGTERM")
+	lb.waitExit(t, 30*time.Second, "SIGTERM")
 	if n := strings.Count(lb.log.String(), "reload applied"); n != 2 {
 		t.Fatalf("%d reloads applied for a slow one and 50 SIGHUPs during it, want 2", n)
 	}
@@ -118,22 +93,20 @@ func TestReloadsCoalesce(t *testing.T) {
 // that drain, with their live connections, and says l4lb is stopping.
 func TestStatusDuringStop(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, strings.Replace(vipA, `drain_timeout = "3s"`, `drain_timeout = "60s"`, 1))
 	c := mustDialVIP(t, tp, 80)
 	lb.signal(t, syscall.SIGTERM)
 	lb.waitLog(t, "shutting down")
 	testutil.Eventually(t, 10*time.Second, "status to list VIP a as draining", func() bool {
-		v := vipOf(lbStatus(t, lb), "a")
+		v := vipNamed(lb.status(t), "a")
 		return v.Draining
 	})
-	st := lbStatus(t, lb)
-	if v := vipOf(st, "a"); !st.Stopping || v.Active != 1 || len(v.Backends) != 2 {
+	st := lb.status(t)
+	if v := vipNamed(st, "a"); !st.Stopping || v.Active != 1 || len(v.Backends) != 2 {
 		t.Errorf("status during the stop: stopping %v, VIP a %+v; want stopping, 1 active connection, its 2 backends", st.Stopping, v)
 	}
-	out, errOut, code := l4lbCmd(t, "status", "--socket", adminSock(lb))
+	out, errOut, code := lb.run(t, "status")
 	if code != 0 || !strings.Contains(out, "STOPPING") || !strings.Contains(out, "VIP a ") ||
 		!strings.Contains(out, "active 1 ") || !strings.Contains(out, "DRAINING (l4lb is stopping)") {
 		t.Errorf("l4lb status during the stop: exit %d\n%s%s", code, out, errOut)
@@ -142,7 +115,7 @@ func TestStatusDuringStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	waitExit(t, lb, 10*time.Second, "its last connection closed")
+	lb.waitExit(t, 10*time.Second, "its last connection closed")
 }
 
 // TestAdminSocketClashFailsFast: a second l4lb whose only clash with the
@@ -150,11 +123,9 @@ func TestStatusDuringStop(t *testing.T) {
 // starts any VIP or health probe; the first one goes on serving.
 func TestAdminSocketClashFailsFast(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	second := strings.NewReplacer("@ADMIN@", adminSock(lb), "198.18.2.10:80", "198.18.2.10:81").Replace(vipA) +
+	second := strings.NewReplacer("@ADMIN@", lb.sock, "198.18.2.10:80", "198.18.2.10:81").Replace(vipA) +
 		"  [vip.health]\n  interval = \"200ms\"\n  timeout = \"100ms\"\n"
 	path := filepath.Join(t.TempDir(), "second.toml")
 	if err := os.WriteFile(path, []byte(second), 0o644); err != nil {
@@ -179,13 +150,13 @@ func TestAdminSocketClashFailsFast(t *testing.T) {
 		t.Fatalf("second l4lb still runs 30s after it started:\n%s", out.String())
 	}
 	log := out.String()
-	if !strings.Contains(log, "admin socket "+adminSock(lb)+": another l4lb is serving it") {
+	if !strings.Contains(log, "admin socket "+lb.sock+": another l4lb is serving it") {
 		t.Errorf("second l4lb does not say the admin socket is taken:\n%s", log)
 	}
 	if strings.Contains(log, "vip started") || strings.Contains(log, "event loops") {
 		t.Errorf("second l4lb started VIPs before it found the admin socket taken:\n%s", log)
 	}
-	if st := lbStatus(t, lb); st.Process.PID != lb.cmd.Process.Pid || len(st.VIPs) != 1 {
+	if st := lb.status(t); st.Process.PID != lb.cmd.Process.Pid || len(st.VIPs) != 1 {
 		t.Errorf("the first l4lb after the clash: pid %d, %d VIPs", st.Process.PID, len(st.VIPs))
 	}
 	if c, err := dialVIP(tp, 80); err != nil {

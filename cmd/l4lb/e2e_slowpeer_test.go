@@ -20,17 +20,7 @@ import (
 	"github.com/l4lb/l4lb/internal/testutil"
 )
 
-const slowPeerConfig = `
-[global]
-admin_socket = "@ADMIN@"
-pipe_size = 1048576
-
-[[vip]]
-name = "bulk"
-listen = "198.18.2.10:80"
-  [[vip.backend]]
-  address = "198.18.1.11:7000"
-`
+var slowPeerConfig = newConf(`pipe_size = 1048576`).vip("bulk", ":80").addrs(7000, 0).String()
 
 // slowPeerHold is how long the peer stops reading: L4LB_SLOW_PEER_HOLD
 // (a Go duration; the issue's figure is 30s), else 5s, which shows the
@@ -185,7 +175,7 @@ func TestSlowPeerBoundedMemory(t *testing.T) {
 			}
 			// The guard of evstall.go finds no lost wake-up: its cause (a
 			// short splice under a signal taken for a full socket) is gone.
-			if tcp := lbStatus(t, lb).VIPs[0].TCP; tcp == nil || tcp.LostWakeups != 0 {
+			if tcp := lb.status(t).VIPs[0].TCP; tcp == nil || tcp.LostWakeups != 0 {
 				t.Errorf("lost wake-ups counted by the stall guard: %+v", tcp)
 			}
 		})

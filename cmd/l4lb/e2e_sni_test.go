@@ -186,7 +186,7 @@ func TestSNIWebSocketDaemon(t *testing.T) {
 		t.Fatalf("silent client reset after %v, want about sni_timeout (500ms)", took)
 	}
 
-	st := lbStatus(t, lb).VIPs[0]
+	st := lb.status(t).VIPs[0]
 	if s := st.SNI; s == nil || len(s.Routes) != 3 || s.Routes[0].Routed != 1 || s.Routes[1].Routed != 2 || s.Routes[2].Routed != 2 ||
 		s.Default != 3 || s.NoMatchCount != 2 || s.NotTLS != 1 || s.Timeouts != 1 {
 		t.Fatalf("status: %+v", st.SNI)
@@ -200,7 +200,7 @@ func TestSNIWebSocketDaemon(t *testing.T) {
 	// WebSocket opened before still echoes.
 	more := "  [[vip.route]]\n  name = \"new\"\n  names = [\"new.example.test\"]\n    [[vip.route.backend]]\n    address = \"198.18.1.13:9444\"\n"
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), "# more routes\n", more, 1))
-	reloadOK(t, lb)
+	lb.reloadOK(t)
 	if ws := wss(t, tp, "new.example.test", roots); ws.Backend != "new" {
 		t.Fatalf("after the reload wss://new.example.test reached %q", ws.Backend)
 	}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,21 +15,18 @@ import (
 
 func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
-	for i := range 2 {
-		namedEcho(t, tp, i, 7000)
-	}
+	namedEchoes(t, tp)
 	lb := startLB(t, tp, vipA)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	status := func(args ...string) string {
 		t.Helper()
-		out, errOut, code := l4lbCmd(t, append([]string{"status", "--socket", sock}, args...)...)
+		out, errOut, code := lb.run(t, "status", args...)
 		if code != 0 {
 			t.Fatalf("status %v: exit %d\n%s%s", args, code, out, errOut)
 		}
 		return out
 	}
 
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if st.Process.PID != lb.cmd.Process.Pid || st.Process.GoVersion == "" || st.Process.Started.IsZero() || st.Process.LastReload != nil {
 		t.Fatalf("process status %+v", st.Process)
 	}
@@ -42,7 +38,7 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	// default resolved; it parses back to what the file says. The bare
 	// --config (the old spelling: --config otherwise names a file) says
 	// so on stderr (D26).
-	if _, errOut, _ := l4lbCmd(t, "status", "--socket", sock, "--config"); !strings.Contains(errOut, "--config without a FILE is the old spelling of --show-config") {
+	if _, errOut, _ := lb.run(t, "status", "--config"); !strings.Contains(errOut, "--config without a FILE is the old spelling of --show-config") {
 		t.Errorf("a bare --config says nothing about its two meanings: %q", errOut)
 	}
 	for _, flag := range []string{"--show-config", "--config"} {
@@ -78,7 +74,7 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	lb.writeConfig(t, "[[vip]]\nname = 1\n")
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload refused")
-	st = lbStatus(t, lb)
+	st = lb.status(t)
 	if r := st.Process.LastReload; r == nil || r.OK || !strings.Contains(r.Error, "name: must be a string") {
 		t.Fatalf("last reload after a bad file: %+v", r)
 	}
@@ -90,7 +86,7 @@ func TestStatusShowsProcessReloadAndConfig(t *testing.T) {
 	lb.writeConfig(t, strings.Replace(good, `drain_timeout = "3s"`, "drain_timeout = \"3s\"\nbusy_poll = \"50us\"", 1))
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
-	if st := lbStatus(t, lb); st.BusyPoll != 50*time.Microsecond {
+	if st := lb.status(t); st.BusyPoll != 50*time.Microsecond {
 		t.Fatalf("busy_poll after the reload: %v, want 50µs", st.BusyPoll)
 	}
 	if out := status(); !strings.Contains(out, "(busy polling 50µs)") {

@@ -2,12 +2,9 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -26,13 +23,20 @@ func udpNamedEcho(t *testing.T, tp *testutil.Topology, i, port int) {
 // udpEchoIf is udpNamedEcho for the datagrams answer accepts.
 func udpEchoIf(t *testing.T, tp *testutil.Topology, i, port int, answer func([]byte) bool) {
 	t.Helper()
+	udpEchoIn(t, tp.Backends[i], "udp4", fmt.Sprintf("%s:%d", tp.BackendIP(i), port), fmt.Sprintf("be%d", i), answer)
+}
+
+// udpEchoIn answers, from ns on addr, every datagram answer accepts with
+// "NAME:" and the datagram.
+func udpEchoIn(t *testing.T, ns *testutil.Netns, network, addr, name string, answer func([]byte) bool) {
+	t.Helper()
 	var pc net.PacketConn
-	tp.Backends[i].MustDo(t, func() (err error) {
-		pc, err = net.ListenPacket("udp4", fmt.Sprintf("%s:%d", tp.BackendIP(i), port))
+	ns.MustDo(t, func() (err error) {
+		pc, err = net.ListenPacket(network, addr)
 		return err
 	})
 	t.Cleanup(func() { pc.Close() })
-	prefix := []byte(fmt.Sprintf("be%d:", i))
+	prefix := []byte(name + ":")
 	go func() {
 		buf := make([]byte, 65536)
 		for {
@@ -47,35 +51,7 @@ func udpEchoIf(t *testing.T, tp *testutil.Topology, i, port int, answer func([]b
 	}()
 }
 
-const udpVIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "dns"
-listen = "198.18.2.10:53"
-protocol = "udp"
-session_timeout = "2s"
-  [[vip.backend]]
-  address = "198.18.1.11:5300"
-  [[vip.backend]]
-  address = "198.18.1.12:5300"
-  [[vip.backend]]
-  address = "198.18.1.13:5300"
-`
-
-func lbStatus(t *testing.T, lb *lbProcess) plane.Status {
-	t.Helper()
-	out, err := exec.Command(mustBin(t), "status", "--json", "--socket", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")).Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
-	var st plane.Status
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
+var udpVIP = newConf().vip("dns", ":53", `protocol = "udp"`, `session_timeout = "2s"`).addrs(5300, 0, 1, 2).String()
 
 // TestUDPThousandClients: 1000 client sockets exchange datagrams through the
 // VIP; each gets its own replies, from the VIP address (the sockets are
@@ -130,11 +106,11 @@ func TestUDPThousandClients(t *testing.T) {
 			t.Fatalf("sessions per backend %v, want about %d each", perBackend, clients/3)
 		}
 	}
-	st := lbStatus(t, lb)
+	st := lb.status(t)
 	if v := st.VIPs[0]; v.Accepted != clients || v.UDP.Replies < clients {
 		t.Fatalf("status: %d sessions made, %d replies; want %d", v.Accepted, v.UDP.Replies, clients)
 	}
-	waitStatus(t, lb, 8*time.Second, "sessions to expire", func(st plane.Status) bool {
+	lb.waitStatus(t, 8*time.Second, "sessions to expire", func(st plane.Status) bool {
 		v := st.VIPs[0]
 		live := int64(0)
 		for _, b := range v.Backends {
@@ -142,17 +118,6 @@ func TestUDPThousandClients(t *testing.T) {
 		}
 		return v.Active == 0 && live == 0
 	})
-}
-
-func waitStatus(t *testing.T, lb *lbProcess, d time.Duration, what string, cond func(plane.Status) bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond(lbStatus(t, lb)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %+v", what, lbStatus(t, lb))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // udpExchange sends msg and returns the name of the backend that echoed it,
@@ -177,21 +142,8 @@ func udpExchange(c *net.UDPConn, msg string) (string, error) {
 	return "", fmt.Errorf("no reply to %q", msg)
 }
 
-const udp6VIP = `
-[global]
-admin_socket = "@ADMIN@"
-
-[[vip]]
-name = "dns6"
-listen = "[::1]:53"
-protocol = "udp"
-  [[vip.backend]]
-  name = "be0"
-  address = "[::1]:5301"
-  [[vip.backend]]
-  name = "be1"
-  address = "[::1]:5302"
-`
+var udp6VIP = newConf().vip("dns6", "[::1]:53", `protocol = "udp"`).
+	backend(`name = "be0"`, `address = "[::1]:5301"`).backend(`name = "be1"`, `address = "[::1]:5302"`).String()
 
 // TestUDPIPv6: a UDP VIP on ::1 in front of two backends on ::1 (distinct
 // ports, in a namespace of the test's own): each client socket (connected
@@ -201,22 +153,7 @@ protocol = "udp"
 func TestUDPIPv6(t *testing.T) {
 	ns := testutil.NewNetns(t, "udp6")
 	for i := range 2 {
-		var pc net.PacketConn
-		ns.MustDo(t, func() (err error) {
-			pc, err = net.ListenPacket("udp6", fmt.Sprintf("[::1]:%d", 5301+i))
-			return err
-		})
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 65536)
-			for {
-				n, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				pc.WriteTo(append([]byte(fmt.Sprintf("be%d:", i)), buf[:n]...), from)
-			}
-		}()
+		udpEchoIn(t, ns, "udp6", fmt.Sprintf("[::1]:%d", 5301+i), fmt.Sprintf("be%d", i), func([]byte) bool { return true })
 	}
 	lb := startLBIn(t, ns, udp6VIP)
 	const clients, rounds = 8, 3
@@ -245,7 +182,7 @@ func TestUDPIPv6(t *testing.T) {
 	if perBackend["be0"] == 0 || perBackend["be1"] == 0 {
 		t.Fatalf("sessions per backend: %v", perBackend)
 	}
-	v := lbStatus(t, lb).VIPs[0]
+	v := lb.status(t).VIPs[0]
 	if v.Accepted != clients || v.UDP.Datagrams < clients*rounds || v.UDP.Replies < clients*rounds {
 		t.Fatalf("status: %d sessions, %d datagrams, %d replies; want %d sessions and at least %d of each",
 			v.Accepted, v.UDP.Datagrams, v.UDP.Replies, clients, clients*rounds)

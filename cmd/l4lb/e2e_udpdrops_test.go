@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,31 +92,8 @@ func lowestFreeFD(t *testing.T, pid int) int {
 	return fd
 }
 
-// lbStatusText is `l4lb status` as an operator reads it.
-func lbStatusText(t *testing.T, lb *lbProcess) string {
-	t.Helper()
-	out, err := exec.Command(mustBin(t), "status", "--socket", filepath.Join(filepath.Dir(lb.cfg), "admin.sock")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("status: %v\n%s", err, out)
-	}
-	return string(out)
-}
-
-const udpDropsVIP = `
-[global]
-admin_socket = "@ADMIN@"
-metrics_listen = "198.18.0.1:9370"
-
-[[vip]]
-name = "dns"
-listen = "198.18.2.10:53"
-protocol = "udp"
-session_timeout = "1m"
-max_sessions = 20
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:5300"
-`
+var udpDropsVIP = newConf(`metrics_listen = "198.18.0.1:9370"`).
+	vip("dns", ":53", `protocol = "udp"`, `session_timeout = "1m"`, `max_sessions = 20`).backends(1, 5300).String()
 
 // TestUDPDropsShownInStatus: datagrams the daemon loses are each counted
 // by cause, and status (JSON and text) and metrics show every count:
@@ -145,7 +120,7 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 
 	// The kernel's drops on the VIP socket.
 	const blast = 3000
-	before := lbStatus(t, lb).VIPs[0].UDP
+	before := lb.status(t).VIPs[0].UDP
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +132,7 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	var u *plane.UDPStatus
-	waitStatus(t, lb, 10*time.Second, "the blast forwarded or counted as dropped", func(st plane.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "the blast forwarded or counted as dropped", func(st plane.Status) bool {
 		u = st.VIPs[0].UDP
 		return u.Datagrams-before.Datagrams+u.Dropped-before.Dropped+u.QueueDropped == blast
 	})
@@ -168,7 +143,7 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 
 	// Sockets that cannot be opened (EMFILE).
 	second := udpClients(t, tp, 53, 8)
-	created := lbStatus(t, lb).VIPs[0].Accepted
+	created := lb.status(t).VIPs[0].Accepted
 	var old unix.Rlimit
 	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
 		t.Fatal(err)
@@ -182,11 +157,11 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &old, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, lb, 5*time.Second, "each new client's datagram to make a session or count as a socket error", func(st plane.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "each new client's datagram to make a session or count as a socket error", func(st plane.Status) bool {
 		v := st.VIPs[0]
 		return v.UDP.SocketErrors+v.Accepted-created == 8
 	})
-	v := lbStatus(t, lb).VIPs[0]
+	v := lb.status(t).VIPs[0]
 	if v.UDP.SocketErrors == 0 || v.UDP.SocketErrors > uint64(count(got, false)) {
 		t.Fatalf("socket_errors %d with %d of 8 new clients unanswered under the descriptor limit", v.UDP.SocketErrors, count(got, false))
 	}
@@ -197,11 +172,11 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	third := udpClients(t, tp, 53, 15)
 	answered(third, "hello", 300*time.Millisecond)
 	refused := uint64(live + 15 - 20)
-	waitStatus(t, lb, 5*time.Second, "clients past max_sessions counted", func(st plane.Status) bool {
+	lb.waitStatus(t, 5*time.Second, "clients past max_sessions counted", func(st plane.Status) bool {
 		return st.VIPs[0].UDP.SessionsRefused == refused
 	})
 
-	text := lbStatusText(t, lb)
+	text := lb.statusText(t)
 	want := fmt.Sprintf("dropped: truncated 0  send-failed 0  no-session-slot %d  backends-full 0  queue-full %d  reply-queue-full 0  socket-errors %d", refused, queueDropped, socketErrors)
 	if !strings.Contains(text, want) {
 		t.Errorf("status text lacks %q:\n%s", want, text)
@@ -219,28 +194,9 @@ func TestUDPDropsShownInStatus(t *testing.T) {
 	}
 }
 
-const udpSilentVIP = `
-[global]
-admin_socket = "@ADMIN@"
-metrics_listen = "198.18.0.1:9370"
-
-[[vip]]
-name = "dns"
-listen = "198.18.2.10:53"
-protocol = "udp"
-session_timeout = "1s"
-udp_responses = 1
-  [vip.health]
-  type = "none"
-  max_fails = 1
-  fail_timeout = "1m"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:5300"
-  [[vip.backend]]
-  name = "silent"
-  address = "198.18.1.12:5300"
-`
+var udpSilentVIP = newConf(`metrics_listen = "198.18.0.1:9370"`).
+	vip("dns", ":53", `protocol = "udp"`, `session_timeout = "1s"`, `udp_responses = 1`).health(`type = "none"`, `max_fails = 1`, `fail_timeout = "1m"`).
+	named("be0", 0, 5300).named("silent", 1, 5300).String()
 
 // TestUDPSilentBackendVisible: with health none, a backend that reads
 // every query and answers none. Each of its sessions ends by
@@ -270,17 +226,17 @@ func TestUDPSilentBackendVisible(t *testing.T) {
 	}
 	lb.waitLog(t, "answered none of a session's datagrams")
 	var silent plane.BackendStatus
-	waitStatus(t, lb, 10*time.Second, "the silent backend down by its passive mark", func(st plane.Status) bool {
+	lb.waitStatus(t, 10*time.Second, "the silent backend down by its passive mark", func(st plane.Status) bool {
 		silent = st.VIPs[0].Backends[1]
 		return silent.Health == "down"
 	})
-	if bs := lbStatus(t, lb).VIPs[0].Backends; silent.ID != "silent" || silent.Unanswered == 0 || bs[0].Unanswered != 0 {
+	if bs := lb.status(t).VIPs[0].Backends; silent.ID != "silent" || silent.Unanswered == 0 || bs[0].Unanswered != 0 {
 		t.Fatalf("backends %+v: want unanswered sessions on silent only", bs)
 	}
 	if got := answered(udpClients(t, tp, 53, 10), "q", time.Second); count(got, false) != 0 {
 		t.Fatalf("answers %v with the silent backend down: want all", got)
 	}
-	text := lbStatusText(t, lb)
+	text := lb.statusText(t)
 	if !strings.Contains(text, "NO REPLY") {
 		t.Errorf("status text has no NO REPLY column:\n%s", text)
 	}

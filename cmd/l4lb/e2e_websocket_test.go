@@ -20,7 +20,6 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/internal/testutil/wsecho"
-	"github.com/l4lb/l4lb/l4/plane"
 )
 
 const (
@@ -42,46 +41,15 @@ const (
 	wsRetryPause = 100 * time.Millisecond // between its tries
 )
 
-// wsConfig: the WebSocket VIP over three backends, least_conn, with a
-// WebSocket health check, and an unrelated VIP whose idle_timeout the
-// reload changes.
-const wsConfig = `
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "1s"
-
-[[vip]]
-name = "ws"
-listen = "198.18.2.10:80"
-protocol = "tcp"
-algorithm = "least_conn"
-idle_timeout = "1h"
-  [vip.health]
-  type = "http"
-  websocket = true
-  interval = "500ms"
-  timeout = "400ms"
-  [[vip.backend]]
-  name = "be0"
-  address = "198.18.1.11:8080"
-  [[vip.backend]]
-  name = "be1"
-  address = "198.18.1.12:8080"
-  [[vip.backend]]
-  name = "be2"
-  address = "198.18.1.13:8080"
-
-[[vip]]
-name = "other"
-listen = "198.18.2.10:81"
-protocol = "tcp"
-idle_timeout = "@OTHER_IDLE@"
-  [vip.health]
-  type = "none"
-  [[vip.backend]]
-  name = "o0"
-  address = "198.18.1.11:8081"
-`
+// wsConf: the WebSocket VIP over three backends, least_conn, with a
+// WebSocket health check, and an unrelated VIP whose idle_timeout
+// (otherIdle) the reload changes.
+func wsConf(otherIdle string) string {
+	return newConf(`drain_timeout = "1s"`).
+		vip("ws", ":80", `protocol = "tcp"`, `algorithm = "least_conn"`, `idle_timeout = "1h"`).
+		health(`type = "http"`, `websocket = true`, `interval = "500ms"`, `timeout = "400ms"`).backends(3, 8080).
+		vip("other", ":81", `protocol = "tcp"`, fmt.Sprintf("idle_timeout = %q", otherIdle)).health(`type = "none"`).named("o0", 0, 8081).String()
+}
 
 // testserverBinary builds scripts/testserver (its -ws flag serves
 // wsecho) once per test process.
@@ -418,28 +386,6 @@ func (h *wsHold) latencies(from, to time.Time) []time.Duration {
 	return all
 }
 
-// wsVIPStatus returns the ws VIP's status.
-func wsVIPStatus(t *testing.T, st plane.Status) plane.VIPStatus {
-	t.Helper()
-	for _, v := range st.VIPs {
-		if v.Name == "ws" {
-			return v
-		}
-	}
-	t.Fatalf("no VIP ws in status: %+v", st.VIPs)
-	return plane.VIPStatus{}
-}
-
-// liveByBackend returns the ws VIP's LIVE per backend from status.
-func liveByBackend(t *testing.T, st plane.Status) map[string]int64 {
-	t.Helper()
-	out := map[string]int64{}
-	for _, b := range wsVIPStatus(t, st).Backends {
-		out[b.ID] = b.LiveFlows
-	}
-	return out
-}
-
 // newWSLandings opens n fresh WebSockets through the VIP, closes them and
 // counts where they landed.
 func newWSLandings(t *testing.T, h *wsHold, n int) map[string]int {
@@ -497,20 +443,11 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := strings.ReplaceAll(wsConfig, "@OTHER_IDLE@", "1h")
+	cfg := wsConf("1h")
 	lb := startBinaryIn(t, tp.LB, bin, cfg)
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
-	verb := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := l4lbCmd(t, append(args[:1:1], append([]string{"--socket", sock}, args[1:]...)...)...)
-		if code != 0 {
-			t.Fatalf("l4lb %v: exit %d\n%s%s", args, code, out, errOut)
-		}
-		return out
-	}
-	pid := lbStatus(t, lb).Process.PID
+	pid := lb.status(t).Process.PID
 	testutil.Eventually(t, 10*time.Second, "all three backends up", func() bool {
-		for _, b := range wsVIPStatus(t, lbStatus(t, lb)).Backends {
+		for _, b := range lb.vip(t, "ws").Backends {
 			if b.Health != "up" {
 				return false
 			}
@@ -536,7 +473,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 	h.waitRounds(t, 2, wsRoundWait, "holding")
 	h.noEnds(t, "holding")
 	sampleRSS()
-	clientsOn, live := h.onBackend(), liveByBackend(t, lbStatus(t, lb))
+	clientsOn, live := h.onBackend(), lb.liveFlows(t, "ws")
 	for _, be := range []string{"be0", "be1", "be2"} {
 		if clientsOn[be] != live[be] || clientsOn[be] < int64(n)/5 {
 			t.Fatalf("clients on each backend %v, status LIVE %v: want equal, and spread", clientsOn, live)
@@ -545,7 +482,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 
 	// Drain be0: nothing ends, everything keeps echoing, new ones avoid it.
 	drained := time.Now()
-	if out := verb("drain", "ws", "be0"); !strings.Contains(out, "drained") ||
+	if out := lb.verb(t, "drain", "ws", "be0"); !strings.Contains(out, "drained") ||
 		!strings.Contains(out, fmt.Sprintf("%d established continue", live["be0"])) {
 		t.Fatalf("drain said:\n%s", out)
 	}
@@ -556,21 +493,21 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 	if seen := newWSLandings(t, h, 30); seen["be0"] != 0 || seen["be1"]+seen["be2"] != 30 {
 		t.Fatalf("new connections after the drain went to %v, want be1 and be2 only", seen)
 	}
-	if got := liveByBackend(t, lbStatus(t, lb))["be0"]; got != live["be0"] {
+	if got := lb.liveFlows(t, "ws")["be0"]; got != live["be0"] {
 		t.Fatalf("be0 LIVE %d after the drain, was %d", got, live["be0"])
 	}
 	sampleRSS()
 
 	// A reload that changes only the other VIP: nothing ends, the drain holds.
-	lb.writeConfig(t, strings.ReplaceAll(strings.ReplaceAll(wsConfig, "@OTHER_IDLE@", "2h"), "@ADMIN@", sock))
+	lb.writeConfig(t, wsConf("2h"))
 	reloaded := time.Now()
-	if out := verb("reload"); !strings.Contains(out, "reload applied") {
+	if out := lb.verb(t, "reload"); !strings.Contains(out, "reload applied") {
 		t.Fatalf("reload said:\n%s", out)
 	}
 	h.waitRounds(t, 2, wsRoundWait, "after the reload")
 	h.noEnds(t, "after the reload")
-	st := lbStatus(t, lb)
-	if b := wsVIPStatus(t, st).Backends[0]; b.ID != "be0" || b.Override != "drain" || b.LiveFlows != live["be0"] {
+	st := lb.status(t)
+	if b := mustVIP(t, st, "ws").Backends[0]; b.ID != "be0" || b.Override != "drain" || b.LiveFlows != live["be0"] {
 		t.Fatalf("be0 after the reload: %+v (LIVE before: %d)", b, live["be0"])
 	}
 	if seen := newWSLandings(t, h, 6); seen["be0"] != 0 {
@@ -580,9 +517,9 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 
 	// Kill be1 (be0 enabled again): exactly its clients lose their
 	// connection, and they come back on be0 and be2.
-	verb("enable", "ws", "be0")
+	lb.verb(t, "enable", "ws", "be0")
 	h.waitRounds(t, 1, wsRoundWait, "before the kill")
-	clientsOn, live = h.onBackend(), liveByBackend(t, lbStatus(t, lb))
+	clientsOn, live = h.onBackend(), lb.liveFlows(t, "ws")
 	if clientsOn["be1"] != live["be1"] {
 		t.Fatalf("before the kill: clients on be1 %d, status LIVE %d (%v, %v)", clientsOn["be1"], live["be1"], clientsOn, live)
 	}
@@ -625,7 +562,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 			detect[0].Round(time.Millisecond), detect[len(detect)-1].Round(time.Millisecond),
 			back[len(back)/2].Round(time.Millisecond), back[len(back)-1].Round(time.Millisecond))
 	}
-	live = liveByBackend(t, lbStatus(t, lb))
+	live = lb.liveFlows(t, "ws")
 	if live["be1"] != 0 || live["be0"]+live["be2"] != int64(n) || live["be0"] <= clientsOn["be0"] || live["be2"] <= clientsOn["be2"] {
 		t.Fatalf("LIVE after the kill %v (before %v), want be1 0 and its clients on both be0 and be2", live, clientsOn)
 	}

@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testutil"
-	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // xdpNet is a DSR network with backends serving the VIPs on port 80 (TCP
@@ -48,41 +47,46 @@ func newXDPNet(t testing.TB, backends int) *xdpNet {
 	return &xdpNet{DSR: d, vip4: vips[0], vip6: vips[1]}
 }
 
-// config is an l4lb config with the xdp VIPs web4, web6 (tcp) and dns4
-// (udp) on port 80, and extra appended.
-func (n *xdpNet) config(extraXDP, extra string, backends ...int) string {
-	var b4, b6 strings.Builder
-	for _, i := range backends {
+// xdpProbe is the xdp VIPs' health check: a TCP connect to the
+// backends' port 8080.
+var xdpProbe = []string{`type = "tcp"`, `port = 8080`, `interval = "300ms"`, `timeout = "300ms"`}
+
+// xdpTable is the [xdp] table on the balancer's link, with more lines.
+func (n *xdpNet) xdpTable(more string) string {
+	return fmt.Sprintf("[xdp]\ninterface = %q\n%s\n", n.LB.Link, more)
+}
+
+// xdpConf is an l4lb config with global's keys, [xdp] (with the lines
+// xdp) and the xdp VIPs web4, web6 (tcp) and dns4 (udp) on port 80 over
+// the backends given; more VIPs may follow.
+func (n *xdpNet) xdpConf(global []string, xdp string, backends ...int) *conf {
+	c := newConf(append([]string{`drain_timeout = "2s"`}, global...)...).raw(n.xdpTable(xdp))
+	probe := append(xdpProbe[:len(xdpProbe):len(xdpProbe)], `fall = 1`)
+	c.vip("web4", n.vip4.String(), `mode = "xdp"`).health(probe...)
+	n.backendsOn(c, 80, false, backends...)
+	c.vip("dns4", n.vip4.String(), `protocol = "udp"`, `mode = "xdp"`).health(probe...)
+	n.backendsOn(c, 80, false, backends...)
+	c.vip("web6", n.vip6.String(), `mode = "xdp"`).health(`type = "none"`)
+	return n.backendsOn(c, 80, true, backends...)
+}
+
+// backendsOn adds the backends is, by name, on port, at their IPv6
+// addresses when v6.
+func (n *xdpNet) backendsOn(c *conf, port uint16, v6 bool, is ...int) *conf {
+	for _, i := range is {
 		be := n.Backends[i]
-		fmt.Fprintf(&b4, "  [[vip.backend]]\n  name = %q\n  address = \"%s:80\"\n", be.Name, be.Addr4)
-		fmt.Fprintf(&b6, "  [[vip.backend]]\n  name = %q\n  address = \"[%s]:80\"\n", be.Name, be.Addr6)
+		addr := be.Addr4
+		if v6 {
+			addr = be.Addr6
+		}
+		c.at(be.Name, netip.AddrPortFrom(addr, port))
 	}
-	health := "  [vip.health]\n  type = \"tcp\"\n  port = 8080\n  interval = \"300ms\"\n  timeout = \"300ms\"\n  fall = 1\n"
-	return fmt.Sprintf(`
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "2s"
-[xdp]
-interface = %q
-%s
-[[vip]]
-name = "web4"
-listen = %q
-mode = "xdp"
-%s%s
-[[vip]]
-name = "dns4"
-listen = %q
-protocol = "udp"
-mode = "xdp"
-%s%s
-[[vip]]
-name = "web6"
-listen = %q
-mode = "xdp"
-%s%s
-%s`, n.LB.Link, extraXDP, n.vip4, health, b4.String(), n.vip4, health, b4.String(), n.vip6,
-		"  [vip.health]\n  type = \"none\"\n", b6.String(), extra)
+	return c
+}
+
+// config is xdpConf with the lines extraXDP in [xdp] and extra appended.
+func (n *xdpNet) config(extraXDP, extra string, backends ...int) string {
+	return n.xdpConf(nil, extraXDP, backends...).raw(extra).String()
 }
 
 // askTCPConn opens a connection to vip and returns it with the name of
@@ -117,28 +121,16 @@ func echo(t *testing.T, c net.Conn, r *bufio.Reader, msg []byte) {
 	}
 }
 
-func xdpStatus(t *testing.T, lb *lbProcess, vip string) (plane.Status, plane.VIPStatus) {
-	t.Helper()
-	st := lbStatus(t, lb)
-	for _, v := range st.VIPs {
-		if v.Name == vip {
-			return st, v
-		}
-	}
-	t.Fatalf("no VIP %q in status", vip)
-	return st, plane.VIPStatus{}
-}
-
 // TestXDPDirectServerReturn: TCP flows spread over the backends per
 // Maglev, a 1 MiB echo comes back intact, UDP and IPv6 work, the replies
 // never cross the balancer, a proxy VIP works beside the xdp ones, and
 // status counts the packets.
 func TestXDPDirectServerReturn(t *testing.T) {
 	n := newXDPNet(t, 3)
-	proxy := fmt.Sprintf("[[vip]]\nname = \"proxy\"\nlisten = \"%s:8080\"\n  [[vip.backend]]\n  address = \"%s:8080\"\n", n.LB.Addr4, n.Backends[0].Addr4)
 	metricsAddr := netip.AddrPortFrom(n.LB.Addr4, 9370)
-	cfg := strings.Replace(n.config("", proxy, 0, 1, 2), "[global]\n", fmt.Sprintf("[global]\nmetrics_listen = %q\n", metricsAddr), 1)
-	lb := startLBIn(t, n.LB.NS, cfg)
+	cfg := n.xdpConf([]string{fmt.Sprintf("metrics_listen = %q", metricsAddr)}, "", 0, 1, 2).
+		vip("proxy", netip.AddrPortFrom(n.LB.Addr4, 8080).String()).at("", netip.AddrPortFrom(n.Backends[0].Addr4, 8080))
+	lb := startLBIn(t, n.LB.NS, cfg.String())
 
 	seen := map[string]int{}
 	for range 30 {
@@ -170,7 +162,8 @@ func TestXDPDirectServerReturn(t *testing.T) {
 		t.Fatalf("during 1 MiB each way: lb received %d packets, client sent %d and received %d (replies must bypass the lb)", got, sent, back)
 	}
 
-	st, web := xdpStatus(t, lb, "web4")
+	st := lb.status(t)
+	web := mustVIP(t, st, "web4")
 	if web.XDP == nil || web.XDP.Packets < 100 || web.XDP.NewFlows < 30 || web.XDP.Drops != 0 {
 		t.Fatalf("web4 xdp counters: %+v", web.XDP)
 	}
@@ -226,7 +219,7 @@ func TestXDPReloadKeepsEstablishedFlows(t *testing.T) {
 			keep = append(keep, i)
 		}
 	}
-	cfg := strings.ReplaceAll(n.config("", "", keep...), "@ADMIN@", filepath.Join(filepath.Dir(lb.cfg), "admin.sock"))
+	cfg := strings.ReplaceAll(n.config("", "", keep...), "@ADMIN@", lb.sock)
 	lb.writeConfig(t, cfg)
 	lb.signal(t, syscall.SIGHUP)
 	lb.waitLog(t, "reload applied")
@@ -236,7 +229,7 @@ func TestXDPReloadKeepsEstablishedFlows(t *testing.T) {
 			t.Fatalf("a new flow went to %s, removed by the reload", victim)
 		}
 	}
-	_, web := xdpStatus(t, lb, "web4")
+	web := lb.vip(t, "web4")
 	for _, b := range web.Backends {
 		if b.ID == victim && b.LiveFlows != 1 {
 			t.Fatalf("removed backend %s: %+v", victim, b)
@@ -278,7 +271,7 @@ func TestXDPDownBackendFlowsPurged(t *testing.T) {
 	// its port with a firewall-free trick: an nft-free reject by a route).
 	victim.NS.MustExec(t, "ip", "route", "add", "prohibit", n.LB.Addr4.String()+"/32")
 	testutil.Eventually(t, 5*time.Second, "the victim to go down", func() bool {
-		_, v := xdpStatus(t, lb, "dns4")
+		v := lb.vip(t, "dns4")
 		for _, b := range v.Backends {
 			if b.ID == victim.Name {
 				return b.Health == "down"
@@ -357,23 +350,11 @@ func TestXDPL2(t *testing.T) {
 	testutil.RequirePriv(t, "XDP programs and network namespaces")
 	d := testutil.NewDSR(t, testutil.DSROptions{Backends: 2})
 	vips := d.ServeVIPs(t, 80)
-	var backends strings.Builder
+	c := newConf().raw(fmt.Sprintf("[xdp]\ninterface = %q\n", d.LB.Link)).vip("l2", vips[0].String(), `mode = "xdp"`, `forward = "l2"`).health(`type = "none"`)
 	for _, b := range d.Backends {
-		fmt.Fprintf(&backends, "  [[vip.backend]]\n  name = %q\n  address = \"%s:80\"\n", b.Name, b.Addr4)
+		c.at(b.Name, netip.AddrPortFrom(b.Addr4, 80))
 	}
-	startLBIn(t, d.LB.NS, fmt.Sprintf(`
-[global]
-admin_socket = "@ADMIN@"
-[xdp]
-interface = %q
-[[vip]]
-name = "l2"
-listen = %q
-mode = "xdp"
-forward = "l2"
-  [vip.health]
-  type = "none"
-%s`, d.LB.Link, vips[0], backends.String()))
+	startLBIn(t, d.LB.NS, c.String())
 	// The first packets may meet unresolved backend MACs (dropped as
 	// no_neigh until the kernel's managed neighbours resolve): retry.
 	seen := map[string]int{}
@@ -407,25 +388,18 @@ func tryAsk(d *testutil.DSR, addr netip.AddrPort) (string, error) {
 func TestXDPModeChange(t *testing.T) {
 	n := newXDPNet(t, 2)
 	n.LB.NS.MustExec(t, "ip", "addr", "add", n.VIP4.String()+"/32", "dev", "lo") // proxy mode needs the VIP local
-	var proxyBackends, xdpBackends strings.Builder
-	for _, b := range n.Backends {
-		fmt.Fprintf(&proxyBackends, "  [[vip.backend]]\n  address = \"%s:8080\"\n", b.Addr4)
-		fmt.Fprintf(&xdpBackends, "  [[vip.backend]]\n  address = \"%s:80\"\n", b.Addr4)
+	cfg := func(mode string, port int) string {
+		return n.modeConf(nil, mode, port, `algorithm = "maglev"`)
 	}
-	cfg := func(mode, backends string) string {
-		return fmt.Sprintf("[global]\nadmin_socket = \"@ADMIN@\"\n[xdp]\ninterface = %q\n[[vip]]\nname = \"web\"\nlisten = %q\nmode = %q\nalgorithm = \"maglev\"\n  [vip.health]\n  type = \"none\"\n%s",
-			n.LB.Link, n.vip4, mode, backends)
-	}
-	lb := startLBIn(t, n.LB.NS, cfg("proxy", proxyBackends.String()))
-	admin := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
+	lb := startLBIn(t, n.LB.NS, cfg("proxy", 8080))
 	reload := func(text string, times int) {
 		t.Helper()
-		lb.writeConfig(t, strings.ReplaceAll(text, "@ADMIN@", admin))
+		lb.writeConfig(t, text)
 		lb.signal(t, syscall.SIGHUP)
 		lb.waitLogN(t, "reload applied", times)
 	}
 	plane := func() string {
-		_, v := xdpStatus(t, lb, "web")
+		v := lb.vip(t, "web")
 		if v.XDP != nil {
 			return "xdp"
 		}
@@ -434,16 +408,26 @@ func TestXDPModeChange(t *testing.T) {
 	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") || plane() != "proxy" {
 		t.Fatalf("proxy mode: answered by %q on the %s plane", name, plane())
 	}
-	reload(cfg("xdp", xdpBackends.String()), 1)
+	reload(cfg("xdp", 80), 1)
 	lb.waitLog(t, "vip mode changed")
 	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") || plane() != "xdp" {
 		t.Fatalf("after the move to xdp: answered by %q on the %s plane", name, plane())
 	}
-	if _, v := xdpStatus(t, lb, "web"); v.XDP.NewFlows == 0 {
+	if v := lb.vip(t, "web"); v.XDP.NewFlows == 0 {
 		t.Fatalf("the xdp plane forwarded nothing: %+v", v.XDP)
 	}
-	reload(cfg("proxy", proxyBackends.String()), 2)
+	reload(cfg("proxy", 8080), 2)
 	if name := n.AskTCP(t, n.vip4); !strings.HasPrefix(name, "be") || plane() != "proxy" {
 		t.Fatalf("back to proxy: answered by %q on the %s plane", name, plane())
 	}
+}
+
+// modeConf is VIP web on the IPv4 VIP in mode over the backends' port,
+// unnamed, with global's keys and the VIP's keys.
+func (n *xdpNet) modeConf(global []string, mode string, port int, keys ...string) string {
+	c := newConf(global...).raw(n.xdpTable("")).vip("web", n.vip4.String(), append([]string{fmt.Sprintf("mode = %q", mode)}, keys...)...).health(`type = "none"`)
+	for _, be := range n.Backends {
+		c.at("", netip.AddrPortFrom(be.Addr4, uint16(port)))
+	}
+	return c.String()
 }

@@ -19,29 +19,11 @@ func TestXDPNamedBackends(t *testing.T) {
 	be := n.Backends
 	// AAAA records too: the IPv4 VIP must use only the A records.
 	dns.SetHost("web.test", 1, be[0].Addr4, be[1].Addr4, be[0].Addr6, be[1].Addr6)
-	lb := startLBIn(t, n.LB.NS, fmt.Sprintf(`
-[global]
-admin_socket = "@ADMIN@"
-drain_timeout = "2s"
-resolvers = ["%s"]
-resolve_min = "200ms"
-resolve_max = "1s"
-[xdp]
-interface = %q
-[[vip]]
-name = "web4"
-listen = %q
-mode = "xdp"
-  [vip.health]
-  type = "tcp"
-  port = 8080
-  interval = "300ms"
-  timeout = "300ms"
-  [[vip.backend]]
-  address = "web.test:80"
-`, n.LB.Addr4, n.LB.Link, n.vip4))
+	cfg := newConf(`drain_timeout = "2s"`, fmt.Sprintf("resolvers = [%q]", n.LB.Addr4), `resolve_min = "200ms"`, `resolve_max = "1s"`).raw(n.xdpTable("")).
+		vip("web4", n.vip4.String(), `mode = "xdp"`).health(xdpProbe...).at("", "web.test:80")
+	lb := startLBIn(t, n.LB.NS, cfg.String())
 	addrs := func() []string {
-		_, v := xdpStatus(t, lb, "web4")
+		v := lb.vip(t, "web4")
 		var out []string
 		for _, b := range v.Backends {
 			if !b.Removed {

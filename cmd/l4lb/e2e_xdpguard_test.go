@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,14 +80,15 @@ func TestXDPAccessList(t *testing.T) {
 		}
 	}
 
-	st, web := xdpStatus(t, lb, "web4")
+	st := lb.status(t)
+	web := mustVIP(t, st, "web4")
 	if web.XDP == nil || web.XDP.ACLDrops < 2 || web.XDP.Drops < web.XDP.ACLDrops {
 		t.Fatalf("web4 xdp counters: %+v", web.XDP)
 	}
 	if st.XDP == nil || st.XDP.Counters["drop_acl"] < 4 {
 		t.Fatalf("global xdp counters: %+v", st.XDP)
 	}
-	_, pv := xdpStatus(t, lb, "proxy")
+	pv := lb.vip(t, "proxy")
 	if pv.XDPGuard == nil || pv.XDPGuard.ACLDrops < 2 {
 		t.Fatalf("proxy VIP guard counters: %+v", pv.XDPGuard)
 	}
@@ -99,22 +99,21 @@ func TestXDPAccessList(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
-	text, _, _ := l4lbCmd(t, "status", "--socket", sock)
+	text, _, _ := lb.run(t, "status")
 	if !strings.Contains(text, "xdp guards: acl-drops") {
 		t.Errorf("status text lacks the guard counters:\n%s", text)
 	}
 
-	if e := explainJSON(t, sock, "web4", denied.String()+":4000"); !strings.Contains(strings.Join(e.Notes, "\n"), "allow/deny refuses "+denied.String()) {
+	if e := explainJSON(t, lb, "web4", denied.String()+":4000"); !strings.Contains(strings.Join(e.Notes, "\n"), "allow/deny refuses "+denied.String()) {
 		t.Errorf("explain for the denied client lacks the refusal: %v", e.Notes)
 	}
-	if e := explainJSON(t, sock, "web4", allowed.String()+":4000"); strings.Contains(strings.Join(e.Notes, "\n"), "refuses") {
+	if e := explainJSON(t, lb, "web4", allowed.String()+":4000"); strings.Contains(strings.Join(e.Notes, "\n"), "refuses") {
 		t.Errorf("explain for an allowed client: %v", e.Notes)
 	}
 
 	// A reload lifts the deny on web4: the address gets in.
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), "name = \"web4\"\n"+deny, "name = \"web4\"\n", 1))
-	reloadOK(t, lb)
+	lb.reloadOK(t)
 	testutil.Eventually(t, 10*time.Second, "the denied address to reach web4 after the reload", func() bool {
 		c, err := dialTCPFrom(t, n, denied, n.vip4, time.Second)
 		return err == nil && strings.HasPrefix(greeting(t, c), "be")

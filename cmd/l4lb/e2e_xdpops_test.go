@@ -161,9 +161,8 @@ func TestXDPForwardingIsTheOperators(t *testing.T) {
 	if out, _ := runIn(t, n.ns, "", "check", lb.cfg); strings.Contains(out, "forwarding") {
 		t.Errorf("check warns about forwarding for an l2 VIP:\n%s", out)
 	}
-	sock := filepath.Join(filepath.Dir(lb.cfg), "admin.sock")
 	lb.writeConfig(t, strings.Replace(lb.currentConfig(t), `forward = "l2"`, `forward = "ipip"`, 1))
-	out, errOut, code := l4lbCmd(t, "reload", "--socket", sock)
+	out, errOut, code := lb.run(t, "reload")
 	if code == 0 {
 		t.Fatalf("reload to ipip with forwarding off applied:\n%s%s", out, errOut)
 	}
@@ -172,7 +171,7 @@ func TestXDPForwardingIsTheOperators(t *testing.T) {
 		t.Fatalf("forwarding after the refused reload: %q, want both still 0", f)
 	}
 	n.setForwarding(t, "1", "0")
-	if out, errOut, code := l4lbCmd(t, "reload", "--socket", sock); code != 0 {
+	if out, errOut, code := lb.run(t, "reload"); code != 0 {
 		t.Fatalf("reload once IPv4 forwarding is on: exit %d\n%s%s", code, out, errOut)
 	}
 	// An IPv6 VIP's backends need IPv6 forwarding, which is still off.
@@ -186,7 +185,7 @@ mode = "xdp"
   [[vip.backend]]
   address = "[2001:db8:60::2]:80"
 `)
-	out, errOut, code = l4lbCmd(t, "reload", "--socket", sock)
+	out, errOut, code = lb.run(t, "reload")
 	if code == 0 {
 		t.Fatalf("reload adding an IPv6 VIP with IPv6 forwarding off applied:\n%s%s", out, errOut)
 	}

@@ -7,16 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
-
-	"github.com/BurntSushi/toml"
 
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
+	"github.com/l4lb/l4lb/internal/report"
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
@@ -30,11 +26,8 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	showConfig := f.Bool("show-config", false, "print the configuration in force, resolved, as TOML")
 	allCaps := f.Bool("capabilities", false, "list every capability the process holds (the summary counts them)")
 	args, bare := bareConfigFlag(args)
-	if code, ok := f.parse(args); !ok {
+	if code, ok := f.parseNoArgs(args); !ok {
 		return code
-	}
-	if !f.noArgs() {
-		return 2
 	}
 	if bare {
 		*showConfig = true
@@ -56,7 +49,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case *showConfig && *asJSON:
-		return printConfigJSON(stdout, stderr, body)
+		if err := report.ConfigJSON(stdout, body); err != nil {
+			fmt.Fprintln(stderr, "l4lb status:", err)
+			return 1
+		}
+		return 0
 	case *asJSON || *showConfig:
 		stdout.Write(body)
 		return 0
@@ -66,25 +63,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "l4lb status: bad answer:", err)
 		return 1
 	}
-	printStatus(stdout, st, statusView{allCaps: *allCaps})
-	return 0
-}
-
-// printConfigJSON prints the config in force (TOML, as the admin API
-// answers it) as JSON with the same keys: a table is an object, an array
-// of tables an array.
-func printConfigJSON(stdout, stderr io.Writer, body []byte) int {
-	var m map[string]any
-	if _, err := toml.Decode(string(body), &m); err != nil {
-		fmt.Fprintln(stderr, "l4lb status: bad answer:", err)
-		return 1
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(m); err != nil {
-		fmt.Fprintln(stderr, "l4lb status:", err)
-		return 1
-	}
+	report.Status(stdout, st, report.StatusView{AllCaps: *allCaps})
 	return 0
 }
 
@@ -123,269 +102,4 @@ func bareConfigFlag(args []string) (out []string, bare bool) {
 // adminGet asks the admin API at sock for endpoint.
 func adminGet(sock, endpoint string) ([]byte, error) {
 	return admin.Client{Socket: sock, Timeout: 5 * time.Second}.Do(context.Background(), "GET", endpoint, nil, nil)
-}
-
-// statusView says how much the text status shows.
-type statusView struct {
-	allCaps bool // every capability, not their count
-}
-
-func printStatus(w io.Writer, st plane.Status, view statusView) {
-	printProcess(w, st, view)
-	pipeCap := "none"
-	if st.Pipes.Max > 0 {
-		pipeCap = fmt.Sprint(st.Pipes.Max)
-	}
-	fmt.Fprintf(w, "splice pipes: %d open, %d in use, max %s\n", st.Pipes.Open, st.Pipes.Lent, pipeCap)
-	if len(st.Workers) > 0 {
-		conns, sessions := make([]string, len(st.Workers)), make([]string, len(st.Workers))
-		var udp int64
-		for i, wk := range st.Workers {
-			conns[i], sessions[i] = fmt.Sprint(wk.Conns), fmt.Sprint(wk.UDPSessions)
-			udp += wk.UDPSessions
-		}
-		fmt.Fprintf(w, "workers: %d event loops", len(st.Workers))
-		if st.BusyPoll > 0 {
-			fmt.Fprintf(w, " (busy polling %v)", st.BusyPoll)
-		}
-		fmt.Fprintf(w, ", TCP connections on each: %s", strings.Join(conns, " "))
-		if udp > 0 {
-			fmt.Fprintf(w, "; UDP sessions: %s", strings.Join(sessions, " "))
-		}
-		fmt.Fprintln(w)
-	}
-	if x := st.XDP; x != nil {
-		fmt.Fprintf(w, "xdp: on %s (%s mode)%s, %d live flows\n", x.Interface, x.Attach, pinned(x.PinPath), x.LiveFlows)
-		if len(x.Counters) > 0 {
-			fmt.Fprintf(w, "  counters: %s\n", counterList(x.Counters))
-		}
-	}
-	printBGP(w, st.BGP)
-	fmt.Fprintln(w)
-	for i, v := range st.VIPs {
-		if i > 0 {
-			fmt.Fprintln(w)
-		}
-		draining := ""
-		switch {
-		case v.Draining && st.Stopping:
-			draining = "  DRAINING (l4lb is stopping)"
-		case v.Draining:
-			draining = "  DRAINING (removed by a reload)"
-		}
-		if v.Serving == "backups" || v.Serving == "none" {
-			draining += "  serving: " + strings.ToUpper(v.Serving) // the primaries are all out
-		}
-		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d%s\n",
-			v.Name, v.Protocol, v.Listen, v.Algorithm, v.Eligible, len(v.Backends), v.Active, v.Accepted, v.NoBackend, draining)
-		if t := v.TCP; t != nil && *t != (plane.TCPStatus{}) {
-			printLines(w, plane.CounterLines("  ", plane.Counters(t), false))
-		}
-		if v.Denied+v.ClientLimited > 0 {
-			fmt.Fprintf(w, "  refused: denied %d  client-limited %d\n", v.Denied, v.ClientLimited)
-		}
-		printLines(w, plane.CounterLines("  ", plane.Counters(v.XDP), false))
-		printLines(w, plane.CounterLines("  ", plane.Counters(v.XDPGuard), true))
-		printLines(w, plane.CounterLines("  ", plane.Counters(v.UDP), false))
-		if rb := v.Rebalance; rb != nil {
-			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
-		}
-		for _, n := range v.Names {
-			fmt.Fprintf(w, "  dns %s\n", nameSummary(n))
-		}
-		backendTable(w, "  ", v.UDP != nil, v.Backends)
-		if sni := v.SNI; sni != nil {
-			fmt.Fprintf(w, "  sni: timeout %s  no-match %s  default %d  sni-no-match %d  sni-not-tls %d  sni-timeouts %d\n",
-				sni.Timeout, sni.NoMatch, sni.Default, sni.NoMatchCount, sni.NotTLS, sni.Timeouts)
-			for _, r := range sni.Routes {
-				fmt.Fprintf(w, "  route %s  %s  %s  eligible %d/%d  routed %d\n",
-					r.Name, strings.Join(r.Names, ","), r.Algorithm, r.Eligible, len(r.Backends), r.Routed)
-				backendTable(w, "    ", false, r.Backends)
-			}
-		}
-	}
-}
-
-// liveString is a backend's live flows, "n/cap" when it has a cap
-// (max_conns, max_sessions).
-func liveString(b plane.BackendStatus) string {
-	if b.MaxFlows > 0 {
-		return fmt.Sprintf("%d/%d", b.LiveFlows, b.MaxFlows)
-	}
-	return strconv.FormatInt(b.LiveFlows, 10)
-}
-
-// backendTable writes a backend table, each line indented by indent.
-func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	noReply := ""
-	if udp {
-		noReply = "\tNO REPLY"
-	}
-	fmt.Fprintln(tw, indent+"BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS"+noReply+"\tIN\tOUT\tRTT\tLAST CHECK")
-	for _, b := range bs {
-		last := b.LastCheck
-		if b.Reason != "" && b.Reason != last {
-			last = strings.TrimSpace(last + " (down: " + b.Reason + ")")
-		}
-		health := b.Health
-		if b.Trial {
-			health += "/trial"
-		}
-		if b.Backup {
-			health += "/backup"
-		}
-		if b.Override != "" {
-			health += "/" + strings.ToUpper(b.Override)
-			last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))
-		}
-		fails := strconv.FormatUint(b.ConnectFails, 10)
-		if udp {
-			fails += "\t" + strconv.FormatUint(b.Unanswered, 10)
-		}
-		fmt.Fprintf(tw, indent+"%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			b.ID, b.Address, b.Weight, health, liveString(b), b.Flows, fails,
-			plane.SizeString(b.BytesIn), plane.SizeString(b.BytesOut), rttString(b.RTT), last)
-	}
-	tw.Flush()
-}
-
-func pinned(path string) string {
-	if path == "" {
-		return ""
-	}
-	return ", maps pinned at " + path
-}
-
-// counterList prints counters as name=value, sorted by name.
-func counterList(c map[string]uint64) string {
-	names := make([]string, 0, len(c))
-	for n := range c {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	parts := make([]string, len(names))
-	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s=%d", n, c[n])
-	}
-	return strings.Join(parts, " ")
-}
-
-// printProcess prints the build, uptime and last reload.
-func printProcess(w io.Writer, st plane.Status, view statusView) {
-	p := st.Process
-	fmt.Fprintf(w, "l4lb %s (commit %s, %s), pid %d, up %s, config %s\n", p.Version, shortCommit(p.Commit), p.GoVersion,
-		p.PID, (time.Duration(p.UptimeSeconds) * time.Second).String(), st.Config)
-	if c := p.Capabilities; c != nil {
-		fmt.Fprintf(w, "capabilities: %s\n", capSummary(c, view.allCaps))
-	}
-	switch r := p.LastReload; {
-	case r == nil:
-		fmt.Fprintln(w, "last reload: none since start")
-	case r.OK:
-		fmt.Fprintf(w, "last reload: %s, applied\n", r.Time.Format(time.RFC3339))
-	default:
-		fmt.Fprintf(w, "last reload: %s, REFUSED (running config kept): %s\n", r.Time.Format(time.RFC3339), firstLine(r.Error))
-	}
-	if st.Stopping {
-		fmt.Fprintln(w, "STOPPING: no new connections; the VIPs below drain until their connections end or drain_timeout")
-	}
-}
-
-// listedCaps is how many capabilities the status line lists by name;
-// more (root's full set is about 40) are counted, and --capabilities
-// lists them.
-const listedCaps = 8
-
-// capSummary is the capabilities line: the few the daemon keeps after
-// drop_capabilities by name, a full set as a count.
-func capSummary(c *plane.CapabilityStatus, all bool) string {
-	switch {
-	case c.Dropped:
-		return capList(c.Effective) + " (drop_capabilities: the rest dropped, bounding set too)"
-	case all || len(c.Effective) <= listedCaps:
-		return capList(c.Effective)
-	}
-	return fmt.Sprintf("%d, not dropped (drop_capabilities = false; --capabilities lists them)", len(c.Effective))
-}
-
-// capList prints capability names without their cap_ prefix.
-func capList(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	short := make([]string, len(names))
-	for i, n := range names {
-		short[i] = strings.TrimPrefix(n, "cap_")
-	}
-	return strings.Join(short, " ")
-}
-
-func shortCommit(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	return c
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " ..."
-	}
-	return s
-}
-
-// printLines writes each line and a newline.
-func printLines(w io.Writer, lines []string) {
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
-}
-
-func rttString(d time.Duration) string {
-	if d == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-}
-
-// nameSummary is one named backend's line: its last good answer, how old,
-// and the error while lookups fail.
-func nameSummary(n plane.NameStatus) string {
-	s := n.Lookup + ": "
-	if len(n.Addresses) == 0 {
-		s += "NOT RESOLVED (no backends from it)"
-	} else {
-		s += fmt.Sprintf("%s (answer %s old)", strings.Join(n.Addresses, " "), secondsString(n.AnswerAge))
-	}
-	if n.Error != "" {
-		s += fmt.Sprintf("  FAILING for %s: %s", secondsString(n.FailingFor), n.Error)
-	}
-	return s
-}
-
-func secondsString(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(100 * time.Millisecond).String()
-}
-
-// printBGP shows the speaker: each session and the announced routes.
-func printBGP(w io.Writer, b *plane.BGPStatus) {
-	if b == nil {
-		return
-	}
-	announced := "none"
-	if len(b.Announced) > 0 {
-		announced = strings.Join(b.Announced, " ")
-	}
-	if b.Withdrawn {
-		announced += " (WITHDRAWN: shutting down)"
-	}
-	fmt.Fprintf(w, "bgp: as %d, router id %s, announced: %s\n", b.ASN, b.RouterID, announced)
-	for _, p := range b.Peers {
-		up := ""
-		if p.Up {
-			up = " for " + secondsString(p.UptimeSeconds)
-		}
-		fmt.Fprintf(w, "  peer %s as %d  %s%s  prefixes sent %d\n", p.Address, p.ASN, p.State, up, p.PrefixesSent)
-	}
 }

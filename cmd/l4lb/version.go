@@ -7,6 +7,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/l4lb/l4lb/internal/daemon"
 )
 
 // Set at build time by the Makefile: -ldflags "-X main.version=... -X
@@ -18,18 +20,10 @@ var (
 	buildDate = ""
 )
 
-// buildInfo describes this binary.
-type buildInfo struct {
-	Version   string `json:"version"`
-	Commit    string `json:"commit"`
-	GoVersion string `json:"go_version"`
-	BuildDate string `json:"build_date"`
-}
-
 // readBuildInfo combines the linker-set values with what the Go toolchain
 // recorded (the VCS revision and time when built from a git checkout).
-func readBuildInfo() buildInfo {
-	bi := buildInfo{Version: version, GoVersion: runtime.Version(), BuildDate: buildDate, Commit: "unknown"}
+func readBuildInfo() daemon.Build {
+	bi := daemon.Build{Version: version, GoVersion: runtime.Version(), BuildDate: buildDate, Commit: "unknown"}
 	info, ok := debug.ReadBuildInfo()
 	if commit != "" {
 		bi.Commit = commit
@@ -63,11 +57,8 @@ func readBuildInfo() buildInfo {
 
 func cmdVersion(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("version", stdout, stderr)
-	if code, ok := f.parse(args); !ok {
+	if code, ok := f.parseNoArgs(args); !ok {
 		return code
-	}
-	if !f.noArgs() {
-		return 2
 	}
 	bi := readBuildInfo()
 	fmt.Fprintf(stdout, "l4lb %s\ncommit:  %s\ngo:      %s %s/%s\nbuilt:   %s\n",

@@ -40,10 +40,17 @@ func (h *handlers) reload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.d.Reload(r.Context())
+	writeResult(w, res, res.OK, err)
+}
+
+// writeResult answers a reload or upgrade: 503 with err if it could not
+// be tried, 422 with res if it was tried and failed (ok false), else 200
+// with res.
+func writeResult(w http.ResponseWriter, res any, ok bool, err error) {
 	switch {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err)
-	case !res.OK:
+	case !ok:
 		writeJSON(w, http.StatusUnprocessableEntity, res)
 	default:
 		writeJSON(w, http.StatusOK, res)
@@ -78,14 +85,7 @@ func (h *handlers) upgrade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := u.Upgrade(r.Context(), req)
-	switch {
-	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, err)
-	case !res.OK:
-		writeJSON(w, http.StatusUnprocessableEntity, res)
-	default:
-		writeJSON(w, http.StatusOK, res)
-	}
+	writeResult(w, res, res.OK, err)
 }
 
 // override sets o on the backend the path names.
@@ -99,12 +99,10 @@ func (h *handlers) override(o l4.Override) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err)
 			return
 		}
-		if err := printable("operator", req.Operator, 64); err != nil {
-			writeError(w, http.StatusBadRequest, err)
+		by, ok := operator(w, r, req.Operator)
+		if !ok {
 			return
 		}
-		p, _ := r.Context().Value(peerKey{}).(peer)
-		by := whoIs(p.uid, req.Operator)
 		if req.Reason != "" {
 			by += ": " + req.Reason
 		}
@@ -152,6 +150,18 @@ func (h *handlers) explain(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, res)
 	}
+}
+
+// operator names who asks: the user behind the request's peer, and the
+// operator the client named. It answers 400 and returns false if the
+// operator's name is not printable text of at most 64 bytes.
+func operator(w http.ResponseWriter, r *http.Request, named string) (string, bool) {
+	if err := printable("operator", named, 64); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return "", false
+	}
+	p, _ := r.Context().Value(peerKey{}).(peer)
+	return whoIs(p.uid, named), true
 }
 
 // whoIs names the user behind uid, and the operator the client named.
@@ -222,12 +232,11 @@ func (h *handlers) rebalance(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	if err := printable("operator", req.Operator, 64); err != nil {
-		writeError(w, http.StatusBadRequest, err)
+	by, ok := operator(w, r, req.Operator)
+	if !ok {
 		return
 	}
-	p, _ := r.Context().Value(peerKey{}).(peer)
-	st, err := h.d.Rebalance(r.PathValue("vip"), reconcile.RebalanceOptions{Rate: req.Rate, Reset: req.Reset, By: whoIs(p.uid, req.Operator)})
+	st, err := h.d.Rebalance(r.PathValue("vip"), reconcile.RebalanceOptions{Rate: req.Rate, Reset: req.Reset, By: by})
 	writeRebalance(w, st, err)
 }
 
@@ -240,8 +249,8 @@ func (h *handlers) stopRebalance(w http.ResponseWriter, r *http.Request) {
 	if !emptyBody(w, r) {
 		return
 	}
-	p, _ := r.Context().Value(peerKey{}).(peer)
-	st, err := h.d.StopRebalance(r.PathValue("vip"), whoIs(p.uid, ""))
+	by, _ := operator(w, r, "")
+	st, err := h.d.StopRebalance(r.PathValue("vip"), by)
 	writeRebalance(w, st, err)
 }
 

@@ -173,15 +173,7 @@ func (d *DSR) ServeUDP(t testing.TB, h *DSRHost, addr netip.AddrPort) {
 // namedUDPEcho answers until pc is closed; the reply leaves from the
 // address the datagram came to (the VIP), as DSR needs.
 func namedUDPEcho(pc *net.UDPConn, name string) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, from, err := pc.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			return
-		}
-		reply := append([]byte(name+"\n"), buf[:n]...)
-		_, _ = pc.WriteToUDPAddrPort(reply, from)
-	}
+	ServeDatagrams(pc, func(payload []byte) []byte { return append([]byte(name+"\n"), payload...) })
 }
 
 // ServeVIPs starts, on every backend and for every VIP address, a TCP

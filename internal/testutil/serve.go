@@ -36,3 +36,17 @@ func NamedEcho(name string) func(net.Conn) {
 		}
 	}
 }
+
+// ServeDatagrams answers every datagram read on pc with reply(payload),
+// sent back to where it came from, until pc is closed. payload is only
+// valid during the call.
+func ServeDatagrams(pc *net.UDPConn, reply func(payload []byte) []byte) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := pc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		_, _ = pc.WriteToUDPAddrPort(reply(buf[:n]), from)
+	}
+}

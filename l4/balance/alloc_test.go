@@ -5,6 +5,8 @@ package balance
 import (
 	"fmt"
 	"testing"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 func TestPickAllocs(t *testing.T) {
@@ -12,26 +14,13 @@ func TestPickAllocs(t *testing.T) {
 		t.Skip("coverage counters distort allocation counts")
 	}
 	fs := flows(64, 1)
-	for _, alg := range allAlgorithms {
-		for _, n := range []int{3, 1000} {
-			for _, factor := range []uint32{0, 125} {
-				t.Run(fmt.Sprintf("%s/%d/factor=%d", alg, n, factor), func(t *testing.T) {
-					ms := makeMembers(equal(n, 100)...)
-					p := mustNew(t, Options{Algorithm: alg, BalanceFactor: factor}, ms)
-					var tried Tried
-					tried.Add(ms[0].Backend)
-					i := 0
-					allocs := testing.AllocsPerRun(200, func() {
-						i++
-						p.Pick(&fs[i%len(fs)], nil).Release()
-						p.Pick(&fs[i%len(fs)], &tried).Release()
-					})
-					if allocs != 0 {
-						t.Errorf("%v allocations per pick", allocs/2)
-					}
-				})
-			}
-		}
+	for _, n := range []int{3, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			eachBounded(t, allAlgorithms, func(t *testing.T, opts Options) {
+				ms := makeMembers(equal(n, 100)...)
+				assertNoPickAllocs(t, mustNew(t, opts, ms), ms[0].Backend, fs)
+			})
+		})
 	}
 }
 
@@ -42,28 +31,27 @@ func TestPickAllocsCapped(t *testing.T) {
 		t.Skip("coverage counters distort allocation counts")
 	}
 	fs := flows(64, 1)
-	for _, alg := range allAlgorithms {
-		for _, factor := range []uint32{0, 125} {
-			t.Run(fmt.Sprintf("%s/factor=%d", alg, factor), func(t *testing.T) {
-				ms := makeMembers(equal(3, 100)...)
-				for _, m := range ms {
-					m.Backend.SetMaxFlows(1000)
-				}
-				ms[1].Backend.SetMaxFlows(1)
-				ms[1].Backend.Acquire() // full
-				p := mustNew(t, Options{Algorithm: alg, BalanceFactor: factor}, ms)
-				var tried Tried
-				tried.Add(ms[0].Backend)
-				i := 0
-				allocs := testing.AllocsPerRun(200, func() {
-					i++
-					p.Pick(&fs[i%len(fs)], nil).Release()
-					p.Pick(&fs[i%len(fs)], &tried).Release()
-				})
-				if allocs != 0 {
-					t.Errorf("%v allocations per pick", allocs/2)
-				}
-			})
-		}
+	eachBounded(t, allAlgorithms, func(t *testing.T, opts Options) {
+		ms := makeMembers(equal(3, 100)...)
+		setCaps(ms, 1000, 1, 1000)
+		ms[1].Backend.Acquire() // full
+		assertNoPickAllocs(t, mustNew(t, opts, ms), ms[0].Backend, fs)
+	})
+}
+
+// assertNoPickAllocs fails t if a first pick or a retry with tried
+// allocates.
+func assertNoPickAllocs(t *testing.T, p Picker, tried *l4.Backend, fs []l4.Flow) {
+	t.Helper()
+	var set Tried
+	set.Add(tried)
+	i := 0
+	allocs := testing.AllocsPerRun(200, func() {
+		i++
+		p.Pick(&fs[i%len(fs)], nil).Release()
+		p.Pick(&fs[i%len(fs)], &set).Release()
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per pick", allocs/2)
 	}
 }

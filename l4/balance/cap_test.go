@@ -18,48 +18,42 @@ import (
 func TestPickSkipsFull(t *testing.T) {
 	caps := []int64{5, 5, 10}
 	fs := flows(256, 7)
-	for _, alg := range allAlgorithms {
-		for _, factor := range []uint32{0, 125} {
-			t.Run(fmt.Sprintf("%s/factor=%d", alg, factor), func(t *testing.T) {
-				ms := makeMembers(100, 100, 100)
-				for i, c := range caps {
-					ms[i].Backend.SetMaxFlows(c)
-				}
-				p := mustNew(t, Options{Algorithm: alg, BalanceFactor: factor}, ms)
-				for k := range 20 {
-					if b := p.Pick(&fs[k%len(fs)], nil); b == nil {
-						t.Fatalf("pick %d: nil with free slots (flows %v)", k, live(ms))
-					}
-				}
-				for i, c := range caps {
-					if got := ms[i].Backend.LiveFlows(); got != c {
-						t.Fatalf("backend %d: %d live flows, cap %d (all %v)", i, got, c, live(ms))
-					}
-				}
-				for k := range 50 { // every key, including those whose own member is full
-					if b := p.Pick(&fs[k], nil); b != nil {
-						t.Fatalf("pick at full caps: got %s (flows %v)", b.ID, live(ms))
-					}
-				}
-				var tried Tried
-				tried.Add(ms[0].Backend)
-				if b := p.Pick(&fs[0], &tried); b != nil {
-					t.Fatalf("retry at full caps: got %s", b.ID)
-				}
-				ms[1].Backend.Release()
-				for k := range 50 {
-					b := p.Pick(&fs[k], nil)
-					if b != ms[1].Backend {
-						t.Fatalf("after a release on b001: pick %d got %v, want b001", k, b)
-					}
-					b.Release()
-				}
-				if b := p.Pick(&fs[3], &tried); b != ms[1].Backend {
-					t.Fatalf("retry after a release on b001: got %v", b)
-				}
-			})
+	eachBounded(t, allAlgorithms, func(t *testing.T, opts Options) {
+		ms := makeMembers(100, 100, 100)
+		setCaps(ms, caps...)
+		p := mustNew(t, opts, ms)
+		for k := range 20 {
+			if b := p.Pick(&fs[k%len(fs)], nil); b == nil {
+				t.Fatalf("pick %d: nil with free slots (flows %v)", k, live(ms))
+			}
 		}
-	}
+		for i, c := range caps {
+			if got := ms[i].Backend.LiveFlows(); got != c {
+				t.Fatalf("backend %d: %d live flows, cap %d (all %v)", i, got, c, live(ms))
+			}
+		}
+		for k := range 50 { // every key, including those whose own member is full
+			if b := p.Pick(&fs[k], nil); b != nil {
+				t.Fatalf("pick at full caps: got %s (flows %v)", b.ID, live(ms))
+			}
+		}
+		var tried Tried
+		tried.Add(ms[0].Backend)
+		if b := p.Pick(&fs[0], &tried); b != nil {
+			t.Fatalf("retry at full caps: got %s", b.ID)
+		}
+		ms[1].Backend.Release()
+		for k := range 50 {
+			b := p.Pick(&fs[k], nil)
+			if b != ms[1].Backend {
+				t.Fatalf("after a release on b001: pick %d got %v, want b001", k, b)
+			}
+			b.Release()
+		}
+		if b := p.Pick(&fs[3], &tried); b != ms[1].Backend {
+			t.Fatalf("retry after a release on b001: got %v", b)
+		}
+	})
 }
 
 // TestPickCapRace: many goroutines pick and release at once against small
@@ -71,9 +65,7 @@ func TestPickCapRace(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			ms := makeMembers(100, 100, 100)
 			caps := []int64{2, 3, 5}
-			for i, c := range caps {
-				ms[i].Backend.SetMaxFlows(c)
-			}
+			setCaps(ms, caps...)
 			p := mustNew(t, Options{Algorithm: alg}, ms)
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -123,28 +115,24 @@ func live(ms []Member) []int64 {
 // when it is the least loaded.
 func TestExplainFull(t *testing.T) {
 	fs := flows(64, 11)
-	for _, alg := range []l4.Algorithm{l4.Maglev, l4.SourceHash} {
-		for _, factor := range []uint32{0, 125} {
-			t.Run(fmt.Sprintf("%s/factor=%d", alg, factor), func(t *testing.T) {
-				ms := makeMembers(100, 100, 100, 100)
-				p := mustNew(t, Options{Algorithm: alg, BalanceFactor: factor}, ms)
-				x := p.(Explainer)
-				for k := range fs {
-					owner := x.Explain(&fs[k]).Chosen
-					ms[owner].Backend.SetMaxFlows(1)
-					ms[owner].Backend.Acquire() // full
-					e := x.Explain(&fs[k])
-					b := p.Pick(&fs[k], nil)
-					if e.Chosen < 0 || ms[e.Chosen].Backend != b || !e.Members[owner].Full || len(e.Hash.Skipped) == 0 || e.Hash.Skipped[0] != owner {
-						t.Fatalf("flow %d: explain chose %d (skipped %v, full %v), pick %v; owner %d is full", k, e.Chosen, e.Hash.Skipped, e.Members[owner].Full, b.ID, owner)
-					}
-					b.Release()
-					ms[owner].Backend.Release()
-					ms[owner].Backend.SetMaxFlows(0)
-				}
-			})
+	eachBounded(t, []l4.Algorithm{l4.Maglev, l4.SourceHash}, func(t *testing.T, opts Options) {
+		ms := makeMembers(100, 100, 100, 100)
+		p := mustNew(t, opts, ms)
+		x := p.(Explainer)
+		for k := range fs {
+			owner := x.Explain(&fs[k]).Chosen
+			ms[owner].Backend.SetMaxFlows(1)
+			ms[owner].Backend.Acquire() // full
+			e := x.Explain(&fs[k])
+			b := p.Pick(&fs[k], nil)
+			if e.Chosen < 0 || ms[e.Chosen].Backend != b || !e.Members[owner].Full || len(e.Hash.Skipped) == 0 || e.Hash.Skipped[0] != owner {
+				t.Fatalf("flow %d: explain chose %d (skipped %v, full %v), pick %v; owner %d is full", k, e.Chosen, e.Hash.Skipped, e.Members[owner].Full, b.ID, owner)
+			}
+			b.Release()
+			ms[owner].Backend.Release()
+			ms[owner].Backend.SetMaxFlows(0)
 		}
-	}
+	})
 	t.Run("least_conn", func(t *testing.T) {
 		ms := makeMembers(100, 100)
 		ms[1].Backend.Acquire()
@@ -168,9 +156,7 @@ func TestPickCapFill(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			ms := makeMembers(100, 100, 100)
 			caps := []int64{2, 3, 5}
-			for i, c := range caps {
-				ms[i].Backend.SetMaxFlows(c)
-			}
+			setCaps(ms, caps...)
 			p := mustNew(t, Options{Algorithm: alg}, ms)
 			var won atomic.Int64
 			var wg sync.WaitGroup
@@ -199,26 +185,22 @@ func TestPickCapFill(t *testing.T) {
 // past, not merely retried at random until the race loop gives up).
 func TestPickOneFreeAmongMany(t *testing.T) {
 	fs := flows(256, 9)
-	for _, alg := range allAlgorithms {
-		for _, factor := range []uint32{0, 125} {
-			t.Run(fmt.Sprintf("%s/factor=%d", alg, factor), func(t *testing.T) {
-				ms := makeMembers(equal(32, 100)...)
-				for _, m := range ms {
-					m.Backend.SetMaxFlows(1)
-					m.Backend.Acquire()
-				}
-				free := ms[17].Backend
-				free.Release()
-				p := mustNew(t, Options{Algorithm: alg, BalanceFactor: factor}, ms)
-				for k := range fs {
-					b := p.Pick(&fs[k], nil)
-					if b != free {
-						t.Fatalf("pick %d: %v, want the one free member %s", k, b, free.ID)
-					}
-					b.Release()
-				}
-				releaseAll(ms)
-			})
+	eachBounded(t, allAlgorithms, func(t *testing.T, opts Options) {
+		ms := makeMembers(equal(32, 100)...)
+		for _, m := range ms {
+			m.Backend.SetMaxFlows(1)
+			m.Backend.Acquire()
 		}
-	}
+		free := ms[17].Backend
+		free.Release()
+		p := mustNew(t, opts, ms)
+		for k := range fs {
+			b := p.Pick(&fs[k], nil)
+			if b != free {
+				t.Fatalf("pick %d: %v, want the one free member %s", k, b, free.ID)
+			}
+			b.Release()
+		}
+		releaseAll(ms)
+	})
 }

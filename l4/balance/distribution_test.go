@@ -3,7 +3,6 @@
 package balance
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/l4lb/l4lb/l4"
@@ -73,36 +72,31 @@ func TestDistribution(t *testing.T) {
 // tried set return distinct backends, each counted live, until every
 // member was tried, then nil; bounded or not.
 func TestPickContract(t *testing.T) {
-	for _, alg := range allAlgorithms {
-		for _, factor := range []uint32{0, 125} {
-			opts := Options{Algorithm: alg, BalanceFactor: factor}
-			t.Run(fmt.Sprintf("%s/factor=%d", alg, factor), func(t *testing.T) {
-				if p := mustNew(t, opts, nil); p.Pick(flow("10.0.0.1:1", "10.0.0.2:2", l4.TCP), nil) != nil {
-					t.Fatal("empty picker returned a backend")
-				}
-				ms := makeMembers(3, 1, 2, 5, 1)
-				p := mustNew(t, opts, ms)
-				var tried Tried
-				f := flow("10.0.0.1:1", "10.0.0.2:2", l4.TCP)
-				for range ms {
-					b := p.Pick(f, &tried)
-					if b == nil || tried.Has(b) {
-						t.Fatalf("pick %d: %v (tried %d)", tried.Len(), b, tried.Len())
-					}
-					if b.LiveFlows() != 1 {
-						t.Fatalf("picked backend has %d live flows, want 1", b.LiveFlows())
-					}
-					tried.Add(b)
-				}
-				if b := p.Pick(f, &tried); b != nil {
-					t.Fatalf("all tried, got %s", b.ID)
-				}
-				if vip := ms[0].Backend.VIPFlows().Load(); vip != int64(len(ms)) {
-					t.Fatalf("VIP flows %d, want %d", vip, len(ms))
-				}
-			})
+	eachBounded(t, allAlgorithms, func(t *testing.T, opts Options) {
+		if p := mustNew(t, opts, nil); p.Pick(flow("10.0.0.1:1", "10.0.0.2:2", l4.TCP), nil) != nil {
+			t.Fatal("empty picker returned a backend")
 		}
-	}
+		ms := makeMembers(3, 1, 2, 5, 1)
+		p := mustNew(t, opts, ms)
+		var tried Tried
+		f := flow("10.0.0.1:1", "10.0.0.2:2", l4.TCP)
+		for range ms {
+			b := p.Pick(f, &tried)
+			if b == nil || tried.Has(b) {
+				t.Fatalf("pick %d: %v (tried %d)", tried.Len(), b, tried.Len())
+			}
+			if b.LiveFlows() != 1 {
+				t.Fatalf("picked backend has %d live flows, want 1", b.LiveFlows())
+			}
+			tried.Add(b)
+		}
+		if b := p.Pick(f, &tried); b != nil {
+			t.Fatalf("all tried, got %s", b.ID)
+		}
+		if vip := ms[0].Backend.VIPFlows().Load(); vip != int64(len(ms)) {
+			t.Fatalf("VIP flows %d, want %d", vip, len(ms))
+		}
+	})
 }
 
 // A retry of a hashed flow goes where the key goes next, the same every

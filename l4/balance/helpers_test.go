@@ -14,6 +14,25 @@ import (
 // allAlgorithms lists every algorithm, for table-driven tests.
 var allAlgorithms = []l4.Algorithm{l4.RoundRobin, l4.LeastConn, l4.P2C, l4.LeastTime, l4.SourceHash, l4.Maglev, l4.Random}
 
+// eachBounded runs f as subtest "ALG/factor=F" for every algorithm in
+// algs, unbounded (factor 0) and bounded (factor 125).
+func eachBounded(t *testing.T, algs []l4.Algorithm, f func(t *testing.T, opts Options)) {
+	t.Helper()
+	for _, alg := range algs {
+		for _, factor := range []uint32{0, 125} {
+			opts := Options{Algorithm: alg, BalanceFactor: factor}
+			t.Run(fmt.Sprintf("%s/factor=%d", alg, factor), func(t *testing.T) { f(t, opts) })
+		}
+	}
+}
+
+// setCaps gives member i the cap caps[i].
+func setCaps(ms []Member, caps ...int64) {
+	for i, c := range caps {
+		ms[i].Backend.SetMaxFlows(c)
+	}
+}
+
 // makeMembers returns one member per weight, IDs "b000", "b001", ... (so
 // already sorted), all reporting into one fresh VIP counter.
 func makeMembers(weights ...uint32) []Member {

@@ -145,3 +145,37 @@ func SizeString(n uint64) string {
 	}
 	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// LoadCounters fills the counters of dst (a pointer to a status struct)
+// from the atomics of src (a pointer to a plane's stats struct) of the
+// same field names, so that a plane's new counter reaches status, JSON and
+// metrics without a line of its own; it returns the dst fields src has no
+// atomic for (the plane fills those itself).
+func LoadCounters(dst, src any) (missing []string) {
+	sv := reflect.ValueOf(src).Elem()
+	var fill func(d reflect.Value)
+	fill = func(d reflect.Value) {
+		for i := range d.NumField() {
+			f, fv := d.Type().Field(i), d.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				fill(fv)
+				continue
+			}
+			s := sv.FieldByName(f.Name)
+			if !s.IsValid() || !s.CanAddr() {
+				missing = append(missing, f.Name)
+				continue
+			}
+			switch a := s.Addr().Interface().(type) {
+			case interface{ Load() uint64 }:
+				fv.SetUint(a.Load())
+			case interface{ Load() int64 }:
+				fv.SetInt(a.Load())
+			default:
+				missing = append(missing, f.Name)
+			}
+		}
+	}
+	fill(reflect.ValueOf(dst).Elem())
+	return missing
+}

@@ -3,6 +3,7 @@ package plane
 import (
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -64,5 +65,24 @@ func TestCounterLines(t *testing.T) {
 				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+func TestLoadCounters(t *testing.T) {
+	var src struct {
+		AcceptErrors atomic.Uint64
+		Queued       atomic.Int64
+		IdleClosed   uint64 // not an atomic: left to the plane
+	}
+	src.AcceptErrors.Store(7)
+	src.Queued.Store(-2)
+	src.IdleClosed = 9
+	var dst TCPStatus
+	missing := LoadCounters(&dst, &src)
+	if dst.AcceptErrors != 7 || dst.Queued != -2 || dst.IdleClosed != 0 {
+		t.Errorf("loaded %+v", dst)
+	}
+	if len(missing) != len(Counters(&dst))-2 || missing[0] != "IdleClosed" {
+		t.Errorf("missing %v", missing)
 	}
 }

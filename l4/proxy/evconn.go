@@ -984,7 +984,7 @@ func (c *evConn) closeSock(l *loop, sk *sock, reset bool) {
 // socket was just connected, so its send buffer takes the whole header.
 func (c *evConn) sendProxyHeader(l *loop) error {
 	c.mustLive()
-	if c.st.ProxyProtocol == 0 {
+	if c.st.ProxyProtocol == l4.ProxyOff {
 		return nil
 	}
 	h := appendProxyHeader(l.scratch.hdr[:0], c.st.ProxyProtocol, &c.flow)

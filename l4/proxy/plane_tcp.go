@@ -123,16 +123,8 @@ func (p *TCPPlane) FillStatus(s *plane.VIPStatus) {
 	s.NoBackend, s.ConnectFails = st.NoBackend.Load(), st.ConnectFails.Load()
 	s.ConnLogDropped = st.ConnLogDropped.Load()
 	s.Denied, s.ClientLimited = st.Denied.Load(), st.ClientLimited.Load()
-	s.TCP = &plane.TCPStatus{
-		AcceptErrors: st.AcceptErrors.Load(), IdleClosed: st.IdleClosed.Load(),
-		LocalErrors: st.LocalErrors.Load(), PipelessCopies: st.PipelessCopies.Load(), LimitWaits: st.LimitWaits.Load(),
-		ProxyUntrusted: st.ProxyUntrusted.Load(), ProxyMalformed: st.ProxyMalformed.Load(), ProxyTimeouts: st.ProxyTimeouts.Load(),
-		FirstByteTimeouts: st.FirstByteTimeouts.Load(),
-		LostWakeups:       st.LostWakeups.Load(),
-		Queued:            int64(p.svc.Queued()),
-		QueueWaits:        st.QueueWaits.Load(),
-		QueueTimeouts:     st.QueueTimeouts.Load(),
-	}
+	s.TCP = &plane.TCPStatus{Queued: int64(p.svc.Queued())}
+	plane.LoadCounters(s.TCP, st) // every counter but Queued, by name
 }
 
 // ListenFDs duplicates the listener for the next l4lb.

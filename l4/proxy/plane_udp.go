@@ -117,13 +117,8 @@ func (p *UDPPlane) FillStatus(s *plane.VIPStatus) {
 	s.Active, s.Accepted, s.NoBackend = p.svc.Sessions(), st.SessionsCreated.Load(), st.NoBackend.Load()
 	s.ConnLogDropped = st.ConnLogDropped.Load()
 	s.Denied, s.ClientLimited = st.Denied.Load(), st.ClientLimited.Load()
-	s.UDP = &plane.UDPStatus{
-		Datagrams: st.Datagrams.Load(), Replies: st.Replies.Load(),
-		Truncated: st.Truncated.Load(), Dropped: st.Dropped.Load(),
-		SessionsRefused: st.SessionsRefused.Load(), Moved: st.Moved.Load(),
-		BackendsFull: st.BackendsFull.Load(), QueueDropped: p.svc.QueueDrops(),
-		ReplyQueueDropped: st.ReplyQueueDrops.Load(), SocketErrors: st.SocketErrors.Load(),
-	}
+	s.UDP = &plane.UDPStatus{QueueDropped: p.svc.QueueDrops(), ReplyQueueDropped: st.ReplyQueueDrops.Load()}
+	plane.LoadCounters(s.UDP, st) // the others, by name
 }
 
 // ListenFDs duplicates the socket group for the next l4lb.

@@ -11,14 +11,17 @@ import (
 	"errors"
 	"net/netip"
 	"unsafe"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
-// Accepted header versions (Settings.AcceptProxy).
+// Accepted header versions (Settings.AcceptProxy): l4's values, under the
+// names this package's code and tests use.
 const (
-	AcceptProxyOff = 0
-	AcceptProxyV1  = 1
-	AcceptProxyV2  = 2
-	AcceptProxyAny = 3
+	AcceptProxyOff = l4.AcceptProxyOff
+	AcceptProxyV1  = l4.AcceptProxyV1
+	AcceptProxyV2  = l4.AcceptProxyV2
+	AcceptProxyAny = l4.AcceptProxyAny
 )
 
 // Bounds of an accepted header. v1's is the protocol's own (107 bytes
@@ -53,7 +56,7 @@ var proxyV1Prefix = []byte("PROXY ")
 // and the source address it carries (invalid for v2 LOCAL, v1 UNKNOWN
 // or an address family without IP: keep the socket's own). n == 0 with
 // no error means more bytes are needed. It allocates nothing.
-func parseProxyHeader(b []byte, mode int) (n int, src netip.AddrPort, err error) {
+func parseProxyHeader(b []byte, mode l4.ProxyAccept) (n int, src netip.AddrPort, err error) {
 	if len(b) == 0 {
 		return 0, src, nil
 	}

@@ -21,7 +21,7 @@ func v2(cmd, fam byte, body []byte) []byte {
 	return append(b, body...)
 }
 
-func hdr(version int, src, dst string) []byte {
+func hdr(version l4.ProxyVersion, src, dst string) []byte {
 	f := l4.Flow{Src: netip.MustParseAddrPort(src), Dst: netip.MustParseAddrPort(dst), Proto: l4.TCP}
 	return appendProxyHeader(nil, version, &f)
 }
@@ -33,7 +33,7 @@ func TestParseProxyHeader(t *testing.T) {
 	tests := []struct {
 		name string
 		in   []byte
-		mode int
+		mode l4.ProxyAccept
 		n    int
 		src  string // "" = keep the socket's address
 		err  error

@@ -16,7 +16,7 @@ const maxProxyHeader = proxyhdr.MaxLen
 var proxyV2Signature = [12]byte([]byte(proxyhdr.V2Signature))
 
 // appendProxyHeader appends flow's PROXY header of the given version
-// (1 or 2) to b, allocating nothing when b has room.
-func appendProxyHeader(b []byte, version int, flow *l4.Flow) []byte {
-	return proxyhdr.Append(b, version, flow.Src, flow.Dst)
+// (v1 or v2) to b, allocating nothing when b has room.
+func appendProxyHeader(b []byte, version l4.ProxyVersion, flow *l4.Flow) []byte {
+	return proxyhdr.Append(b, int(version), flow.Src, flow.Dst)
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // reference is the header go-proxyproto writes for flow.
-func reference(t testing.TB, version int, flow *l4.Flow) []byte {
+func reference(t testing.TB, version l4.ProxyVersion, flow *l4.Flow) []byte {
 	t.Helper()
 	h := proxyproto.HeaderProxyFromAddrs(byte(version), net.TCPAddrFromAddrPort(flow.Src), net.TCPAddrFromAddrPort(flow.Dst))
 	b, err := h.Format()
@@ -25,7 +25,7 @@ func reference(t testing.TB, version int, flow *l4.Flow) []byte {
 
 // checkHeader compares l4lb's header with the reference implementation's,
 // byte for byte, and reads it back with that implementation's parser.
-func checkHeader(t testing.TB, version int, flow *l4.Flow) {
+func checkHeader(t testing.TB, version l4.ProxyVersion, flow *l4.Flow) {
 	t.Helper()
 	got := appendProxyHeader(nil, version, flow)
 	if want := reference(t, version, flow); !bytes.Equal(got, want) {
@@ -54,7 +54,7 @@ func TestProxyHeaderMatchesReference(t *testing.T) {
 		{"198.18.0.1:1", "[2001:db8::10]:443"}, // mixed families go as IPv6
 	} {
 		flow := l4.Flow{Src: netip.MustParseAddrPort(tc.src), Dst: netip.MustParseAddrPort(tc.dst), Proto: l4.TCP}
-		for _, v := range []int{1, 2} {
+		for _, v := range []l4.ProxyVersion{l4.ProxyV1, l4.ProxyV2} {
 			checkHeader(t, v, &flow)
 		}
 	}
@@ -63,7 +63,7 @@ func TestProxyHeaderMatchesReference(t *testing.T) {
 func TestProxyHeaderAllocatesNothing(t *testing.T) {
 	flow := l4.Flow{Src: netip.MustParseAddrPort("[2001:db8::1]:40000"), Dst: netip.MustParseAddrPort("[2001:db8::10]:6379"), Proto: l4.TCP}
 	var buf [maxProxyHeader]byte
-	for _, v := range []int{1, 2} {
+	for _, v := range []l4.ProxyVersion{l4.ProxyV1, l4.ProxyV2} {
 		if n := testing.AllocsPerRun(100, func() { appendProxyHeader(buf[:0], v, &flow) }); n != 0 {
 			t.Fatalf("v%d: %v allocations per header", v, n)
 		}
@@ -80,7 +80,7 @@ func FuzzProxyHeader(f *testing.F) {
 			return
 		}
 		flow := l4.Flow{Src: netip.AddrPortFrom(s.Unmap(), sport), Dst: netip.AddrPortFrom(d.Unmap(), dport), Proto: l4.TCP}
-		for _, v := range []int{1, 2} {
+		for _, v := range []l4.ProxyVersion{l4.ProxyV1, l4.ProxyV2} {
 			checkHeader(t, v, &flow)
 			checkParsesBack(t, v, &flow)
 		}
@@ -90,11 +90,11 @@ func FuzzProxyHeader(f *testing.F) {
 // checkParsesBack: l4lb's own parser (accept_proxy_protocol) reads the
 // header l4lb writes as exactly its length and the flow's source, in the
 // mode of its version and in "any", and asks for more on every prefix.
-func checkParsesBack(t *testing.T, version int, flow *l4.Flow) {
+func checkParsesBack(t *testing.T, version l4.ProxyVersion, flow *l4.Flow) {
 	t.Helper()
 	h := appendProxyHeader(nil, version, flow)
 	want := netip.AddrPortFrom(flow.Src.Addr().Unmap(), flow.Src.Port())
-	for _, mode := range []int{version, AcceptProxyAny} {
+	for _, mode := range []l4.ProxyAccept{l4.ProxyAccept(version), AcceptProxyAny} {
 		n, src, err := parseProxyHeader(append(h, "payload"...), mode)
 		if err != nil || n != len(h) || netip.AddrPortFrom(src.Addr().Unmap(), src.Port()) != want {
 			t.Fatalf("v%d header %q parses (mode %d) as n=%d of %d, %v, %v; want %v", version, h, mode, n, len(h), src, err, want)

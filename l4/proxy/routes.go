@@ -9,17 +9,18 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/snapshot"
 )
 
 // NoRoute says what happens to a connection whose ClientHello matches no
 // route: not TLS, malformed, without a server name, or a name no route
-// lists.
-type NoRoute uint8
+// lists (sni_no_match): l4's type and values, under this package's names.
+type NoRoute = l4.SNINoMatch
 
 const (
-	NoRouteDefault NoRoute = iota // the VIP's own backends take it
-	NoRouteClose                  // it is reset, no backend dialed
+	NoRouteDefault = l4.SNINoMatchDefault // the VIP's own backends take it
+	NoRouteClose   = l4.SNINoMatchClose   // it is reset, no backend dialed
 )
 
 // Route is one SNI route: its names' connections pick from Snapshots and

@@ -28,19 +28,19 @@ import (
 // values they started with.
 type Settings struct {
 	Name           string
-	ConnectTimeout time.Duration // 0 = 2s
-	Retries        int           // extra backends to try after a failed connect
-	IdleTimeout    time.Duration // 0 = none
-	KeepAlive      time.Duration // TCP keepalive idle on both sides; 0 = off
-	MaxConns       int           // 0 = unlimited
-	ProxyProtocol  int           // 0 = off, 1 or 2 = PROXY header version sent to backends
+	ConnectTimeout time.Duration   // 0 = 2s
+	Retries        int             // extra backends to try after a failed connect
+	IdleTimeout    time.Duration   // 0 = none
+	KeepAlive      time.Duration   // TCP keepalive idle on both sides; 0 = off
+	MaxConns       int             // 0 = unlimited
+	ProxyProtocol  l4.ProxyVersion // PROXY header sent to backends; ProxyOff = none
 	// AcceptProxy makes every client send a PROXY header first
-	// (AcceptProxyV1, V2 or Any; 0 = off), within ConnectTimeout, from a
+	// (AcceptProxyV1, V2 or Any; Off = none), within ConnectTimeout, from a
 	// source in AcceptProxyFrom; its source address then replaces the
 	// client's for the pick, affinity, the log line, explain and the
 	// header sent on. Any other connection is reset, counted, never
 	// forwarded (evheader.go).
-	AcceptProxy     int
+	AcceptProxy     l4.ProxyAccept
 	AcceptProxyFrom []netip.Prefix
 	// FirstByteTimeout > 0 closes a client that has sent nothing (after
 	// its PROXY header, if one is due) this long after accept, before any

@@ -84,16 +84,7 @@ func serveData(t *testing.T, proto string, ip netip.Addr, name string) (addr net
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := pc.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteToUDPAddrPort(append([]byte(name+":"), buf[:n]...), from)
-		}
-	}()
+	go testutil.ServeDatagrams(pc, func(payload []byte) []byte { return append([]byte(name+":"), payload...) })
 	return pc.LocalAddr().(*net.UDPAddr).AddrPort(), func() { pc.Close() }
 }
 

@@ -346,16 +346,8 @@ func startNamedUDP(t *testing.T, name string) netip.AddrPort {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			_, from, err := pc.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			_, _ = pc.WriteToUDPAddrPort([]byte(name+"\n"), from)
-		}
-	}()
+	reply := []byte(name + "\n")
+	go testutil.ServeDatagrams(pc, func([]byte) []byte { return reply })
 	return pc.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 

@@ -18,14 +18,14 @@ import (
 // slowStartStep is how often a ramping backend's weight is recomputed.
 const slowStartStep = 500 * time.Millisecond
 
-func healthSpec(h config.Health, metric string) health.Spec {
+func healthSpec(h config.Health, metric l4.RTTMetric) health.Spec {
 	return health.Spec{
 		Type: h.Type, Interval: h.Interval, Timeout: h.Timeout, Rise: h.Rise, Fall: h.Fall,
 		Port: uint16(h.Port), MaxFails: h.MaxFails, FailTimeout: h.FailTimeout, Metric: metric,
 		Send: h.Send, Expect: h.Expect, ExpectRegex: h.ExpectRegex,
 		Path: h.Path, Host: h.Host, Status: h.Status, WebSocket: h.WebSocket,
 		User: h.User, Password: h.Password, Database: h.Database, Role: h.Role,
-		ProxyHeader: proxyVersion(h.SendProxy),
+		ProxyHeader: h.SendProxy,
 	}
 }
 
@@ -101,7 +101,7 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 	if h == l4.HealthDown {
 		go v.dp.BackendDown(b.b) // a purge walks the flow table: not on the probe goroutine
 	}
-	if h == l4.HealthDown && vc.Health.OnDown == "reset" {
+	if h == l4.HealthDown && vc.Health.OnDown == l4.OnDownReset {
 		go func() {
 			n := v.dp.ResetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndOnDown)
 			v.log.Info("on_down reset: sessions closed", zap.String("backend", string(id)), zap.Int("reset", n))

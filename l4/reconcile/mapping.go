@@ -10,29 +10,8 @@ import (
 	"github.com/l4lb/l4lb/l4/xdpplane"
 )
 
-// proxyVersion maps proxy_protocol (and health.send_proxy) to the PROXY
-// header version sent: 0 for off.
-func proxyVersion(s string) int {
-	switch s {
-	case "v1":
-		return 1
-	case "v2":
-		return 2
-	}
-	return 0
-}
-
 // tcpSettings are a TCP proxy VIP's plane settings.
 func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
-	accept := 0
-	switch vc.AcceptProxyProtocol {
-	case "v1":
-		accept = proxy.AcceptProxyV1
-	case "v2":
-		accept = proxy.AcceptProxyV2
-	case "any":
-		accept = proxy.AcceptProxyAny
-	}
 	st := proxy.Settings{
 		Name:           vc.Name,
 		ConnectTimeout: vc.ConnectTimeout,
@@ -40,9 +19,9 @@ func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 		IdleTimeout:    vc.IdleTimeout,
 		KeepAlive:      vc.KeepAlive,
 		MaxConns:       vc.MaxConns,
-		ProxyProtocol:  proxyVersion(vc.ProxyProtocol),
+		ProxyProtocol:  vc.ProxyProtocol,
 
-		AcceptProxy:     accept,
+		AcceptProxy:     vc.AcceptProxyProtocol,
 		AcceptProxyFrom: vc.AcceptProxyProtocolFrom,
 
 		FirstByteTimeout: vc.FirstByteTimeout,
@@ -51,7 +30,7 @@ func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 		AffinityTimeout: vc.AffinityTimeout,
 		// Only least_time with the connect metric uses the proxy's own
 		// handshake times; others save the syscall.
-		MeasureConnect: vc.Algorithm == l4.LeastTime && vc.LeastTimeMetric != "first_byte",
+		MeasureConnect: vc.Algorithm == l4.LeastTime && vc.LeastTimeMetric != l4.MetricFirstByte,
 		LogConnections: vc.LogConnections,
 		LogRate:        vc.LogConnectionsRate,
 	}
@@ -99,7 +78,7 @@ func balanceOptions(vc *config.VIP) (balance.Options, error) {
 
 // xdpOptions are the XDP program's options.
 func xdpOptions(x *config.XDP) xdpplane.Options {
-	return xdpplane.Options{Interface: x.Interface, Generic: x.Attach == "generic", PinPath: x.PinPath,
+	return xdpplane.Options{Interface: x.Interface, Attach: x.Attach, PinPath: x.PinPath,
 		ConntrackSize: x.ConntrackSize, WeightRefresh: x.WeightRefresh, SYNRatePerSource: x.SYNRatePerSource}
 }
 

@@ -119,9 +119,9 @@ var mappingRows = []mappingRow{
 	{key: "least_time_bias", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeBias = l4.LeastTime, 3*time.Millisecond }, path: "Balance.LeastTimeBias", want: 3 * time.Millisecond},
 	{key: "algorithm = least_time, least_time_metric = connect", set: func(v *config.VIP) { v.Algorithm = l4.LeastTime },
 		path: "TCP.Service.MeasureConnect", want: true},
-	{key: "least_time_metric = first_byte", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeMetric = l4.LeastTime, "first_byte" },
+	{key: "least_time_metric = first_byte", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeMetric = l4.LeastTime, l4.MetricFirstByte },
 		path: "TCP.Service.MeasureConnect", want: false, sameAsDefault: true},
-	{key: "least_time_metric", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeMetric = l4.LeastTime, "first_byte" }, path: "Health.Metric", want: "first_byte"},
+	{key: "least_time_metric", set: func(v *config.VIP) { v.Algorithm, v.LeastTimeMetric = l4.LeastTime, l4.MetricFirstByte }, path: "Health.Metric", want: l4.MetricFirstByte},
 
 	// TCP proxy.
 	{key: "connect_timeout", set: func(v *config.VIP) { v.ConnectTimeout = 750 * time.Millisecond }, path: "TCP.Service.ConnectTimeout", want: 750 * time.Millisecond},
@@ -130,11 +130,11 @@ var mappingRows = []mappingRow{
 	{key: "keepalive", set: func(v *config.VIP) { v.KeepAlive = 40 * time.Second }, path: "TCP.Service.KeepAlive", want: 40 * time.Second},
 	{key: "defer_accept", set: func(v *config.VIP) { v.DeferAccept = true }, path: "TCP.DeferAccept", want: true},
 	{key: "max_conns", set: func(v *config.VIP) { v.MaxConns = 1234 }, path: "TCP.Service.MaxConns", want: 1234},
-	{key: "proxy_protocol = v1", set: func(v *config.VIP) { v.ProxyProtocol = "v1" }, path: "TCP.Service.ProxyProtocol", want: 1},
-	{key: "proxy_protocol = v2", set: func(v *config.VIP) { v.ProxyProtocol = "v2" }, path: "TCP.Service.ProxyProtocol", want: 2},
-	{key: "accept_proxy_protocol = v1", set: func(v *config.VIP) { v.AcceptProxyProtocol = "v1" }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyV1},
-	{key: "accept_proxy_protocol = v2", set: func(v *config.VIP) { v.AcceptProxyProtocol = "v2" }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyV2},
-	{key: "accept_proxy_protocol = any", set: func(v *config.VIP) { v.AcceptProxyProtocol = "any" }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyAny},
+	{key: "proxy_protocol = v1", set: func(v *config.VIP) { v.ProxyProtocol = l4.ProxyV1 }, path: "TCP.Service.ProxyProtocol", want: l4.ProxyV1},
+	{key: "proxy_protocol = v2", set: func(v *config.VIP) { v.ProxyProtocol = l4.ProxyV2 }, path: "TCP.Service.ProxyProtocol", want: l4.ProxyV2},
+	{key: "accept_proxy_protocol = v1", set: func(v *config.VIP) { v.AcceptProxyProtocol = l4.AcceptProxyV1 }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyV1},
+	{key: "accept_proxy_protocol = v2", set: func(v *config.VIP) { v.AcceptProxyProtocol = l4.AcceptProxyV2 }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyV2},
+	{key: "accept_proxy_protocol = any", set: func(v *config.VIP) { v.AcceptProxyProtocol = l4.AcceptProxyAny }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyAny},
 	{key: "accept_proxy_protocol_from", set: func(v *config.VIP) { v.AcceptProxyProtocolFrom = prefixes("198.18.5.0/24") },
 		path: "TCP.Service.AcceptProxyFrom", want: prefixes("198.18.5.0/24")},
 	{key: "first_byte_timeout", set: func(v *config.VIP) { v.FirstByteTimeout = 1500 * time.Millisecond }, path: "TCP.Service.FirstByteTimeout", want: 1500 * time.Millisecond},
@@ -181,8 +181,8 @@ var mappingRows = []mappingRow{
 	{key: "health.user", set: func(v *config.VIP) { v.Health.User = "probe" }, path: "Health.User", want: "probe"},
 	{key: "health.password", set: func(v *config.VIP) { v.Health.Password = "secret" }, path: "Health.Password", want: "secret"},
 	{key: "health.database", set: func(v *config.VIP) { v.Health.Database = "app" }, path: "Health.Database", want: "app"},
-	{key: "health.role", set: func(v *config.VIP) { v.Health.Role = "primary" }, path: "Health.Role", want: "primary"},
-	{key: "health.send_proxy", set: func(v *config.VIP) { v.Health.SendProxy = "v2" }, path: "Health.ProxyHeader", want: 2},
+	{key: "health.role", set: func(v *config.VIP) { v.Health.Role = l4.RolePrimary }, path: "Health.Role", want: l4.RolePrimary},
+	{key: "health.send_proxy", set: func(v *config.VIP) { v.Health.SendProxy = l4.ProxyV2 }, path: "Health.ProxyHeader", want: l4.ProxyV2},
 }
 
 // notMapped are the plane's settings no config key sets, with the reason.
@@ -289,13 +289,13 @@ mode = "xdp"
   [[vip.backend]]
   address = "198.18.10.11:80"
 `)
-	want := xdpplane.Options{Interface: "veth9", Generic: true, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
+	want := xdpplane.Options{Interface: "veth9", Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
 		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40}
 	if got := xdpOptions(cfg.XDP); got != want {
 		t.Fatalf("xdp options %+v, want %+v", got, want)
 	}
-	cfg.XDP.Attach = "driver"
-	if xdpOptions(cfg.XDP).Generic {
+	cfg.XDP.Attach = l4.AttachDriver
+	if xdpOptions(cfg.XDP).Attach != l4.AttachDriver {
 		t.Fatal("attach = driver mapped to generic")
 	}
 }

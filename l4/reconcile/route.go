@@ -96,7 +96,7 @@ func (v *vip) routeTable(vc *config.VIP) *plane.RouteTable {
 	if len(v.routes) == 0 {
 		return nil
 	}
-	t := &plane.RouteTable{Timeout: vc.SNITimeout, CloseNoMatch: vc.SNINoMatch == "close"}
+	t := &plane.RouteTable{Timeout: vc.SNITimeout, CloseNoMatch: vc.SNINoMatch == l4.SNINoMatchClose}
 	for i := range vc.Routes {
 		if rv, ok := v.routes[vc.Routes[i].Name]; ok {
 			t.Routes = append(t.Routes, plane.Route{Name: vc.Routes[i].Name, Names: vc.Routes[i].Names, Snapshots: &rv.store, Observer: rv})
@@ -156,7 +156,7 @@ func (r *Runtime) sniStatus(v *vip, s *plane.VIPStatus) {
 	if len(vc.Routes) == 0 || !ok {
 		return
 	}
-	sni := &plane.SNIStatus{Timeout: vc.SNITimeout, NoMatch: vc.SNINoMatch}
+	sni := &plane.SNIStatus{Timeout: vc.SNITimeout, NoMatch: vc.SNINoMatch.String()}
 	for i := range vc.Routes {
 		rv, ok := v.routes[vc.Routes[i].Name]
 		if !ok {

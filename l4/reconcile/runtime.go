@@ -124,10 +124,31 @@ func (r *Runtime) Config() *config.Config {
 func (r *Runtime) Apply(cfg *config.Config) error {
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
-	// Names of named backends: watched from now on, and no longer when
-	// the config in force after this Apply (cfg, or the old one when
-	// refused) does not use them. The wait for new names' first answers
-	// runs without mu (applyMu keeps Applies in order meanwhile).
+	if err := r.watchNames(cfg); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer r.closeInherited()
+	if r.names != nil {
+		defer func() { r.names.Prune(r.cfg) }()
+	}
+	if r.closed {
+		return errors.New("runtime is shut down")
+	}
+	ch, err := r.prepare(cfg)
+	if err != nil {
+		return err
+	}
+	r.commit(cfg, ch)
+	return nil
+}
+
+// watchNames starts watching the names of cfg's named backends and waits
+// for new names' first answers, without mu (applyMu keeps Applies in
+// order meanwhile). Names the config in force after this Apply (cfg, or
+// the old one when refused) does not use are let go by Apply's end.
+func (r *Runtime) watchNames(cfg *config.Config) error {
 	r.mu.Lock()
 	if r.closed {
 		r.closeInherited()
@@ -145,85 +166,99 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 	}
 	r.mu.Unlock()
 	wait()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.closeInherited()
-	if r.names != nil {
-		defer func() { r.names.Prune(r.cfg) }()
-	}
-	if r.closed {
-		return errors.New("runtime is shut down")
-	}
-	desired := make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs))
+	return nil
+}
+
+// change is what one Apply does to the running VIPs, decided before any
+// of it is done.
+type change struct {
+	desired map[l4.VIPKey]*config.VIP
+	// moved: VIPs whose mode changes; they get a new data plane (they
+	// start anew, the old one is closed and its established flows cut:
+	// the other plane now takes their packets).
+	moved   map[l4.VIPKey]bool
+	plans   map[l4.VIPKey]*plan // running VIPs that stay, with their update
+	started []*vip              // new VIPs, listening but not serving yet
+}
+
+// prepare does everything of an Apply that can fail: it plans each
+// running VIP's update, checks forwarding, loads the XDP program and
+// opens the new VIPs. On an error nothing has changed.
+func (r *Runtime) prepare(cfg *config.Config) (*change, error) {
+	ch := &change{desired: make(map[l4.VIPKey]*config.VIP, len(cfg.VIPs)), moved: map[l4.VIPKey]bool{}, plans: map[l4.VIPKey]*plan{}}
 	for i := range cfg.VIPs {
-		desired[cfg.VIPs[i].Key()] = r.expand(&cfg.VIPs[i])
+		ch.desired[cfg.VIPs[i].Key()] = r.expand(&cfg.VIPs[i])
 	}
-	plans := make(map[l4.VIPKey]*plan)
 	abandon := func() {
-		for _, p := range plans {
+		for _, p := range ch.plans {
 			p.abandon(r.indexes)
 		}
 	}
-	// A VIP whose mode changes gets a new data plane: it starts anew, and
-	// the old one is closed (its established flows are cut: the other
-	// plane now takes their packets).
-	moved := map[l4.VIPKey]bool{}
-	for key, vc := range desired {
+	for key, vc := range ch.desired {
 		if v, ok := r.vips[key]; ok && v.cfg().Mode != vc.Mode {
-			moved[key] = true
+			ch.moved[key] = true
 		}
 	}
-	for key, vc := range desired {
-		if v, ok := r.vips[key]; ok && !moved[key] {
+	for key, vc := range ch.desired {
+		if v, ok := r.vips[key]; ok && !ch.moved[key] {
 			p, err := v.plan(vc)
 			if err != nil {
 				abandon()
-				return fmt.Errorf("vip %q: %w", vc.Name, err)
+				return nil, fmt.Errorf("vip %q: %w", vc.Name, err)
 			}
-			plans[key] = p
+			ch.plans[key] = p
 		}
 	}
 	if err := r.proxy.RefreshLocal(); err != nil {
 		r.log.Warn("cannot list local addresses; backends that loop into l4lb are caught only after connecting", zap.Error(err))
 	}
-	if err := r.checkForwarding(cfg, desired); err != nil {
+	if err := r.checkForwarding(cfg, ch.desired); err != nil {
 		abandon()
-		return err
+		return nil, err
 	}
 	if err := r.ensureXDP(cfg); err != nil {
 		abandon()
-		return err
+		return nil, err
 	}
-	started, err := r.startNew(desired, moved)
+	started, err := r.startNew(ch.desired, ch.moved)
 	if err != nil {
 		abandon()
-		return err
+		return nil, err
 	}
-	for key := range moved {
+	ch.started = started
+	return ch, nil
+}
+
+// commit carries out a prepared change; nothing in it fails. VIPs that
+// leave drain, running ones take their plans, new ones serve (their
+// routes set first: the first client is routed), then health follows
+// the new backend sets and the process-wide settings take effect.
+func (r *Runtime) commit(cfg *config.Config, ch *change) {
+	for key := range ch.moved {
 		old := r.vips[key]
 		r.log.Warn("vip mode changed: it restarts, and its established flows are cut", zap.String("vip", old.name()),
-			zap.Stringer("from", old.cfg().Mode), zap.Stringer("to", desired[key].Mode))
+			zap.Stringer("from", old.cfg().Mode), zap.Stringer("to", ch.desired[key].Mode))
 		r.remove(key, old, 0)
 	}
 	for key, v := range r.vips {
-		if _, keep := desired[key]; !keep {
+		if _, keep := ch.desired[key]; !keep {
 			r.remove(key, v, cfg.Global.DrainTimeout)
 		}
 	}
 	var routeHealth []func()
-	for key, p := range plans {
+	for key, p := range ch.plans {
 		r.vips[key].apply(p)
 		r.syncHealth(r.vips[key], p.removed)
 		routeHealth = append(routeHealth, r.applyRoutes(r.vips[key], p.conf))
 	}
-	for _, v := range started {
+	for _, v := range ch.started {
 		r.vips[v.key] = v
-		routeHealth = append(routeHealth, r.applyRoutes(v, v.cfg())) // before the listener serves: the first client is routed
+		routeHealth = append(routeHealth, r.applyRoutes(v, v.cfg()))
 		v.serve()
 		r.log.Info("vip started", zap.String("vip", v.name()), zap.Stringer("listen", v.key), zap.Int("backends", len(v.cfg().Backends)))
 	}
 	r.publishIndex()
-	for _, v := range started {
+	for _, v := range ch.started {
 		r.syncHealth(v, nil)
 	}
 	for _, sync := range routeHealth {
@@ -237,7 +272,6 @@ func (r *Runtime) Apply(cfg *config.Config) error {
 		}
 	}
 	r.cfg = cfg
-	return nil
 }
 
 // startNew opens the VIPs that do not run yet, and those whose mode moves.

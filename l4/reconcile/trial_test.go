@@ -60,16 +60,7 @@ listen = %q
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			n, from, err := srv.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			srv.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
+	go testutil.ServeDatagrams(srv, func(payload []byte) []byte { return payload })
 	waitBackend(t, rt, "u", "be", 3*time.Second, "on trial", onTrial)
 	send()
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))

@@ -372,7 +372,7 @@ func servingSet(bs map[l4.BackendID]*backend, vc *config.VIP) ([]*backend, strin
 		return primaries, servingPrimaries
 	case len(backups) == 0:
 		return nil, servingNone
-	case vc.BackupMode == "all":
+	case vc.BackupMode == l4.BackupAll:
 		return backups, servingBackups
 	}
 	return backups[:1], servingBackups

@@ -24,7 +24,7 @@ func CheckPinPath(o Options) error {
 // attach mode (nil: no reason known): a loopback interface has no native
 // XDP.
 func CheckAttach(o Options) error {
-	if ifc, err := net.InterfaceByName(o.Interface); err == nil && ifc.Flags&net.FlagLoopback != 0 && o.attach() == bpf.AttachDriver {
+	if ifc, err := net.InterfaceByName(o.Interface); err == nil && ifc.Flags&net.FlagLoopback != 0 && o.Attach == bpf.AttachDriver {
 		return fmt.Errorf("%s is a loopback interface, whose driver has no native XDP: `l4lb run` will fail to attach in driver mode; set attach = \"generic\"", o.Interface)
 	}
 	return nil

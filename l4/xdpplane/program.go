@@ -35,9 +35,10 @@ const MaxBackends = 65535
 // optional one means its default.
 type Options struct {
 	Interface string // the interface the program attaches to (required)
-	// Generic attaches in the kernel's generic XDP path (any interface, a
-	// fraction of the speed); else in the driver.
-	Generic bool
+	// Attach is where the program runs: in the driver (the zero value) or
+	// in the kernel's generic XDP path (any interface, a fraction of the
+	// speed).
+	Attach bpf.AttachMode
 	// PinPath pins the maps and the link on a bpffs there, so that the
 	// program keeps forwarding across restarts and upgrades ("": none).
 	PinPath       string
@@ -47,22 +48,6 @@ type Options struct {
 	// second (0: off). A reload may change both (Update).
 	WeightRefresh    time.Duration
 	SYNRatePerSource int
-}
-
-// attach is the attach mode o names.
-func (o Options) attach() bpf.AttachMode {
-	if o.Generic {
-		return bpf.AttachGeneric
-	}
-	return bpf.AttachDriver
-}
-
-// attachName is the attach mode as status and logs give it.
-func (o Options) attachName() string {
-	if o.Generic {
-		return "generic"
-	}
-	return "driver"
 }
 
 // xdpRefresh is how often the flow table is read for live-flow counts and
@@ -141,16 +126,16 @@ func Start(cfg Options, backends *IndexPool, log *zap.Logger) (_ *Program, err e
 	if err := x.prepareHost(); err != nil {
 		return nil, err
 	}
-	if err := x.lb.Attach(x.iface.Index, cfg.attach()); err != nil {
-		if errors.Is(err, bpf.ErrNotSupported) && cfg.attach() == bpf.AttachDriver {
+	if err := x.lb.Attach(x.iface.Index, cfg.Attach); err != nil {
+		if errors.Is(err, bpf.ErrNotSupported) && cfg.Attach == bpf.AttachDriver {
 			return nil, fmt.Errorf("xdp: %s: %w; its driver has no native XDP: set attach = \"generic\" in [xdp] (works on any interface, at a fraction of driver mode's speed)", cfg.Interface, err)
 		}
 		return nil, fmt.Errorf("xdp: %s: %w", cfg.Interface, err)
 	}
 	x.neigh = x.nl.NewNeighbors()
-	x.log.Info("xdp program attached", zap.String("interface", cfg.Interface), zap.String("attach", cfg.attachName()),
+	x.log.Info("xdp program attached", zap.String("interface", cfg.Interface), zap.String("attach", cfg.Attach.String()),
 		zap.String("pin_path", cfg.PinPath), zap.Int("conntrack_size", cfg.ConntrackSize))
-	if cfg.Generic {
+	if cfg.Attach == bpf.AttachGeneric {
 		x.log.Warn("xdp attached in generic mode: it runs after the kernel allocates each packet, at a fraction of driver mode's speed")
 	}
 	x.Update(cfg)
@@ -441,7 +426,7 @@ func (x *Program) using(fn func()) bool {
 
 // Status reads the global counters for status.
 func (x *Program) Status() *plane.XDPStatus {
-	st := &plane.XDPStatus{Interface: x.cfg.Interface, Attach: x.cfg.attachName(), PinPath: x.cfg.PinPath, Counters: map[string]uint64{}}
+	st := &plane.XDPStatus{Interface: x.cfg.Interface, Attach: x.cfg.Attach.String(), PinPath: x.cfg.PinPath, Counters: map[string]uint64{}}
 	x.using(func() {
 		if c, err := x.lb.GlobalStats(); err == nil {
 			for i, v := range c {

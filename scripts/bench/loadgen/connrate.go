@@ -108,20 +108,33 @@ func connRateWorker(addr string, w window, timeout time.Duration, one connFunc) 
 	}
 }
 
+// dialSend connects to addr, sets one deadline timeout from now for the
+// whole exchange and sends msg. On error it returns the failing step's
+// name and no connection.
+func dialSend(addr string, timeout time.Duration, msg []byte) (net.Conn, string, error) {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, "connect", err
+	}
+	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		conn.Close()
+		return nil, "deadline", err
+	}
+	if _, err := conn.Write(msg); err != nil {
+		conn.Close()
+		return nil, "write", err
+	}
+	return conn, "", nil
+}
+
 // oneHTTPConn makes one connection, sends the request and reads the reply
 // to EOF. It returns the failing step's name on error.
 func oneHTTPConn(addr string, timeout time.Duration, buf []byte) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+	conn, step, err := dialSend(addr, timeout, httpRequest)
 	if err != nil {
-		return "connect", err
+		return step, err
 	}
 	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return "deadline", err
-	}
-	if _, err := conn.Write(httpRequest); err != nil {
-		return "write", err
-	}
 	n, err := io.ReadAtLeast(conn, buf, len("HTTP/1.x 200"))
 	if err != nil {
 		return "read", err

@@ -32,17 +32,11 @@ func clientHello(name string) []byte {
 // routes by SNI or not, so the two differ only by the balancer's peek.
 func helloConn(hello []byte) connFunc {
 	return func(addr string, timeout time.Duration, buf []byte) (string, error) {
-		conn, err := net.DialTimeout("tcp", addr, timeout)
+		conn, step, err := dialSend(addr, timeout, hello)
 		if err != nil {
-			return "connect", err
+			return step, err
 		}
 		defer conn.Close()
-		if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
-			return "deadline", err
-		}
-		if _, err := conn.Write(hello); err != nil {
-			return "write", err
-		}
 		if len(buf) < len(hello) {
 			buf = make([]byte, len(hello))
 		}

@@ -71,7 +71,7 @@ func hold(cfg holdConfig, rec record) error {
 	fdsBefore, _ := openFDs(cfg.lbPid)
 	errs := newErrorCounter()
 	t0 := time.Now()
-	conns := dialAll(cfg, errs)
+	conns := dialAll(cfg.n, cfg.par, errs, func() (net.Conn, error) { return net.DialTimeout("tcp", cfg.addr, cfg.timeout) })
 	opened := exchangeAll(conns, cfg, errs, "open")
 	openSecs := time.Since(t0).Seconds()
 	time.Sleep(cfg.holdTime)
@@ -98,18 +98,19 @@ func hold(cfg holdConfig, rec record) error {
 	return nil
 }
 
-// dialAll connects n times with par workers; failed slots stay nil.
-func dialAll(cfg holdConfig, errs *errorCounter) []net.Conn {
-	conns := make([]net.Conn, cfg.n)
+// dialAll runs dial n times with par workers; failed slots stay the
+// zero T (nil) and count as connect errors.
+func dialAll[T any](n, par int, errs *errorCounter, dial func() (T, error)) []T {
+	conns := make([]T, n)
 	var next atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for range cfg.par {
+	for range par {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < cfg.n; i = int(next.Add(1) - 1) {
-				conn, err := net.DialTimeout("tcp", cfg.addr, cfg.timeout)
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				conn, err := dial()
 				if err != nil {
 					mu.Lock()
 					errs.add("connect", err)

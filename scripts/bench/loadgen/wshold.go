@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testutil/wsecho"
@@ -83,7 +82,7 @@ func wsHold(cfg wsHoldConfig, rec record) error {
 	}
 	errs := newErrorCounter()
 	t0 := time.Now()
-	conns := wsDialAll(cfg, errs)
+	conns := dialAll(cfg.n, cfg.par, errs, func() (*wsecho.Conn, error) { return wsecho.Dial(cfg.addr, cfg.timeout) })
 	opened := 0
 	for _, c := range conns {
 		if c != nil {
@@ -133,32 +132,6 @@ func wsHold(cfg wsHoldConfig, rec record) error {
 		}
 	}
 	return nil
-}
-
-// wsDialAll opens n WebSockets with par workers; failed slots stay nil.
-func wsDialAll(cfg wsHoldConfig, errs *errorCounter) []*wsecho.Conn {
-	conns := make([]*wsecho.Conn, cfg.n)
-	var next atomic.Int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range cfg.par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < cfg.n; i = int(next.Add(1) - 1) {
-				c, err := wsecho.Dial(cfg.addr, cfg.timeout)
-				if err != nil {
-					mu.Lock()
-					errs.add("connect", err)
-					mu.Unlock()
-					continue
-				}
-				conns[i] = c
-			}
-		}()
-	}
-	wg.Wait()
-	return conns
 }
 
 // wsLoops runs every open connection's message loop, their first sends

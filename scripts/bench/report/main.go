@@ -525,6 +525,22 @@ func (d *document) connLog() {
 	}
 	const key = "lb_cpu_us_per_conn"
 	on, off := d.roundValues("T2", "l4lb-log", key), d.roundValues("T2", "l4lb", key)
+	d.costRatio("log_connections on / off (T2)", on, off)
+}
+
+// sniCost writes what SNI routing costs: l4lb's CPU per new connection
+// through a VIP with an SNI route over a plain VIP's, the same ClientHello
+// sent to both (T9), as connLog does for the log.
+func (d *document) sniCost() {
+	const key = "lb_cpu_us_per_conn"
+	sni, plain := d.roundValues("T9-sni", "l4lb", key), d.roundValues("T9-plain", "l4lb", key)
+	d.costRatio("SNI route / plain VIP (T9)", sni, plain)
+}
+
+// costRatio writes the CPU per new connection of on over off, both by
+// round: the ratio of the medians and, since the rounds interleave, the
+// median of each round's ratio; nothing if either has no figures.
+func (d *document) costRatio(what string, on, off map[float64]float64) {
 	if len(on) == 0 || len(off) == 0 {
 		return
 	}
@@ -537,32 +553,7 @@ func (d *document) connLog() {
 		}
 	}
 	mOn, mOff := median(slices.Collect(maps.Values(on))), median(slices.Collect(maps.Values(off)))
-	d.printf("\n**CPU per new connection, log_connections on / off (T2): %.3f×** (medians %.1f / %.1f µs)", mOn/mOff, mOn, mOff)
-	if len(perRound) > 0 {
-		d.printf("; round by round: %s, median %.3f×", strings.Join(shown, ", "), median(perRound))
-	}
-	d.printf(".\n")
-}
-
-// sniCost writes what SNI routing costs: l4lb's CPU per new connection
-// through a VIP with an SNI route over a plain VIP's, the same ClientHello
-// sent to both (T9), as connLog does for the log.
-func (d *document) sniCost() {
-	const key = "lb_cpu_us_per_conn"
-	sni, plain := d.roundValues("T9-sni", "l4lb", key), d.roundValues("T9-plain", "l4lb", key)
-	if len(sni) == 0 || len(plain) == 0 {
-		return
-	}
-	var perRound []float64
-	var shown []string
-	for _, r := range slices.Sorted(maps.Keys(sni)) {
-		if v, w := sni[r], plain[r]; w > 0 {
-			perRound = append(perRound, v/w)
-			shown = append(shown, fmt.Sprintf("%.3f", v/w))
-		}
-	}
-	mS, mP := median(slices.Collect(maps.Values(sni))), median(slices.Collect(maps.Values(plain)))
-	d.printf("\n**CPU per new connection, SNI route / plain VIP (T9): %.3f×** (medians %.1f / %.1f µs)", mS/mP, mS, mP)
+	d.printf("\n**CPU per new connection, %s: %.3f×** (medians %.1f / %.1f µs)", what, mOn/mOff, mOn, mOff)
 	if len(perRound) > 0 {
 		d.printf("; round by round: %s, median %.3f×", strings.Join(shown, ", "), median(perRound))
 	}

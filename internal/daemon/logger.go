@@ -1,6 +1,6 @@
 // The process's zap logger, built once here and passed down.
 
-package main
+package daemon
 
 import (
 	"fmt"

@@ -1,20 +1,12 @@
-// Prometheus metrics, read from the runtime's status at scrape time.
+// The collector: one Status read per scrape, turned into metrics.
 
-package main
+package metrics
 
 import (
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/l4/plane"
 )
@@ -233,33 +225,6 @@ func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip strin
 	}
 }
 
-// startMetrics serves /metrics on addr (on ln when an earlier l4lb passed
-// its listener) with l4lb's and the Go runtime's metrics.
-func startMetrics(addr string, ln net.Listener, d *daemon, log *zap.Logger) (*http.Server, *net.TCPListener, error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatusCollector(d.status), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			return nil, nil, err
-		}
-	}
-	tl, ok := ln.(*net.TCPListener)
-	if !ok {
-		ln.Close()
-		return nil, nil, fmt.Errorf("metrics listener %s: not TCP", addr)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", zap.Error(err))
-		}
-	}()
-	return srv, tl, nil
-}
-
 // boolGauge is a gauge's value for a yes/no state.
 func boolGauge(b bool) float64 {
 	if b {
@@ -288,4 +253,18 @@ func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st plane.Statu
 		seen[[2]string{v.Name, v.Protocol}] = true
 		ch <- prometheus.MustNewConstMetric(c.descs["announced"], prometheus.GaugeValue, boolGauge(announcedAddr(b, ap.Addr())), v.Name, v.Protocol)
 	}
+}
+
+// announcedAddr reports whether addr's host route is announced.
+func announcedAddr(st *plane.BGPStatus, addr netip.Addr) bool {
+	if st == nil {
+		return false
+	}
+	want := netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen()).String()
+	for _, p := range st.Announced {
+		if p == want {
+			return true
+		}
+	}
+	return false
 }

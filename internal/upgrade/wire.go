@@ -2,7 +2,7 @@
 // l4lb and the new one it started, carrying one JSON message per packet
 // with descriptors attached (SCM_RIGHTS).
 
-package main
+package upgrade
 
 import (
 	"encoding/json"

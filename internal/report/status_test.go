@@ -1,7 +1,7 @@
 // The text of `l4lb status` from a given answer: what line 2 says about
 // capabilities.
 
-package main
+package report
 
 import (
 	"fmt"
@@ -19,19 +19,19 @@ func TestStatusCapabilitiesLine(t *testing.T) {
 	for i := range 41 {
 		full = append(full, fmt.Sprintf("cap_%d", i))
 	}
-	line2 := func(c plane.CapabilityStatus, view statusView) string {
+	line2 := func(c plane.CapabilityStatus, view StatusView) string {
 		var b strings.Builder
-		printStatus(&b, plane.Status{Process: plane.ProcessStatus{Capabilities: &c}}, view)
+		Status(&b, plane.Status{Process: plane.ProcessStatus{Capabilities: &c}}, view)
 		return strings.Split(b.String(), "\n")[1]
 	}
-	if got := line2(plane.CapabilityStatus{Effective: full}, statusView{}); got != "capabilities: 41, not dropped (drop_capabilities = false; --capabilities lists them)" {
+	if got := line2(plane.CapabilityStatus{Effective: full}, StatusView{}); got != "capabilities: 41, not dropped (drop_capabilities = false; --capabilities lists them)" {
 		t.Errorf("full set: %q", got)
 	}
-	if got := line2(plane.CapabilityStatus{Effective: full}, statusView{allCaps: true}); !strings.HasPrefix(got, "capabilities: 0 1 2 ") || !strings.HasSuffix(got, " 40") {
+	if got := line2(plane.CapabilityStatus{Effective: full}, StatusView{AllCaps: true}); !strings.HasPrefix(got, "capabilities: 0 1 2 ") || !strings.HasSuffix(got, " 40") {
 		t.Errorf("--capabilities: %q", got)
 	}
 	kept := []string{"cap_net_admin", "cap_net_bind_service", "cap_net_raw"}
-	if got := line2(plane.CapabilityStatus{Dropped: true, Effective: kept}, statusView{}); got != "capabilities: net_admin net_bind_service net_raw (drop_capabilities: the rest dropped, bounding set too)" {
+	if got := line2(plane.CapabilityStatus{Dropped: true, Effective: kept}, StatusView{}); got != "capabilities: net_admin net_bind_service net_raw (drop_capabilities: the rest dropped, bounding set too)" {
 		t.Errorf("dropped: %q", got)
 	}
 }

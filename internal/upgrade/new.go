@@ -3,7 +3,7 @@
 // binding, says ready, adopts what the old one hands over, then becomes
 // the service's main process.
 
-package main
+package upgrade
 
 import (
 	"errors"
@@ -17,22 +17,22 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/config"
-	"github.com/l4lb/l4lb/internal/admin"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
 
-// testExitAt, from L4LB_TEST_UPGRADE_EXIT_AT, makes a new process exit on
-// receiving that message: the tests' way to kill it mid-handover.
-var testExitAt = os.Getenv("L4LB_TEST_UPGRADE_EXIT_AT")
+// testExitAtEnv names a message on whose receipt a new process exits: the
+// tests' way to kill it mid-handover.
+const testExitAtEnv = "L4LB_TEST_UPGRADE_EXIT_AT"
 
 // takeoverTimeout bounds the wait for each of the old process's messages
 // (it flushes connections for a bounded time before it sends them).
 const takeoverTimeout = 2 * time.Minute
 
-// newSide is this process while it takes over from the old one.
-type newSide struct {
-	conn *handoffConn
+// New is this process while it takes over from the old one.
+type New struct {
+	conn   *handoffConn
+	exitAt string // testExitAtEnv
 	// What the old process passed besides the VIP sockets, served once it
 	// says done.
 	adminLn   *net.UnixListener
@@ -41,10 +41,10 @@ type newSide struct {
 	metrics   string
 }
 
-// takeoverFromEnv returns the upgrade this process was started for, or nil
-// for an ordinary start. The variable is removed, so that this process's
-// own upgrades do not pass it on.
-func takeoverFromEnv() (*newSide, error) {
+// FromEnv returns the upgrade this process was started for, or nil for an
+// ordinary start. The variable is removed, so that this process's own
+// upgrades do not pass it on.
+func FromEnv() (*New, error) {
 	v, ok := os.LookupEnv(upgradeFDEnv)
 	if !ok {
 		return nil, nil
@@ -58,11 +58,12 @@ func takeoverFromEnv() (*newSide, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &newSide{conn: c}, nil
+	return &New{conn: c, exitAt: os.Getenv(testExitAtEnv)}, nil
 }
 
-// fail tells the old process why this one gives up (it then exits).
-func (n *newSide) fail(err error) {
+// Fail tells the old process why this one gives up (it then exits);
+// nil-safe.
+func (n *New) Fail(err error) {
 	if n == nil {
 		return
 	}
@@ -76,12 +77,12 @@ func (n *newSide) fail(err error) {
 	}
 	_ = n.conn.send(m, nil)
 	n.conn.Close()
-	n.closeExtras()
+	n.CloseExtras()
 }
 
-// listeners says hello and receives the old process's sockets and what it
+// Listeners says hello and receives the old process's sockets and what it
 // knew of its backends.
-func (n *newSide) listeners() (*reconcile.ListenSockets, []reconcile.BackendState, error) {
+func (n *New) Listeners() (*reconcile.ListenSockets, []reconcile.BackendState, error) {
 	if err := n.conn.send(&handoffMsg{Op: opHello, PID: os.Getpid(), Pipes: true}, nil); err != nil {
 		return nil, nil, err
 	}
@@ -90,7 +91,7 @@ func (n *newSide) listeners() (*reconcile.ListenSockets, []reconcile.BackendStat
 	deadline := time.Now().Add(takeoverTimeout)
 	fail := func(err error) (*reconcile.ListenSockets, []reconcile.BackendState, error) {
 		ls.Close()
-		n.closeExtras()
+		n.CloseExtras()
 		return nil, nil, err
 	}
 	for op := opListeners; ; {
@@ -117,7 +118,7 @@ func (n *newSide) listeners() (*reconcile.ListenSockets, []reconcile.BackendStat
 
 // takeListeners files one listeners message's descriptors, in the order
 // the old process put them.
-func (n *newSide) takeListeners(m *handoffMsg, fds []int, ls *reconcile.ListenSockets) error {
+func (n *New) takeListeners(m *handoffMsg, fds []int, ls *reconcile.ListenSockets) error {
 	want := len(m.TCP)
 	for _, g := range m.UDP {
 		want += g.N
@@ -160,8 +161,8 @@ func (n *newSide) takeListeners(m *handoffMsg, fds []int, ls *reconcile.ListenSo
 	return nil
 }
 
-// closeExtras closes the admin and metrics sockets not served.
-func (n *newSide) closeExtras() {
+// CloseExtras closes the admin and metrics sockets not served.
+func (n *New) CloseExtras() {
 	if n.adminLn != nil {
 		n.adminLn.SetUnlinkOnClose(false) // the old process still serves the file
 		n.adminLn.Close()
@@ -173,104 +174,80 @@ func (n *newSide) closeExtras() {
 	}
 }
 
-// takeOver tells the old process this one serves every VIP, adopts what it
-// hands over and, at its done, serves the admin API and metrics and tells
-// the service manager it is the main process now.
-func (d *daemon) takeOver(cfg *config.Config) {
-	n := d.up
+// Heir is this process as the new side of the protocol sees it once it
+// serves every VIP.
+type Heir struct {
+	Log     *zap.Logger
+	Runtime Runtime
+	// BecomeMain serves the admin API and metrics (on the sockets the old
+	// process passed: AdminListener, MetricsListener) and tells the
+	// service manager; it reports whether the passed admin socket is
+	// served. It runs at the old process's done, or once it is gone.
+	BecomeMain func() bool
+	// Passed acts on a stop (stop true) or reload that the old process
+	// passes on after the handover.
+	Passed func(stop bool, sig os.Signal)
+}
+
+// TakeOver tells the old process this one serves every VIP, adopts what
+// it hands over and, at its done, becomes the main process.
+func (n *New) TakeOver(h Heir) {
 	if err := n.conn.send(&handoffMsg{Op: opReady}, nil); err != nil {
-		d.log.Error("upgrade: the old process is gone; serving alone", zap.Error(err))
+		h.Log.Error("upgrade: the old process is gone; serving alone", zap.Error(err))
 	}
 	for {
 		m, fds, err := n.conn.recv(time.Now().Add(takeoverTimeout))
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				d.log.Error("upgrade: the old process stopped talking; serving alone", zap.Error(err))
+				h.Log.Error("upgrade: the old process stopped talking; serving alone", zap.Error(err))
 			}
-			d.becomeMain(cfg)
+			h.BecomeMain()
 			return
 		}
-		if testExitAt != "" && m.Op == testExitAt {
+		if n.exitAt != "" && m.Op == n.exitAt {
 			os.Exit(3) // a test's new process dies in the middle of the handover
 		}
 		switch m.Op {
 		case opSessions:
-			_ = n.conn.send(&handoffMsg{Op: opTaken, Taken: d.adoptSessions(m.Sessions, fds)}, nil)
+			_ = n.conn.send(&handoffMsg{Op: opTaken, Taken: h.adoptSessions(m.Sessions, fds)}, nil)
 			if m.Last {
-				d.rt.ResumeReading() // the sessions are in the table: datagrams find them
+				h.Runtime.ResumeReading() // the sessions are in the table: datagrams find them
 			}
 		case opConns:
-			_ = n.conn.send(&handoffMsg{Op: opTaken, Taken: d.adoptConns(m.Conns, fds)}, nil)
+			_ = n.conn.send(&handoffMsg{Op: opTaken, Taken: h.adoptConns(m.Conns, fds)}, nil)
 		case opDone:
-			taken := d.becomeMain(cfg)
+			taken := h.BecomeMain()
 			_ = n.conn.send(&handoffMsg{Op: opDone, AdminTaken: taken}, nil)
-			d.log.Info("upgrade: took over", zap.Int("kept_by_old", m.Kept))
-			go d.heedPredecessor(n.conn)
+			h.Log.Info("upgrade: took over", zap.Int("kept_by_old", m.Kept))
+			go h.heedPredecessor(n.conn)
 			return
 		default:
 			closeFDs(fds)
-			d.log.Error("upgrade: unexpected message from the old process", zap.String("op", m.Op))
+			h.Log.Error("upgrade: unexpected message from the old process", zap.String("op", m.Op))
 		}
 	}
 }
 
-// heedPredecessor takes the stops and reloads the old process passes on
-// (it got them during the upgrade, or while it drains what it kept) until
-// it exits and the socketpair closes.
-func (d *daemon) heedPredecessor(c *handoffConn) {
-	defer c.Close()
-	for {
-		m, fds, err := c.recv(time.Time{})
-		if err != nil {
-			return
-		}
-		closeFDs(fds)
-		sig := passedOn{name: m.Signal, pid: m.PID}
-		switch m.Op {
-		case opStop:
-			d.log.Info("the previous l4lb passed a stop on", zap.Stringer("signal", sig))
-			offer(d.sigs.passed, sig)
-		case opReload:
-			d.log.Info("the previous l4lb passed a reload on", zap.Stringer("signal", sig))
-			offer(d.sigs.reload, sig)
-		default:
-			d.log.Error("upgrade: unexpected message from the old process", zap.String("op", m.Op))
-		}
+// AdminListener is the admin socket the old process passed, when it is
+// the one at path (the caller serves it from now on); else nil.
+func (n *New) AdminListener(path string) *net.UnixListener {
+	if n.adminLn == nil || n.adminPath != path {
+		return nil
 	}
+	ln := n.adminLn
+	n.adminLn = nil
+	return ln
 }
 
-// becomeMain serves the admin API and metrics (on the sockets the old
-// process passed, when the config still names them) and tells the
-// service manager; it reports whether the passed admin socket is served.
-func (d *daemon) becomeMain(cfg *config.Config) bool {
-	n := d.up
-	taken := false
-	if p := cfg.Global.AdminSocket; p != "" {
-		var err error
-		if n.adminLn != nil && n.adminPath == p {
-			d.admin, err = admin.ServeListener(n.adminLn, p, d, d.log.Named("admin"))
-			n.adminLn, taken = nil, err == nil
-		} else {
-			d.admin, err = admin.Serve(p, d, d.log.Named("admin"))
-		}
-		if err != nil {
-			d.log.Error("upgrade: admin socket not served", zap.String("admin_socket", p), zap.Error(err))
-		}
+// MetricsListener is the metrics listener the old process passed, when it
+// serves addr (the caller serves it from now on); else nil.
+func (n *New) MetricsListener(addr string) net.Listener {
+	if n.metricsLn == nil || !sameListenAddr(n.metrics, addr) {
+		return nil
 	}
-	if a := cfg.Global.MetricsListen; a != "" {
-		var ln net.Listener
-		if n.metricsLn != nil && sameListenAddr(n.metrics, a) {
-			ln, n.metricsLn = n.metricsLn, nil
-		}
-		var err error
-		if d.metrics, d.metricsLn, err = startMetrics(a, ln, d, d.log.Named("metrics")); err != nil {
-			d.log.Error("upgrade: metrics not served", zap.String("metrics_listen", a), zap.Error(err))
-		}
-	}
-	n.closeExtras()
-	d.rt.ResumeReading() // also when the old process sent no sessions (it died)
-	d.tellManager(d.notify.readyAsMain(os.Getpid()))
-	return taken
+	ln := n.metricsLn
+	n.metricsLn = nil
+	return ln
 }
 
 // sameListenAddr reports whether a listener bound at bound serves the
@@ -287,7 +264,7 @@ func sameListenAddr(bound, want string) bool {
 // adoptConns adopts a batch of connections (their descriptors in order,
 // as each one's FDCount says) and says which it took; the refused ones'
 // descriptors are closed here (the old process keeps them).
-func (d *daemon) adoptConns(states []proxy.ConnState, fds []int) []bool {
+func (h *Heir) adoptConns(states []proxy.ConnState, fds []int) []bool {
 	taken := make([]bool, len(states))
 	want := 0
 	for i := range states {
@@ -295,14 +272,14 @@ func (d *daemon) adoptConns(states []proxy.ConnState, fds []int) []bool {
 	}
 	if len(fds) != want {
 		closeFDs(fds)
-		d.log.Error("upgrade: a batch of connections came with the wrong number of descriptors", zap.Int("conns", len(states)), zap.Int("descriptors", len(fds)), zap.Int("want", want))
+		h.Log.Error("upgrade: a batch of connections came with the wrong number of descriptors", zap.Int("conns", len(states)), zap.Int("descriptors", len(fds)), zap.Int("want", want))
 		return taken
 	}
 	refused := map[string]int{}
 	for i, st := range states {
 		mine := fds[:st.FDCount()]
 		fds = fds[st.FDCount():]
-		if err := d.rt.AdoptConn(st, mine); err != nil {
+		if err := h.Runtime.AdoptConn(st, mine); err != nil {
 			closeFDs(mine)
 			refused[st.VIP+": "+err.Error()]++
 			continue
@@ -310,30 +287,30 @@ func (d *daemon) adoptConns(states []proxy.ConnState, fds []int) []bool {
 		taken[i] = true
 	}
 	for why, n := range refused {
-		d.log.Warn("upgrade: connections left to the old process", zap.Int("connections", n), zap.String("why", why))
+		h.Log.Warn("upgrade: connections left to the old process", zap.Int("connections", n), zap.String("why", why))
 	}
 	return taken
 }
 
 // adoptSessions adopts a batch of UDP sessions (one descriptor each) and
 // says which it took.
-func (d *daemon) adoptSessions(states []proxy.SessionState, fds []int) []bool {
+func (h *Heir) adoptSessions(states []proxy.SessionState, fds []int) []bool {
 	taken := make([]bool, len(states))
 	if len(fds) != len(states) {
 		closeFDs(fds)
-		d.log.Error("upgrade: a batch of sessions came with the wrong number of sockets", zap.Int("sessions", len(states)), zap.Int("sockets", len(fds)))
+		h.Log.Error("upgrade: a batch of sessions came with the wrong number of sockets", zap.Int("sessions", len(states)), zap.Int("sockets", len(fds)))
 		return taken
 	}
 	refused := map[string]int{}
 	for i, st := range states {
-		if err := d.rt.AdoptSession(st, fds[i]); err != nil {
+		if err := h.Runtime.AdoptSession(st, fds[i]); err != nil {
 			refused[st.VIP+": "+err.Error()]++
 			continue
 		}
 		taken[i] = true
 	}
 	for why, n := range refused {
-		d.log.Warn("upgrade: UDP sessions not adopted", zap.Int("sessions", n), zap.String("why", why))
+		h.Log.Warn("upgrade: UDP sessions not adopted", zap.Int("sessions", n), zap.String("why", why))
 	}
 	return taken
 }

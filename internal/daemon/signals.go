@@ -2,13 +2,14 @@
 // lost behind other signals, and SIGHUPs that arrive while a reload waits
 // or runs make one more reload, not one each.
 
-package main
+package daemon
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/l4lb/l4lb/internal/upgrade"
 )
 
 // signals holds one channel per kind of request. signal.Notify never
@@ -24,7 +25,7 @@ type signals struct {
 	// upgrade: SIGUSR2, one slot.
 	upgrade chan os.Signal
 	// passed: a stop the previous l4lb received during or after the
-	// upgrade that started this one, and passed on (see passedOn). It
+	// upgrade that started this one, and passed on (upgrade.PassedOn). It
 	// stops this process like a SIGTERM but is never a second signal.
 	passed chan os.Signal
 }
@@ -59,11 +60,24 @@ func (s *signals) pendingStop() os.Signal {
 	}
 }
 
-// putBack returns a stop taken while something else ran (an upgrade it
+// TakeStop waits for a stop until done is closed (then nil): an upgrade
+// that a stop cancels while the new process starts (upgrade.Stops).
+func (s *signals) TakeStop(done <-chan struct{}) os.Signal {
+	select {
+	case <-done:
+		return nil
+	case sig := <-s.stop:
+		return sig
+	case sig := <-s.passed:
+		return sig
+	}
+}
+
+// PutBack returns a stop taken while something else ran (an upgrade it
 // cancelled) for the loop to act on.
-func (s *signals) putBack(sig os.Signal) {
+func (s *signals) PutBack(sig os.Signal) {
 	ch := s.stop
-	if _, ok := sig.(passedOn); ok {
+	if _, ok := sig.(upgrade.PassedOn); ok {
 		ch = s.passed
 	}
 	select {
@@ -79,16 +93,3 @@ func offer(ch chan os.Signal, sig os.Signal) {
 	default:
 	}
 }
-
-// passedOn is a signal that the previous l4lb received after it started
-// this one, and passed on: the stop or reload of the service, whichever
-// process holds it.
-type passedOn struct {
-	name string // the signal's, as the previous process named it
-	pid  int    // the previous process
-}
-
-func (p passedOn) String() string { return fmt.Sprintf("%s (passed on by pid %d)", p.name, p.pid) }
-
-// Signal makes passedOn an os.Signal.
-func (passedOn) Signal() {}

@@ -1,5 +1,5 @@
-// The run-time verbs: `l4lb drain|enable|disable VIP BACKEND` and
-// `l4lb reload`, each a call to the running l4lb's admin API.
+// The run-time verbs: `l4lb drain|enable|disable VIP BACKEND`, `l4lb
+// reload` and `l4lb upgrade`, each a call to the running l4lb's admin API.
 
 package main
 
@@ -10,18 +10,28 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
-	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/admin"
+	"github.com/l4lb/l4lb/internal/report"
+	"github.com/l4lb/l4lb/internal/upgrade"
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
-// socketFlags adds --socket and --config (where to find the socket).
-func socketFlags(f *flags) func() (string, error) {
+// socketFlags adds --socket and --config (where to find the socket). The
+// function it returns gives the socket's path, or prints why there is
+// none ("l4lb VERB: ...") and returns ok = false (exit 1).
+func socketFlags(f *flags) func() (path string, ok bool) {
 	sock := f.String("socket", "", "admin socket (default: from --config, else "+defaultAdminSocket+")")
 	cfgPath := f.String("config", "", "read the admin socket path from this config file")
-	return func() (string, error) { return adminPath(*sock, *cfgPath) }
+	return func() (string, bool) {
+		path, err := adminPath(*sock, *cfgPath)
+		if err != nil {
+			fmt.Fprintf(f.stderr, "l4lb %s: %v\n", f.Name(), err)
+		}
+		return path, err == nil
+	}
 }
 
 // cmdOverride is drain, enable and disable: one backend of one VIP.
@@ -38,9 +48,8 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 			f.usageError("want a VIP name and a backend (its name, address:port, or IP)")
 			return 2
 		}
-		path, err := socket()
-		if err != nil {
-			fmt.Fprintf(stderr, "l4lb %s: %v\n", action, err)
+		path, ok := socket()
+		if !ok {
 			return 1
 		}
 		req := admin.OverrideRequest{Reason: *reason, Operator: os.Getenv("SUDO_USER")}
@@ -54,30 +63,8 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 			stdout.Write(body)
 			return 0
 		}
-		printOverride(stdout, res)
+		report.Override(stdout, res)
 		return 0
-	}
-}
-
-// overrideDone says what an override leaves a backend.
-var overrideDone = map[string]string{"drain": "drained", "disable": "disabled"}
-
-func printOverride(w io.Writer, res plane.OverrideResult) {
-	if res.Unchanged {
-		if res.Override == "none" {
-			fmt.Fprintf(w, "vip %s: backend %s (%s) was not drained or disabled: nothing changed\n", res.VIP, res.Backend, res.Address)
-		} else {
-			fmt.Fprintf(w, "vip %s: backend %s (%s) was already %s (by %s): nothing changed\n", res.VIP, res.Backend, res.Address, overrideDone[res.Override], res.By)
-		}
-		return
-	}
-	switch res.Override {
-	case "drain":
-		fmt.Fprintf(w, "vip %s: backend %s (%s) drained: no new flows; %d established continue\n", res.VIP, res.Backend, res.Address, res.LiveFlows)
-	case "disable":
-		fmt.Fprintf(w, "vip %s: backend %s (%s) disabled: no new flows; %d established reset\n", res.VIP, res.Backend, res.Address, res.Reset)
-	default:
-		fmt.Fprintf(w, "vip %s: backend %s (%s) enabled (was %s): health and the file decide again\n", res.VIP, res.Backend, res.Address, res.Previous)
 	}
 }
 
@@ -86,20 +73,16 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("reload", stdout, stderr)
 	socket := socketFlags(f)
 	asJSON := f.Bool("json", false, "print the API's JSON answer")
-	if code, ok := f.parse(args); !ok {
+	if code, ok := f.parseNoArgs(args); !ok {
 		return code
 	}
-	if !f.noArgs() {
-		return 2
-	}
-	path, err := socket()
-	if err != nil {
-		fmt.Fprintln(stderr, "l4lb reload:", err)
+	path, ok := socket()
+	if !ok {
 		return 1
 	}
 	var res admin.ReloadResult
 	body, err := admin.Client{Socket: path, Timeout: time.Minute}.Do(context.Background(), "POST", "/reload", nil, &res)
-	return verdict("reload", body, err, func() bool { return res.OK }, func() { printReload(stdout, stderr, res) }, *asJSON, stdout, stderr)
+	return verdict("reload", body, err, func() bool { return res.OK }, func() { report.Reload(stdout, stderr, res) }, *asJSON, stdout, stderr)
 }
 
 // verdict ends a command whose answer says whether it worked (reload,
@@ -122,19 +105,30 @@ func verdict(cmd string, body []byte, err error, ok func() bool, show func(), as
 	return 0
 }
 
-func printReload(stdout, stderr io.Writer, res admin.ReloadResult) {
-	if !res.OK {
-		fmt.Fprintf(stderr, "reload refused: %s\n", res.Error)
-		for _, p := range res.Problems {
-			fmt.Fprintln(stderr, "  "+p)
+// cmdUpgrade asks the running l4lb to upgrade to a new binary.
+func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
+	f := newFlags("upgrade", stdout, stderr)
+	socket := socketFlags(f)
+	binary := f.String("binary", "", "the new l4lb binary (default: the path the running one was started from)")
+	timeout := f.Duration("timeout", upgrade.StartTimeout, "how long the new process may take to start, until it is ready")
+	asJSON := f.Bool("json", false, "print the API's JSON answer")
+	if code, ok := f.parseNoArgs(args); !ok {
+		return code
+	}
+	path, ok := socket()
+	if !ok {
+		return 1
+	}
+	req := admin.UpgradeRequest{Timeout: timeout.String()}
+	if *binary != "" {
+		abs, err := filepath.Abs(*binary)
+		if err != nil {
+			fmt.Fprintln(stderr, "l4lb upgrade:", err)
+			return 1
 		}
-		return
+		req.Binary = abs
 	}
-	fmt.Fprintf(stdout, "reload applied: %s\n", config.Plural(res.VIPs, "VIP"))
-	for _, w := range res.Warnings {
-		fmt.Fprintln(stdout, "warning:", w)
-	}
-	for _, k := range res.RestartOnly {
-		fmt.Fprintf(stdout, "%s changed: takes effect only after a restart\n", k)
-	}
+	var res admin.UpgradeResult
+	body, err := admin.Client{Socket: path, Timeout: *timeout + 2*time.Minute}.Do(context.Background(), "POST", "/upgrade", req, &res)
+	return verdict("upgrade", body, err, func() bool { return res.OK }, func() { report.Upgrade(stdout, stderr, res) }, *asJSON, stdout, stderr)
 }

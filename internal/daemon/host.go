@@ -1,6 +1,7 @@
-// The host as `l4lb check` and `l4lb run` see it: local addresses, files.
+// The host as `l4lb check` and `l4lb run` see it: local addresses, files,
+// limits.
 
-package main
+package daemon
 
 import (
 	"io/fs"
@@ -60,11 +61,11 @@ func (osHost) Memory() (uint64, error) {
 	return uint64(si.Totalram) * uint64(si.Unit), nil
 }
 
-// loadChecked loads path and checks it against this host: an error for a
+// LoadChecked loads path and checks it against this host: an error for a
 // file that is invalid or cannot work here, else the config and its
 // warnings (the file's own, then the host's). A file that a user other
 // than root or this process's could change is refused (config.LoadTrusted).
-func loadChecked(path string) (*config.Config, []config.Problem, error) {
+func LoadChecked(path string) (*config.Config, []config.Problem, error) {
 	cfg, err := config.LoadTrusted(path, os.Geteuid())
 	if err != nil {
 		return nil, nil, err
@@ -75,4 +76,37 @@ func loadChecked(path string) (*config.Config, []config.Problem, error) {
 		return nil, nil, &config.Error{Problems: problems}
 	}
 	return cfg, append(append([]config.Problem(nil), cfg.Warnings...), warnings...), nil
+}
+
+// eventLoops returns how many event loops to run (workers, or one per
+// CPU the process may use) and makes room for them in the Go scheduler:
+// each loop keeps a P (a Go scheduler slot) nearly all the time, so the
+// process gets one more for everything else (health checks, the admin
+// API, reloads). Without it a loop blocked in epoll_wait has its P taken
+// away as soon as any other goroutine wants to run, and the runtime's
+// monitor thread polls at its fastest rate to do so.
+func eventLoops(workers int) int {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if runtime.GOMAXPROCS(0) < workers+1 {
+		runtime.GOMAXPROCS(workers + 1)
+	}
+	return workers
+}
+
+// raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit: every
+// proxied connection needs two descriptors.
+// It returns the limit in force either way.
+func raiseFileLimit() (uint64, error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 1024, err
+	}
+	cur := lim.Cur
+	lim.Cur = lim.Max
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return cur, err
+	}
+	return lim.Cur, nil
 }

@@ -1,6 +1,7 @@
-// BGP wiring: the speaker announces the VIP addresses the runtime serves.
+// The announcer: one loop that keeps the speaker's routes equal to what
+// the runtime serves, and the speaker's life across reloads and shutdown.
 
-package main
+package announce
 
 import (
 	"context"
@@ -14,19 +15,26 @@ import (
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/internal/bgp"
 	"github.com/l4lb/l4lb/l4/plane"
-	"github.com/l4lb/l4lb/l4/reconcile"
 )
+
+// Served is what the announcer reads of the runtime (a *reconcile.Runtime).
+type Served interface {
+	// Serving lists the VIP addresses with an eligible backend.
+	Serving() []netip.Addr
+	// ServingChanged is signalled when that list may have changed.
+	ServingChanged() <-chan struct{}
+}
 
 // retryAnnounce is how often the announcer recomputes without a poke: a
 // failed announcement is tried again.
 const retryAnnounce = 5 * time.Second
 
-// announcer keeps the speaker's routes equal to the runtime's served
+// Announcer keeps the speaker's routes equal to the runtime's served
 // addresses. It exists from start to exit; its speaker only while the
-// config has [bgp].
-type announcer struct {
+// config has [bgp]. Its methods are nil-safe.
+type Announcer struct {
 	log  *zap.Logger
-	rt   *reconcile.Runtime
+	rt   Served
 	stop chan struct{}
 	done chan struct{}
 
@@ -36,9 +44,10 @@ type announcer struct {
 	withdrawn bool         // the shutdown withdrew everything
 }
 
-func startAnnouncer(log *zap.Logger, rt *reconcile.Runtime, conf *config.BGP) (*announcer, error) {
-	a := &announcer{log: log, rt: rt, stop: make(chan struct{}), done: make(chan struct{})}
-	if err := a.reconfigure(conf); err != nil {
+// Start starts the announcer (and the speaker, when conf is not nil).
+func Start(log *zap.Logger, rt Served, conf *config.BGP) (*Announcer, error) {
+	a := &Announcer{log: log, rt: rt, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := a.Reconfigure(conf); err != nil {
 		return nil, err
 	}
 	go a.run()
@@ -54,10 +63,10 @@ func settings(c *config.BGP) bgp.Settings {
 	return s
 }
 
-// reconfigure applies a (re)loaded [bgp]: unchanged peers keep their
+// Reconfigure applies a (re)loaded [bgp]: unchanged peers keep their
 // sessions and every VIP stays announced; a changed ASN, router id, next
 // hop or community list restarts the speaker (its sessions flap).
-func (a *announcer) reconfigure(conf *config.BGP) error {
+func (a *Announcer) Reconfigure(conf *config.BGP) error {
 	if a == nil {
 		return nil
 	}
@@ -94,7 +103,7 @@ func (a *announcer) reconfigure(conf *config.BGP) error {
 	return nil
 }
 
-func (a *announcer) run() {
+func (a *Announcer) run() {
 	defer close(a.done)
 	tick := time.NewTicker(retryAnnounce)
 	defer tick.Stop()
@@ -114,7 +123,7 @@ func (a *announcer) run() {
 }
 
 // syncLocked announces what the runtime serves (a.mu held).
-func (a *announcer) syncLocked(ctx context.Context) {
+func (a *Announcer) syncLocked(ctx context.Context) {
 	if a.sp == nil || a.withdrawn {
 		return
 	}
@@ -123,9 +132,9 @@ func (a *announcer) syncLocked(ctx context.Context) {
 	}
 }
 
-// withdraw is the first step of a shutdown: every route goes, then the
+// Withdraw is the first step of a shutdown: every route goes, then the
 // router has grace to move the flows elsewhere before the drain starts.
-func (a *announcer) withdraw() {
+func (a *Announcer) Withdraw() {
 	if a == nil {
 		return
 	}
@@ -145,8 +154,8 @@ func (a *announcer) withdraw() {
 	time.Sleep(conf.ShutdownGrace)
 }
 
-// close stops the loop and the speaker: the sessions close.
-func (a *announcer) close() {
+// Close stops the loop and the speaker: the sessions close.
+func (a *Announcer) Close() {
 	if a == nil {
 		return
 	}
@@ -160,8 +169,8 @@ func (a *announcer) close() {
 	}
 }
 
-// status is the speaker's state for l4lb status; nil without [bgp].
-func (a *announcer) status() *plane.BGPStatus {
+// Status is the speaker's state for l4lb status; nil without [bgp].
+func (a *Announcer) Status() *plane.BGPStatus {
 	if a == nil {
 		return nil
 	}
@@ -184,26 +193,4 @@ func (a *announcer) status() *plane.BGPStatus {
 		st.Peers = append(st.Peers, ps)
 	}
 	return st
-}
-
-// announcedAddr reports whether addr's host route is announced.
-func announcedAddr(st *plane.BGPStatus, addr netip.Addr) bool {
-	if st == nil {
-		return false
-	}
-	want := netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen()).String()
-	for _, p := range st.Announced {
-		if p == want {
-			return true
-		}
-	}
-	return false
-}
-
-// bgpNow is the daemon's announcer; nil before start finished (status
-// may be asked earlier).
-func (d *daemon) bgpNow() *announcer {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.bgp
 }

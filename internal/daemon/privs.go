@@ -1,7 +1,7 @@
 // drop_capabilities: what the daemon keeps once its VIPs listen and its
 // XDP program is attached, and the drop itself.
 
-package main
+package daemon
 
 import (
 	"go.uber.org/zap"
@@ -13,7 +13,7 @@ import (
 )
 
 // keptCapabilities is what a running l4lb still uses. Found by running
-// each mode through the binary with less (e2e_privs_test.go and
+// each mode through the binary with less (cmd/l4lb/e2e_privs_test.go and
 // TestXDPModeChange, kernel 6.18), not by guessing:
 //   - cap_net_bind_service: a reload that adds a VIP on a port below 1024
 //     fails without it (bind: permission denied);

@@ -1,0 +1,297 @@
+// The keys of [global], [xdp], [bgp] and [[bgp.peer]]: one row each.
+
+package config
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/l4lb/l4lb/l4"
+)
+
+// globalKeys are the keys of [global]. Those with EffectRestart are read
+// once at start (reconcile.Options, the admin and metrics servers, the
+// logger's encoder).
+var globalKeys = []key[Global]{
+	{name: "log_level", val: enumOf(func(g *Global) *l4.LogLevel { return &g.LogLevel }, l4.LogInfo, l4.LogLevelNames()),
+		effect: EffectNow,
+		doc:    `The least severe level logged.`},
+	{name: "log_format", val: enumOf(func(g *Global) *l4.LogFormat { return &g.LogFormat }, l4.LogConsole, l4.LogFormatNames()),
+		effect: EffectRestart,
+		doc:    "How log lines are written: console, text for people; json, one object a line. `l4lb run --log-format` overrides it."},
+	{name: "admin_socket", val: adminSocket(), check: checkAdminSocket,
+		effect: EffectRestart,
+		doc:    "The Unix socket of the admin API (`l4lb status`, `reload`, `drain`...; root only): an absolute path of at most 107 bytes, or \"off\"."},
+	{name: "metrics_listen", val: stringOf(func(g *Global) *string { return &g.MetricsListen }, "", offIfEmpty).as(`"HOST:PORT"`).omitIf(func(g *Global) bool { return g.MetricsListen == "" }),
+		check: checkMetricsListen, effect: EffectRestart, def: "none: no metrics",
+		doc: `Where Prometheus metrics are served (/metrics), such as "127.0.0.1:9370".`},
+	{name: "drain_timeout", val: durationOf(func(g *Global) *time.Duration { return &g.DrainTimeout }, 30*time.Second, span(0, MaxDrainTimeout)),
+		effect: EffectNow, note: "it bounds the drain of the VIPs this reload removes, and of the next shutdown",
+		doc: `How long shutdown, and a reload that removes a VIP, wait for connections to finish before they are reset.`},
+	{name: "pipe_size", val: intOf(func(g *Global) *int { return &g.PipeSize }, defaultPipeSize, span[int64](4096, 16<<20)),
+		effect: EffectRestart,
+		doc:    `Bytes per splice pipe (the kernel rounds up to a power of two).`},
+	{name: "max_pipes", val: intOf(func(g *Global) *int { return &g.MaxPipes }, 0, span[int64](0, 1<<22)),
+		effect: EffectNow,
+		doc:    `Splice pipes open at once (each holds up to pipe_size bytes of kernel memory and two descriptors); past it, connections copy through a user-space buffer. 0 = half the connection limit the open-file limit allows.`},
+	{name: "workers", val: intOf(func(g *Global) *int { return &g.Workers }, 0, span[int64](0, MaxWorkers)),
+		effect: EffectRestart,
+		doc:    `Event loops (threads) running proxied TCP connections; 0 = one per CPU the process may use.`},
+	// Off by default for now (docs/operations.md, "Privileges": once, on a
+	// loaded machine under the race detector, the drop took 14 s); on, a
+	// compromised daemon keeps only what a reload needs.
+	{name: "drop_capabilities", val: boolOf(func(g *Global) *bool { return &g.DropCapabilities }, false),
+		effect: EffectRestart,
+		doc:    "Once the VIPs listen and the XDP program is attached, drop every capability not needed afterwards (all threads and the bounding set; `l4lb status` lists what is kept)."},
+	{name: "busy_poll", val: durationOf(func(g *Global) *time.Duration { return &g.BusyPoll }, 0, span(0, MaxBusyPoll)),
+		effect: EffectNow, note: "every event loop, from its next wait",
+		doc: `An event loop with nothing to do polls this long before it sleeps: lower latency on virtual machines (no vCPU wake-up per event) for CPU; 0 = sleep at once.`},
+	{name: "resolvers", val: resolversOf(),
+		effect: EffectNow, note: "every backend name is looked up again at the new resolvers",
+		doc: `DNS servers for named backends, tried in order (port 53 by default); [] = the nameservers of /etc/resolv.conf. /etc/hosts is read first.`},
+	{name: "resolve_min", val: durationOf(func(g *Global) *time.Duration { return &g.ResolveMin }, defaultResolveMin, span(100*time.Millisecond, time.Hour)),
+		effect: EffectNow, note: "from each name's next lookup",
+		doc: `A backend name is looked up again after its record's TTL, at least this long after; failures retry from here, backing off.`},
+	{name: "resolve_max", val: durationOf(func(g *Global) *time.Duration { return &g.ResolveMax }, defaultResolveMax, span(time.Second, 24*time.Hour)),
+		check: checkResolveBounds, effect: EffectNow, note: "from each name's next lookup",
+		doc: `... and at most this long after; at least resolve_min.`},
+}
+
+// xdpKeys are the keys of [xdp]. Those with EffectRestart are read when
+// the XDP program loads; before that, they simply take the new value.
+var xdpKeys = []key[XDP]{
+	{name: "interface", val: stringOf(func(x *XDP) *string { return &x.Interface }, "", func(s string) string { return s }).as(`"IFNAME"`),
+		check: checkXDPInterface, effect: EffectRestart, def: "(required)",
+		doc: `The ingress interface the XDP program attaches to.`},
+	{name: "attach", val: enumOf(func(x *XDP) *l4.AttachMode { return &x.Attach }, l4.AttachDriver, l4.AttachModeNames()),
+		effect: EffectRestart,
+		doc:    `Where the program runs: driver, in the NIC driver (native XDP); generic, after the kernel built the packet: works on any interface (lo and bridges need it), at a fraction of the speed.`},
+	{name: "pin_path", val: stringOf(func(x *XDP) *string { return &x.PinPath }, "", orNone).as(`"PATH"`),
+		check: checkPinPath, effect: EffectRestart,
+		doc: `An absolute path on a bpffs: the maps and the program are pinned there and survive restarts; "" = not pinned.`},
+	{name: "conntrack_size", val: intOf(func(x *XDP) *int { return &x.ConntrackSize }, 1<<20, span[int64](1024, 1<<26)),
+		effect: EffectRestart,
+		doc:    `Flows the XDP flow table holds (an LRU, about 120 bytes each); size it at twice the peak of concurrent flows.`},
+	{name: "weight_refresh", val: durationOf(func(x *XDP) *time.Duration { return &x.WeightRefresh }, 5*time.Second, span(time.Second, time.Hour)),
+		effect: EffectNow,
+		doc:    `How often least_conn and least_time xdp VIPs turn live flows and RTTs into Maglev weights.`},
+	{name: "syn_rate_per_source", val: intOf(func(x *XDP) *int { return &x.SYNRatePerSource }, 0, span[int64](0, 10_000_000)),
+		effect: EffectNow, note: "every SYN from then on",
+		doc: `TCP SYNs a second one source address may send to any VIP (proxy VIPs too); more are dropped in XDP before they cost the kernel a socket; 0 = off.`},
+}
+
+// bgpReload is when a reload applies a [bgp] change: Diff reports the
+// table as one change (diffBGP).
+const bgpReload = "at once: peers are added, removed or changed, and the speaker restarts only when its own settings change; unchanged VIPs stay announced"
+
+// bgpKeys are the keys of [bgp].
+var bgpKeys = []key[BGP]{
+	{name: "asn", val: asnOf(func(b *BGP) *uint32 { return &b.ASN }), reload: bgpReload, def: "(required)",
+		doc: `This balancer's AS number (the same on every balancer).`},
+	{name: "router_id", val: routerID(), reload: bgpReload, def: "(required)",
+		doc: `An IPv4 address that names this speaker.`},
+	{name: "next_hop", val: nextHop(), reload: bgpReload, def: "each session's local address",
+		doc: `The next hop of the announced routes.`},
+	{name: "communities", val: communities(), reload: bgpReload, def: "[]",
+		doc: `Standard communities on every route.`},
+	{name: "hold_time", val: durationOf(func(b *BGP) *time.Duration { return &b.HoldTime }, 9*time.Second, span(3*time.Second, 65535*time.Second)),
+		reload: bgpReload,
+		doc:    `A peer that sends nothing this long is declared down; keepalives go every third of it. A balancer that dies without closing its sessions is seen after this long.`},
+	{name: "connect_retry", val: durationOf(func(b *BGP) *time.Duration { return &b.ConnectRetry }, time.Second, span(time.Second, 10*time.Minute)),
+		reload: bgpReload,
+		doc:    `The wait between attempts to reach a peer.`},
+	{name: "shutdown_grace", val: durationOf(func(b *BGP) *time.Duration { return &b.ShutdownGrace }, 2*time.Second, span(0, 5*time.Minute)),
+		reload: bgpReload,
+		doc:    `On SIGTERM every route is withdrawn, then l4lb waits this long for the router to move the flows before it drains.`},
+	{name: "peer", val: subTable[BGP]("[[bgp.peer]]", nil, func(dst, src *BGP) { dst.Peers = src.Peers }), reload: bgpReload,
+		doc: `The routers l4lb dials, at least one.`},
+}
+
+// peerKeys are the keys of a [[bgp.peer]] table.
+var peerKeys = []key[BGPPeer]{
+	{name: "address", val: peerAddress(), reload: bgpReload, def: "(required)",
+		doc: `The router's IP address; unique.`},
+	{name: "asn", val: asnOf(func(p *BGPPeer) *uint32 { return &p.ASN }), reload: bgpReload, def: "(required)",
+		doc: `The router's AS number.`},
+	{name: "password", val: stringOf(func(p *BGPPeer) *string { return &p.Password }, "", secret).omitIf(func(p *BGPPeer) bool { return p.Password == "" }),
+		reload: bgpReload, def: "none",
+		doc: "The TCP MD5 signature's key (RFC 2385). `l4lb status --show-config` shows it as " + Redacted + "."},
+	{name: "hold_time", val: durationOf(func(p *BGPPeer) *time.Duration { return &p.HoldTime }, 0, span(3*time.Second, 65535*time.Second)).omitIf(func(p *BGPPeer) bool { return p.HoldTime <= 0 }),
+		reload: bgpReload, def: "[bgp] hold_time",
+		doc: `hold_time for this peer.`},
+	{name: "port", val: intOf(func(p *BGPPeer) *uint16 { return &p.Port }, 179, span[int64](1, 65535)), reload: bgpReload,
+		doc: `The router's BGP port.`},
+}
+
+// adminSocket is admin_socket: "off" is "" in the Config.
+func adminSocket() keyValue[Global] {
+	v := stringOf(func(g *Global) *string { return &g.AdminSocket }, defaultAdminSocket, offIfEmpty).as(`"PATH" | "off"`)
+	v.toml = func(g *Global) string { return quoteTOML(offIfEmpty(g.AdminSocket)) }
+	return v
+}
+
+// checkAdminSocket checks admin_socket and turns "off" into "".
+func checkAdminSocket(l *layer, g *Global) {
+	switch path := g.AdminSocket; {
+	case path == "off":
+		g.AdminSocket = ""
+	case !strings.HasPrefix(path, "/"):
+		l.problem("admin_socket", "%q must be an absolute path, or \"off\"", path)
+		g.AdminSocket = defaultAdminSocket
+	case len(path) > maxUnixSocketPath:
+		l.problem("admin_socket", "is %d bytes long; a Unix socket path holds at most %d", len(path), maxUnixSocketPath)
+		g.AdminSocket = defaultAdminSocket
+	}
+}
+
+func checkMetricsListen(l *layer, g *Global) {
+	if g.MetricsListen != "" && !isHostPort(g.MetricsListen) {
+		l.problem("metrics_listen", "%q is not host:port (such as 127.0.0.1:9370 or [::1]:9370)", g.MetricsListen)
+		g.MetricsListen = ""
+	}
+}
+
+func checkResolveBounds(l *layer, g *Global) {
+	if g.ResolveMin > g.ResolveMax {
+		l.problem("resolve_min", "%s is above resolve_max %s", fmtDuration(g.ResolveMin), fmtDuration(g.ResolveMax))
+		g.ResolveMin, g.ResolveMax = defaultResolveMin, defaultResolveMax
+	}
+}
+
+// resolversOf is resolvers: addresses, port 53 by default.
+func resolversOf() keyValue[Global] {
+	return keyValue[Global]{
+		resolve: func(l *layer, key string, own, _ rawTable, g *Global) {
+			g.Resolvers = nil
+			raw := value(l, key, get[[]any](own, key), opt[[]any]{}, nil, "an array of addresses")
+			l.eachString(key, raw, `an address such as "198.18.0.53" or "198.18.0.53:53"`, func(i int, s string) {
+				if ap, err := parseResolver(s); err != nil {
+					l.problem(key, "[%d] %v", i, err)
+				} else {
+					g.Resolvers = append(g.Resolvers, ap)
+				}
+			})
+		},
+		text: func(g *Global) string { return addrList(g.Resolvers) },
+		toml: func(g *Global) string { return addrList(g.Resolvers) },
+		copy: func(dst, src *Global) { dst.Resolvers = src.Resolvers },
+		form: `["IP" | "IP:PORT", ...]`,
+	}
+}
+
+func checkXDPInterface(l *layer, x *XDP) {
+	switch {
+	case !l.has("interface"):
+		l.problem("interface", "is required: the interface the XDP program attaches to")
+	case !validIfName(x.Interface):
+		l.problem("interface", "%q is not an interface name (1 to 15 bytes, no /, : or spaces)", x.Interface)
+	}
+}
+
+func checkPinPath(l *layer, x *XDP) {
+	if x.PinPath != "" && !strings.HasPrefix(x.PinPath, "/") {
+		l.problem("pin_path", "%q must be an absolute path", x.PinPath)
+	}
+}
+
+// asnOf is a required AS number, 1..4294967295.
+func asnOf[S any](f func(*S) *uint32) keyValue[S] {
+	v := intOf(f, 0, span[int64](0, 1<<32-1))
+	n := v.resolve
+	v.resolve = func(l *layer, key string, own, def rawTable, s *S) {
+		n(l, key, own, def, s)
+		if !l.has(key) {
+			l.problem(key, "is required: an AS number")
+		} else if *f(s) == 0 && l.ok(key) {
+			l.problem(key, "must be 1..4294967295")
+		}
+	}
+	v.rule = "1..4294967295"
+	return v
+}
+
+// routerID is the required IPv4 router_id.
+func routerID() keyValue[BGP] {
+	return keyValue[BGP]{
+		resolve: func(l *layer, key string, own, _ rawTable, b *BGP) {
+			if rid := l.str(key, get[string](own, key), opt[string]{}, ""); rid == "" {
+				l.problem(key, "is required: an IPv4 address that names this speaker")
+			} else if a, err := netip.ParseAddr(rid); err != nil || !a.Is4() {
+				l.problem(key, "%q must be an IPv4 address", rid)
+			} else {
+				b.RouterID = a
+			}
+		},
+		toml: func(b *BGP) string { return quoteTOML(b.RouterID.String()) },
+		copy: func(dst, src *BGP) { dst.RouterID = src.RouterID },
+		form: `"IPV4"`,
+	}
+}
+
+// nextHop is the optional next_hop address.
+func nextHop() keyValue[BGP] {
+	return keyValue[BGP]{
+		resolve: func(l *layer, key string, own, _ rawTable, b *BGP) {
+			if nh := l.str(key, get[string](own, key), opt[string]{}, ""); nh != "" {
+				a, err := netip.ParseAddr(nh)
+				if err != nil || a.Zone() != "" || a.IsUnspecified() {
+					l.problem(key, "%q must be an IP address", nh)
+				}
+				b.NextHop = a.Unmap()
+			}
+		},
+		toml: func(b *BGP) string { return quoteTOML(b.NextHop.String()) },
+		omit: func(b *BGP) bool { return !b.NextHop.IsValid() },
+		copy: func(dst, src *BGP) { dst.NextHop = src.NextHop },
+		form: `"IP"`,
+	}
+}
+
+// communities is an array of standard communities.
+func communities() keyValue[BGP] {
+	return keyValue[BGP]{
+		resolve: func(l *layer, key string, own, _ rawTable, b *BGP) {
+			for i, e := range value(l, key, get[[]any](own, key), opt[[]any]{}, nil, "an array of communities") {
+				c, err := parseCommunity(e)
+				if err != nil {
+					l.problem(key, "[%d] %v", i, err)
+					continue
+				}
+				b.Communities = append(b.Communities, c)
+			}
+		},
+		toml: func(b *BGP) string {
+			cs := make([]string, len(b.Communities))
+			for i, c := range b.Communities {
+				cs[i] = CommunityString(c)
+			}
+			return stringList(cs)
+		},
+		omit: func(b *BGP) bool { return len(b.Communities) == 0 },
+		copy: func(dst, src *BGP) { dst.Communities = src.Communities },
+		form: `["ASN:VALUE", ...]`,
+	}
+}
+
+// peerAddress is a peer's required, unique address; buildBGPPeers checks
+// that it is unique.
+func peerAddress() keyValue[BGPPeer] {
+	return keyValue[BGPPeer]{
+		resolve: func(l *layer, key string, own, _ rawTable, p *BGPPeer) {
+			addr := l.str(key, get[string](own, key), opt[string]{}, "")
+			a, err := netip.ParseAddr(addr)
+			switch {
+			case addr == "":
+				l.problem(key, "is required: the peer's IP address")
+			case err != nil || a.Zone() != "" || a.IsUnspecified():
+				l.problem(key, "%q must be an IP address", addr)
+			default:
+				p.Address = a.Unmap()
+			}
+		},
+		toml: func(p *BGPPeer) string { return quoteTOML(p.Address.String()) },
+		copy: func(dst, src *BGPPeer) { dst.Address = src.Address },
+		form: `"IP"`,
+	}
+}
