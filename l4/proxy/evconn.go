@@ -262,6 +262,9 @@ func (c *evConn) dial(l *loop) {
 // start connects to b, which the pick acquired.
 func (c *evConn) start(l *loop, b *l4.Backend) {
 	c.mustLive()
+	if c.pick.attempts > 0 {
+		c.svc.Stats.Retries.Add(1) // another backend, after a failed connect
+	}
 	c.pick.tried.Add(b)
 	c.chosen, c.pick.lastTried = b, b
 	c.pick.attempts++

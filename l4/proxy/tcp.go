@@ -116,6 +116,9 @@ type ServiceStats struct {
 	// queue_timeout ran out (or at once, with queue_timeout 0).
 	QueueWaits    atomic.Uint64
 	QueueTimeouts atomic.Uint64
+	// Retries counts connects begun on another backend after one failed
+	// (retries; HAProxy's redispatches): the client did not see the failure.
+	Retries atomic.Uint64
 	// SNI routing (a VIP with routes): clients whose ClientHello was not
 	// TLS or malformed, had no server name or one no route lists, or was
 	// not complete within sni_timeout; and those the VIP's own backends

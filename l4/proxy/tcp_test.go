@@ -167,6 +167,9 @@ func TestRefusedBackendIsRetried(t *testing.T) {
 	if ts.backends[0].Stats.ConnectFails.Load() == 0 {
 		t.Fatal("the dead backend was never tried")
 	}
+	if r, f := ts.Stats.Retries.Load(), ts.backends[0].Stats.ConnectFails.Load(); r != f {
+		t.Fatalf("%d retries after %d failed connects: each failure is retried once", r, f)
+	}
 	if ts.Stats.NoBackend.Load() != 0 {
 		t.Fatal("a client was turned away")
 	}
