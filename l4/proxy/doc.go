@@ -21,5 +21,7 @@
 //
 // The package knows nothing of TOML or health checks: a service is given
 // immutable Settings and a snapshot.Store to pick from, and reports connect
-// outcomes through an Observer.
+// outcomes through an Observer. The control loop drives it through the
+// l4/plane contract: TCPPlane and UDPPlane (plane_*.go) wrap a service
+// each, with what they share across VIPs in Planes.
 package proxy
