@@ -52,11 +52,13 @@ fuzz:
 generate:
 	$(GO) generate ./...
 
-# docs: docs/configuration.md from the key tables of config/keys_*.go
-# (also part of generate); config/cmd/configdoc's test fails while the
-# page in the tree differs from them.
+# docs: docs/configuration.md from the key tables of config/keys_*.go and
+# docs/counters.md from the tags of l4/plane's status types (both also
+# part of generate); each generator's test fails while its page in the
+# tree differs.
 docs:
 	$(GO) run ./config/cmd/configdoc -o docs/configuration.md
+	$(GO) run ./l4/plane/cmd/counterdoc -o docs/counters.md
 
 # The generated BPF objects and bindings are committed (go build needs no
 # clang); CI regenerates them and fails when they differ from the C sources.

@@ -25,6 +25,7 @@ import (
 //	text:"...,bytes"       the value reads as a size (1.5MiB)
 //	note:"..."             words after the value
 type Counter struct {
+	JSON        string // the field's name in status --json
 	Metric      string
 	Label       string // the label's name, when the series is split ("" = none)
 	LabelValue  string
@@ -63,6 +64,7 @@ func appendCounters(out *[]Counter, v reflect.Value) {
 			continue
 		}
 		c := Counter{Help: f.Tag.Get("help"), Gauge: f.Tag.Get("kind") == "gauge", Note: f.Tag.Get("note")}
+		c.JSON, _, _ = strings.Cut(f.Tag.Get("json"), ",")
 		c.Metric, c.Label, c.LabelValue = splitMetric(f.Tag.Get("metric"))
 		parts := strings.Split(text, ",")
 		c.Line, c.Word, _ = strings.Cut(parts[0], "/")

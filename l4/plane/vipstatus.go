@@ -113,7 +113,7 @@ type TCPStatus struct {
 	// backend at its max_conns); QueueWaits how many ever did, and
 	// QueueTimeouts those reset when queue_timeout ran out.
 	Queued        int64  `json:"queued" metric:"vip_queued" help:"TCP connections waiting now for a backend slot (every backend at its max_conns)." kind:"gauge" text:"backends full/queued"`
-	QueueWaits    uint64 `json:"queue_waits,omitempty" text:"backends full/queue-waits"`
+	QueueWaits    uint64 `json:"queue_waits,omitempty" metric:"vip_queue_waits_total" help:"TCP connections that waited for a backend slot (every backend at its max_conns)." text:"backends full/queue-waits"`
 	QueueTimeouts uint64 `json:"queue_timeouts,omitempty" metric:"vip_queue_timeouts_total" help:"TCP clients reset after waiting queue_timeout for a backend slot." text:"backends full/queue-timeouts"`
 	// Retries counts connects begun on another backend after one failed.
 	Retries uint64 `json:"retries,omitempty" metric:"vip_connect_retries_total" help:"Backend connects begun on another backend after one failed (retries): the client did not see the failure." text:"events/retries,always"`
