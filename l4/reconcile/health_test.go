@@ -71,10 +71,11 @@ func testDownAndBack(t *testing.T, maxFails int) {
 	clients := startClients(vip)
 	clients.waitDialSince(t, time.Now())
 
+	killing := time.Now() // a passive mark may come before kill returns
 	servers["b"].kill()
 	killed := time.Now() // b refuses every connect begun from here on
 	took := waitBackend(t, rt, "web", "b", 10*time.Second, "down", func(b plane.BackendStatus) bool { return b.Health == "down" })
-	if n := probes.checksUntil("b", killed, l4.HealthDown); n > fall {
+	if n := probes.checksUntil("b", killing, killed, l4.HealthDown); n > fall {
 		t.Errorf("marked down after %d probes begun after the kill, want at most fall = %d", n, fall)
 	}
 	t.Logf("detection: down after %v (fall x interval + timeout = 500ms on an idle machine)", took)
@@ -98,7 +99,7 @@ func testDownAndBack(t *testing.T, maxFails int) {
 	servers["b"].restart(t)
 	restarted := time.Now()
 	took = waitBackend(t, rt, "web", "b", 10*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
-	if n := probes.checksUntil("b", restarted, l4.HealthUp); n > rise {
+	if n := probes.checksUntil("b", restarted, restarted, l4.HealthUp); n > rise {
 		t.Errorf("up after %d probes begun after the restart, want at most rise = %d", n, rise)
 	}
 	t.Logf("detection: up after %v (rise x interval = 400ms on an idle machine)", took)
@@ -158,14 +159,16 @@ func startProbedRuntime(t *testing.T, toml string) (*Runtime, *probeLog) {
 }
 
 // checksUntil counts backend's active checks begun at or after since up
-// to its first transition to h reported after since (MaxInt when none
-// was).
-func (p *probeLog) checksUntil(backend string, since time.Time, h l4.Health) int {
+// to its first transition to h reported after changedSince (MaxInt when
+// none was). changedSince may come before since: a passive mark (a
+// client's refused connect, max_fails = 1) can be reported before the
+// test has read the clock after the kill that caused it.
+func (p *probeLog) checksUntil(backend string, changedSince, since time.Time, h l4.Health) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for i, ev := range p.events {
-		if string(ev.Key.Backend) != backend || p.at[i].Before(since) {
+		if string(ev.Key.Backend) != backend || p.at[i].Before(changedSince) {
 			continue
 		}
 		if !ev.Passive && !ev.Result.Start.Before(since) {
