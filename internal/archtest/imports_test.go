@@ -65,6 +65,7 @@ var allowedProject = map[string][]string{
 	"bpf":              {"l4", "l4/balance", "l4/snapshot", "l4/guard", "conntrack"},
 	"internal/privs":   {},
 	"internal/resolve": {},
+	"internal/docpage": {},
 	"internal/bgp":     {"l4"},
 	// The metrics read the status wire types alone; the BGP wiring joins
 	// the speaker, the [bgp] table and those types, never the runtime.

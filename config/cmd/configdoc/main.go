@@ -8,19 +8,13 @@ import (
 	"os"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/docpage"
 )
 
 func main() {
 	out := flag.String("o", "", "write the page to this file (default: standard output)")
 	flag.Parse()
-	page := markdown(config.Reference())
-	var err error
-	if *out == "" {
-		_, err = os.Stdout.Write(page)
-	} else {
-		err = os.WriteFile(*out, page, 0o644)
-	}
-	if err != nil {
+	if err := docpage.Write(*out, markdown(config.Reference())); err != nil {
 		fmt.Fprintln(os.Stderr, "configdoc:", err)
 		os.Exit(1)
 	}

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/docpage"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/configuration.md from the key tables")
@@ -17,30 +16,8 @@ const page = "../../../docs/configuration.md"
 // TestPageIsCurrent: docs/configuration.md is what the key tables make,
 // so a key added, changed or removed without `make docs` fails here.
 func TestPageIsCurrent(t *testing.T) {
-	want := markdown(config.Reference())
-	if *update {
-		if err := os.WriteFile(page, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	got, err := os.ReadFile(page)
-	if err != nil {
+	if err := docpage.Check(page, markdown(config.Reference()), *update); err != nil {
 		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		i := 0
-		for i < len(g) && i < len(w) && g[i] == w[i] {
-			i++
-		}
-		line := func(l []string) string {
-			if i < len(l) {
-				return l[i]
-			}
-			return "(end of page)"
-		}
-		t.Fatalf("docs/configuration.md is not what the key tables make: run `make docs` and commit it.\nline %d is\n\t%s\nand should be\n\t%s", i+1, line(g), line(w))
 	}
 }
 

@@ -9,20 +9,14 @@ import (
 	"os"
 	"strings"
 
+	"github.com/l4lb/l4lb/internal/docpage"
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
 func main() {
 	out := flag.String("o", "", "write the page to this file (default: standard output)")
 	flag.Parse()
-	page := markdown()
-	var err error
-	if *out == "" {
-		_, err = os.Stdout.Write(page)
-	} else {
-		err = os.WriteFile(*out, page, 0o644)
-	}
-	if err != nil {
+	if err := docpage.Write(*out, markdown()); err != nil {
 		fmt.Fprintln(os.Stderr, "counterdoc:", err)
 		os.Exit(1)
 	}
