@@ -192,15 +192,9 @@ func sessionsKey(i int) string { return fmt.Sprintf("vip[%d].max_sessions", i) }
 
 // fmtBytes prints a size in binary units: 512 B, 16 MiB, 64 TiB.
 func fmtBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
+	v, unit := l4.BinaryUnits(n)
+	if unit == "B" {
 		return fmt.Sprintf("%d B", n)
 	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	s := strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64)
-	return strings.TrimSuffix(s, ".0") + " " + string("KMGTPE"[exp]) + "iB"
+	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + " " + unit
 }

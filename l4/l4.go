@@ -77,3 +77,19 @@ func (h Health) String() string {
 	}
 	return "unknown"
 }
+
+// BinaryUnits splits a byte count into a value and its binary unit (B,
+// KiB, MiB, ... EiB), the unit the largest that leaves the value at least
+// 1: what every size l4lb prints is written from.
+func BinaryUnits(n uint64) (float64, string) {
+	const unit = 1024
+	if n < unit {
+		return float64(n), "B"
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return float64(n) / float64(div), string("KMGTPE"[exp]) + "iB"
+}

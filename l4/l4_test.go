@@ -94,3 +94,18 @@ func TestEndReasonNames(t *testing.T) {
 		t.Fatalf("unnamed: %q", s)
 	}
 }
+
+func TestBinaryUnits(t *testing.T) {
+	for _, tc := range []struct {
+		n    uint64
+		v    float64
+		unit string
+	}{
+		{0, 0, "B"}, {1023, 1023, "B"}, {1024, 1, "KiB"}, {1536, 1.5, "KiB"},
+		{16 << 20, 16, "MiB"}, {64 << 40, 64, "TiB"}, {1 << 63, 8, "EiB"},
+	} {
+		if v, unit := BinaryUnits(tc.n); v != tc.v || unit != tc.unit {
+			t.Errorf("BinaryUnits(%d) = %v %s, want %v %s", tc.n, v, unit, tc.v, tc.unit)
+		}
+	}
+}

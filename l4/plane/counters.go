@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // Counter is one counter or gauge of a data plane's status struct
@@ -136,16 +138,11 @@ func CounterLines(indent string, cs []Counter, all bool) []string {
 
 // SizeString prints a byte count as the text status does: 512B, 1.5KiB.
 func SizeString(n uint64) string {
-	const unit = 1024
-	if n < unit {
+	v, unit := l4.BinaryUnits(n)
+	if unit == "B" {
 		return fmt.Sprintf("%dB", n)
 	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return fmt.Sprintf("%.1f%s", v, unit)
 }
 
 // LoadCounters fills the counters of dst (a pointer to a status struct)
