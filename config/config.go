@@ -151,6 +151,9 @@ type VIP struct {
 	// SMTP the client waits for the server's greeting and would be cut.
 	// Only for tcp VIPs in proxy mode.
 	FirstByteTimeout time.Duration
+	// AppProtocol is the application protocol the VIP carries, whose
+	// framing l4lb may read as bytes pass (app_protocol).
+	AppProtocol l4.AppProtocol
 	// QueueTimeout is how long a new connection waits when every backend
 	// is at its max_conns ([[vip.backend]]): it holds its VIP max_conns
 	// slot, is served in arrival order when a backend frees a slot, and

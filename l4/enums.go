@@ -341,6 +341,26 @@ func (s SNINoMatch) String() string { return enumName(s, "sni_no_match", sniNoMa
 // SNINoMatchNames lists the choices as the config names them.
 func SNINoMatchNames() []string { return sniNoMatchNames[:] }
 
+// AppProtocol is the application protocol a TCP VIP declares it carries
+// (app_protocol): what l4lb may read of its framing as bytes pass, never
+// terminating or parsing queries.
+type AppProtocol uint8
+
+// Application protocols.
+const (
+	AppNone      AppProtocol = iota // opaque bytes
+	AppPostgres                     // the PostgreSQL frontend/backend protocol
+	AppMySQL                        // the MySQL/MariaDB client/server protocol
+	AppWebSocket                    // HTTP/1.1 upgraded to WebSocket (RFC 6455)
+)
+
+var appProtocolNames = [...]string{AppNone: "none", AppPostgres: "postgres", AppMySQL: "mysql", AppWebSocket: "websocket"}
+
+func (a AppProtocol) String() string { return enumName(a, "app_protocol", appProtocolNames[:]) }
+
+// AppProtocolNames lists the application protocols as the config names them.
+func AppProtocolNames() []string { return appProtocolNames[:] }
+
 // BackupMode is which backup backends serve while no primary is eligible
 // (backup_mode).
 type BackupMode uint8

@@ -34,6 +34,9 @@ type Settings struct {
 	KeepAlive      time.Duration   // TCP keepalive idle on both sides; 0 = off
 	MaxConns       int             // 0 = unlimited
 	ProxyProtocol  l4.ProxyVersion // PROXY header sent to backends; ProxyOff = none
+	// AppProtocol is the application protocol the VIP declares; features
+	// that read its framing check it (AppNone: opaque bytes).
+	AppProtocol l4.AppProtocol
 	// AcceptProxy makes every client send a PROXY header first
 	// (AcceptProxyV1, V2 or Any; Off = none), within ConnectTimeout, from a
 	// source in AcceptProxyFrom; its source address then replaces the

@@ -20,6 +20,7 @@ func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 		KeepAlive:      vc.KeepAlive,
 		MaxConns:       vc.MaxConns,
 		ProxyProtocol:  vc.ProxyProtocol,
+		AppProtocol:    vc.AppProtocol,
 
 		AcceptProxy:     vc.AcceptProxyProtocol,
 		AcceptProxyFrom: vc.AcceptProxyProtocolFrom,

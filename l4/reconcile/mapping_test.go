@@ -132,6 +132,7 @@ var mappingRows = []mappingRow{
 	{key: "max_conns", set: func(v *config.VIP) { v.MaxConns = 1234 }, path: "TCP.Service.MaxConns", want: 1234},
 	{key: "proxy_protocol = v1", set: func(v *config.VIP) { v.ProxyProtocol = l4.ProxyV1 }, path: "TCP.Service.ProxyProtocol", want: l4.ProxyV1},
 	{key: "proxy_protocol = v2", set: func(v *config.VIP) { v.ProxyProtocol = l4.ProxyV2 }, path: "TCP.Service.ProxyProtocol", want: l4.ProxyV2},
+	{key: "app_protocol = postgres", set: func(v *config.VIP) { v.AppProtocol = l4.AppPostgres }, path: "TCP.Service.AppProtocol", want: l4.AppPostgres},
 	{key: "accept_proxy_protocol = v1", set: func(v *config.VIP) { v.AcceptProxyProtocol = l4.AcceptProxyV1 }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyV1},
 	{key: "accept_proxy_protocol = v2", set: func(v *config.VIP) { v.AcceptProxyProtocol = l4.AcceptProxyV2 }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyV2},
 	{key: "accept_proxy_protocol = any", set: func(v *config.VIP) { v.AcceptProxyProtocol = l4.AcceptProxyAny }, path: "TCP.Service.AcceptProxy", want: proxy.AcceptProxyAny},
