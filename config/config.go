@@ -256,7 +256,7 @@ type Health struct {
 	MaxFails    int
 	FailTimeout time.Duration
 	SlowStart   time.Duration // ramp the weight over this after recovery; 0 = off (default); up to 1h
-	OnDown      l4.OnDown     // keep | reset; default keep
+	OnDown      l4.OnDown     // keep | reset | graceful; default keep
 	// SendProxy is the PROXY protocol header every check connection
 	// starts with (HAProxy's check-send-proxy): off, v1 or v2, the VIP's
 	// proxy_protocol version. The file's send_proxy (true or false)

@@ -48,7 +48,7 @@ var healthKeys = []key[Health]{
 		doc: `A backend that comes back up ramps its weight from 0 over this long; 0 = off.`},
 	{name: "on_down", val: enumOf(func(h *Health) *l4.OnDown { return &h.OnDown }, l4.OnDownKeep, l4.OnDownNames()),
 		effect: EffectNow, note: "for backends that go down from now on",
-		doc: `What happens to a backend's established connections when its check marks it down: keep, they continue; reset, they are reset.`},
+		doc: `What happens to a backend's established connections when its check marks it down: keep, they continue; reset, they are reset; graceful, they are closed (FIN both ways) at the next boundary of the VIP's app_protocol (an idle session, a WebSocket Close frame; within 10 s or idle_timeout, then closed anyway), at once on a VIP without one.`},
 	{name: "send", scope: sendExpect, val: healthSend(),
 		effect: EffectNow, note: probesRestart,
 		doc: `send_expect: the bytes sent, as text (send and send_hex are one setting: at most one of them, at most 4096 bytes).`},

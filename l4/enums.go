@@ -189,8 +189,8 @@ const (
 	EndConnectTimeout           // as connect_failed, and the last connect timed out (connect_timeout)
 	EndNoBackend                // no eligible backend to try: the client was reset
 	EndLocalError               // l4lb ran out of descriptors, memory or ports: the client was reset
-	EndDrain                    // reset when drain_timeout expired (a reload removed the VIP, or shutdown)
-	EndOnDown                   // reset because its backend went down (health on_down = "reset")
+	EndDrain                    // reset when drain_timeout expired (a reload removed the VIP, or shutdown); or, app_protocol, closed at a boundary during the drain
+	EndOnDown                   // reset (or closed, on_down = "graceful") because its backend went down
 	EndDisabled                 // reset because an operator disabled its backend
 	EndRebalance                // closed by a rebalance
 	EndMoved                    // UDP: its backend stopped taking flows; the next datagram starts a new session
@@ -384,11 +384,12 @@ type OnDown uint8
 
 // On-down actions.
 const (
-	OnDownKeep  OnDown = iota // they continue
-	OnDownReset               // they are reset
+	OnDownKeep     OnDown = iota // they continue
+	OnDownReset                  // they are reset
+	OnDownGraceful               // they are closed (FIN), at a boundary of the VIP's app_protocol
 )
 
-var onDownNames = [...]string{OnDownKeep: "keep", OnDownReset: "reset"}
+var onDownNames = [...]string{OnDownKeep: "keep", OnDownReset: "reset", OnDownGraceful: "graceful"}
 
 func (o OnDown) String() string { return enumName(o, "on_down", onDownNames[:]) }
 

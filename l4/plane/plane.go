@@ -107,6 +107,18 @@ type Route struct {
 	Observer  Observer
 }
 
+// Goodbye is a plane that can end its established flows at a boundary
+// of their application protocol (a TCP proxy VIP with an app_protocol).
+type Goodbye interface {
+	// SayGoodbye asks every established flow (and every flow that opens
+	// from now on) to end at its protocol's next boundary; restart: l4lb
+	// stops or restarts (a WebSocket client hears 1012 service restart
+	// rather than 1001 going away). The drain that follows ends the rest
+	// at its deadline. It returns how many it asked; 0 on a VIP without
+	// an app_protocol.
+	SayGoodbye(restart bool) int
+}
+
 // ListenerHandoff is a plane whose listening sockets the next l4lb can
 // take over in an upgrade (the proxy planes).
 type ListenerHandoff interface {

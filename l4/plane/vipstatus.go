@@ -117,6 +117,13 @@ type TCPStatus struct {
 	QueueTimeouts uint64 `json:"queue_timeouts,omitempty" metric:"vip_queue_timeouts_total" help:"TCP clients reset after waiting queue_timeout for a backend slot." text:"backends full/queue-timeouts"`
 	// Retries counts connects begun on another backend after one failed.
 	Retries uint64 `json:"retries,omitempty" metric:"vip_connect_retries_total" help:"Backend connects begun on another backend after one failed (retries): the client did not see the failure." text:"events/retries,always"`
+	// Closes asked of an app_protocol VIP's connections (rebalance,
+	// drain, on_down = "graceful", shutdown): made at a boundary of the
+	// protocol, or fallen back to a plain close; and the connections
+	// whose framing was lost or went TLS (their closes fall back).
+	BoundaryCloses    uint64 `json:"boundary_closes,omitempty" metric:"vip_boundary_closes_total" help:"Connections of an app_protocol VIP closed at a boundary of the protocol (an idle session; a WebSocket Close frame) for a rebalance, drain, on_down = graceful or shutdown." text:"app closes/at-boundary"`
+	BoundaryFallbacks uint64 `json:"boundary_fallbacks,omitempty" metric:"vip_boundary_fallbacks_total" help:"Closes asked of an app_protocol VIP's connections that fell back to a plain close or reset: no boundary in time, framing lost, TLS." text:"app closes/fallbacks"`
+	FramingLost       uint64 `json:"framing_lost,omitempty" metric:"vip_framing_lost_total" help:"Connections of an app_protocol VIP whose server stream l4lb could not follow: TLS, or framing that made no sense." text:"app closes/framing-lost"`
 }
 
 // UDPStatus holds a UDP VIP's datagram counters (proxy.UDPStats says

@@ -33,6 +33,9 @@ type evService struct {
 	// refuse: the final reset of a drain runs; connections that finish
 	// their connect now are ended at once.
 	refuse atomic.Bool
+	// goodbye is the WebSocket close code a drain or shutdown tells
+	// (evboundary.go); 0 = none under way.
+	goodbye atomic.Uint32
 
 	// accepting: no limit is reached; the loops' registrations follow it.
 	accepting atomic.Bool
@@ -296,6 +299,9 @@ func (s *TCPService) resetWhereLoops(match func(*l4.Backend) bool, why l4.EndRea
 	s.ev.loops.each(func(l *loop) {
 		for c := range l.conns {
 			if c.svc == s && match(c.chosen) {
+				if c.app != nil && c.app.asked && !c.app.bye && c.state == evOpen {
+					s.Stats.BoundaryFallbacks.Add(1) // asked, it never stood at a boundary in time
+				}
 				c.finish(l, true, true, why)
 				n.Add(1)
 			}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/appframe"
 )
 
 // CloseHow says how CloseSome ends a connection.
@@ -78,7 +79,11 @@ func (s *TCPService) CloseSome(b *l4.Backend, n int, how CloseHow) int {
 			// The struct may have ended and been reused since: its
 			// generation says.
 			if k.l == l && k.c.gen == k.gen && k.c.state == evOpen && k.c.svc == s && k.c.chosen == b {
-				k.c.startClose(l, how)
+				if how == CloseFIN && k.c.app != nil {
+					k.c.askClose(l, closeAsk{why: l4.EndRebalance, code: appframe.CloseGoingAway, wait: k.c.closeWait()}) // at a boundary
+				} else {
+					k.c.startClose(l, how)
+				}
 				closed.Add(1)
 			}
 		}
@@ -113,10 +118,11 @@ func (s *TCPService) closeCandidates(l *loop, b *l4.Backend, n int) []closeCandi
 	var out []closeCandidate
 	now := l.now()
 	for c := range l.conns {
-		if c.svc != s || c.chosen != b || c.state != evOpen {
+		if c.svc != s || c.chosen != b || c.state != evOpen || (c.app != nil && c.app.asked) {
 			continue
 		}
-		busy := now-c.times.lastActive < int64(quietFor) || c.up.pending > 0 || c.down.pending > 0
+		busy := now-c.times.lastActive < int64(quietFor) || c.up.pending > 0 || c.down.pending > 0 ||
+			(c.app != nil && !c.app.t.Idle()) // mid-transaction or mid-frame: its close would wait
 		out = append(out, closeCandidate{c: c, gen: c.gen, l: l, busy: busy, since: c.times.dialAt})
 	}
 	if len(out) > n {
@@ -139,14 +145,23 @@ func (c *evConn) startClose(l *loop, how CloseHow) {
 		c.finish(l, true, true, l4.EndRebalance)
 		return
 	}
+	if c.app == nil || !c.app.released {
+		s.release(c.chosen)
+	}
 	c.state = evClosing
-	s.release(c.chosen)
+	l.after(c.closeWait(), c, c.gen<<2|timerLinger)
+	c.pumpClosing(l)
+}
+
+// closeWait is how long a closing connection waits for its peers, and
+// an asked one for a boundary: closeLinger, at most its idle_timeout.
+func (c *evConn) closeWait() time.Duration {
+	c.mustLive()
 	wait := closeLinger
 	if c.times.idle > 0 && time.Duration(c.times.idle) < wait {
 		wait = time.Duration(c.times.idle)
 	}
-	l.after(wait, c, c.gen<<2|timerLinger)
-	c.pumpClosing(l)
+	return wait
 }
 
 // pumpClosing moves a closing connection on: pending bytes and FINs out,

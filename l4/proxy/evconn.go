@@ -15,6 +15,7 @@ import (
 
 	"github.com/l4lb/l4lb/conntrack"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/appframe"
 	"github.com/l4lb/l4lb/l4/balance"
 	"github.com/l4lb/l4lb/l4/guard"
 	"github.com/l4lb/l4lb/l4/snapshot"
@@ -98,6 +99,7 @@ type evConn struct {
 
 	fin   l4.EndReason // whose FIN came first: the end of a connection closed both ways (its log line)
 	stays bool         // an upgrade's new process did not take it: it ends here
+	app   *appConn     // app_protocol VIPs: the server stream's tracker, a close asked (evboundary.go); nil = none
 	freed *freeRecord  // where it was freed (l4lbpoison builds only)
 }
 
@@ -155,6 +157,7 @@ type evDir struct {
 	eof      bool   // src sent FIN
 	done     bool   // the FIN was passed on
 	splice   bool   // bulk: move chunks with splice
+	track    bool   // copy only: the connection's tracker follows these bytes (evboundary.go)
 	// stallMark is n when the loop last found the direction blocked on its
 	// destination; suspect: the destination could take bytes then, and no
 	// edge had come (evstall.go). suspect sits with the other flags: one
@@ -364,6 +367,10 @@ func (c *evConn) onTimer(l *loop, gen uint32) {
 	case timerConnect:
 		c.connectTimer(l)
 	case timerLinger:
+		if c.state == evOpen {
+			c.appTimer(l) // a close asked, waiting for a boundary
+			return
+		}
 		c.lingerEnd(l)
 	}
 }
@@ -526,6 +533,9 @@ func (c *evConn) open(l *loop) {
 	if c.st.KeepAlive > 0 {
 		l.after(keepAliveAfter, c, c.gen<<2|timerKeepAlive)
 	}
+	if c.st.AppProtocol != l4.AppNone {
+		c.startApp(l)
+	}
 	c.pump(l) // the client may have sent already, a server-speaks-first backend too
 }
 
@@ -592,6 +602,9 @@ func (c *evConn) pump(l *loop) {
 	if c.state == evOpen && c.move(l, &c.down) {
 		more = true
 	}
+	if c.app != nil && c.app.asked && c.state == evOpen {
+		c.appCheck(l)
+	}
 	if more && c.state == evOpen && !c.queued {
 		c.queued = true
 		l.again = append(l.again, againEntry{t: c, gen: c.gen})
@@ -646,7 +659,7 @@ func (c *evConn) move(l *loop, d *evDir) bool {
 			}
 			continue // a short splice may be the pipe's limit, not the source's: read again
 		}
-		if n >= spliceMin {
+		if n >= spliceMin && !d.track {
 			d.splice = true // bulk: splice wins from about 16 KiB a chunk (BenchmarkChunk)
 		}
 		if n < copyChunk {
@@ -672,13 +685,21 @@ func (c *evConn) move(l *loop, d *evDir) bool {
 // the destination does not take waits in a pipe.
 func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 	c.mustLive()
-	n, err = readRetry(d.src.fd, l.scratch.buf)
+	buf := l.scratch.buf
+	if d.track {
+		buf = buf[:len(buf)-appframe.CloseFrameLen] // room for a goodbye after the bytes read
+	}
+	n, err = readRetry(d.src.fd, buf)
 	if err != nil || n == 0 {
 		return n, err, false
 	}
+	out := n
+	if d.track {
+		out = c.followServer(l, buf, n)
+	}
 	w := 0
-	if d.dst.writable {
-		w, err = writeRetry(d.dst.fd, l.scratch.buf[:n])
+	if d.dst.writable && out > 0 {
+		w, err = writeRetry(d.dst.fd, buf[:out])
 		if err == unix.EAGAIN {
 			w, err = 0, nil
 			d.dst.writable = false
@@ -689,11 +710,11 @@ func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 		}
 	}
 	c.moved(l, d, w)
-	if w < n {
+	if w < out {
 		// What was not written waits; the destination stays writable
 		// unless the write said EAGAIN (see writePending), so the next
 		// round writes again and learns which it is.
-		c.hold(l, d, l.scratch.buf[w:n])
+		c.hold(l, d, buf[w:out])
 	}
 	return n, nil, false
 }
@@ -944,9 +965,13 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 		return
 	}
 	released := c.state == evClosing // its live flow ended when the close began
-	if released {
+	if c.app != nil && c.app.asked {
+		released = c.app.released
+		why = c.app.ask.why // whatever ends it, a close was asked
+	} else if released {
 		why = l4.EndRebalance // whatever ends it, a rebalance began to close it
 	}
+	l.putApp(c)
 	c.state = evClosed
 	c.closeSock(l, &c.clientSock, resetClient)
 	c.closeSock(l, &c.backendSock, resetBackend)

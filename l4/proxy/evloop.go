@@ -193,6 +193,7 @@ type pipeCache struct {
 // reuse.
 type loopFree struct {
 	conns      []*evConn
+	apps       []*appConn // app_protocol trackers (evboundary.go)
 	sessions   []*loopSession
 	quarantine *quarantine // freed structs not yet reused (l4lbpoison builds only)
 }

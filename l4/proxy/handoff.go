@@ -325,6 +325,7 @@ func onLoops(ds []*DetachedConn, fn func(*evConn, *loop)) {
 // in the other process.
 func (c *evConn) released(l *loop) {
 	c.mustLive()
+	l.putApp(c) // the next process follows no framing of it (it starts mid-stream)
 	c.state = evClosed
 	for _, sk := range [2]*sock{&c.clientSock, &c.backendSock} {
 		if sk.fd >= 0 {

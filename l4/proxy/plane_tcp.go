@@ -127,6 +127,10 @@ func (p *TCPPlane) FillStatus(s *plane.VIPStatus) {
 	plane.LoadCounters(s.TCP, st) // every counter but Queued, by name
 }
 
+// SayGoodbye asks the connections to close at a boundary of the VIP's
+// app_protocol (see TCPService.SayGoodbye).
+func (p *TCPPlane) SayGoodbye(restart bool) int { return p.svc.SayGoodbye(restart) }
+
 // ListenFDs duplicates the listener for the next l4lb.
 func (p *TCPPlane) ListenFDs() ([]int, error) {
 	fd, err := p.svc.ListenerFD()

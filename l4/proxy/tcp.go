@@ -130,6 +130,18 @@ type ServiceStats struct {
 	SNINoMatch  atomic.Uint64
 	SNITimeouts atomic.Uint64
 	SNIDefault  atomic.Uint64
+	AppStats
+}
+
+// AppStats count the closes asked of connections of an app_protocol VIP
+// (evboundary.go): those made at a boundary of the protocol (a WebSocket
+// goodbye included), those that fell back to a plain close (no boundary
+// in time, framing lost, TLS), and the connections whose framing was
+// lost or went TLS.
+type AppStats struct {
+	BoundaryCloses    atomic.Uint64
+	BoundaryFallbacks atomic.Uint64
+	FramingLost       atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
@@ -377,10 +389,13 @@ func (s *TCPService) Close() error {
 func (s *TCPService) Affinity() *conntrack.Affinity { return s.affinity.Load() }
 
 // Drain stops accepting and waits for connections to end until ctx is done,
-// then resets the rest. It returns how many were reset.
+// then resets the rest. It returns how many were reset. On a VIP with an
+// app_protocol, connections close at their protocol's next boundary
+// meanwhile (SayGoodbye).
 func (s *TCPService) Drain(ctx context.Context) int {
 	_ = s.Close()
 	s.limit.stop()
+	s.SayGoodbye(false) // app_protocol VIPs: close at boundaries until the deadline
 	return s.drainLoops(ctx)
 }
 

@@ -4,6 +4,7 @@
 package reconcile
 
 import (
+	"math"
 	"net/netip"
 	"time"
 
@@ -107,6 +108,9 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 			v.log.Info("on_down reset: sessions closed", zap.String("backend", string(id)), zap.Int("reset", n))
 		}()
 	}
+	if h == l4.HealthDown && vc.Health.OnDown == l4.OnDownGraceful {
+		go v.closeGracefully(b.b)
+	}
 	if h == l4.HealthUp && vc.Health.SlowStart > 0 {
 		v.startRamp()
 	}
@@ -205,4 +209,17 @@ func (r *Runtime) healthStatus(v *vip, bs *plane.BackendStatus) {
 			bs.LastCheck = st.Last.Reason
 		}
 	}
+}
+
+// closeGracefully ends the established flows of b, which went down, in
+// order (on_down = "graceful"): at a boundary of the VIP's app_protocol,
+// or with a FIN both ways at once without one. Planes that cannot close
+// flows one by one (UDP, xdp) keep them.
+func (v *vip) closeGracefully(b *l4.Backend) {
+	n, err := v.dp.CloseSome(b, math.MaxInt, false)
+	if err != nil {
+		v.log.Info("on_down graceful: the data plane keeps the flows", zap.String("backend", string(b.ID)), zap.Error(err))
+		return
+	}
+	v.log.Info("on_down graceful: closing at a boundary", zap.String("backend", string(b.ID)), zap.Int("closing", n))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/l4lb/l4lb/config"
 	"github.com/l4lb/l4lb/health"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/plane"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/xdpplane"
 )
@@ -407,6 +408,9 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if g, ok := v.dp.(plane.Goodbye); ok {
+				g.SayGoodbye(true) // app_protocol: at boundaries; WebSocket clients hear 1012
+			}
 			if n := v.drain(ctx); n > 0 {
 				r.log.Warn("connections reset at drain timeout", zap.String("vip", v.name()), zap.Int("reset", n))
 			}
