@@ -1,14 +1,24 @@
 // Closing at a boundary of the app_protocol against the real daemon:
-// pgbench through a rebalance, with and without app_protocol = "postgres".
+// pgbench through rebalances, with and without app_protocol = "postgres";
+// WebSocket clients through a drain and a shutdown, with and without
+// app_protocol = "websocket".
 
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/l4lb/l4lb/internal/testutil"
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // TestPgbenchRebalanceAtBoundary: pgbench's TPC-B-like script, a new
@@ -76,4 +86,123 @@ func TestPgbenchRebalanceAtBoundary(t *testing.T) {
 	if st.TCP.BoundaryCloses == 0 || st.TCP.BoundaryFallbacks != 0 {
 		t.Fatalf("status: %d closes at a boundary, %d fallbacks; want some, and none", st.TCP.BoundaryCloses, st.TCP.BoundaryFallbacks)
 	}
+}
+
+// streamer is a real WebSocket client (gorilla/websocket) that sends a
+// message every 20ms to an echo server through the VIP, so that frames
+// stream both ways, and reads until its connection ends; end says how:
+// the close code of the Close frame it got, or 1006 (abnormal closure)
+// for anything else (an EOF or a reset without one).
+type streamer struct {
+	end chan int
+}
+
+func startStreamer(t *testing.T, tp *testutil.Topology, port int) *streamer {
+	t.Helper()
+	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := tp.Client.Do(func() (err error) {
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}}
+	ws, _, err := d.Dial(fmt.Sprintf("ws://%s/", netip.AddrPortFrom(tp.VIP, uint16(port))), nil)
+	if err != nil {
+		t.Fatalf("websocket dial :%d: %v", port, err)
+	}
+	s := &streamer{end: make(chan int, 1)}
+	stop := make(chan struct{})
+	t.Cleanup(func() { ws.Close() })
+	go func() { // the writer: a bounded stream, stopped when the reader ends
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for range 3000 {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if ws.WriteMessage(websocket.TextMessage, []byte("tick")) != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		defer close(stop)
+		ws.SetReadDeadline(time.Now().Add(time.Minute))
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				var ce *websocket.CloseError
+				code := websocket.CloseAbnormalClosure
+				if errors.As(err, &ce) {
+					code = ce.Code
+				}
+				s.end <- code
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// ends waits for each streamer's end and counts them by code.
+func ends(t *testing.T, ss []*streamer, within time.Duration) map[int]int {
+	t.Helper()
+	codes := map[int]int{}
+	deadline := time.After(within)
+	for _, s := range ss {
+		select {
+		case code := <-s.end:
+			codes[code]++
+		case <-deadline:
+			t.Fatalf("clients still connected after %v; ended so far: %v", within, codes)
+		}
+	}
+	return codes
+}
+
+// TestWebSocketGoodbye: WebSocket clients streaming through two VIPs over
+// the same echo server. A reload moves both VIPs (the old ones drain):
+// the clients of the VIP with app_protocol = "websocket" get a Close
+// frame with 1001 (going away) at a frame boundary, the others nothing
+// but a reset at the drain's deadline (1006, abnormal: the test proves
+// it can fail). Then l4lb stops (SIGTERM): the websocket VIP's clients
+// get 1012 (service restart).
+func TestWebSocketGoodbye(t *testing.T) {
+	tp := testutil.NewTopology(t, 1)
+	wsBackend(t, tp, 0)
+	conf := func(plain, ws string) string {
+		return newConf(`drain_timeout = "2s"`).
+			vip("plain", plain, `idle_timeout = "1h"`).health(`type = "none"`).backends(1, wsPort).
+			vip("ws", ws, `idle_timeout = "1h"`, `app_protocol = "websocket"`).health(`type = "none"`).backends(1, wsPort).String()
+	}
+	lb := startLB(t, tp, conf(":80", ":81"))
+	const n = 4
+	var plain, ws []*streamer
+	for range n {
+		plain = append(plain, startStreamer(t, tp, 80))
+		ws = append(ws, startStreamer(t, tp, 81))
+	}
+	time.Sleep(200 * time.Millisecond) // frames flow both ways
+	lb.writeConfig(t, conf(":82", ":83"))
+	lb.reloadOK(t)
+	if got := ends(t, ws, 10*time.Second); got[websocket.CloseGoingAway] != n {
+		t.Fatalf("app_protocol = websocket, drained: close codes %v, want %d x 1001", got, n)
+	}
+	if got := ends(t, plain, 10*time.Second); got[websocket.CloseAbnormalClosure] != n {
+		t.Fatalf("app_protocol = none, drained: close codes %v, want %d x 1006 (no Close frame)", got, n)
+	}
+	lb.waitStatus(t, 5*time.Second, "the drained VIPs gone", func(st plane.Status) bool { return len(st.VIPs) == 2 })
+
+	ws = nil
+	for range n {
+		ws = append(ws, startStreamer(t, tp, 83))
+	}
+	time.Sleep(200 * time.Millisecond)
+	lb.signal(t, syscall.SIGTERM)
+	if got := ends(t, ws, 10*time.Second); got[websocket.CloseServiceRestart] != n {
+		t.Fatalf("app_protocol = websocket, shutdown: close codes %v, want %d x 1012", got, n)
+	}
+	lb.waitExit(t, 10*time.Second, "SIGTERM")
 }
