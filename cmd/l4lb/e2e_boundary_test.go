@@ -7,14 +7,17 @@ package main
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/gorilla/websocket"
 
 	"github.com/l4lb/l4lb/internal/testutil"
@@ -205,4 +208,119 @@ func TestWebSocketGoodbye(t *testing.T) {
 		t.Fatalf("app_protocol = websocket, shutdown: close codes %v, want %d x 1012", got, n)
 	}
 	lb.waitExit(t, 10*time.Second, "SIGTERM")
+}
+
+// mysqlTransactions runs clients goroutines, each opening a new
+// connection per transaction (go-sql-driver, from the client namespace)
+// to the VIP's port and running BEGIN, two INSERTs, COMMIT, until stop;
+// it returns the transactions committed and the errors met.
+func mysqlTransactions(t *testing.T, tp *testutil.Topology, port, clients int, stop <-chan struct{}) (wait func() (committed int, errs []error)) {
+	t.Helper()
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.DBName = "l4lb", "pw", "tcp", "slap"
+	cfg.Addr = netip.AddrPortFrom(tp.VIP, uint16(port)).String()
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 5*time.Second, 5*time.Second, 5*time.Second
+	cfg.Logger = &mysql.NopLogger{}
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+		err = tp.Client.Do(func() error { c, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
+		return c, err
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	committed, errs := 0, []error(nil)
+	one := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := connector.Connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		for _, q := range []string{"BEGIN", "INSERT INTO t VALUES (NULL)", "INSERT INTO t VALUES (NULL)", "COMMIT"} {
+			if _, err := conn.(driver.ExecerContext).ExecContext(ctx, q, nil); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+		return nil
+	}
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5000; i++ { // bounded; stop ends it first
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := one()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					committed++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() (int, []error) {
+		wg.Wait()
+		return committed, errs
+	}
+}
+
+// TestMySQLRebalanceAtBoundary: as TestPgbenchRebalanceAtBoundary, with
+// MariaDB and a client that commits two-row transactions on a new
+// connection each: rebalances without app_protocol cut transactions (the
+// client sees errors), with app_protocol = "mysql" none, and every row
+// counted is one of a committed transaction.
+func TestMySQLRebalanceAtBoundary(t *testing.T) {
+	tp := testutil.NewTopology(t, 2)
+	my := startMySQLPair(t, tp)
+	c := newConf()
+	for _, v := range []struct{ name, port, app string }{{"plain", ":3306", "none"}, {"my", ":3307", "mysql"}} {
+		c.vip(v.name, v.port, `algorithm = "source_hash"`, `rebalance_rate = 200`, `connect_timeout = "500ms"`,
+			fmt.Sprintf("app_protocol = %q", v.app)).
+			health(`type = "mysql"`, `user = "l4lb"`, `password = "pw"`, `interval = "500ms"`, `timeout = "500ms"`, `rise = 1`, `fall = 2`).
+			at("my0", my[0].Addr).at("my1", my[1].Addr)
+	}
+	lb := startLB(t, tp, c.String())
+	for _, v := range []string{"plain", "my"} {
+		lb.waitHealth(t, v, "my0", "up")
+		lb.waitHealth(t, v, "my1", "up")
+	}
+	rows := func() int64 { return my[0].QueryInt(t, "SELECT COUNT(*) FROM slap.t") + my[1].QueryInt(t, "SELECT COUNT(*) FROM slap.t") }
+	run := func(vip string, port int) (int, []error) {
+		stop := make(chan struct{})
+		wait := mysqlTransactions(t, tp, port, 6, stop)
+		for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+			lb.run(t, "rebalance", vip)
+		}
+		close(stop)
+		return wait()
+	}
+
+	done, errs := run("plain", 3306)
+	t.Logf("app_protocol = none: %d transactions committed, %d errors (first: %v)", done, len(errs), errors.Join(errs[:min(1, len(errs))]...))
+	if len(errs) == 0 {
+		t.Fatalf("app_protocol = none: %d transactions, no error; want rebalances to cut some", done)
+	}
+	before := rows()
+	done, errs = run("my", 3307)
+	st := vipNamed(lb.status(t), "my")
+	t.Logf("app_protocol = mysql: %d transactions committed, %d errors; status: %d at a boundary, %d fallbacks", done, len(errs), st.TCP.BoundaryCloses, st.TCP.BoundaryFallbacks)
+	if len(errs) != 0 || done == 0 {
+		t.Fatalf("app_protocol = mysql: %d transactions, errors %v; want none", done, errors.Join(errs...))
+	}
+	if st.TCP.BoundaryCloses == 0 || st.TCP.BoundaryFallbacks != 0 {
+		t.Fatalf("status: %d closes at a boundary, %d fallbacks; want some, and none", st.TCP.BoundaryCloses, st.TCP.BoundaryFallbacks)
+	}
+	if got := rows() - before; got != int64(2*done) {
+		t.Fatalf("%d rows for %d committed transactions, want %d", got, done, 2*done)
+	}
 }
