@@ -35,8 +35,10 @@ type Daemon interface {
 	// Reload applies the config file again, serialized with SIGHUP
 	// reloads. An error means no reload was tried (shutting down).
 	Reload(ctx context.Context) (ReloadResult, error)
-	// SetOverride sets an operator's state for one backend of one VIP.
-	SetOverride(vip, backend string, o l4.Override, by string) (plane.OverrideResult, error)
+	// SetOverride sets an operator's state for one backend of one VIP;
+	// a drain or disable the capacity guard refuses is an error wrapping
+	// reconcile.ErrRefused unless force.
+	SetOverride(vip, backend string, o l4.Override, by string, force bool) (plane.OverrideResult, error)
 	// Explain says which backend client's flow on vip has or would get,
 	// and why; client's port is 0 when none was given. It changes nothing.
 	Explain(vip string, client netip.AddrPort) (plane.Explanation, error)
