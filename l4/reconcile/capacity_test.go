@@ -1,0 +1,89 @@
+package reconcile
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4/plane"
+)
+
+func TestShortfall(t *testing.T) {
+	tcp := flowUnits{"connection", "max_conns"}
+	for _, tc := range []struct {
+		name   string
+		rows   []capRow
+		moving int64
+		want   string
+	}{
+		{"room", []capRow{{"db1", 100, 90, 40}}, 60, ""},
+		{"caps", []capRow{{"db1", 100, 90, 80}}, 60, "leaves db1 (max_conns 100, 80 live) to take 60 live connections: 20 of room"},
+		{"one uncapped: peaks count", []capRow{{"a", 100, 10, 5}, {"b", 0, 20, 20}}, 6, "leaves a (peak 10, 5 live), b (peak 20, 20 live) to take 6 live connections: 5 of room"},
+		{"over a lowered cap: no room, not less", []capRow{{"a", 10, 0, 12}, {"b", 10, 0, 9}}, 2, "leaves a (max_conns 10, 12 live), b (max_conns 10, 9 live) to take 2 live connections: 1 of room"},
+		{"nothing moves", []capRow{{"a", 1, 1, 1}}, 0, ""},
+		{"one", []capRow{{"a", 0, 0, 0}}, 1, "leaves a (peak 0, 0 live) to take 1 live connection: 0 of room"},
+		{"many", []capRow{{"a", 0, 0, 0}, {"b", 0, 0, 0}, {"c", 0, 0, 0}, {"d", 0, 0, 0}, {"e", 0, 0, 0}, {"f", 0, 0, 0}}, 1, "and 2 more to take"},
+	} {
+		if got := shortfall(tc.rows, tc.moving, tcp); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReloadCapacity: the warnings of check --diff from a running
+// status and the next file, for a read pool left with no eligible
+// backend and a VIP whose removed backend's flows do not fit.
+func TestReloadCapacity(t *testing.T) {
+	next, err := config.Parse("next.toml", []byte(`
+[[vip]]
+name = "pg-ro"
+listen = "198.18.2.10:5433"
+  [vip.health]
+  type = "postgres"
+  user = "l4lb"
+  role = "replica"
+  [[vip.backend]]
+  name = "r1"
+  address = "198.18.1.11:5432"
+  weight = 0
+  [[vip.backend]]
+  name = "r2"
+  address = "198.18.1.12:5432"
+
+[[vip]]
+name = "pg-rw"
+listen = "198.18.2.10:5432"
+  [[vip.backend]]
+  name = "db1"
+  address = "198.18.1.11:5432"
+  max_conns = 100
+  [[vip.backend]]
+  name = "db3"
+  address = "198.18.1.13:5432"
+  max_conns = 10
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &plane.Status{VIPs: []plane.VIPStatus{
+		{Name: "pg-ro", Eligible: 1, Backends: []plane.BackendStatus{
+			{ID: "r1", Address: "198.18.1.11:5432", Weight: 100, Health: "up", LiveFlows: 3},
+			{ID: "r2", Address: "198.18.1.12:5432", Weight: 100, Health: "down"},
+		}},
+		{Name: "pg-rw", Eligible: 2, Backends: []plane.BackendStatus{
+			{ID: "db1", Address: "198.18.1.11:5432", Weight: 100, Health: "up", LiveFlows: 80, PeakFlows: 90, MaxFlows: 100},
+			{ID: "db2", Address: "198.18.1.12:5432", Weight: 100, Health: "up", LiveFlows: 60, PeakFlows: 70, MaxFlows: 100},
+		}},
+	}}
+	var got []string
+	for _, p := range ReloadCapacity(st, next) {
+		got = append(got, p.String())
+	}
+	want := []string{
+		`next.toml:2: vip "pg-ro": the reload leaves VIP pg-ro (a read pool: role replica) with no eligible backend`,
+		`next.toml:17: vip "pg-rw": the reload removes db2 (60 live): leaves db1 (max_conns 100, 80 live), db3 (max_conns 10, 0 live) to take 60 live connections: 30 of room`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("ReloadCapacity:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
