@@ -1,10 +1,16 @@
 package reconcile
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
@@ -85,5 +91,44 @@ listen = "198.18.2.10:5432"
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("ReloadCapacity:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// countingPlane counts live flows itself, as the XDP plane does from its
+// conntrack (plane.LiveCounter).
+type countingPlane struct {
+	*fakePlane
+	live map[l4.BackendID]int64
+}
+
+func (p *countingPlane) LiveFlows(b *l4.Backend) int64 { return p.live[b.ID] }
+
+// TestGuardCountsThePlanesFlows: on a plane that counts live flows
+// itself (xdp), the guard moves its count, not the backend's own (0
+// there), and a forced drain reports it.
+func TestGuardCountsThePlanesFlows(t *testing.T) {
+	rt := New(zaptest.NewLogger(t), Options{})
+	rt.openPlane = func(key l4.VIPKey, vc *config.VIP, v *vip) (plane.Plane, func(*config.VIP) error, error) {
+		return &countingPlane{&fakePlane{}, map[l4.BackendID]int64{"a": 5, "b": 1}}, func(*config.VIP) error { return nil }, nil
+	}
+	defer rt.Shutdown(context.Background())
+	apply(t, rt, fmt.Sprintf(fakeVIP, "1m", fakeBackendB))
+	v := rt.vipNamed("v")
+	v.mu.Lock()
+	v.backends["b"].b.NotePeak(3)
+	v.mu.Unlock()
+
+	_, err := rt.SetOverride("v", "a", l4.OverrideDrain, "t", false)
+	const want = "refused: drain a leaves b (peak 3, 1 live) to take 5 live connections: 2 of room; --force to drain anyway"
+	if !errors.Is(err, ErrRefused) || err.Error() != want {
+		t.Fatalf("drain of a: %v, want %q", err, want)
+	}
+	res, err := rt.SetOverride("v", "a", l4.OverrideDrain, "t", true)
+	if err != nil || res.LiveFlows != 5 || !strings.HasPrefix(res.Forced, "drain a leaves b") {
+		t.Fatalf("forced drain: %+v %v", res, err)
+	}
+	// b is the last eligible backend now.
+	if _, err := rt.SetOverride("v", "b", l4.OverrideDisable, "t", false); err == nil || !strings.Contains(err.Error(), "leaves VIP v with no eligible backend") {
+		t.Fatalf("disable of the last eligible backend: %v", err)
 	}
 }
