@@ -43,7 +43,7 @@ func TestDrainEnableDisable(t *testing.T) {
 	held := dialBackend(t, tp, 80, "be0")
 
 	// Drain: new connections avoid be0, the established one keeps flowing.
-	if out := lb.verb(t, "drain", "--force", "--reason", "kernel upgrade", "a", "be0"); !strings.Contains(out, "be0 (198.18.1.11:7000) drained") || !strings.Contains(out, "1 established continue") {
+	if out := lb.verb(t, "drain", "--reason", "kernel upgrade", "a", "be0"); !strings.Contains(out, "be0 (198.18.1.11:7000) drained") || !strings.Contains(out, "1 established continue") {
 		t.Fatalf("drain said:\n%s", out)
 	}
 	onlyBe1("drained")
@@ -80,7 +80,7 @@ func TestDrainEnableDisable(t *testing.T) {
 	// Disable (by IP alone): the established connection is reset. First
 	// wait for the connections the count above closed to end.
 	testutil.Eventually(t, 5*time.Second, "be0's closed connections to end", func() bool { return lb.status(t).VIPs[0].Backends[0].LiveFlows == 1 })
-	if out := lb.verb(t, "disable", "--force", "a", "198.18.1.11"); !strings.Contains(out, "disabled") || !strings.Contains(out, "1 established reset") {
+	if out := lb.verb(t, "disable", "a", "198.18.1.11"); !strings.Contains(out, "disabled") || !strings.Contains(out, "1 established reset") {
 		t.Fatalf("disable said:\n%s", out)
 	}
 	held.SetDeadline(time.Now().Add(5 * time.Second))
@@ -160,7 +160,7 @@ func TestXDPDrainAndDisable(t *testing.T) {
 	lb := startLBIn(t, n.LB.NS, n.config("", "", 0, 1, 2))
 	c, r, victim := n.askTCPConn(t, n.vip4)
 	echo(t, c, r, []byte("before"))
-	if out, errOut, code := lb.run(t, "drain", "--force", "web4", victim); code != 0 || !strings.Contains(out, "drained") {
+	if out, errOut, code := lb.run(t, "drain", "web4", victim); code != 0 || !strings.Contains(out, "drained") {
 		t.Fatalf("drain: exit %d\n%s%s", code, out, errOut)
 	}
 	echo(t, c, r, []byte("after the drain, through the conntrack"))
@@ -169,7 +169,7 @@ func TestXDPDrainAndDisable(t *testing.T) {
 			t.Fatalf("a new flow went to %s, drained", victim)
 		}
 	}
-	if out, errOut, code := lb.run(t, "disable", "--force", "web4", victim); code != 0 || !strings.Contains(out, "1 established reset") {
+	if out, errOut, code := lb.run(t, "disable", "web4", victim); code != 0 || !strings.Contains(out, "1 established reset") {
 		t.Fatalf("disable: exit %d\n%s%s", code, out, errOut)
 	}
 	c.SetDeadline(time.Now().Add(5 * time.Second))

@@ -24,8 +24,8 @@ import (
 // the same servers without caps (its guard counts peaks).
 func capacityConf(beKeys ...string) string {
 	return newConf().
-		vip("a", ":80").health(`type = "none"`).backends(2, 7000, append([]string{`max_conns = 3`}, beKeys...)...).
-		vip("p", ":81").health(`type = "none"`).backends(2, 7000).String()
+		vip("a", ":80", `capacity_guard = true`).health(`type = "none"`).backends(2, 7000, append([]string{`max_conns = 3`}, beKeys...)...).
+		vip("p", ":81", `capacity_guard = true`).health(`type = "none"`).backends(2, 7000).String()
 }
 
 // holdOn opens connections through the VIP's port until each backend
@@ -112,8 +112,8 @@ func TestDrainCapacityGuard(t *testing.T) {
 	// check --diff warns the same for a reload: be1 removed from a, and
 	// every backend of p set to weight 0.
 	next := filepath.Join(t.TempDir(), "next.toml")
-	text := newConf().vip("a", ":80").health(`type = "none"`).named("be0", 0, 7000, `max_conns = 3`).
-		vip("p", ":81").health(`type = "none"`).backends(2, 7000, `weight = 0`).String()
+	text := newConf().vip("a", ":80", `capacity_guard = true`).health(`type = "none"`).named("be0", 0, 7000, `max_conns = 3`).
+		vip("p", ":81", `capacity_guard = true`).health(`type = "none"`).backends(2, 7000, `weight = 0`).String()
 	if err := os.WriteFile(next, []byte(strings.ReplaceAll(text, "@ADMIN@", lb.sock)), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestExplainProxyVIP(t *testing.T) {
 		}
 	}
 	// Drained: not a candidate, and the client hashes elsewhere.
-	if _, errOut, code := lb.run(t, "drain", "--force", "--reason", "maintenance", "a", chosen); code != 0 {
+	if _, errOut, code := lb.run(t, "drain", "--reason", "maintenance", "a", chosen); code != 0 {
 		t.Fatalf("drain: %s", errOut)
 	}
 	out = lb.verb(t, "explain", "a", client)

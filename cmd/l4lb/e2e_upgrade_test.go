@@ -356,7 +356,7 @@ func TestUpgradeKeepsBackendState(t *testing.T) {
 		}
 		return backend("be2").Health == "down"
 	})
-	if out, errOut, code := lb.run(t, "disable", "--force", "--reason", "maintenance", "a", "be0"); code != 0 {
+	if out, errOut, code := lb.run(t, "disable", "--reason", "maintenance", "a", "be0"); code != 0 {
 		t.Fatalf("disable: %s%s", out, errOut)
 	}
 	pid, _ := lb.upgradeOK(t)

@@ -482,7 +482,7 @@ func TestWebSocketHoldDrainReloadKill(t *testing.T) {
 
 	// Drain be0: nothing ends, everything keeps echoing, new ones avoid it.
 	drained := time.Now()
-	if out := lb.verb(t, "drain", "--force", "ws", "be0"); !strings.Contains(out, "drained") ||
+	if out := lb.verb(t, "drain", "ws", "be0"); !strings.Contains(out, "drained") ||
 		!strings.Contains(out, fmt.Sprintf("%d established continue", live["be0"])) {
 		t.Fatalf("drain said:\n%s", out)
 	}

@@ -98,6 +98,9 @@ func (v *vip) refusalLocked(b *backend, o l4.Override) string {
 		return ""
 	}
 	vc := v.cfg()
+	if !vc.CapacityGuard {
+		return ""
+	}
 	rest := maps.Clone(v.backends)
 	delete(rest, b.b.ID)
 	serving, _ := servingSet(rest, vc)
@@ -139,7 +142,7 @@ func ReloadCapacity(st *plane.Status, next *config.Config) []config.Problem {
 	for i := range next.VIPs {
 		vc := &next.VIPs[i]
 		vs := runningVIP(st, vc.Name)
-		if vs == nil || slices.ContainsFunc(vc.Backends, config.Backend.IsNamed) {
+		if vs == nil || !vc.CapacityGuard || slices.ContainsFunc(vc.Backends, config.Backend.IsNamed) {
 			continue
 		}
 		if msg := reloadShortfall(vs, vc); msg != "" {

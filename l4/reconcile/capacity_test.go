@@ -44,6 +44,7 @@ func TestReloadCapacity(t *testing.T) {
 [[vip]]
 name = "pg-ro"
 listen = "198.18.2.10:5433"
+capacity_guard = true
   [vip.health]
   type = "postgres"
   user = "l4lb"
@@ -59,6 +60,7 @@ listen = "198.18.2.10:5433"
 [[vip]]
 name = "pg-rw"
 listen = "198.18.2.10:5432"
+capacity_guard = true
   [[vip.backend]]
   name = "db1"
   address = "198.18.1.11:5432"
@@ -87,7 +89,7 @@ listen = "198.18.2.10:5432"
 	}
 	want := []string{
 		`next.toml:2: vip "pg-ro": the reload leaves VIP pg-ro (a read pool: role replica) with no eligible backend`,
-		`next.toml:17: vip "pg-rw": the reload removes db2 (60 live): leaves db1 (max_conns 100, 80 live), db3 (max_conns 10, 0 live) to take 60 live connections: 30 of room`,
+		`next.toml:18: vip "pg-rw": the reload removes db2 (60 live): leaves db1 (max_conns 100, 80 live), db3 (max_conns 10, 0 live) to take 60 live connections: 30 of room`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("ReloadCapacity:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -112,7 +114,8 @@ func TestGuardCountsThePlanesFlows(t *testing.T) {
 		return &countingPlane{&fakePlane{}, map[l4.BackendID]int64{"a": 5, "b": 1}}, func(*config.VIP) error { return nil }, nil
 	}
 	defer rt.Shutdown(context.Background())
-	apply(t, rt, fmt.Sprintf(fakeVIP, "1m", fakeBackendB))
+	guarded := strings.Replace(fakeVIP, "idle_timeout =", "capacity_guard = true\nidle_timeout =", 1)
+	apply(t, rt, fmt.Sprintf(guarded, "1m", fakeBackendB))
 	v := rt.vipNamed("v")
 	v.mu.Lock()
 	v.backends["b"].b.NotePeak(3)
@@ -130,5 +133,11 @@ func TestGuardCountsThePlanesFlows(t *testing.T) {
 	// b is the last eligible backend now.
 	if _, err := rt.SetOverride("v", "b", l4.OverrideDisable, "t", false); err == nil || !strings.Contains(err.Error(), "leaves VIP v with no eligible backend") {
 		t.Fatalf("disable of the last eligible backend: %v", err)
+	}
+
+	// Without capacity_guard (the default) nothing is refused.
+	apply(t, rt, fmt.Sprintf(fakeVIP, "1m", fakeBackendB))
+	if _, err := rt.SetOverride("v", "b", l4.OverrideDisable, "t", false); err != nil {
+		t.Fatalf("disable of the last eligible backend without capacity_guard: %v", err)
 	}
 }
