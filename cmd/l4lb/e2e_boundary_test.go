@@ -294,7 +294,9 @@ func TestMySQLRebalanceAtBoundary(t *testing.T) {
 		lb.waitHealth(t, v, "my0", "up")
 		lb.waitHealth(t, v, "my1", "up")
 	}
-	rows := func() int64 { return my[0].QueryInt(t, "SELECT COUNT(*) FROM slap.t") + my[1].QueryInt(t, "SELECT COUNT(*) FROM slap.t") }
+	rows := func() int64 {
+		return my[0].QueryInt(t, "SELECT COUNT(*) FROM slap.t") + my[1].QueryInt(t, "SELECT COUNT(*) FROM slap.t")
+	}
 	run := func(vip string, port int) (int, []error) {
 		stop := make(chan struct{})
 		wait := mysqlTransactions(t, tp, port, 6, stop)
