@@ -24,6 +24,41 @@ import (
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
+// boundaryConf is two source_hash VIPs over the servers a and b (named
+// names): plain on ports[0] without app_protocol, app on ports[1] with
+// app; health is their health table's lines.
+func boundaryConf(ports [2]string, app string, names [2]string, a, b netip.AddrPort, health ...string) string {
+	c := newConf()
+	for i, v := range [2][2]string{{"plain", "none"}, {"app", app}} {
+		c.vip(v[0], ports[i], `algorithm = "source_hash"`, `rebalance_rate = 200`, `connect_timeout = "500ms"`,
+			fmt.Sprintf("app_protocol = %q", v[1])).health(health...).at(names[0], a).at(names[1], b)
+	}
+	return c.String()
+}
+
+// rebalanceFor asks for a rebalance of vip every 300ms for d (refused
+// while one runs) and returns how many connections they closed.
+func rebalanceFor(t *testing.T, lb *lbProcess, vip string, d time.Duration) int {
+	t.Helper()
+	closed := map[time.Time]int{} // by rebalance (its start)
+	note := func() {
+		if rb := vipNamed(lb.status(t), vip).Rebalance; rb != nil {
+			closed[rb.Started] = rb.Closed
+		}
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		lb.run(t, "rebalance", vip)
+		note()
+	}
+	time.Sleep(time.Second) // the last one's closes
+	note()
+	n := 0
+	for _, k := range closed {
+		n += k
+	}
+	return n
+}
+
 // TestPgbenchRebalanceAtBoundary: pgbench's TPC-B-like script, a new
 // connection per transaction (-C), through two VIPs over the same two
 // servers, source_hash: every connection of the one client goes to one
@@ -37,40 +72,18 @@ import (
 func TestPgbenchRebalanceAtBoundary(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
 	pg := startPgPair(t, tp)
-	c := newConf()
-	for _, v := range []struct{ name, port, app string }{{"plain", ":5432", "none"}, {"pg", ":5433", "postgres"}} {
-		c.vip(v.name, v.port, `algorithm = "source_hash"`, `rebalance_rate = 200`, `connect_timeout = "500ms"`,
-			fmt.Sprintf("app_protocol = %q", v.app)).
-			health(append([]string{`type = "postgres"`, `user = "l4lb"`, `rise = 1`}, pgHealth...)...).at("pg0", pg[0].Addr).at("pg1", pg[1].Addr)
-	}
-	lb := startLB(t, tp, c.String())
-	for _, v := range []string{"plain", "pg"} {
+	conf := boundaryConf([2]string{":5432", ":5433"}, "postgres", [2]string{"pg0", "pg1"}, pg[0].Addr, pg[1].Addr,
+		append([]string{`type = "postgres"`, `user = "l4lb"`, `rise = 1`}, pgHealth...)...)
+	lb := startLB(t, tp, conf)
+	for _, v := range []string{"plain", "app"} {
 		lb.waitHealth(t, v, "pg0", "up")
 		lb.waitHealth(t, v, "pg1", "up")
 	}
 
-	// run runs pgbench through vip and asks for a rebalance every 300ms
-	// meanwhile (refused while one runs); it returns pgbench's result and
-	// how many connections the rebalances closed.
 	run := func(vip, port string) (pgbenchResult, int) {
 		wait := startPgbenchVIP(t, tp, "-p", port, "-b", "tpcb-like", "-C", "-c", "8", "-T", "5")
-		closed := map[time.Time]int{} // by rebalance (its start)
-		note := func() {
-			if rb := vipNamed(lb.status(t), vip).Rebalance; rb != nil {
-				closed[rb.Started] = rb.Closed
-			}
-		}
-		for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
-			lb.run(t, "rebalance", vip)
-			note()
-		}
-		r := wait()
-		note()
-		n := 0
-		for _, k := range closed {
-			n += k
-		}
-		return r, n
+		closed := rebalanceFor(t, lb, vip, 4*time.Second)
+		return wait(), closed
 	}
 
 	plain, plainClosed := run("plain", "5432")
@@ -79,8 +92,8 @@ func TestPgbenchRebalanceAtBoundary(t *testing.T) {
 		t.Fatalf("app_protocol = none: %d closes, %d clients aborted; want closes that abort clients (a FIN mid-session)\n%s", plainClosed, plain.aborted, plain.out)
 	}
 
-	r, closed := run("pg", "5433")
-	st := vipNamed(lb.status(t), "pg")
+	r, closed := run("app", "5433")
+	st := vipNamed(lb.status(t), "app")
 	t.Logf("app_protocol = postgres: %d rebalance closes; %d processed, %d failed, %d clients aborted; status: %d at a boundary, %d fallbacks",
 		closed, r.processed, r.failed, r.aborted, st.TCP.BoundaryCloses, st.TCP.BoundaryFallbacks)
 	if closed == 0 || r.aborted != 0 || r.failed != 0 || r.processed == 0 {
@@ -282,15 +295,10 @@ func mysqlTransactions(t *testing.T, tp *testutil.Topology, port, clients int, s
 func TestMySQLRebalanceAtBoundary(t *testing.T) {
 	tp := testutil.NewTopology(t, 2)
 	my := startMySQLPair(t, tp)
-	c := newConf()
-	for _, v := range []struct{ name, port, app string }{{"plain", ":3306", "none"}, {"my", ":3307", "mysql"}} {
-		c.vip(v.name, v.port, `algorithm = "source_hash"`, `rebalance_rate = 200`, `connect_timeout = "500ms"`,
-			fmt.Sprintf("app_protocol = %q", v.app)).
-			health(`type = "mysql"`, `user = "l4lb"`, `password = "pw"`, `interval = "500ms"`, `timeout = "500ms"`, `rise = 1`, `fall = 2`).
-			at("my0", my[0].Addr).at("my1", my[1].Addr)
-	}
-	lb := startLB(t, tp, c.String())
-	for _, v := range []string{"plain", "my"} {
+	conf := boundaryConf([2]string{":3306", ":3307"}, "mysql", [2]string{"my0", "my1"}, my[0].Addr, my[1].Addr,
+		`type = "mysql"`, `user = "l4lb"`, `password = "pw"`, `interval = "500ms"`, `timeout = "500ms"`, `rise = 1`, `fall = 2`)
+	lb := startLB(t, tp, conf)
+	for _, v := range []string{"plain", "app"} {
 		lb.waitHealth(t, v, "my0", "up")
 		lb.waitHealth(t, v, "my1", "up")
 	}
@@ -300,9 +308,7 @@ func TestMySQLRebalanceAtBoundary(t *testing.T) {
 	run := func(vip string, port int) (int, []error) {
 		stop := make(chan struct{})
 		wait := mysqlTransactions(t, tp, port, 6, stop)
-		for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
-			lb.run(t, "rebalance", vip)
-		}
+		rebalanceFor(t, lb, vip, 4*time.Second)
 		close(stop)
 		return wait()
 	}
@@ -313,8 +319,8 @@ func TestMySQLRebalanceAtBoundary(t *testing.T) {
 		t.Fatalf("app_protocol = none: %d transactions, no error; want rebalances to cut some", done)
 	}
 	before := rows()
-	done, errs = run("my", 3307)
-	st := vipNamed(lb.status(t), "my")
+	done, errs = run("app", 3307)
+	st := vipNamed(lb.status(t), "app")
 	t.Logf("app_protocol = mysql: %d transactions committed, %d errors; status: %d at a boundary, %d fallbacks", done, len(errs), st.TCP.BoundaryCloses, st.TCP.BoundaryFallbacks)
 	if len(errs) != 0 || done == 0 {
 		t.Fatalf("app_protocol = mysql: %d transactions, errors %v; want none", done, errors.Join(errs...))
