@@ -157,6 +157,9 @@ type VIP struct {
 	// degraded, out of new picks, until a byte comes back (stall_timeout);
 	// default 0 = off; 100ms..1h. Only for tcp VIPs in proxy mode.
 	StallTimeout time.Duration
+	// CapacityGuard makes drain and disable refuse to leave the VIP no
+	// eligible backend or too little room (capacity_guard).
+	CapacityGuard bool
 	// AppProtocol is the application protocol the VIP carries, whose
 	// framing l4lb may read as bytes pass (app_protocol).
 	AppProtocol l4.AppProtocol
