@@ -98,6 +98,11 @@ func (s *TCPService) watchStalls(stop, done chan struct{}) {
 		case <-s.stop.ch:
 			return
 		case <-stop:
+			select {
+			case <-s.stop.ch:
+				return // closing: nothing is picked from it any more
+			default:
+			}
 			for b, m := range marks {
 				m.obs.BackendStall(b, plane.StallReport{Recovered: "stall_timeout turned off"})
 			}
