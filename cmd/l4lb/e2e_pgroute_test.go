@@ -138,7 +138,8 @@ func pgxDirect(t *testing.T, tp *testutil.Topology, host, db string) string {
 // user; sslmode=require (an SSLRequest: the startup is inside TLS) goes to
 // the default route; a client opening TLS at once reaches A by its server
 // name with ALPN postgresql; a malformed startup is reset, no backend
-// dialed. Status counts each and lists the routes' databases and users.
+// dialed. Status counts each and lists the routes' databases and users,
+// and explain lists each route's match.
 func TestPostgresRoutes(t *testing.T) {
 	testutil.RequireTool(t, "psql")
 	tp := testutil.NewTopology(t, 2)
@@ -205,6 +206,12 @@ func TestPostgresRoutes(t *testing.T) {
 	}
 	if routed["a"] != 2 || routed["bob"] != 1 || routed["direct"] != 1 || s.Default != 4 {
 		t.Errorf("routed %v, default %d; want a 2, bob 1, direct 1, default 4", routed, s.Default)
+	}
+	explain := lb.verb(t, "explain", "pg", tp.ClientIP.String())
+	for _, want := range []string{"route a: database a,tenant_*  eligible 1", "route bob: user bob  eligible 1", "route direct: a.db.example.test  eligible 1", "the pick is the default route's"} {
+		if !strings.Contains(explain, want) {
+			t.Errorf("explain lacks %q:\n%s", want, explain)
+		}
 	}
 	text := lb.statusText(t)
 	for _, want := range []string{"route a  database a,tenant_*  ", "route bob  user bob  ", "route direct  a.db.example.test  ", "pg startup: routed 3  no-match 2  ssl-or-gss 2  cancel 0  malformed 1"} {

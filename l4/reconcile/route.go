@@ -150,6 +150,20 @@ func (r *Runtime) stopRoute(rv *vip) {
 	rv.releaseIndexes()
 }
 
+// explainRoutes lists v's routes and what each takes in e (explain sees
+// no client bytes: its answer is the default route's); r.mu held.
+func (v *vip) explainRoutes(vc *config.VIP, e *plane.Explanation) {
+	for i := range vc.Routes {
+		rc := &vc.Routes[i]
+		if rv, ok := v.routes[rc.Name]; ok {
+			e.Routes = append(e.Routes, plane.RouteMatch{Name: rc.Name, Names: rc.Names, Databases: rc.Databases, Users: rc.Users, Eligible: rv.store.Load().Len()})
+		}
+	}
+	if len(e.Routes) > 0 {
+		e.Notes = append(e.Notes, "the VIP has routes: a new connection's route depends on its first bytes (a TLS server name; on a postgres VIP the startup's database and user), which explain does not see; the pick is the default route's (its own backends)")
+	}
+}
+
 // sniStatus fills the routes of v's status (r.mu held).
 func (r *Runtime) sniStatus(v *vip, s *plane.VIPStatus) {
 	vc := v.cfg()
