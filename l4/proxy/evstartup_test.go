@@ -6,12 +6,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4/snapshot"
@@ -229,41 +226,5 @@ func TestStartupConnectionAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.SetRoutes(rt.WithStartup(rs, [][]string{{"app", "tenant_*"}}, [][]string{{"alice"}}))
-	vip := &unix.SockaddrInet4{Port: int(ts.addr.Port()), Addr: ts.addr.Addr().As4()}
-	got := make([]byte, 64)
-	conn := func() {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rawDeadline(fd)
-		defer unix.Close(fd)
-		if err := unix.Connect(fd, vip); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := unix.Write(fd, pkt); err != nil {
-			t.Fatal(err)
-		}
-		n, err := readBlocking(fd, got)
-		if err != nil || string(got[:n]) != "ok" {
-			t.Fatalf("answer %d bytes, %v", n, err)
-		}
-	}
-	for range warmConns {
-		conn()
-	}
-	const n = 1000
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range n {
-		conn()
-	}
-	runtime.ReadMemStats(&after)
-	t.Logf("%d allocations for %d routed connections", after.Mallocs-before.Mallocs, n)
-	if a := after.Mallocs - before.Mallocs; a > n/50 {
-		t.Fatalf("%d allocations for %d connections", a, n)
-	}
-	if r.Routed.Load() != warmConns+n {
-		t.Fatalf("routed %d, want %d", r.Routed.Load(), warmConns+n)
-	}
+	routedConnsAllocateNothing(t, ts, pkt, r)
 }
