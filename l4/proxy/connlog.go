@@ -93,7 +93,7 @@ func (s *TCPService) logConn(l *loop, c *evConn, why l4.EndReason) {
 		f = append(f, zap.Duration("connect_time", time.Duration(c.times.connectAt-c.times.acceptAt)))
 	}
 	f = append(f, zap.Duration("duration", time.Duration(now-c.times.acceptAt)),
-		zap.Uint64("bytes_in", c.up.n), zap.Uint64("bytes_out", c.down.n), zap.Int("retries", max(c.pick.attempts-1, 0)))
+		zap.Uint64("bytes_in", c.up.n), zap.Uint64("bytes_out", c.down.n), zap.Int("retries", max(int(c.pick.attempts)-1, 0)))
 	ce.Write(f...)
 	clear(f)
 }

@@ -226,7 +226,7 @@ func (c *evConn) idleAtBoundary(l *loop) bool {
 	if c.up.n != a.upAt {
 		return false
 	}
-	return a.answered || l.now()-c.times.lastActive >= int64(quietFor)
+	return a.answered || l.now()-c.lastActive() >= int64(quietFor)
 }
 
 // fallBack ends an asked connection that will not reach a boundary in

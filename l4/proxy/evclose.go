@@ -121,7 +121,7 @@ func (s *TCPService) closeCandidates(l *loop, b *l4.Backend, n int) []closeCandi
 		if c.svc != s || c.chosen != b || c.state != evOpen || (c.app != nil && c.app.asked) {
 			continue
 		}
-		busy := now-c.times.lastActive < int64(quietFor) || c.up.pending > 0 || c.down.pending > 0 ||
+		busy := now-c.lastActive() < int64(quietFor) || c.up.pending > 0 || c.down.pending > 0 ||
 			(c.app != nil && !c.app.t.Idle()) // mid-transaction or mid-frame: its close would wait
 		out = append(out, closeCandidate{c: c, gen: c.gen, l: l, busy: busy, since: c.times.dialAt})
 	}

@@ -69,7 +69,7 @@ type sock struct {
 // evConn is one client connection proxied to one backend, owned by the
 // loop that accepted it; its struct goes back to the loop's free list
 // when it ends. Its fields are grouped by concern, the ones every event
-// and chunk reads first (632 bytes: Go's 640-byte size class). Three
+// and chunk reads first (640 bytes: Go's 640-byte size class). Three
 // fields concern the backend: backendSock is the socket to it, chosen
 // the backend it connects or is connected to, pick.lastTried the one
 // its log line names (chosen is nil after a failed connect, lastTried
@@ -114,9 +114,12 @@ type connPick struct {
 	routes    *Routes
 	rt        *Route
 	tried     balance.Tried
-	attempts  int
-	lastTried *l4.Backend  // the backend tried last, for the log line (chosen is nil once its connect failed)
-	lastFail  l4.EndReason // how the last connect failed: connect_failed or connect_timeout
+	lastTried *l4.Backend // the backend tried last, for the log line (chosen is nil once its connect failed)
+	// attempts counts its connects (1 + retries at most); lastFail says
+	// how the last one failed: connect_failed or connect_timeout. One
+	// word for the two.
+	attempts int32
+	lastFail l4.EndReason
 }
 
 // connTimes are a connection's times on the loop clock (nanoseconds) and
@@ -125,7 +128,6 @@ type connTimes struct {
 	acceptAt   int64         // at accept (an upgrade passes it on)
 	dialAt     int64         // at the last connect()
 	connectAt  int64         // when the backend answered; 0 = never
-	lastActive int64         // when a byte last moved (the idle timer's base)
 	idle       int64         // idle_timeout when it opened; 0 = none
 	localUntil int64         // retrying a local resource failure until then
 	localPause time.Duration // the next local-failure retry's wait
@@ -166,6 +168,10 @@ type evDir struct {
 	stallMark uint64
 	bytes     *atomic.Uint64 // the backend's count this way (Stats.BytesIn or BytesOut)
 	n         uint64         // bytes moved this way (the log line's bytes_in or bytes_out; an upgrade passes them on)
+	// at is the loop clock when a byte last moved this way: the later of
+	// the two is the idle timer's base, and a request waits while up's is
+	// after down's (stallwatch.go).
+	at int64
 }
 
 // timer kinds in the low two bits of the generation a timer carries.
@@ -248,7 +254,7 @@ func (c *evConn) dial(l *loop) {
 	}
 	b := c.pickBackend()
 	if b == nil {
-		if c.pick.attempts <= c.st.Retries && c.pick.snap.Full(&c.pick.tried) {
+		if int(c.pick.attempts) <= c.st.Retries && c.pick.snap.Full(&c.pick.tried) {
 			c.enqueue(l) // every backend left is at its max_conns: wait for a slot
 			return
 		}
@@ -279,7 +285,7 @@ func (c *evConn) start(l *loop, b *l4.Backend) {
 // acquired either way.
 func (c *evConn) pickBackend() *l4.Backend {
 	c.mustLive()
-	if c.pick.attempts > c.st.Retries {
+	if int(c.pick.attempts) > c.st.Retries {
 		return nil
 	}
 	if c.pick.aff != nil && c.pick.tried.Len() == 0 {
@@ -525,7 +531,9 @@ func (c *evConn) open(l *loop) {
 		c.finish(l, true, true, l4.EndDrain) // the service is shutting down
 		return
 	}
-	c.times.lastActive = l.now()
+	if c.st.AppProtocol == l4.AppMySQL {
+		c.up.at = c.times.connectAt // the server speaks first: its greeting is due (stallwatch.go)
+	}
 	if c.st.IdleTimeout > 0 {
 		c.times.idle = int64(c.st.IdleTimeout)
 		l.after(c.st.IdleTimeout, c, c.gen<<2|timerIdle)
@@ -870,7 +878,7 @@ func (c *evConn) moved(l *loop, d *evDir, n int) {
 	if n > 0 {
 		d.bytes.Add(uint64(n))
 		d.n += uint64(n)
-		c.times.lastActive = l.now()
+		d.at = l.now()
 	}
 }
 
@@ -948,13 +956,20 @@ func (c *evConn) idleCheck(l *loop) {
 	if c.state != evOpen {
 		return
 	}
-	quiet := l.now() - c.times.lastActive
+	quiet := l.now() - c.lastActive()
 	if quiet < c.times.idle {
 		l.after(time.Duration(c.times.idle-quiet), c, c.gen<<2|timerIdle)
 		return
 	}
 	c.svc.Stats.IdleClosed.Add(1)
 	c.finish(l, false, false, l4.EndIdleTimeout)
+}
+
+// lastActive is when a byte last moved either way, or the connect
+// finished (loop clock).
+func (c *evConn) lastActive() int64 {
+	c.mustLive()
+	return max(c.up.at, c.down.at, c.times.connectAt)
 }
 
 // finish closes both sockets (a reset where asked, else a FIN), does the

@@ -54,6 +54,11 @@ type Settings struct {
 	// waiting connections are served in arrival order as backends free
 	// slots, and reset when it runs out (evqueue.go); 0 = reset at once.
 	QueueTimeout time.Duration
+	// StallTimeout > 0 watches the service's open connections for
+	// backends that stop answering (stallwatch.go): a backend whose
+	// connections wait this long for a byte back, none answering, is
+	// reported degraded to a plane.StallObserver; 0 = off (no watch).
+	StallTimeout time.Duration
 	// queuePoll overrides how often a waiting connection looks for room
 	// itself (0 = queuePoll): tests turn it off to prove that the wake-ups
 	// on release and publish are what serve the queue.
@@ -101,12 +106,9 @@ type ServiceStats struct {
 	PipelessCopies atomic.Uint64 // chunks copied through user space: no pipe to be had
 	LimitWaits     atomic.Uint64 // times accepting paused at max_conns or the process budget
 	ConnLogDropped atomic.Uint64 // connection log lines dropped over the rate limit
-	// PROXY headers refused (accept_proxy_protocol): each connection reset.
-	ProxyUntrusted atomic.Uint64 // from a source outside accept_proxy_protocol_from
-	ProxyMalformed atomic.Uint64 // malformed, too long, or the client closed before it completed
-	ProxyTimeouts  atomic.Uint64 // not complete within connect_timeout
-	Denied         atomic.Uint64 // clients refused by allow/deny: reset before any backend was chosen
-	ClientLimited  atomic.Uint64 // clients refused by a per-client limit: reset
+	ProxyHeaderStats
+	Denied        atomic.Uint64 // clients refused by allow/deny: reset before any backend was chosen
+	ClientLimited atomic.Uint64 // clients refused by a per-client limit: reset
 	// FirstByteTimeouts counts clients closed for sending nothing within
 	// first_byte_timeout (no backend was dialed for them).
 	FirstByteTimeouts atomic.Uint64
@@ -114,6 +116,9 @@ type ServiceStats struct {
 	// (evstall.go): their destination could take bytes and no wake-up came
 	// for two seconds. Expected 0.
 	LostWakeups atomic.Uint64
+	// StallDegraded counts backends the stall watch marked degraded
+	// (stall_timeout: their connections stopped answering).
+	StallDegraded atomic.Uint64
 	// QueueWaits counts connections that waited for a backend slot (every
 	// backend at its max_conns); QueueTimeouts those reset when
 	// queue_timeout ran out (or at once, with queue_timeout 0).
@@ -130,7 +135,18 @@ type ServiceStats struct {
 	SNINoMatch  atomic.Uint64
 	SNITimeouts atomic.Uint64
 	SNIDefault  atomic.Uint64
+	// Startup: the first packets of a postgres VIP with routes
+	// (evstartup.go).
+	Startup StartupStats
 	AppStats
+}
+
+// ProxyHeaderStats count the PROXY headers refused
+// (accept_proxy_protocol): each connection reset.
+type ProxyHeaderStats struct {
+	ProxyUntrusted atomic.Uint64 // from a source outside accept_proxy_protocol_from
+	ProxyMalformed atomic.Uint64 // malformed, too long, or the client closed before it completed
+	ProxyTimeouts  atomic.Uint64 // not complete within connect_timeout
 }
 
 // AppStats count the closes asked of connections of an app_protocol VIP
@@ -142,6 +158,18 @@ type AppStats struct {
 	BoundaryCloses    atomic.Uint64
 	BoundaryFallbacks atomic.Uint64
 	FramingLost       atomic.Uint64
+}
+
+// StartupStats count a postgres VIP's startup packets: StartupMessages a
+// route took by database and user, or none did; SSLRequests and
+// GSSENCRequests; CancelRequests; malformed or oversized packets (reset).
+// plane.StartupStatus's fields of the same names read them.
+type StartupStats struct {
+	Routed    atomic.Uint64
+	NoMatch   atomic.Uint64
+	Encrypted atomic.Uint64
+	Cancels   atomic.Uint64
+	Malformed atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
@@ -262,6 +290,7 @@ func (s *TCPService) Update(st Settings) {
 	if old != nil {
 		s.tryResume() // a higher max_conns frees a paused VIP at once
 	}
+	s.ev.stall.set(s, st.StallTimeout > 0)
 }
 
 // SetDeferAccept sets or clears TCP_DEFER_ACCEPT on the running listener
@@ -377,6 +406,7 @@ func (s *TCPService) selfConnect(b *l4.Backend) error {
 // Close stops accepting; established connections continue.
 func (s *TCPService) Close() error {
 	s.stop.close()
+	s.ev.stall.halt()
 	s.closeLoops()
 	if s.serving.Load() {
 		<-s.acceptDone
