@@ -92,6 +92,7 @@ func (c *evConn) followServer(l *loop, buf []byte, n int) int {
 	a := c.app
 	switch {
 	case a.bye:
+		c.down.at = l.now() // the server answered (the stall watch's view), dropped
 		return 0
 	case a.t.Lost():
 	case a.asked && c.st.AppProtocol == l4.AppWebSocket:
