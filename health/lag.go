@@ -5,6 +5,8 @@ package health
 import (
 	"fmt"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 // ReplicaLag is what a check with role replica read of the server's
@@ -38,12 +40,7 @@ func (l ReplicaLag) String() string {
 	case !l.Known:
 		return "unknown (" + l.Why + ")"
 	}
-	return LagString(l.Lag)
-}
-
-// LagString rounds a lag for people: tenths of a second ("7.2s", "300ms").
-func LagString(d time.Duration) string {
-	return d.Round(100 * time.Millisecond).String()
+	return l4.LagString(l.Lag)
 }
 
 // judgeLag fails a replica whose lag is unknown or above maxLag; 0 = off.
@@ -55,7 +52,7 @@ func judgeLag(p *probe, lag ReplicaLag, maxLag time.Duration) {
 	case !lag.Known:
 		p.fail("replica lag unknown: %s (max_lag %v)", lag.Why, maxLag)
 	case lag.Lag > maxLag:
-		p.fail("replica lag %s > max_lag %v", LagString(lag.Lag), maxLag)
+		p.fail("replica lag %s > max_lag %v", l4.LagString(lag.Lag), maxLag)
 	}
 }
 

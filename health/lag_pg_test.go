@@ -47,6 +47,12 @@ func TestPostgresReplicaLag(t *testing.T) {
 
 	r.Exec(t, "SELECT pg_wal_replay_resume()")
 	waitCheck(t, spec, r.Addr, "caught up after resume", func(res Result) bool { return res.OK && res.Lag == knownLag(0) })
+	// With pg_read_all_stats the probe sees the receiver's status too.
+	p.Exec(t, "GRANT pg_read_all_stats TO probe")
+	testutil.Eventually(t, 20*time.Second, "the grant reaches the replica", func() bool {
+		return r.QueryInt(t, "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member WHERE r.rolname = 'probe'") == 1
+	})
+	waitCheck(t, spec, r.Addr, "caught up, status streaming", func(res Result) bool { return res.OK && res.Lag == knownLag(0) })
 
 	if res := check(t, Spec{Type: l4.CheckPostgres, User: "probe", Password: "pw", Role: l4.RolePrimary}, p.Addr); res.Lag.Read {
 		t.Errorf("a primary check read a lag: %+v", res.Lag)

@@ -6,6 +6,8 @@ import (
 	"database/sql/driver"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/l4"
 )
 
 func TestPostgresLagRow(t *testing.T) {
@@ -140,7 +142,7 @@ func TestLagWeight(t *testing.T) {
 
 func TestLagString(t *testing.T) {
 	for d, want := range map[time.Duration]string{0: "0s", 240 * time.Millisecond: "200ms", 7240 * time.Millisecond: "7.2s", 90 * time.Second: "1m30s"} {
-		if got := LagString(d); got != want {
+		if got := l4.LagString(d); got != want {
 			t.Errorf("LagString(%v) = %q, want %q", d, got, want)
 		}
 	}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -71,5 +72,38 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 		if f.GetName() == "l4lb_vip_route_connections_total" && (len(f.GetMetric()) != 1 || f.GetMetric()[0].GetCounter().GetValue() != 5) {
 			t.Errorf("%s: %v", f.GetName(), f.GetMetric())
 		}
+	}
+}
+
+// A replica's lag is a gauge: its seconds, +Inf when unknown, and no
+// series for a backend whose check reads none.
+func TestMetricsReplicaLag(t *testing.T) {
+	secs := 1.5
+	st := plane.Status{VIPs: []plane.VIPStatus{{Name: "pg", Protocol: "tcp", TCP: &plane.TCPStatus{}, Backends: []plane.BackendStatus{
+		{ID: "r1", Address: "198.18.1.1:5432", ReplicaLag: plane.ReplicaLag{Seconds: &secs}},
+		{ID: "r2", Address: "198.18.1.2:5432", ReplicaLag: plane.ReplicaLag{Unknown: "no WAL receiver"}},
+		{ID: "p", Address: "198.18.1.3:5432"},
+	}}}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStatusCollector(func() plane.Status { return st }))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "l4lb_backend_replica_lag_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "backend" {
+					got[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if len(got) != 2 || got["r1"] != 1.5 || !math.IsInf(got["r2"], 1) {
+		t.Errorf("replica lag series %v, want r1 1.5 and r2 +Inf only", got)
 	}
 }
