@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/l4lb/l4lb/l4/plane"
 )
@@ -33,12 +34,7 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 					{Name: "api", Names: []string{"api.example.test"}, Routed: 5, Eligible: 1, Backends: []plane.BackendStatus{{ID: "a", Address: "198.18.1.1:443"}}}}}},
 		},
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatusCollector(func() plane.Status { return st }))
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	families := gather(t, st)
 	names := map[string]bool{}
 	for _, f := range families {
 		names[f.GetName()] = true
@@ -84,14 +80,8 @@ func TestMetricsReplicaLag(t *testing.T) {
 		{ID: "r2", Address: "198.18.1.2:5432", ReplicaLag: plane.ReplicaLag{Unknown: "no WAL receiver"}},
 		{ID: "p", Address: "198.18.1.3:5432"},
 	}}}}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatusCollector(func() plane.Status { return st }))
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]float64{}
-	for _, f := range families {
+	for _, f := range gather(t, st) {
 		if f.GetName() != "l4lb_backend_replica_lag_seconds" {
 			continue
 		}
@@ -106,4 +96,16 @@ func TestMetricsReplicaLag(t *testing.T) {
 	if len(got) != 2 || got["r1"] != 1.5 || !math.IsInf(got["r2"], 1) {
 		t.Errorf("replica lag series %v, want r1 1.5 and r2 +Inf only", got)
 	}
+}
+
+// gather collects st as a scrape would.
+func gather(t *testing.T, st plane.Status) []*dto.MetricFamily {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStatusCollector(func() plane.Status { return st }))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return families
 }

@@ -144,7 +144,7 @@ func printCandidates(w io.Writer, cs []plane.Candidate) {
 		if c.Override != "" {
 			state += "/" + strings.ToUpper(c.Override)
 		}
-		if lag := c.ReplicaLag.String(); lag != "" {
+		if lag := c.ReplicaLag.Text(); lag != "" {
 			state += ", " + lag
 		}
 		if !c.Candidate {

@@ -119,7 +119,7 @@ func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus
 	fmt.Fprintln(tw, indent+"BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS"+noReply+"\tIN\tOUT\tRTT\tLAST CHECK")
 	for _, b := range bs {
 		last := b.LastCheck
-		if lag := b.ReplicaLag.String(); lag != "" && last == "ok" {
+		if lag := b.ReplicaLag.Text(); lag != "" && last == "ok" {
 			last += ", " + lag // a failed check says the lag in its reason
 		}
 		if b.Reason != "" && b.Reason != b.LastCheck {

@@ -107,9 +107,10 @@ type ReplicaLag struct {
 	Unknown string   `json:"replica_lag_unknown,omitempty"`
 }
 
-// String is the lag as the text outputs show it: "lag 1.2s", "lag
-// unknown (why)", or "" when none was read.
-func (l ReplicaLag) String() string {
+// Text is the lag as the text outputs show it: "lag 1.2s", "lag
+// unknown (why)", or "" when none was read. (Not String: the types that
+// embed ReplicaLag would print as it.)
+func (l ReplicaLag) Text() string {
 	switch {
 	case l.Seconds != nil:
 		return "lag " + l4.LagString(time.Duration(*l.Seconds*float64(time.Second)))
