@@ -151,6 +151,9 @@ type VIP struct {
 	// SMTP the client waits for the server's greeting and would be cut.
 	// Only for tcp VIPs in proxy mode.
 	FirstByteTimeout time.Duration
+	// CapacityGuard makes drain and disable refuse to leave the VIP no
+	// eligible backend or too little room (capacity_guard).
+	CapacityGuard bool
 	// AppProtocol is the application protocol the VIP carries, whose
 	// framing l4lb may read as bytes pass (app_protocol).
 	AppProtocol l4.AppProtocol

@@ -55,6 +55,7 @@ type Backend struct {
 
 	flows      FlowCounter
 	maxFlows   atomic.Int64 // cap on live flows (max_conns, max_sessions); 0 = none
+	peak       atomic.Int64 // the most live flows seen at once (NotePeak)
 	rtt        EWMA
 	ineligible atomic.Bool // down, drained (weight 0) or removed from the config
 
@@ -87,7 +88,7 @@ func (b *Backend) AddrString() string { return b.addrText }
 // Acquire counts a new live flow on the backend. Balancers call it when they
 // pick; whoever holds the flow calls Release exactly once when it ends.
 func (b *Backend) Acquire() {
-	b.flows.Inc()
+	b.NotePeak(b.flows.n.Add(1))
 	if b.vipFlows != nil {
 		b.vipFlows.Inc()
 	}
@@ -109,6 +110,7 @@ func (b *Backend) TryAcquire() bool {
 			return false
 		}
 		if b.flows.n.CompareAndSwap(n, n+1) {
+			b.NotePeak(n + 1)
 			break
 		}
 	}
@@ -133,6 +135,23 @@ func (b *Backend) SetMaxFlows(n int64) { b.maxFlows.Store(max(n, 0)) }
 
 // MaxFlows returns the cap on live flows (0 = none).
 func (b *Backend) MaxFlows() int64 { return b.maxFlows.Load() }
+
+// NotePeak raises the backend's high-water mark of live flows to n. The
+// proxy's picks call it with the count they just raised (one load and
+// one compare per new flow; a store only on a new high), the XDP plane
+// with each conntrack count it reads.
+func (b *Backend) NotePeak(n int64) {
+	for {
+		p := b.peak.Load()
+		if n <= p || b.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// PeakFlows returns the most live flows the backend held at once since
+// it was created (a reload that keeps it keeps its peak).
+func (b *Backend) PeakFlows() int64 { return b.peak.Load() }
 
 // Release counts a live flow ended. It returns false on an unmatched
 // release (a bug to log; the count stays at zero).

@@ -107,6 +107,13 @@ type Route struct {
 	Observer  Observer
 }
 
+// LiveCounter is a plane that counts each backend's live flows itself
+// (XDP: from its conntrack) instead of in the backend's own counter,
+// which the proxy planes keep.
+type LiveCounter interface {
+	LiveFlows(b *l4.Backend) int64
+}
+
 // ListenerHandoff is a plane whose listening sockets the next l4lb can
 // take over in an upgrade (the proxy planes).
 type ListenerHandoff interface {

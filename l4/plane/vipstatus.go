@@ -75,7 +75,12 @@ type BackendStatus struct {
 	LiveFlows int64  `json:"live_flows"`
 	// MaxFlows is the backend's cap on live flows (max_conns for tcp,
 	// max_sessions for udp); absent: none.
-	MaxFlows     int64  `json:"max_flows,omitempty"`
+	MaxFlows int64 `json:"max_flows,omitempty"`
+	// PeakFlows is the most live flows the backend held at once since it
+	// started (a high-water mark, raised as flows open; xdp VIPs: at each
+	// conntrack read): the capacity the drain and disable guard counts
+	// on for a backend without MaxFlows. Absent: none yet.
+	PeakFlows    int64  `json:"peak_flows,omitempty"`
 	Flows        uint64 `json:"flows"`
 	ConnectFails uint64 `json:"connect_fails"`
 	// Unanswered: UDP sessions that ended by session_timeout without a
