@@ -132,6 +132,14 @@ func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus
 		if b.Backup {
 			health += "/backup"
 		}
+		if b.Degraded != "" {
+			health += "/DEGRADED"
+			kept := ""
+			if b.DegradedKept {
+				kept = "; kept: the last eligible backend"
+			}
+			last = strings.TrimSpace(fmt.Sprintf("%s (degraded since %s: %s%s)", last, b.DegradedSince.Format(time.RFC3339), b.Degraded, kept))
+		}
 		if b.Override != "" {
 			health += "/" + strings.ToUpper(b.Override)
 			last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ type Postgres struct {
 
 	opts    PostgresOptions
 	stopped bool
+	paused  bool // Pause registered its cleanup
 }
 
 // StartPostgres starts a server for t and stops it on cleanup.
@@ -192,6 +194,77 @@ func (p *Postgres) stop() error {
 		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
 	}
 	return nil
+}
+
+// Pause stops every process of the server with SIGSTOP, by PID: the
+// postmaster first (it forks no new backend then), then its children. A
+// paused server is a hung one: its kernel still completes handshakes
+// from the listen backlog and acknowledges requests, so TCP checks pass.
+// Resume continues it; a server paused at the end of the test is resumed
+// before it stops.
+func (p *Postgres) Pause(t testing.TB) {
+	t.Helper()
+	if !p.paused {
+		p.paused = true
+		t.Cleanup(func() { p.signalAll(t, syscall.SIGCONT) })
+	}
+	p.signalAll(t, syscall.SIGSTOP)
+}
+
+// Resume continues a server Pause stopped (SIGCONT to each process).
+func (p *Postgres) Resume(t testing.TB) {
+	t.Helper()
+	p.signalAll(t, syscall.SIGCONT)
+}
+
+// signalAll sends sig to the postmaster, then to each of its children.
+func (p *Postgres) signalAll(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	pid := p.postmasterPID(t)
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("signal postmaster %d: %v", pid, err)
+	}
+	for _, c := range childPIDs(pid) {
+		_ = syscall.Kill(c, sig) // a backend may have exited meanwhile
+	}
+}
+
+// postmasterPID reads the first line of postmaster.pid.
+func (p *Postgres) postmasterPID(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.DataDir, "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 1 {
+		t.Fatalf("postmaster.pid: %q", first)
+	}
+	return pid
+}
+
+// childPIDs lists the processes whose parent is pid (/proc/*/stat).
+func childPIDs(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Command returns an unstarted PostgreSQL program (pgbench, psql, ...) run

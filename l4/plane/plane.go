@@ -6,6 +6,7 @@ package plane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/l4lb/l4lb/l4"
@@ -71,6 +72,51 @@ var ErrCannotRebalance = errors.New("cannot rebalance")
 type Observer interface {
 	ConnectOK(b *l4.Backend, handshake time.Duration)
 	ConnectFailed(b *l4.Backend, err error)
+}
+
+// StallObserver is an Observer that also learns, at each look of a VIP
+// with stall_timeout, the stall state of every backend whose connections
+// stall or that is degraded: a plane reports a backend on every look
+// while it is degraded, and once more when it is not.
+type StallObserver interface {
+	BackendStall(b *l4.Backend, r StallReport)
+}
+
+// StallReport is what one look at a backend's open connections found
+// (stall_timeout).
+type StallReport struct {
+	// Degraded: at least one connection stalled (a request waited
+	// stall_timeout with no byte back) and none got a byte back within
+	// stall_timeout. The backend should get no new flow.
+	Degraded bool
+	Conns    int           // its open connections
+	Stalled  int           // those stalled
+	Waited   time.Duration // the longest wait of a stalled connection
+	// Unacked and ZeroWindow count stalled connections whose backend
+	// socket had sent data unacknowledged (the host or the network does
+	// not answer), or a zero send window (the server reads nothing):
+	// TCP_INFO. Neither: the kernel acknowledged the requests and the
+	// server process does not answer (a hung or stopped process).
+	Unacked, ZeroWindow int
+	// Recovered says why a degraded backend is back ("" while degraded).
+	Recovered string
+}
+
+// Reason is the report as status and the log say it: "3 of 4
+// connections: no reply for 5s (requests acknowledged by the server's
+// kernel)".
+func (r StallReport) Reason() string {
+	if !r.Degraded {
+		return r.Recovered
+	}
+	why := "requests acknowledged by the server's kernel"
+	switch {
+	case r.Unacked > 0:
+		why = fmt.Sprintf("%d with data unacknowledged", r.Unacked)
+	case r.ZeroWindow > 0:
+		why = fmt.Sprintf("%d with a zero window", r.ZeroWindow)
+	}
+	return fmt.Sprintf("%d of %d connections: no reply for %s (%s)", r.Stalled, r.Conns, r.Waited.Round(100*time.Millisecond), why)
 }
 
 // Router is a plane that sends each new connection to a route by the

@@ -98,6 +98,13 @@ type BackendStatus struct {
 	Override      string    `json:"override,omitempty"`
 	OverrideBy    string    `json:"override_by,omitempty"`
 	OverrideSince time.Time `json:"override_since,omitzero"`
+	// Degraded: the backend's connections stall (stall_timeout) and it
+	// gets no new flow; the words say what the last look found ("3 of 4
+	// connections: no reply for 5s (...)"), since when. DegradedKept: it
+	// is the VIP's last eligible backend, so it still gets flows.
+	Degraded      string    `json:"degraded,omitempty"`
+	DegradedSince time.Time `json:"degraded_since,omitzero"`
+	DegradedKept  bool      `json:"degraded_kept,omitempty"`
 	LastCheck     string    `json:"last_check,omitempty"`
 	Since         time.Time `json:"since,omitzero"`
 	ReplicaLag
@@ -141,6 +148,9 @@ type TCPStatus struct {
 	// LostWakeups counts blocked directions the stall guard moved on:
 	// their destination could take bytes, no wake-up came (expected 0).
 	LostWakeups uint64 `json:"lost_wakeups,omitempty" metric:"vip_lost_wakeups_total" help:"Blocked directions whose destination could take bytes with no wake-up for two seconds, moved on by the stall guard (expected 0)." text:"(lost wake-ups)/lost-wakeups" note:"(moved on by the stall guard; expected 0: please report)"`
+	// StallDegraded counts backends marked degraded because their
+	// connections stalled (stall_timeout).
+	StallDegraded uint64 `json:"stall_degraded,omitempty" metric:"vip_stall_degraded_total" help:"Backends of a TCP VIP marked degraded, out of new picks, because their connections stalled: requests unanswered for stall_timeout." text:"events/stall-degraded"`
 	// Queued is how many connections wait for a backend slot now (every
 	// backend at its max_conns); QueueWaits how many ever did, and
 	// QueueTimeouts those reset when queue_timeout ran out.

@@ -54,6 +54,11 @@ type Settings struct {
 	// waiting connections are served in arrival order as backends free
 	// slots, and reset when it runs out (evqueue.go); 0 = reset at once.
 	QueueTimeout time.Duration
+	// StallTimeout > 0 watches the service's open connections for
+	// backends that stop answering (stallwatch.go): a backend whose
+	// connections wait this long for a byte back, none answering, is
+	// reported degraded to a plane.StallObserver; 0 = off (no watch).
+	StallTimeout time.Duration
 	// queuePoll overrides how often a waiting connection looks for room
 	// itself (0 = queuePoll): tests turn it off to prove that the wake-ups
 	// on release and publish are what serve the queue.
@@ -114,6 +119,9 @@ type ServiceStats struct {
 	// (evstall.go): their destination could take bytes and no wake-up came
 	// for two seconds. Expected 0.
 	LostWakeups atomic.Uint64
+	// StallDegraded counts backends the stall watch marked degraded
+	// (stall_timeout: their connections stopped answering).
+	StallDegraded atomic.Uint64
 	// QueueWaits counts connections that waited for a backend slot (every
 	// backend at its max_conns); QueueTimeouts those reset when
 	// queue_timeout ran out (or at once, with queue_timeout 0).
@@ -250,6 +258,7 @@ func (s *TCPService) Update(st Settings) {
 	if old != nil {
 		s.tryResume() // a higher max_conns frees a paused VIP at once
 	}
+	s.ev.stall.set(s, st.StallTimeout > 0)
 }
 
 // SetDeferAccept sets or clears TCP_DEFER_ACCEPT on the running listener
@@ -365,6 +374,7 @@ func (s *TCPService) selfConnect(b *l4.Backend) error {
 // Close stops accepting; established connections continue.
 func (s *TCPService) Close() error {
 	s.stop.close()
+	s.ev.stall.halt()
 	s.closeLoops()
 	if s.serving.Load() {
 		<-s.acceptDone

@@ -139,6 +139,7 @@ var mappingRows = []mappingRow{
 	{key: "accept_proxy_protocol_from", set: func(v *config.VIP) { v.AcceptProxyProtocolFrom = prefixes("198.18.5.0/24") },
 		path: "TCP.Service.AcceptProxyFrom", want: prefixes("198.18.5.0/24")},
 	{key: "first_byte_timeout", set: func(v *config.VIP) { v.FirstByteTimeout = 1500 * time.Millisecond }, path: "TCP.Service.FirstByteTimeout", want: 1500 * time.Millisecond},
+	{key: "stall_timeout", set: func(v *config.VIP) { v.StallTimeout = 2 * time.Second }, path: "TCP.Service.StallTimeout", want: 2 * time.Second},
 	{key: "queue_timeout", set: func(v *config.VIP) { v.QueueTimeout = 250 * time.Millisecond }, path: "TCP.Service.QueueTimeout", want: 250 * time.Millisecond},
 	{key: "affinity_timeout", set: func(v *config.VIP) { v.AffinityTimeout = 3 * time.Second }, path: "TCP.Service.AffinityTimeout", want: 3 * time.Second},
 	{key: "max_conns_per_client", set: func(v *config.VIP) { v.MaxConnsPerClient = 5 }, path: "TCP.Service.ClientLimits.MaxOpen", want: 5},

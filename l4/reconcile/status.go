@@ -151,5 +151,6 @@ func (b *backend) status() plane.BackendStatus {
 	if b.override.state != l4.OverrideNone {
 		bs.Override, bs.OverrideBy, bs.OverrideSince = b.override.state.String(), b.override.by, b.override.since
 	}
+	b.stallStatus(&bs)
 	return bs
 }
