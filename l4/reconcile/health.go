@@ -68,13 +68,18 @@ func (r *Runtime) onHealth(ev health.Event) {
 			b.ObserveRTT(ev.RTT)
 		}
 	}
-	if !ev.Passive {
+	if !ev.Passive && readsLag(&v.cfg().Health) {
 		v.setLag(ev.Key.Backend, ev.Result.Lag)
 	}
 	if ev.Changed() {
 		v.setHealth(ev.Key.Backend, ev.New, ev.Reason)
 	}
 }
+
+// readsLag reports whether h's checks read a replica's lag (role replica:
+// postgres and mysql only). Other VIPs never take a lock for it, and a
+// reload to another role drops the lags.
+func readsLag(h *config.Health) bool { return h.Role == l4.RoleReplica }
 
 // setLag records the replica lag an active check read (zero: it read
 // none), and publishes a snapshot when lag_weight moves the weight.

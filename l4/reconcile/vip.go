@@ -208,7 +208,10 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 		nb := &backend{weight: uint32(bc.Weight), conf: bc}
 		if ok && old.b.Addr == bc.Address {
 			nb.b, nb.health, nb.upSince, nb.trial, nb.scale = old.b, old.health, old.upSince, old.trial, old.scale
-			nb.stall, nb.lag = old.stall, old.lag
+			nb.stall = old.stall
+			if readsLag(&vc.Health) {
+				nb.lag = old.lag
+			}
 			if sameInFile(old.conf, bc) {
 				nb.override = old.override
 			}
@@ -286,9 +289,12 @@ func (v *vip) commit(p *plan) error {
 			}
 			continue
 		}
-		if nb.health != old.health || nb.trial != old.trial || nb.stall != old.stall || nb.lag != old.lag {
-			nb.health, nb.upSince, nb.trial, stale = old.health, old.upSince, old.trial, true
-			nb.stall, nb.lag = old.stall, old.lag
+		keepLag := readsLag(&p.conf.Health)
+		if nb.health != old.health || nb.trial != old.trial || nb.stall != old.stall || keepLag && nb.lag != old.lag {
+			nb.health, nb.upSince, nb.trial, nb.stall, stale = old.health, old.upSince, old.trial, old.stall, true
+			if keepLag {
+				nb.lag = old.lag
+			}
 		}
 		// An override set or cleared since the plan was made wins too;
 		// one the reload ends (the file changed the backend) is logged.
