@@ -4,6 +4,8 @@ package testutil
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/netip"
@@ -30,8 +32,11 @@ type PostgresOptions struct {
 	// need it (scram-sha-256, which "md5" lines also accept); without one
 	// every TCP login is trusted.
 	User, Password string
-	// Settings are extra postgresql.conf settings ("ssl=on").
+	// Settings are extra postgresql.conf settings.
 	Settings []string
+	// TLS turns ssl on with a self-signed certificate (SelfSignedTLS):
+	// clients with sslmode=require (an SSLRequest, then TLS) get in.
+	TLS bool
 }
 
 // Postgres is a running server. Its files live in a test temp dir, owned
@@ -61,6 +66,9 @@ func StartPostgres(t testing.TB, opts PostgresOptions) *Postgres {
 	p := newPostgresDirs(t, opts)
 	copyTree(t, pgTemplate(t), p.DataDir)
 	p.writeHBA(t)
+	if opts.TLS {
+		p.opts.Settings = append(p.writeCert(t), p.opts.Settings...)
+	}
 	p.start(t)
 	if opts.User != "" {
 		p.Exec(t, createRoleSQL(opts.User, opts.Password))
@@ -107,6 +115,30 @@ func (p *Postgres) writeHBA(t testing.TB) {
 		t.Fatal(err)
 	}
 	chownUser(t, path, "postgres")
+}
+
+// writeCert writes a self-signed certificate and its key (0600, the
+// server insists) into the data directory and returns the settings that
+// turn ssl on with them.
+func (p *Postgres) writeCert(t testing.TB) []string {
+	t.Helper()
+	cert, _ := SelfSignedTLS(t, "localhost")
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*pem.Block{
+		"server.crt": {Type: "CERTIFICATE", Bytes: cert.Certificate[0]},
+		"server.key": {Type: "PRIVATE KEY", Bytes: key},
+	}
+	for name, b := range files {
+		path := filepath.Join(p.DataDir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		chownUser(t, path, "postgres")
+	}
+	return []string{"ssl=on", "ssl_cert_file=server.crt", "ssl_key_file=server.key"}
 }
 
 // start runs pg_ctl start -w and registers the stop.

@@ -120,8 +120,9 @@ func (r StallReport) Reason() string {
 }
 
 // Router is a plane that sends each new connection to a route by the
-// server name of its TLS ClientHello (SNI), a route having backends of
-// its own: a TCP proxy VIP.
+// server name of its TLS ClientHello (SNI), or on a postgres VIP by the
+// database and user of its StartupMessage, a route having backends of its
+// own: a TCP proxy VIP.
 type Router interface {
 	// RoutePlane is the plane of one route: no listener of its own, the
 	// router's connections whose backends the route chose.
@@ -138,7 +139,10 @@ type Router interface {
 // RouteTable is a VIP's SNI routes.
 type RouteTable struct {
 	Routes  []Route
-	Timeout time.Duration // for a whole ClientHello
+	Timeout time.Duration // for a whole ClientHello (or startup packet)
+	// Startup: read PostgreSQL startup packets of clients that do not open
+	// with TLS (app_protocol postgres), for the routes' Databases and Users.
+	Startup bool
 	// CloseNoMatch resets a connection no route takes; else the VIP's own
 	// backends take it.
 	CloseNoMatch bool
@@ -147,10 +151,13 @@ type RouteTable struct {
 // Route is one SNI route: the server names it takes and where its
 // connections pick their backends.
 type Route struct {
-	Name      string
-	Names     []string
-	Snapshots *snapshot.Store
-	Observer  Observer
+	Name  string
+	Names []string
+	// Databases and Users match a startup's parameters (Startup tables):
+	// a name, or a prefix written "prefix*"; nil: any.
+	Databases, Users []string
+	Snapshots        *snapshot.Store
+	Observer         Observer
 }
 
 // LiveCounter is a plane that counts each backend's live flows itself

@@ -222,12 +222,27 @@ type SNIStatus struct {
 	NoMatchCount uint64 `json:"sni_no_match"`
 	NotTLS       uint64 `json:"sni_not_tls"`
 	Timeouts     uint64 `json:"sni_timeout"`
+	// Startup: a postgres VIP's startup packets (app_protocol postgres).
+	Startup *StartupStatus `json:"startup,omitempty"`
+}
+
+// StartupStatus counts the first packets of a postgres VIP with routes
+// that did not open with TLS (those count as SNI).
+type StartupStatus struct {
+	Routed    uint64 `json:"routed" metric:"vip_pg_startup_total{event=routed}" help:"First packets of a postgres VIP with routes (app_protocol postgres): event routed (a StartupMessage a route took by database and user), no_match (one no route took), encrypted (SSLRequest or GSSENCRequest: no readable startup), cancel (CancelRequest), malformed (reset, no backend dialed). All but routed go where sni_no_match says." text:"pg startup/routed,always"`
+	NoMatch   uint64 `json:"no_match" metric:"vip_pg_startup_total{event=no_match}" text:"pg startup/no-match,always"`
+	Encrypted uint64 `json:"encrypted" metric:"vip_pg_startup_total{event=encrypted}" text:"pg startup/ssl-or-gss,always"`
+	Cancels   uint64 `json:"cancels" metric:"vip_pg_startup_total{event=cancel}" text:"pg startup/cancel,always"`
+	Malformed uint64 `json:"malformed" metric:"vip_pg_startup_total{event=malformed}" text:"pg startup/malformed,always"`
 }
 
 // RouteStatus is one SNI route of a VIP in status.
 type RouteStatus struct {
-	Name      string          `json:"name"`
-	Names     []string        `json:"names"`
+	Name  string   `json:"name"`
+	Names []string `json:"names"`
+	// Databases and Users: what a postgres VIP's route takes by startup.
+	Databases []string        `json:"databases,omitempty"`
+	Users     []string        `json:"users,omitempty"`
 	Algorithm string          `json:"algorithm"`
 	Eligible  int             `json:"eligible"`
 	Routed    uint64          `json:"routed"` // connections its names brought

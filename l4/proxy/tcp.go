@@ -138,6 +138,21 @@ type ServiceStats struct {
 	SNINoMatch  atomic.Uint64
 	SNITimeouts atomic.Uint64
 	SNIDefault  atomic.Uint64
+	// Startup: the first packets of a postgres VIP with routes
+	// (evstartup.go).
+	Startup StartupStats
+}
+
+// StartupStats count a postgres VIP's startup packets: StartupMessages a
+// route took by database and user, or none did; SSLRequests and
+// GSSENCRequests; CancelRequests; malformed or oversized packets (reset).
+// plane.StartupStatus's fields of the same names read them.
+type StartupStats struct {
+	Routed    atomic.Uint64
+	NoMatch   atomic.Uint64
+	Encrypted atomic.Uint64
+	Cancels   atomic.Uint64
+	Malformed atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
