@@ -220,7 +220,7 @@ func TestPostgresRouteProblems(t *testing.T) {
 	for _, c := range []problemCase{
 		{"database without postgres", route("", `  database = ["app"] # <-`), "vip[0].route[0].database", "pg", `app_protocol = "postgres"`},
 		{"user on mysql", route(`app_protocol = "mysql"`, `  user = ["app"] # <-`), "vip[0].route[0].user", "pg", `app_protocol = "postgres"`},
-		{"nothing to match", oneVIP(pg+`
+		{"nothing to match", oneVIP(pg + `
   [[vip.route]] # <-
   name = "a"
     [[vip.route.backend]]
