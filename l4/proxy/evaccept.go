@@ -247,6 +247,7 @@ func (s *TCPService) evConnDone(l *loop, c *evConn) {
 		s.queue.remove(c)
 		c.in.queue = false
 	}
+	c.unhold(false)
 	if c.in.clients {
 		s.clients.Release(c.flow.Src.Addr(), l.now())
 		c.in.clients = false

@@ -54,6 +54,13 @@ type Settings struct {
 	// waiting connections are served in arrival order as backends free
 	// slots, and reset when it runs out (evqueue.go); 0 = reset at once.
 	QueueTimeout time.Duration
+	// FailoverHold > 0: a new connection that finds no eligible backend
+	// (or whose connects failed on every backend it tried) waits up to
+	// this long in the same queue, nothing dialed, and is served in
+	// arrival order by the first backend a new snapshot brings
+	// (evhold.go); past it, or past the hold's bound (MaxConns, else
+	// maxHeld), it is reset as without the hold. 0 = off.
+	FailoverHold time.Duration
 	// queuePoll overrides how often a waiting connection looks for room
 	// itself (0 = queuePoll): tests turn it off to prove that the wake-ups
 	// on release and publish are what serve the queue.
@@ -119,6 +126,16 @@ type ServiceStats struct {
 	// queue_timeout ran out (or at once, with queue_timeout 0).
 	QueueWaits    atomic.Uint64
 	QueueTimeouts atomic.Uint64
+	// RateWaits counts connections that waited (or, with queue_timeout 0,
+	// were reset) while a backend was over its max_conn_rate.
+	RateWaits atomic.Uint64
+	// failover_hold (evhold.go): connections held for want of a backend,
+	// those a backend then took, those reset when the hold ran out, and
+	// those reset because the hold was full.
+	Held          atomic.Uint64
+	HoldReleased  atomic.Uint64
+	HoldExpired   atomic.Uint64
+	HoldOverflows atomic.Uint64
 	// Retries counts connects begun on another backend after one failed
 	// (retries; HAProxy's redispatches): the client did not see the failure.
 	Retries atomic.Uint64
@@ -161,6 +178,11 @@ type TCPService struct {
 	logs tcpLogs
 
 	queue waitQueue // connections waiting for a backend slot (evqueue.go)
+	// tokenWake serves the queue when a backend over its max_conn_rate
+	// has a token again; tokenArmed while it runs.
+	tokenWake  *time.Timer
+	tokenArmed atomic.Bool
+	holding    atomic.Int64 // connections failover_hold holds (evhold.go)
 
 	wg         sync.WaitGroup // connections
 	serving    atomic.Bool    // Serve ran: Close waits for it
@@ -221,6 +243,8 @@ func NewTCPService(cfg TCPConfig) (*TCPService, error) {
 		return nil, fmt.Errorf("tcp service %s: %w", s.key.Addr, err)
 	}
 	s.ev = ev
+	s.tokenWake = time.AfterFunc(time.Hour, s.tokenDue)
+	s.tokenWake.Stop()
 	s.stop.ch = make(chan struct{})
 	s.listenKeepAlive = cfg.Settings.KeepAlive
 	s.Update(cfg.Settings)
@@ -364,6 +388,7 @@ func (s *TCPService) selfConnect(b *l4.Backend) error {
 
 // Close stops accepting; established connections continue.
 func (s *TCPService) Close() error {
+	s.tokenWake.Stop()
 	s.stop.close()
 	s.closeLoops()
 	if s.serving.Load() {
