@@ -114,10 +114,11 @@ type TCPStatus struct {
 	// LostWakeups counts blocked directions the stall guard moved on:
 	// their destination could take bytes, no wake-up came (expected 0).
 	LostWakeups uint64 `json:"lost_wakeups,omitempty" metric:"vip_lost_wakeups_total" help:"Blocked directions whose destination could take bytes with no wake-up for two seconds, moved on by the stall guard (expected 0)." text:"(lost wake-ups)/lost-wakeups" note:"(moved on by the stall guard; expected 0: please report)"`
-	// Queued is how many connections wait for a backend slot now (every
-	// backend at its max_conns); QueueWaits how many ever did, and
+	// Queued is how many connections wait in the VIP's queue now (every
+	// backend at its max_conns or over its max_conn_rate; and those
+	// failover_hold holds); QueueWaits how many ever waited for a slot, and
 	// QueueTimeouts those reset when queue_timeout ran out.
-	Queued        int64  `json:"queued" metric:"vip_queued" help:"TCP connections waiting now for a backend slot (every backend at its max_conns)." kind:"gauge" text:"backends full/queued"`
+	Queued        int64  `json:"queued" metric:"vip_queued" help:"TCP connections waiting now in the VIP's queue: for a backend slot (every backend at its max_conns or over its max_conn_rate), or held by failover_hold." kind:"gauge" text:"backends full/queued"`
 	QueueWaits    uint64 `json:"queue_waits,omitempty" metric:"vip_queue_waits_total" help:"TCP connections that waited for a backend slot (every backend at its max_conns)." text:"backends full/queue-waits"`
 	QueueTimeouts uint64 `json:"queue_timeouts,omitempty" metric:"vip_queue_timeouts_total" help:"TCP clients reset after waiting queue_timeout for a backend slot." text:"backends full/queue-timeouts"`
 	// RateWaits: connections that waited for a backend (or, with

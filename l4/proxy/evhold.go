@@ -37,13 +37,13 @@ func (c *evConn) holdFailover(l *loop, failedOn uint64) {
 	c.mustLive()
 	s := c.svc
 	if !c.in.hold {
-		if s.holding.Load() >= int64(cmp.Or(c.st.MaxConns, maxHeld)) {
+		if s.Stats.Holding.Load() >= int64(cmp.Or(c.st.MaxConns, maxHeld)) {
 			s.Stats.HoldOverflows.Add(1)
-			s.rateLog("failover hold full: client reset", zap.Stringer("client", c.flow.Src), zap.Int64("holding", s.holding.Load()))
+			s.rateLog("failover hold full: client reset", zap.Stringer("client", c.flow.Src), zap.Int64("holding", s.Stats.Holding.Load()))
 			c.noBackend(l, balance.ErrNoBackend, c.noBackendWhy())
 			return
 		}
-		s.holding.Add(1)
+		s.Stats.Holding.Add(1)
 		s.Stats.Held.Add(1)
 		c.in.hold = true
 		c.times.queueUntil = l.now() + int64(c.st.FailoverHold)
@@ -55,6 +55,7 @@ func (c *evConn) holdFailover(l *loop, failedOn uint64) {
 // noBackendWhy is how a client that found no backend ends: no backend, or
 // how its last connect failed.
 func (c *evConn) noBackendWhy() l4.EndReason {
+	c.mustLive()
 	if c.pick.attempts > 0 {
 		return c.pick.lastFail
 	}
@@ -69,7 +70,7 @@ func (c *evConn) unhold(released bool) {
 		return
 	}
 	c.in.hold = false
-	c.svc.holding.Add(-1)
+	c.svc.Stats.Holding.Add(-1)
 	if released {
 		c.svc.Stats.HoldReleased.Add(1)
 	}
@@ -89,7 +90,3 @@ func (c *evConn) holdExpired(l *loop) {
 	}
 	c.noBackend(l, balance.ErrNoBackend, l4.EndNoBackend)
 }
-
-// Holding returns how many connections failover_hold holds now (waiting,
-// or dialing a backend after the hold).
-func (s *TCPService) Holding() int { return int(s.holding.Load()) }

@@ -37,9 +37,10 @@ const queuePoll = 200 * time.Millisecond
 // from: a slot is offered to the oldest waiter whose store has room, so a
 // full route never holds up another one.
 type waitQueue struct {
-	n  atomic.Int64 // len(q)
-	mu sync.Mutex
-	q  []waiter
+	token tokenWake    // serves it when a backend over its max_conn_rate has a token again
+	n     atomic.Int64 // len(q)
+	mu    sync.Mutex
+	q     []waiter
 }
 
 // waiter is a connection in the queue, on the loop that owns it; gen tells
@@ -142,14 +143,21 @@ func (s *TCPService) ServeQueue() {
 // would wake the waiters then. One timer per service, armed once at a
 // time; d = 0 does nothing.
 func (s *TCPService) wakeAtToken(d time.Duration) {
-	if d > 0 && s.tokenArmed.CompareAndSwap(false, true) {
-		s.tokenWake.Reset(d)
+	if d > 0 && s.queue.token.armed.CompareAndSwap(false, true) {
+		s.queue.token.t.Reset(d)
 	}
+}
+
+// tokenWake is a service's timer for max_conn_rate's next token: armed
+// while it runs.
+type tokenWake struct {
+	t     *time.Timer
+	armed atomic.Bool
 }
 
 // tokenDue is the token timer's end.
 func (s *TCPService) tokenDue() {
-	s.tokenArmed.Store(false)
+	s.queue.token.armed.Store(false)
 	s.ServeQueue()
 }
 

@@ -123,8 +123,8 @@ func (p *TCPPlane) FillStatus(s *plane.VIPStatus) {
 	s.NoBackend, s.ConnectFails = st.NoBackend.Load(), st.ConnectFails.Load()
 	s.ConnLogDropped = st.ConnLogDropped.Load()
 	s.Denied, s.ClientLimited = st.Denied.Load(), st.ClientLimited.Load()
-	s.TCP = &plane.TCPStatus{Queued: int64(p.svc.Queued()), Holding: int64(p.svc.Holding())}
-	plane.LoadCounters(s.TCP, st) // every counter but Queued and Holding, by name
+	s.TCP = &plane.TCPStatus{Queued: int64(p.svc.Queued())}
+	plane.LoadCounters(s.TCP, st) // every counter but Queued, by name
 }
 
 // ListenFDs duplicates the listener for the next l4lb.

@@ -121,21 +121,8 @@ type ServiceStats struct {
 	// (evstall.go): their destination could take bytes and no wake-up came
 	// for two seconds. Expected 0.
 	LostWakeups atomic.Uint64
-	// QueueWaits counts connections that waited for a backend slot (every
-	// backend at its max_conns); QueueTimeouts those reset when
-	// queue_timeout ran out (or at once, with queue_timeout 0).
-	QueueWaits    atomic.Uint64
-	QueueTimeouts atomic.Uint64
-	// RateWaits counts connections that waited (or, with queue_timeout 0,
-	// were reset) while a backend was over its max_conn_rate.
-	RateWaits atomic.Uint64
-	// failover_hold (evhold.go): connections held for want of a backend,
-	// those a backend then took, those reset when the hold ran out, and
-	// those reset because the hold was full.
-	Held          atomic.Uint64
-	HoldReleased  atomic.Uint64
-	HoldExpired   atomic.Uint64
-	HoldOverflows atomic.Uint64
+	QueueStats
+	HoldStats
 	// Retries counts connects begun on another backend after one failed
 	// (retries; HAProxy's redispatches): the client did not see the failure.
 	Retries atomic.Uint64
@@ -147,6 +134,29 @@ type ServiceStats struct {
 	SNINoMatch  atomic.Uint64
 	SNITimeouts atomic.Uint64
 	SNIDefault  atomic.Uint64
+}
+
+// QueueStats are the wait queue's counters (evqueue.go): connections
+// that waited for a backend slot (every backend at its max_conns or over
+// its max_conn_rate), those reset when queue_timeout ran out (or at once,
+// with queue_timeout 0), and those that waited (or were reset) while a
+// backend was over its max_conn_rate.
+type QueueStats struct {
+	QueueWaits    atomic.Uint64
+	QueueTimeouts atomic.Uint64
+	RateWaits     atomic.Uint64
+}
+
+// HoldStats are failover_hold's counters (evhold.go): connections held
+// now (waiting, or dialing the backend that came), held ever, taken by a
+// backend after the hold, reset when the hold ran out, and reset because
+// the hold was full.
+type HoldStats struct {
+	Holding       atomic.Int64
+	Held          atomic.Uint64
+	HoldReleased  atomic.Uint64
+	HoldExpired   atomic.Uint64
+	HoldOverflows atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
@@ -178,11 +188,6 @@ type TCPService struct {
 	logs tcpLogs
 
 	queue waitQueue // connections waiting for a backend slot (evqueue.go)
-	// tokenWake serves the queue when a backend over its max_conn_rate
-	// has a token again; tokenArmed while it runs.
-	tokenWake  *time.Timer
-	tokenArmed atomic.Bool
-	holding    atomic.Int64 // connections failover_hold holds (evhold.go)
 
 	wg         sync.WaitGroup // connections
 	serving    atomic.Bool    // Serve ran: Close waits for it
@@ -243,8 +248,8 @@ func NewTCPService(cfg TCPConfig) (*TCPService, error) {
 		return nil, fmt.Errorf("tcp service %s: %w", s.key.Addr, err)
 	}
 	s.ev = ev
-	s.tokenWake = time.AfterFunc(time.Hour, s.tokenDue)
-	s.tokenWake.Stop()
+	s.queue.token.t = time.AfterFunc(time.Hour, s.tokenDue)
+	s.queue.token.t.Stop()
 	s.stop.ch = make(chan struct{})
 	s.listenKeepAlive = cfg.Settings.KeepAlive
 	s.Update(cfg.Settings)
@@ -388,7 +393,7 @@ func (s *TCPService) selfConnect(b *l4.Backend) error {
 
 // Close stops accepting; established connections continue.
 func (s *TCPService) Close() error {
-	s.tokenWake.Stop()
+	s.queue.token.t.Stop()
 	s.stop.close()
 	s.closeLoops()
 	if s.serving.Load() {
