@@ -75,18 +75,3 @@ func (c *evConn) unhold(released bool) {
 		c.svc.Stats.HoldReleased.Add(1)
 	}
 }
-
-// holdExpired resets a client held failover_hold without a backend taking
-// it, as it would have been reset at once without the hold.
-func (c *evConn) holdExpired(l *loop) {
-	c.mustLive()
-	s := c.svc
-	s.Stats.HoldExpired.Add(1)
-	s.rateLog("no backend became eligible within failover_hold: client reset",
-		zap.Stringer("client", c.flow.Src), zap.Duration("failover_hold", c.st.FailoverHold))
-	if c.in.queue {
-		s.queue.remove(c)
-		c.in.queue = false
-	}
-	c.noBackend(l, balance.ErrNoBackend, l4.EndNoBackend)
-}

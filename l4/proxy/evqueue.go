@@ -172,7 +172,7 @@ func (c *evConn) enqueue(l *loop) {
 		s.Stats.RateWaits.Add(1)
 	}
 	if c.st.QueueTimeout <= 0 {
-		c.queueTimeout(l)
+		c.waitRanOut(l)
 		return
 	}
 	s.Stats.QueueWaits.Add(1)
@@ -202,6 +202,16 @@ func (c *evConn) park(l *loop, failedOn uint64, front bool) {
 	}
 }
 
+// leaveQueue takes c out of the VIP's queue, if it is in it (a no-op
+// when the queue handed it out already).
+func (c *evConn) leaveQueue() {
+	c.mustLive()
+	if c.in.queue {
+		c.svc.queue.remove(c)
+		c.in.queue = false
+	}
+}
+
 // store is where c picks from: its SNI route's snapshots, or the VIP's.
 func (c *evConn) store() *snapshot.Store {
 	c.mustLive()
@@ -222,11 +232,7 @@ func (c *evConn) armQueueTimer(l *loop) {
 func (c *evConn) queueTimer(l *loop) {
 	c.mustLive()
 	if l.now() >= c.times.queueUntil {
-		if c.in.hold {
-			c.holdExpired(l)
-			return
-		}
-		c.queueTimeout(l)
+		c.waitRanOut(l)
 		return
 	}
 	if c.store().Load().Room() {
@@ -272,18 +278,23 @@ func (s *TCPService) serveWaiter(l *loop, c *evConn, gen uint32) {
 
 }
 
-// queueTimeout resets a client that waited queue_timeout for a backend
-// slot (or found every backend full with queue_timeout 0): counted and
-// logged, rate-limited; no backend was dialed.
-func (c *evConn) queueTimeout(l *loop) {
+// waitRanOut resets a client whose wait ran out: queue_timeout for a
+// backend slot (or at once, with queue_timeout 0), or failover_hold for
+// an eligible backend (reset as it would have been at once without the
+// hold). Counted and logged, rate-limited; no backend was dialed.
+func (c *evConn) waitRanOut(l *loop) {
 	c.mustLive()
 	s := c.svc
+	c.leaveQueue()
+	if c.in.hold {
+		s.Stats.HoldExpired.Add(1)
+		s.rateLog("no backend became eligible within failover_hold: client reset",
+			zap.Stringer("client", c.flow.Src), zap.Duration("failover_hold", c.st.FailoverHold))
+		c.noBackend(l, balance.ErrNoBackend, l4.EndNoBackend)
+		return
+	}
 	s.Stats.QueueTimeouts.Add(1)
 	s.rateLog("every backend is at its max_conns: client reset after queue_timeout",
 		zap.Stringer("client", c.flow.Src), zap.Duration("queue_timeout", c.st.QueueTimeout))
-	if c.in.queue {
-		s.queue.remove(c)
-		c.in.queue = false
-	}
 	c.resetClient(l, l4.EndQueueTimeout)
 }
