@@ -151,6 +151,15 @@ type VIP struct {
 	// SMTP the client waits for the server's greeting and would be cut.
 	// Only for tcp VIPs in proxy mode.
 	FirstByteTimeout time.Duration
+	// StallTimeout > 0 watches the VIP's proxied connections: a backend
+	// whose connections stall (a request waits with no byte back for this
+	// long, and no connection to it got a byte back meanwhile) is
+	// degraded, out of new picks, until a byte comes back (stall_timeout);
+	// default 0 = off; 100ms..1h. Only for tcp VIPs in proxy mode.
+	StallTimeout time.Duration
+	// CapacityGuard makes drain and disable refuse to leave the VIP no
+	// eligible backend or too little room (capacity_guard).
+	CapacityGuard bool
 	// AppProtocol is the application protocol the VIP carries, whose
 	// framing l4lb may read as bytes pass (app_protocol).
 	AppProtocol l4.AppProtocol

@@ -32,7 +32,7 @@ func TestExampleLoads(t *testing.T) {
 	if c.Path != "../examples/l4lb.toml" || c.XDP != nil {
 		t.Errorf("Path = %q, XDP = %v", c.Path, c.XDP)
 	}
-	want := map[string]string{"postgres": "postgres", "redis": "redis", "websocket": "http", "dns": "tcp", "tls": "tcp"}
+	want := map[string]string{"postgres": "postgres", "redis": "redis", "websocket": "http", "dns": "tcp", "tls": "tcp", "pg-tenants": "tcp"}
 	if len(c.VIPs) != len(want) {
 		t.Fatalf("%d VIPs, want %d", len(c.VIPs), len(want))
 	}

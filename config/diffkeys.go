@@ -120,7 +120,11 @@ func routesText(rs []Route) string {
 			}
 		}
 		h := r.Health
-		parts[i] = fmt.Sprintf("%s %v %s health %s/%s/%s/%d/%d/%d/%s [%s]", r.Name, r.Names, r.Algorithm, h.Type, fmtDuration(h.Interval),
+		match := fmt.Sprint(r.Names)
+		if len(r.Databases)+len(r.Users) > 0 {
+			match += fmt.Sprintf(" database %v user %v", r.Databases, r.Users)
+		}
+		parts[i] = fmt.Sprintf("%s %s %s health %s/%s/%s/%d/%d/%d/%s [%s]", r.Name, match, r.Algorithm, h.Type, fmtDuration(h.Interval),
 			fmtDuration(h.Timeout), h.Rise, h.Fall, h.Port, h.OnDown, strings.Join(bs, " "))
 	}
 	return strings.Join(parts, "; ")

@@ -44,8 +44,12 @@ var backendKeys = []key[Backend]{
 var routeKeys = []key[Route]{
 	{name: "name", val: requiredName(func(r *Route) *string { return &r.Name }), reload: routeReload, def: "(required)",
 		doc: `Names the route in status, metrics and health; unique within the VIP.`},
-	{name: "names", val: routeNamesOf(), reload: routeReload, def: "(required)",
-		doc: `Server names, case-insensitive: exact ("api.example.com") or wildcards ("*.example.com": one label or more before it, not example.com itself). An exact name beats every wildcard, a longer wildcard a shorter one; a name is listed by one route of the VIP at most.`},
+	{name: "names", val: routeNamesOf(), reload: routeReload, def: "(required, unless a postgres VIP's route has database or user)",
+		doc: `Server names, case-insensitive: exact ("api.example.com") or wildcards ("*.example.com": one label or more before it, not example.com itself). An exact name beats every wildcard, a longer wildcard a shorter one; a name is listed by one route of the VIP at most. On a postgres VIP they match clients that open TLS at once (sslnegotiation=direct, PostgreSQL 17).`},
+	{name: "database", val: startupListOf(func(r *Route) *[]string { return &r.Databases }, "database"), reload: routeReload, def: "(none: any)",
+		doc: `VIPs with app_protocol = "postgres": the databases of plain-text StartupMessages the route takes, case-sensitive: exact ("app") or a prefix and "*" ("tenant_*"). A startup without a database names its user's, as PostgreSQL does. Routes are tried in file order; the first whose database and user lists (each, if given) match takes the connection.`},
+	{name: "user", val: startupListOf(func(r *Route) *[]string { return &r.Users }, "user"), reload: routeReload, def: "(none: any)",
+		doc: `VIPs with app_protocol = "postgres": the user names of plain-text StartupMessages the route takes, as database does (with database: both must match).`},
 	{name: "algorithm", val: enumBy(func(r *Route) *l4.Algorithm { return &r.Algorithm }, func(r *Route) l4.Algorithm { return r.Algorithm }, l4.AlgorithmNames()),
 		reload: routeReload, def: "the VIP's algorithm",
 		doc: `How the route's backends are picked; its options (hash_key, maglev_table_size, least_time_*) are the VIP's.`},
@@ -59,6 +63,30 @@ var routeKeys = []key[Route]{
 
 // routeReload: Diff reports a VIP's routes as one setting (vipKeys' route).
 const routeReload = "new connections; connections already routed keep their route and backend"
+
+// startupListOf is a postgres route's database or user list, each entry
+// checked (checkStartupValue).
+func startupListOf(field func(r *Route) *[]string, what string) keyValue[Route] {
+	return keyValue[Route]{
+		resolve: func(l *layer, key string, own, _ rawTable, r *Route) {
+			raw := value(l, key, get[[]any](own, key), opt[[]any]{}, nil, "an array of "+what+" names")
+			if l.has(key) && len(raw) == 0 {
+				l.problem(key, "must list at least one %s name (leave the key out to take any)", what)
+			}
+			l.eachString(key, raw, `a `+what+` name such as "app" or "app_*"`, func(i int, s string) {
+				if err := checkStartupValue(s); err != nil {
+					l.problem(key, "[%d] %q: %v", i, s, err)
+				} else {
+					*field(r) = append(*field(r), s)
+				}
+			})
+		},
+		toml: func(r *Route) string { return stringList(*field(r)) },
+		omit: func(r *Route) bool { return len(*field(r)) == 0 },
+		copy: func(dst, src *Route) { *field(dst) = *field(src) },
+		form: `["NAME", "PREFIX*", ...]`,
+	}
+}
 
 // backendName is a backend's optional name.
 func backendName() keyValue[Backend] {
@@ -108,8 +136,7 @@ func routeNamesOf() keyValue[Route] {
 		resolve: func(l *layer, key string, own, _ rawTable, r *Route) {
 			raw := value(l, key, get[[]any](own, key), opt[[]any]{}, nil, "an array of server names")
 			if !l.has(key) {
-				l.problem(key, "is required: the server names the route takes, such as [\"api.example.com\", \"*.example.com\"]")
-				return
+				return // checkRouteMatch: required unless database or user
 			}
 			if len(raw) == 0 {
 				l.problem(key, "must list at least one server name")
@@ -124,6 +151,7 @@ func routeNamesOf() keyValue[Route] {
 			})
 		},
 		toml: func(r *Route) string { return stringList(r.Names) },
+		omit: func(r *Route) bool { return len(r.Names) == 0 },
 		copy: func(dst, src *Route) { dst.Names = src.Names },
 		form: `["NAME", ...]`,
 	}

@@ -1,5 +1,6 @@
 // [[vip.route]] tables: SNI routes of a tcp proxy VIP, each a server-name
-// list with its own backends, algorithm and health check.
+// list (on a postgres VIP also database and user lists) with its own
+// backends, algorithm and health check.
 
 package config
 
@@ -17,6 +18,11 @@ import (
 // [[vip.backend]] list is the default route, for names no route lists
 // (and, with sni_no_match = "default", for clients that send no name or
 // no TLS at all).
+//
+// On a VIP with app_protocol = "postgres" a route may also take the
+// plain-text StartupMessages whose database (Databases) and user (Users)
+// it lists: l4lb peeks the client's startup packet instead (never its
+// password or queries, never terminating anything).
 type Route struct {
 	// Name identifies the route in status, metrics and health (a-z A-Z
 	// 0-9 _ . -, unique within the VIP).
@@ -27,6 +33,13 @@ type Route struct {
 	// beats every wildcard and a longer wildcard a shorter one; a name is
 	// listed by one route of the VIP at most.
 	Names []string
+	// Databases and Users (postgres VIPs) match a StartupMessage's
+	// database and user parameters, case-sensitively: exact ("app") or a
+	// prefix ending in "*" ("tenant_*"). A route with both lists takes a
+	// startup that matches one entry of each; the first route in file
+	// order that takes a startup wins.
+	Databases []string
+	Users     []string
 	// Algorithm balances the route's backends; default the VIP's. Its
 	// options (hash_key, maglev_table_size, least_time_*) are the VIP's.
 	Algorithm l4.Algorithm
@@ -78,6 +91,7 @@ func buildRoute(l *layer, own rawTable, v *VIP, health rawTable) Route {
 	hl := newLayer(l.p, l.vip, l.own+".health", l.def+".health")
 	r.Health = buildHealth(hl, own.table("health"), health, v.Protocol, sentProxyProtocol(v))
 	r.Backends = buildBackends(l, own.tables("backend"))
+	checkRouteMatch(l, &r, v)
 	for j, b := range r.Backends {
 		if b.IsNamed() {
 			key := "address"
@@ -97,6 +111,41 @@ func buildRoute(l *layer, own rawTable, v *VIP, health rawTable) Route {
 			v.MaglevTableSize, len(r.Backends), 100*len(r.Backends))
 	}
 	return r
+}
+
+// checkRouteMatch: a route matches something, and by database or user
+// only on a postgres VIP.
+func checkRouteMatch(l *layer, r *Route, v *VIP) {
+	startup := len(r.Databases) > 0 || len(r.Users) > 0
+	switch {
+	case startup && v.AppProtocol != l4.AppPostgres:
+		key := "database"
+		if len(r.Databases) == 0 {
+			key = "user"
+		}
+		l.problem(key, "applies only to VIPs with app_protocol = \"postgres\" (l4lb reads the PostgreSQL StartupMessage)")
+	case !startup && !l.has("names"):
+		what := "the server names the route takes, such as [\"api.example.com\", \"*.example.com\"]"
+		if v.AppProtocol == l4.AppPostgres {
+			what = "names (server names), database or user: what the route takes"
+		}
+		l.problem("names", "is required: %s", what)
+	}
+}
+
+// checkStartupValue accepts a database or user name as PostgreSQL takes
+// it (1 to 63 bytes, no NUL), or such a prefix followed by "*".
+func checkStartupValue(s string) error {
+	body := strings.TrimSuffix(s, "*")
+	switch {
+	case body == "":
+		return fmt.Errorf("a name, or a prefix and \"*\" such as \"tenant_*\" (a route without the key takes any)")
+	case len(body) > 63:
+		return fmt.Errorf("longer than 63 bytes (PostgreSQL's name limit)")
+	case strings.ContainsAny(body, "*\x00"):
+		return fmt.Errorf("\"*\" only at the end (a prefix), and no NUL")
+	}
+	return nil
 }
 
 // checkServerName accepts a DNS name, or "*." and a DNS name of two

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/l4lb/l4lb/config"
@@ -174,4 +175,62 @@ func TestRoutesFormatRoundTrip(t *testing.T) {
 		t.Fatalf("routes after a round trip: %+v", r)
 	}
 	var _ config.Route = back.VIP("pg").Routes[0]
+}
+
+// TestPostgresRoutes: on a postgres VIP a route may take startups by
+// database and user instead of (or besides) server names; they keep
+// their order and case, and survive Format and Parse.
+func TestPostgresRoutes(t *testing.T) {
+	c := mustParse(t, oneVIP(`app_protocol = "postgres"
+  [[vip.route]]
+  name = "a"
+  database = ["App", "tenant_*"]
+    [[vip.route.backend]]
+    address = "198.18.1.21:5432"
+  [[vip.route]]
+  name = "b"
+  user = ["report"]
+  database = ["app"]
+  names = ["db.example.com"]
+    [[vip.route.backend]]
+    address = "198.18.1.22:5432"
+`))
+	rs := c.VIP("pg").Routes
+	if len(rs) != 2 || !slices.Equal(rs[0].Databases, []string{"App", "tenant_*"}) || rs[0].Users != nil || rs[0].Names != nil ||
+		!slices.Equal(rs[1].Users, []string{"report"}) || !slices.Equal(rs[1].Databases, []string{"app"}) || !slices.Equal(rs[1].Names, []string{"db.example.com"}) {
+		t.Fatalf("routes: %+v", rs)
+	}
+	back := roundTrip(t, c).VIP("pg").Routes
+	if len(back) != 2 || !slices.Equal(back[0].Databases, rs[0].Databases) || back[0].Names != nil || !slices.Equal(back[1].Users, rs[1].Users) {
+		t.Fatalf("routes after a round trip: %+v", back)
+	}
+}
+
+func TestPostgresRouteProblems(t *testing.T) {
+	route := func(proto, body string) string {
+		return oneVIP(proto + `
+  [[vip.route]]
+  name = "a"
+` + body + `
+    [[vip.route.backend]]
+    address = "198.18.1.21:5432"
+`)
+	}
+	pg := `app_protocol = "postgres"`
+	for _, c := range []problemCase{
+		{"database without postgres", route("", `  database = ["app"] # <-`), "vip[0].route[0].database", "pg", `app_protocol = "postgres"`},
+		{"user on mysql", route(`app_protocol = "mysql"`, `  user = ["app"] # <-`), "vip[0].route[0].user", "pg", `app_protocol = "postgres"`},
+		{"nothing to match", oneVIP(pg+`
+  [[vip.route]] # <-
+  name = "a"
+    [[vip.route.backend]]
+    address = "198.18.1.21:5432"
+`), "vip[0].route[0].names", "pg", "database or user"},
+		{"lone star", route(pg, `  database = ["*"] # <-`), "vip[0].route[0].database", "pg", "takes any"},
+		{"inner star", route(pg, `  user = ["a*b"] # <-`), "vip[0].route[0].user", "pg", "only at the end"},
+		{"empty list", route(pg, `  user = [] # <-`), "vip[0].route[0].user", "pg", "at least one"},
+		{"too long", route(pg, `  database = ["`+strings.Repeat("d", 64)+`"] # <-`), "vip[0].route[0].database", "pg", "63 bytes"},
+	} {
+		t.Run(c.name, c.run)
+	}
 }

@@ -59,6 +59,7 @@ type Backend struct {
 	limited    atomic.Bool
 	maxFlows   atomic.Int64 // cap on live flows (max_conns, max_sessions); 0 = none
 	rate       connRate     // max_conn_rate
+	peak       atomic.Int64 // the most live flows seen at once (NotePeak)
 	rtt        EWMA
 	ineligible atomic.Bool // down, drained (weight 0) or removed from the config
 
@@ -92,7 +93,7 @@ func (b *Backend) AddrString() string { return b.addrText }
 // Acquire counts a new live flow on the backend. Balancers call it when they
 // pick; whoever holds the flow calls Release exactly once when it ends.
 func (b *Backend) Acquire() {
-	b.flows.Inc()
+	b.NotePeak(b.flows.n.Add(1))
 	if b.vipFlows != nil {
 		b.vipFlows.Inc()
 	}
@@ -109,33 +110,35 @@ func (b *Backend) TryAcquire() bool {
 		b.Acquire()
 		return true
 	}
-	if !b.takeSlot() {
+	n, ok := b.takeSlot()
+	if !ok {
 		return false
 	}
 	if !b.rate.take() {
 		b.flows.Dec()
 		return false
 	}
+	b.NotePeak(n)
 	if b.vipFlows != nil {
 		b.vipFlows.Inc()
 	}
 	return true
 }
 
-// takeSlot counts a flow on b alone (not the VIP's total) below its cap.
-func (b *Backend) takeSlot() bool {
+// takeSlot counts a flow on b alone (not the VIP's total) below its cap,
+// and returns the count it raised.
+func (b *Backend) takeSlot() (int64, bool) {
 	limit := b.maxFlows.Load()
 	if limit <= 0 {
-		b.flows.Inc()
-		return true
+		return b.flows.n.Add(1), true
 	}
 	for {
 		n := b.flows.n.Load()
 		if n >= limit {
-			return false
+			return 0, false
 		}
 		if b.flows.n.CompareAndSwap(n, n+1) {
-			return true
+			return n + 1, true
 		}
 	}
 }
@@ -188,6 +191,23 @@ func (b *Backend) RateWait() time.Duration { return b.rate.wait() }
 func (b *Backend) setLimited() {
 	b.limited.Store(b.maxFlows.Load() > 0 || b.rate.interval.Load() > 0)
 }
+
+// NotePeak raises the backend's high-water mark of live flows to n. The
+// proxy's picks call it with the count they just raised (one load and
+// one compare per new flow; a store only on a new high), the XDP plane
+// with each conntrack count it reads.
+func (b *Backend) NotePeak(n int64) {
+	for {
+		p := b.peak.Load()
+		if n <= p || b.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// PeakFlows returns the most live flows the backend held at once since
+// it was created (a reload that keeps it keeps its peak).
+func (b *Backend) PeakFlows() int64 { return b.peak.Load() }
 
 // Release counts a live flow ended. It returns false on an unmatched
 // release (a bug to log; the count stays at zero).

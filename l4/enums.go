@@ -179,63 +179,65 @@ type EndReason uint8
 
 // End reasons.
 const (
-	EndNone           EndReason = iota
-	EndClientFIN                // the client closed first (FIN), then the backend: a normal end
-	EndBackendFIN               // the backend closed first (FIN), then the client: a normal end
-	EndClientReset              // the client's side failed: a reset, or another socket error (keepalive timeout)
-	EndBackendReset             // the backend's side failed: a reset, or another socket error
-	EndIdleTimeout              // TCP: no byte either way for idle_timeout; UDP: no datagram for session_timeout
-	EndConnectFailed            // no backend answered: every connect (1 + retries) was refused or failed
-	EndConnectTimeout           // as connect_failed, and the last connect timed out (connect_timeout)
-	EndNoBackend                // no eligible backend to try: the client was reset
-	EndLocalError               // l4lb ran out of descriptors, memory or ports: the client was reset
-	EndDrain                    // reset when drain_timeout expired (a reload removed the VIP, or shutdown)
-	EndOnDown                   // reset because its backend went down (health on_down = "reset")
-	EndDisabled                 // reset because an operator disabled its backend
-	EndRebalance                // closed by a rebalance
-	EndMoved                    // UDP: its backend stopped taking flows; the next datagram starts a new session
-	EndResponses                // UDP: udp_responses replies were relayed
-	EndEvicted                  // UDP: pushed out of a full session table
-	EndVIPClosed                // UDP: the VIP closed (a reload removed it, or shutdown)
-	EndProxyUntrusted           // reset: a PROXY header was due (accept_proxy_protocol) and the source is not trusted
-	EndProxyMalformed           // reset: the PROXY header was malformed, too long, or cut short by the client
-	EndProxyTimeout             // reset: the PROXY header was not complete within connect_timeout
-	EndDenied                   // refused by the VIP's allow/deny lists: TCP reset, UDP datagram dropped
-	EndClientLimit              // refused by a per-client limit (max_conns_per_client, conn_rate_per_client)
-	EndFirstByte                // closed (FIN): the client sent nothing within first_byte_timeout; no backend was dialed
-	EndQueueTimeout             // reset: every backend stayed at its max_conns for queue_timeout; no backend was dialed
-	EndSNITimeout               // reset: no complete TLS ClientHello within sni_timeout (a VIP with SNI routes); no backend was dialed
-	EndSNINoMatch               // reset: the ClientHello matched no SNI route (not TLS, no server name, or an unlisted one) and sni_no_match = "close"
+	EndNone             EndReason = iota
+	EndClientFIN                  // the client closed first (FIN), then the backend: a normal end
+	EndBackendFIN                 // the backend closed first (FIN), then the client: a normal end
+	EndClientReset                // the client's side failed: a reset, or another socket error (keepalive timeout)
+	EndBackendReset               // the backend's side failed: a reset, or another socket error
+	EndIdleTimeout                // TCP: no byte either way for idle_timeout; UDP: no datagram for session_timeout
+	EndConnectFailed              // no backend answered: every connect (1 + retries) was refused or failed
+	EndConnectTimeout             // as connect_failed, and the last connect timed out (connect_timeout)
+	EndNoBackend                  // no eligible backend to try: the client was reset
+	EndLocalError                 // l4lb ran out of descriptors, memory or ports: the client was reset
+	EndDrain                      // reset when drain_timeout expired (a reload removed the VIP, or shutdown)
+	EndOnDown                     // reset because its backend went down (health on_down = "reset")
+	EndDisabled                   // reset because an operator disabled its backend
+	EndRebalance                  // closed by a rebalance
+	EndMoved                      // UDP: its backend stopped taking flows; the next datagram starts a new session
+	EndResponses                  // UDP: udp_responses replies were relayed
+	EndEvicted                    // UDP: pushed out of a full session table
+	EndVIPClosed                  // UDP: the VIP closed (a reload removed it, or shutdown)
+	EndProxyUntrusted             // reset: a PROXY header was due (accept_proxy_protocol) and the source is not trusted
+	EndProxyMalformed             // reset: the PROXY header was malformed, too long, or cut short by the client
+	EndProxyTimeout               // reset: the PROXY header was not complete within connect_timeout
+	EndDenied                     // refused by the VIP's allow/deny lists: TCP reset, UDP datagram dropped
+	EndClientLimit                // refused by a per-client limit (max_conns_per_client, conn_rate_per_client)
+	EndFirstByte                  // closed (FIN): the client sent nothing within first_byte_timeout; no backend was dialed
+	EndQueueTimeout               // reset: every backend stayed at its max_conns for queue_timeout; no backend was dialed
+	EndSNITimeout                 // reset: no complete TLS ClientHello within sni_timeout (a VIP with SNI routes); no backend was dialed
+	EndSNINoMatch                 // reset: the ClientHello matched no SNI route (not TLS, no server name, or an unlisted one), or (postgres VIPs) the startup packet no route, and sni_no_match = "close"
+	EndStartupMalformed           // reset: a postgres VIP with routes got a first packet PostgreSQL would refuse (malformed, over 10000 bytes, not protocol 3); no backend was dialed
 )
 
 var endNames = [...]string{
-	EndNone:           "none",
-	EndClientFIN:      "client_fin",
-	EndBackendFIN:     "backend_fin",
-	EndClientReset:    "client_reset",
-	EndBackendReset:   "backend_reset",
-	EndIdleTimeout:    "idle_timeout",
-	EndConnectFailed:  "connect_failed",
-	EndConnectTimeout: "connect_timeout",
-	EndNoBackend:      "no_backend",
-	EndLocalError:     "local_error",
-	EndDrain:          "drain",
-	EndOnDown:         "on_down",
-	EndDisabled:       "disabled",
-	EndRebalance:      "rebalance",
-	EndMoved:          "moved",
-	EndResponses:      "responses",
-	EndEvicted:        "evicted",
-	EndVIPClosed:      "vip_closed",
-	EndProxyUntrusted: "proxy_untrusted",
-	EndProxyMalformed: "proxy_malformed",
-	EndProxyTimeout:   "proxy_timeout",
-	EndDenied:         "denied",
-	EndClientLimit:    "client_limit",
-	EndFirstByte:      "first_byte_timeout",
-	EndQueueTimeout:   "queue_timeout",
-	EndSNITimeout:     "sni_timeout",
-	EndSNINoMatch:     "sni_no_match",
+	EndNone:             "none",
+	EndClientFIN:        "client_fin",
+	EndBackendFIN:       "backend_fin",
+	EndClientReset:      "client_reset",
+	EndBackendReset:     "backend_reset",
+	EndIdleTimeout:      "idle_timeout",
+	EndConnectFailed:    "connect_failed",
+	EndConnectTimeout:   "connect_timeout",
+	EndNoBackend:        "no_backend",
+	EndLocalError:       "local_error",
+	EndDrain:            "drain",
+	EndOnDown:           "on_down",
+	EndDisabled:         "disabled",
+	EndRebalance:        "rebalance",
+	EndMoved:            "moved",
+	EndResponses:        "responses",
+	EndEvicted:          "evicted",
+	EndVIPClosed:        "vip_closed",
+	EndProxyUntrusted:   "proxy_untrusted",
+	EndProxyMalformed:   "proxy_malformed",
+	EndProxyTimeout:     "proxy_timeout",
+	EndDenied:           "denied",
+	EndClientLimit:      "client_limit",
+	EndFirstByte:        "first_byte_timeout",
+	EndQueueTimeout:     "queue_timeout",
+	EndSNITimeout:       "sni_timeout",
+	EndSNINoMatch:       "sni_no_match",
+	EndStartupMalformed: "startup_malformed",
 }
 
 func (r EndReason) String() string { return enumName(r, "end", endNames[:]) }

@@ -40,6 +40,10 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 		f := newFlags(action, stdout, stderr)
 		socket := socketFlags(f)
 		reason := f.String("reason", "", "a note shown in status beside who set it and when (\"kernel upgrade\")")
+		force := new(bool)
+		if action != "enable" {
+			force = f.Bool("force", false, action+" even when the backends left cannot take its live connections, or none is left")
+		}
 		asJSON := f.Bool("json", false, "print the API's JSON answer")
 		if code, ok := f.parse(args); !ok {
 			return code
@@ -52,7 +56,7 @@ func cmdOverride(action string) func(args []string, stdout, stderr io.Writer) in
 		if !ok {
 			return 1
 		}
-		req := admin.OverrideRequest{Reason: *reason, Operator: os.Getenv("SUDO_USER")}
+		req := admin.OverrideRequest{Reason: *reason, Operator: os.Getenv("SUDO_USER"), Force: *force}
 		var res plane.OverrideResult
 		body, err := admin.Client{Socket: path}.Do(context.Background(), "POST", admin.BackendPath(f.args[0], f.args[1], action), req, &res)
 		if err != nil {

@@ -126,17 +126,19 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 		fmt.Fprintf(stderr, "l4lb check --diff: cannot read the config of the l4lb on %s: %v\n", sock, err)
 		return 1
 	}
+	var st plane.Status // best effort: the pid, whether XDP is loaded, the live flows
+	if body, err := adminGet(sock, "/status"); err == nil {
+		_ = json.Unmarshal(body, &st)
+	}
 	// The same warnings as check without --diff: the file's, the host's,
-	// the names', and the settings only a restart applies.
+	// the names', and the settings only a restart applies; then what the
+	// drain guard would say of the backends the reload takes out.
 	warnings = append(warnings, config.RestartWarnings(running, cfg)...)
+	warnings = append(warnings, reconcile.ReloadCapacity(&st, cfg)...)
 	printWarnings(stderr, warnings)
 	if problems := config.CheckReload(running, cfg); len(problems) > 0 {
 		fmt.Fprintln(stderr, &config.Error{Problems: problems})
 		return 1
-	}
-	var st plane.Status // best effort: the pid, and whether XDP is loaded
-	if body, err := adminGet(sock, "/status"); err == nil {
-		_ = json.Unmarshal(body, &st)
 	}
 	changes := config.Diff(running, cfg, config.DiffOptions{XDPLoaded: st.XDP != nil})
 	if asJSON {

@@ -26,8 +26,8 @@ func commands() []command {
 		{"run", "serve the VIPs of a config file", "[--config] FILE [--log-format console|json]", runHelp, cmdRun},
 		{"check", "validate a config file; --diff: what a reload with it would change", "[--config] FILE [--diff [--json] [--socket PATH]]", checkHelp, cmdCheck},
 		{"status", "show what a running l4lb serves", "[--socket PATH | --config FILE] [--json] [--show-config] [--capabilities]", statusHelp, cmdStatus},
-		{"drain", "stop new flows to a backend; established flows continue", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", drainHelp, cmdOverride("drain")},
-		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", disableHelp, cmdOverride("disable")},
+		{"drain", "stop new flows to a backend; established flows continue", "[--socket PATH | --config FILE] [--reason TEXT] [--force] [--json] VIP BACKEND", drainHelp, cmdOverride("drain")},
+		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] [--force] [--json] VIP BACKEND", disableHelp, cmdOverride("disable")},
 		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", enableHelp, cmdOverride("enable")},
 		{"reload", "make a running l4lb reload its config file and print the result", "[--socket PATH | --config FILE] [--json]", reloadHelp, cmdReload},
 		{"explain", "say which backend a client's flow has or would get, and why", "[--socket PATH | --config FILE] [--json] VIP CLIENT_IP[:PORT]", explainHelp, cmdExplain},
@@ -279,13 +279,26 @@ UDP sessions and affinity pins continue until they end (like HAProxy's
 drain state; in xdp mode the conntrack keeps forwarding them). Watch LIVE in
 ` + "`l4lb status`" + ` fall to 0 before maintenance. Unlike weight = 0 in the
 file, which moves UDP sessions and affinity pins on their next packet.
-` + overrideCommon
+` + guardHelp + overrideCommon
 
 const disableHelp = `Disable: the backend gets no new flows and its established TCP connections
 are reset at once (an RST to both sides, like on_down = reset); in xdp mode
 its conntrack entries are deleted, so their next packets hash to another
 backend, which resets them; UDP sessions move on their next datagram.
-` + overrideCommon
+` + guardHelp + overrideCommon
+
+const guardHelp = `
+Refused (exit 1, nothing changed) when it would leave the VIP (a read pool:
+a VIP whose checks want role = "replica") with no eligible backend, or when
+the backends left cannot take the backend's live flows on top of their own:
+their room is max_conns (max_sessions) minus live when every one has a cap,
+else their peak (the most each held at once: peak_flows in status --json;
+xdp VIPs, which have no caps, count the conntrack's flows) minus live. The
+message gives the numbers; --force sets it anyway (logged).
+` + "`l4lb check --diff`" + ` warns the same for a reload that removes backends
+or sets their weight to 0.
+
+`
 
 const enableHelp = `Enable clears a drain or disable: the backend takes new flows again when
 its health and its weight in the file allow. A backend with neither is

@@ -43,6 +43,10 @@ type OverrideRequest struct {
 	// the socket's peer (SUDO_USER); informational, the peer's uid is
 	// always recorded too.
 	Operator string `json:"operator,omitempty"`
+	// Force sets a drain or disable that the capacity guard refuses (409):
+	// one that leaves the VIP no eligible backend, or the backends left
+	// too little room for its live flows.
+	Force bool `json:"force,omitempty"`
 }
 
 // UpgradeRequest is the optional body of POST /upgrade.

@@ -106,8 +106,10 @@ func (h *handlers) override(o l4.Override) http.HandlerFunc {
 		if req.Reason != "" {
 			by += ": " + req.Reason
 		}
-		res, err := h.d.SetOverride(r.PathValue("vip"), r.PathValue("backend"), o, by)
+		res, err := h.d.SetOverride(r.PathValue("vip"), r.PathValue("backend"), o, by, req.Force)
 		switch {
+		case errors.Is(err, reconcile.ErrRefused):
+			writeError(w, http.StatusConflict, err)
 		case errors.Is(err, reconcile.ErrNoVIP), errors.Is(err, reconcile.ErrNoBackend):
 			writeError(w, http.StatusNotFound, err)
 		case errors.Is(err, reconcile.ErrAmbiguous):

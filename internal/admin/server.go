@@ -35,8 +35,10 @@ type Daemon interface {
 	// Reload applies the config file again, serialized with SIGHUP
 	// reloads. An error means no reload was tried (shutting down).
 	Reload(ctx context.Context) (ReloadResult, error)
-	// SetOverride sets an operator's state for one backend of one VIP.
-	SetOverride(vip, backend string, o l4.Override, by string) (plane.OverrideResult, error)
+	// SetOverride sets an operator's state for one backend of one VIP;
+	// a drain or disable the capacity guard refuses is an error wrapping
+	// reconcile.ErrRefused unless force.
+	SetOverride(vip, backend string, o l4.Override, by string, force bool) (plane.OverrideResult, error)
 	// Explain says which backend client's flow on vip has or would get,
 	// and why; client's port is 0 when none was given. It changes nothing.
 	Explain(vip string, client netip.AddrPort) (plane.Explanation, error)
@@ -243,8 +245,8 @@ func routes(d Daemon, log *zap.Logger) http.Handler {
 		{"GET", "/config", "the config in force, resolved, as TOML", h.config},
 		{"POST", "/reload", "apply the config file again (as SIGHUP); 422 with the problems when refused", h.reload},
 		{"POST", "/upgrade", "start a new l4lb binary that takes over sockets and connections (as SIGUSR2); 422 when it fails and this one keeps serving", h.upgrade},
-		{"POST", "/vips/{vip}/backends/{backend}/drain", "no new flows to the backend; established ones continue", h.override(l4.OverrideDrain)},
-		{"POST", "/vips/{vip}/backends/{backend}/disable", "no new flows, and established ones are reset", h.override(l4.OverrideDisable)},
+		{"POST", "/vips/{vip}/backends/{backend}/drain", "no new flows to the backend; established ones continue; 409 when the backends left cannot take its live flows or none is left ({\"force\": true} sets it anyway)", h.override(l4.OverrideDrain)},
+		{"POST", "/vips/{vip}/backends/{backend}/disable", "no new flows, and established ones are reset; 409 as drain", h.override(l4.OverrideDisable)},
 		{"POST", "/vips/{vip}/backends/{backend}/enable", "clear a drain or disable", h.override(l4.OverrideNone)},
 		{"GET", "/vips/{vip}/explain", "which backend a client's flow has or would get, and why (?client=IP[:PORT]); changes nothing", h.explain},
 		{"POST", "/vips/{vip}/rebalance", "close connections of the backends above their share (FIN both ways) at the VIP's rebalance_rate, or {\"rate\": N} a second, until each is within 10%; answers the plan at once", h.rebalance},

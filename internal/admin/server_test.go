@@ -42,7 +42,7 @@ func (d *testDaemon) ConfigTOML() []byte { return []byte("[global]\n") }
 func (d *testDaemon) Reload(context.Context) (ReloadResult, error) {
 	return ReloadResult{Error: "config invalid, running config kept", Problems: []string{"f.toml:3: vip \"pg\": bad"}}, nil
 }
-func (d *testDaemon) SetOverride(vip, backend string, o l4.Override, by string) (plane.OverrideResult, error) {
+func (d *testDaemon) SetOverride(vip, backend string, o l4.Override, by string, force bool) (plane.OverrideResult, error) {
 	if vip != "pg" {
 		return plane.OverrideResult{}, fmt.Errorf("vip %q: %w", vip, reconcile.ErrNoVIP)
 	}

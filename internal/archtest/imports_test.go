@@ -12,16 +12,17 @@ const mod = "github.com/l4lb/l4lb/"
 // rules: for each package, project packages and other imports it must not
 // depend on (directly or not).
 var rules = map[string][]string{
-	"l4":          {mod},
-	"config":      {mod + "l4/", mod + "health", mod + "conntrack", mod + "bpf", mod + "internal", "go.uber.org/zap"},
-	"l4/balance":  {mod + "config", mod + "conntrack", mod + "health", mod + "l4/proxy", "net", "go.uber.org/zap"},
-	"l4/guard":    {mod, "net", "go.uber.org/zap"},
-	"l4/sni":      {mod, "net", "go.uber.org/zap"},
-	"l4/proxyhdr": {mod, "net", "go.uber.org/zap"},
-	"conntrack":   {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
-	"health":      {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
-	"l4/snapshot": {mod + "config", mod + "health", mod + "l4/proxy", "net"},
-	"l4/proxy":    {mod + "config", mod + "health", mod + "bpf", mod + "l4/xdpplane", mod + "l4/reconcile"},
+	"l4":           {mod},
+	"config":       {mod + "l4/", mod + "health", mod + "conntrack", mod + "bpf", mod + "internal", "go.uber.org/zap"},
+	"l4/balance":   {mod + "config", mod + "conntrack", mod + "health", mod + "l4/proxy", "net", "go.uber.org/zap"},
+	"l4/guard":     {mod, "net", "go.uber.org/zap"},
+	"l4/sni":       {mod, "net", "go.uber.org/zap"},
+	"l4/pgstartup": {mod, "net", "go.uber.org/zap"},
+	"l4/proxyhdr":  {mod, "net", "go.uber.org/zap"},
+	"conntrack":    {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
+	"health":       {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
+	"l4/snapshot":  {mod + "config", mod + "health", mod + "l4/proxy", "net"},
+	"l4/proxy":     {mod + "config", mod + "health", mod + "bpf", mod + "l4/xdpplane", mod + "l4/reconcile"},
 	// The data-plane contract: no plane, no config, no sockets, no logs.
 	"l4/plane": {mod + "config", mod + "health", mod + "bpf", mod + "conntrack", mod + "internal", mod + "l4/proxy", mod + "l4/xdpplane", mod + "l4/reconcile", "net", "go.uber.org/zap"},
 	// The XDP control half reads its own options, never the config.
@@ -53,11 +54,12 @@ var allowedProject = map[string][]string{
 	"l4/balance":       {"l4"},
 	"l4/guard":         {},
 	"l4/sni":           {},
+	"l4/pgstartup":     {},
 	"conntrack":        {"l4"},
 	"l4/proxyhdr":      {},
 	"health":           {"l4", "l4/proxyhdr"},
 	"l4/snapshot":      {"l4", "l4/balance"},
-	"l4/proxy":         {"l4", "l4/snapshot", "l4/balance", "l4/guard", "l4/sni", "l4/proxyhdr", "conntrack", "l4/plane"},
+	"l4/proxy":         {"l4", "l4/snapshot", "l4/balance", "l4/guard", "l4/sni", "l4/pgstartup", "l4/proxyhdr", "conntrack", "l4/plane"},
 	"l4/plane":         {"l4", "l4/snapshot", "l4/balance"},                                                               // l4/balance through l4/snapshot
 	"l4/xdpplane":      {"l4", "l4/plane", "l4/balance", "l4/snapshot", "l4/guard", "bpf", "internal/netif", "conntrack"}, // conntrack through bpf
 	"internal/names":   {"config", "l4", "l4/plane", "l4/snapshot", "l4/balance", "internal/resolve"},

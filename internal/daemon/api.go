@@ -37,8 +37,8 @@ func (d *daemon) Status() plane.Status { return d.status() }
 func (d *daemon) ConfigTOML() []byte { return config.Format(d.rt.Config(), config.FormatOptions{}) }
 
 // SetOverride is the admin API's drain, disable and enable.
-func (d *daemon) SetOverride(vip, backend string, o l4.Override, by string) (plane.OverrideResult, error) {
-	return d.rt.SetOverride(vip, backend, o, by)
+func (d *daemon) SetOverride(vip, backend string, o l4.Override, by string, force bool) (plane.OverrideResult, error) {
+	return d.rt.SetOverride(vip, backend, o, by, force)
 }
 
 // Explain is the admin API's GET /vips/{vip}/explain.

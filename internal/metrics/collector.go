@@ -41,7 +41,7 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 		"draining":    d("vip_draining", "1 while a VIP removed by a reload drains its connections.", vipLabels),
 		"b_max":       d("backend_max_flows", "The backend's cap on live flows (max_conns, max_sessions); 0 = none.", backendLabels),
 		"sni":         d("vip_sni_total", "Connections of a VIP with SNI routes that no route took: event no_match (an unlisted name or none), not_tls (not TLS or malformed), timeout (no whole ClientHello within sni_timeout: reset), default (sent to the VIP's own backends).", append(vipLabels[:len(vipLabels):len(vipLabels)], "event")),
-		"route_conns": d("vip_route_connections_total", "Connections an SNI route took (its names matched the ClientHello).", []string{"vip", "route"}),
+		"route_conns": d("vip_route_connections_total", "Connections an SNI route took (its names matched the ClientHello, or a postgres VIP's startup its databases and users).", []string{"vip", "route"}),
 		"route_elig":  d("vip_route_eligible_backends", "Backends of an SNI route new connections may go to.", []string{"vip", "route"}),
 		"log_drop":    d("vip_conn_log_dropped_total", "log_connections lines dropped over log_connections_rate.", vipLabels),
 		"serving_bk":  d("vip_serving_backups", "1 while the VIP's backup backends take its new flows (no primary is eligible); VIPs with backups only.", vipLabels),
@@ -77,7 +77,7 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 // (plane.Counter): one per metric name, split by its label if it has
 // one, with the help of the first field that names it.
 func (c *statusCollector) declareCounters(d func(name, help string, labels []string) *prometheus.Desc) {
-	for _, s := range []any{&plane.TCPStatus{}, &plane.UDPStatus{}, &plane.XDPVIPStatus{}} {
+	for _, s := range []any{&plane.TCPStatus{}, &plane.UDPStatus{}, &plane.XDPVIPStatus{}, &plane.StartupStatus{}} {
 		for _, k := range plane.Counters(s) {
 			if k.Metric == "" || c.descs[k.Metric] != nil {
 				continue
@@ -184,6 +184,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			for event, n := range map[string]uint64{"no_match": sni.NoMatchCount, "not_tls": sni.NotTLS, "timeout": sni.Timeouts, "default": sni.Default} {
 				ch <- prometheus.MustNewConstMetric(c.descs["sni"], counter, float64(n), append(vl[:len(vl):len(vl)], event)...)
 			}
+			c.collectCounters(ch, vl, plane.Counters(sni.Startup))
 			for _, r := range sni.Routes {
 				ch <- prometheus.MustNewConstMetric(c.descs["route_conns"], counter, float64(r.Routed), v.Name, r.Name)
 				ch <- prometheus.MustNewConstMetric(c.descs["route_elig"], gauge, float64(r.Eligible), v.Name, r.Name)

@@ -33,6 +33,9 @@ func Explanation(w io.Writer, e plane.Explanation) {
 	} else {
 		fmt.Fprintf(w, "backend: not determined: %s\n", e.Because)
 	}
+	for _, r := range e.Routes {
+		fmt.Fprintf(w, "route %s: %s  eligible %d\n", r.Name, routeMatch(plane.RouteStatus{Names: r.Names, Databases: r.Databases, Users: r.Users}), r.Eligible)
+	}
 	for _, n := range e.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}

@@ -91,13 +91,30 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 		if sni := v.SNI; sni != nil {
 			fmt.Fprintf(w, "  sni: timeout %s  no-match %s  default %d  sni-no-match %d  sni-not-tls %d  sni-timeouts %d\n",
 				sni.Timeout, sni.NoMatch, sni.Default, sni.NoMatchCount, sni.NotTLS, sni.Timeouts)
+			printLines(w, plane.CounterLines("  ", plane.Counters(sni.Startup), false))
 			for _, r := range sni.Routes {
 				fmt.Fprintf(w, "  route %s  %s  %s  eligible %d/%d  routed %d\n",
-					r.Name, strings.Join(r.Names, ","), r.Algorithm, r.Eligible, len(r.Backends), r.Routed)
+					r.Name, routeMatch(r), r.Algorithm, r.Eligible, len(r.Backends), r.Routed)
 				backendTable(w, "    ", false, r.Backends)
 			}
 		}
 	}
+}
+
+// routeMatch is what a route takes: its server names, and a postgres
+// VIP's route its databases and users.
+func routeMatch(r plane.RouteStatus) string {
+	var parts []string
+	if len(r.Names) > 0 {
+		parts = append(parts, strings.Join(r.Names, ","))
+	}
+	if len(r.Databases) > 0 {
+		parts = append(parts, "database "+strings.Join(r.Databases, ","))
+	}
+	if len(r.Users) > 0 {
+		parts = append(parts, "user "+strings.Join(r.Users, ","))
+	}
+	return strings.Join(parts, " ")
 }
 
 // liveString is a backend's live flows, "n/cap" when it has a cap
@@ -136,6 +153,14 @@ func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus
 		}
 		if b.Backup {
 			health += "/backup"
+		}
+		if b.Degraded != "" {
+			health += "/DEGRADED"
+			kept := ""
+			if b.DegradedKept {
+				kept = "; kept: the last eligible backend"
+			}
+			last = strings.TrimSpace(fmt.Sprintf("%s (degraded since %s: %s%s)", last, b.DegradedSince.Format(time.RFC3339), b.Degraded, kept))
 		}
 		if b.Override != "" {
 			health += "/" + strings.ToUpper(b.Override)

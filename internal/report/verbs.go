@@ -24,6 +24,9 @@ func Override(w io.Writer, res plane.OverrideResult) {
 		}
 		return
 	}
+	if res.Forced != "" {
+		fmt.Fprintf(w, "forced: %s\n", res.Forced)
+	}
 	switch res.Override {
 	case "drain":
 		fmt.Fprintf(w, "vip %s: backend %s (%s) drained: no new flows; %d established continue\n", res.VIP, res.Backend, res.Address, res.LiveFlows)

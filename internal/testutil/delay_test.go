@@ -100,7 +100,10 @@ func testDelayConnect(t *testing.T, dn *DelayNet, delays []time.Duration) {
 		extra, d := med[i]-med[0], delays[i]
 		// Lower bound: the delayed path is the undelayed one plus d plus a
 		// TUN round trip, so its median can only fall short by jitter.
-		lo, hi := d-500*time.Microsecond, d+3*time.Millisecond
+		// Upper bound: the delay line is a user-space goroutine, late by
+		// scheduling on a loaded host (23.7ms for 20ms seen at load 11),
+		// so it allows half of d, which still fails a doubled delay.
+		lo, hi := d-500*time.Microsecond, d+max(3*time.Millisecond, d/2)
 		if extra < lo || extra > hi {
 			t.Errorf("backend %d: median connect %v over baseline, want %v..%v", i, extra, lo, hi)
 		}

@@ -4,6 +4,8 @@ package testutil
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/netip"
@@ -13,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,8 +32,11 @@ type PostgresOptions struct {
 	// need it (scram-sha-256, which "md5" lines also accept); without one
 	// every TCP login is trusted.
 	User, Password string
-	// Settings are extra postgresql.conf settings ("ssl=on").
+	// Settings are extra postgresql.conf settings.
 	Settings []string
+	// TLS turns ssl on with a self-signed certificate (SelfSignedTLS):
+	// clients with sslmode=require (an SSLRequest, then TLS) get in.
+	TLS bool
 }
 
 // Postgres is a running server. Its files live in a test temp dir, owned
@@ -46,6 +52,7 @@ type Postgres struct {
 
 	opts    PostgresOptions
 	stopped bool
+	paused  bool // Pause registered its cleanup
 }
 
 // StartPostgres starts a server for t and stops it on cleanup.
@@ -59,6 +66,9 @@ func StartPostgres(t testing.TB, opts PostgresOptions) *Postgres {
 	p := newPostgresDirs(t, opts)
 	copyTree(t, pgTemplate(t), p.DataDir)
 	p.writeHBA(t)
+	if opts.TLS {
+		p.opts.Settings = append(p.writeCert(t), p.opts.Settings...)
+	}
 	p.start(t)
 	if opts.User != "" {
 		p.Exec(t, createRoleSQL(opts.User, opts.Password))
@@ -105,6 +115,30 @@ func (p *Postgres) writeHBA(t testing.TB) {
 		t.Fatal(err)
 	}
 	chownUser(t, path, "postgres")
+}
+
+// writeCert writes a self-signed certificate and its key (0600, the
+// server insists) into the data directory and returns the settings that
+// turn ssl on with them.
+func (p *Postgres) writeCert(t testing.TB) []string {
+	t.Helper()
+	cert, _ := SelfSignedTLS(t, "localhost")
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*pem.Block{
+		"server.crt": {Type: "CERTIFICATE", Bytes: cert.Certificate[0]},
+		"server.key": {Type: "PRIVATE KEY", Bytes: key},
+	}
+	for name, b := range files {
+		path := filepath.Join(p.DataDir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		chownUser(t, path, "postgres")
+	}
+	return []string{"ssl=on", "ssl_cert_file=server.crt", "ssl_key_file=server.key"}
 }
 
 // start runs pg_ctl start -w and registers the stop.
@@ -192,6 +226,77 @@ func (p *Postgres) stop() error {
 		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
 	}
 	return nil
+}
+
+// Pause stops every process of the server with SIGSTOP, by PID: the
+// postmaster first (it forks no new backend then), then its children. A
+// paused server is a hung one: its kernel still completes handshakes
+// from the listen backlog and acknowledges requests, so TCP checks pass.
+// Resume continues it; a server paused at the end of the test is resumed
+// before it stops.
+func (p *Postgres) Pause(t testing.TB) {
+	t.Helper()
+	if !p.paused {
+		p.paused = true
+		t.Cleanup(func() { p.signalAll(t, syscall.SIGCONT) })
+	}
+	p.signalAll(t, syscall.SIGSTOP)
+}
+
+// Resume continues a server Pause stopped (SIGCONT to each process).
+func (p *Postgres) Resume(t testing.TB) {
+	t.Helper()
+	p.signalAll(t, syscall.SIGCONT)
+}
+
+// signalAll sends sig to the postmaster, then to each of its children.
+func (p *Postgres) signalAll(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	pid := p.postmasterPID(t)
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("signal postmaster %d: %v", pid, err)
+	}
+	for _, c := range childPIDs(pid) {
+		_ = syscall.Kill(c, sig) // a backend may have exited meanwhile
+	}
+}
+
+// postmasterPID reads the first line of postmaster.pid.
+func (p *Postgres) postmasterPID(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.DataDir, "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 1 {
+		t.Fatalf("postmaster.pid: %q", first)
+	}
+	return pid
+}
+
+// childPIDs lists the processes whose parent is pid (/proc/*/stat).
+func childPIDs(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Command returns an unstarted PostgreSQL program (pgbench, psql, ...) run

@@ -52,6 +52,20 @@ type Explanation struct {
 	// "refused", and the rule that decides (absent when the VIP has no
 	// lists).
 	Access string `json:"access,omitempty"`
+	// Routes are the VIP's routes, in the order a startup tries them, with
+	// what each takes: a new connection's route depends on its first bytes,
+	// which explain does not see (the answer above is the default route's).
+	Routes []RouteMatch `json:"routes,omitempty"`
+}
+
+// RouteMatch is one route of a VIP in explain: what it takes, and how many
+// of its backends are eligible.
+type RouteMatch struct {
+	Name      string   `json:"name"`
+	Names     []string `json:"names,omitempty"`     // server names (SNI)
+	Databases []string `json:"databases,omitempty"` // a postgres startup's database
+	Users     []string `json:"users,omitempty"`     // and user
+	Eligible  int      `json:"eligible"`
 }
 
 // BackendRef names a backend.

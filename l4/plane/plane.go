@@ -6,6 +6,7 @@ package plane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/l4lb/l4lb/l4"
@@ -73,9 +74,55 @@ type Observer interface {
 	ConnectFailed(b *l4.Backend, err error)
 }
 
+// StallObserver is an Observer that also learns, at each look of a VIP
+// with stall_timeout, the stall state of every backend whose connections
+// stall or that is degraded: a plane reports a backend on every look
+// while it is degraded, and once more when it is not.
+type StallObserver interface {
+	BackendStall(b *l4.Backend, r StallReport)
+}
+
+// StallReport is what one look at a backend's open connections found
+// (stall_timeout).
+type StallReport struct {
+	// Degraded: at least one connection stalled (a request waited
+	// stall_timeout with no byte back) and none got a byte back within
+	// stall_timeout. The backend should get no new flow.
+	Degraded bool
+	Conns    int           // its open connections
+	Stalled  int           // those stalled
+	Waited   time.Duration // the longest wait of a stalled connection
+	// Unacked and ZeroWindow count stalled connections whose backend
+	// socket had sent data unacknowledged (the host or the network does
+	// not answer), or a zero send window (the server reads nothing):
+	// TCP_INFO. Neither: the kernel acknowledged the requests and the
+	// server process does not answer (a hung or stopped process).
+	Unacked, ZeroWindow int
+	// Recovered says why a degraded backend is back ("" while degraded).
+	Recovered string
+}
+
+// Reason is the report as status and the log say it: "3 of 4
+// connections: no reply for 5s (requests acknowledged by the server's
+// kernel)".
+func (r StallReport) Reason() string {
+	if !r.Degraded {
+		return r.Recovered
+	}
+	why := "requests acknowledged by the server's kernel"
+	switch {
+	case r.Unacked > 0:
+		why = fmt.Sprintf("%d with data unacknowledged", r.Unacked)
+	case r.ZeroWindow > 0:
+		why = fmt.Sprintf("%d with a zero window", r.ZeroWindow)
+	}
+	return fmt.Sprintf("%d of %d connections: no reply for %s (%s)", r.Stalled, r.Conns, r.Waited.Round(100*time.Millisecond), why)
+}
+
 // Router is a plane that sends each new connection to a route by the
-// server name of its TLS ClientHello (SNI), a route having backends of
-// its own: a TCP proxy VIP.
+// server name of its TLS ClientHello (SNI), or on a postgres VIP by the
+// database and user of its StartupMessage, a route having backends of its
+// own: a TCP proxy VIP.
 type Router interface {
 	// RoutePlane is the plane of one route: no listener of its own, the
 	// router's connections whose backends the route chose.
@@ -92,7 +139,10 @@ type Router interface {
 // RouteTable is a VIP's SNI routes.
 type RouteTable struct {
 	Routes  []Route
-	Timeout time.Duration // for a whole ClientHello
+	Timeout time.Duration // for a whole ClientHello (or startup packet)
+	// Startup: read PostgreSQL startup packets of clients that do not open
+	// with TLS (app_protocol postgres), for the routes' Databases and Users.
+	Startup bool
 	// CloseNoMatch resets a connection no route takes; else the VIP's own
 	// backends take it.
 	CloseNoMatch bool
@@ -101,10 +151,20 @@ type RouteTable struct {
 // Route is one SNI route: the server names it takes and where its
 // connections pick their backends.
 type Route struct {
-	Name      string
-	Names     []string
-	Snapshots *snapshot.Store
-	Observer  Observer
+	Name  string
+	Names []string
+	// Databases and Users match a startup's parameters (Startup tables):
+	// a name, or a prefix written "prefix*"; nil: any.
+	Databases, Users []string
+	Snapshots        *snapshot.Store
+	Observer         Observer
+}
+
+// LiveCounter is a plane that counts each backend's live flows itself
+// (XDP: from its conntrack) instead of in the backend's own counter,
+// which the proxy planes keep.
+type LiveCounter interface {
+	LiveFlows(b *l4.Backend) int64
 }
 
 // ListenerHandoff is a plane whose listening sockets the next l4lb can

@@ -19,6 +19,9 @@ type OverrideResult struct {
 	// Reset counts the flows a disable ended (TCP connections, xdp
 	// conntrack entries); UDP sessions move on their next datagram.
 	Reset int `json:"reset"`
+	// Forced is the capacity guard's refusal that force overrode (the
+	// backends left cannot take its live flows, or there are none).
+	Forced string `json:"forced,omitempty"`
 	// Unchanged: the backend was already so (an enable of a backend with
 	// no override, a drain of a drained one); nothing was set or logged,
 	// and By is who set the override in force.

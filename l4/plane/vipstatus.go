@@ -75,8 +75,13 @@ type BackendStatus struct {
 	// MaxConnRate is the backend's cap on new connections a second
 	// (max_conn_rate); OverRate: it is over it now, skipped by new
 	// connections until its next token. Absent: none.
-	MaxConnRate  int64  `json:"max_conn_rate,omitempty"`
-	OverRate     bool   `json:"over_rate,omitempty"`
+	MaxConnRate int64 `json:"max_conn_rate,omitempty"`
+	OverRate    bool  `json:"over_rate,omitempty"`
+	// PeakFlows is the most live flows the backend held at once since it
+	// started (a high-water mark, raised as flows open; xdp VIPs: at each
+	// conntrack read): the capacity the drain and disable guard counts
+	// on for a backend without MaxFlows. Absent: none yet.
+	PeakFlows    int64  `json:"peak_flows,omitempty"`
 	Flows        uint64 `json:"flows"`
 	ConnectFails uint64 `json:"connect_fails"`
 	// Unanswered: UDP sessions that ended by session_timeout without a
@@ -94,6 +99,13 @@ type BackendStatus struct {
 	Override      string    `json:"override,omitempty"`
 	OverrideBy    string    `json:"override_by,omitempty"`
 	OverrideSince time.Time `json:"override_since,omitzero"`
+	// Degraded: the backend's connections stall (stall_timeout) and it
+	// gets no new flow; the words say what the last look found ("3 of 4
+	// connections: no reply for 5s (...)"), since when. DegradedKept: it
+	// is the VIP's last eligible backend, so it still gets flows.
+	Degraded      string    `json:"degraded,omitempty"`
+	DegradedSince time.Time `json:"degraded_since,omitzero"`
+	DegradedKept  bool      `json:"degraded_kept,omitempty"`
 	LastCheck     string    `json:"last_check,omitempty"`
 	Since         time.Time `json:"since,omitzero"`
 }
@@ -114,6 +126,9 @@ type TCPStatus struct {
 	// LostWakeups counts blocked directions the stall guard moved on:
 	// their destination could take bytes, no wake-up came (expected 0).
 	LostWakeups uint64 `json:"lost_wakeups,omitempty" metric:"vip_lost_wakeups_total" help:"Blocked directions whose destination could take bytes with no wake-up for two seconds, moved on by the stall guard (expected 0)." text:"(lost wake-ups)/lost-wakeups" note:"(moved on by the stall guard; expected 0: please report)"`
+	// StallDegraded counts backends marked degraded because their
+	// connections stalled (stall_timeout).
+	StallDegraded uint64 `json:"stall_degraded,omitempty" metric:"vip_stall_degraded_total" help:"Backends of a TCP VIP marked degraded, out of new picks, because their connections stalled: requests unanswered for stall_timeout." text:"events/stall-degraded"`
 	// Queued is how many connections wait in the VIP's queue now (every
 	// backend at its max_conns or over its max_conn_rate; and those
 	// failover_hold holds); QueueWaits how many ever waited for a slot, and
@@ -198,12 +213,27 @@ type SNIStatus struct {
 	NoMatchCount uint64 `json:"sni_no_match"`
 	NotTLS       uint64 `json:"sni_not_tls"`
 	Timeouts     uint64 `json:"sni_timeout"`
+	// Startup: a postgres VIP's startup packets (app_protocol postgres).
+	Startup *StartupStatus `json:"startup,omitempty"`
+}
+
+// StartupStatus counts the first packets of a postgres VIP with routes
+// that did not open with TLS (those count as SNI).
+type StartupStatus struct {
+	Routed    uint64 `json:"routed" metric:"vip_pg_startup_total{event=routed}" help:"First packets of a postgres VIP with routes (app_protocol postgres): event routed (a StartupMessage a route took by database and user), no_match (one no route took), encrypted (SSLRequest or GSSENCRequest: no readable startup), cancel (CancelRequest), malformed (reset, no backend dialed). All but routed go where sni_no_match says." text:"pg startup/routed,always"`
+	NoMatch   uint64 `json:"no_match" metric:"vip_pg_startup_total{event=no_match}" text:"pg startup/no-match,always"`
+	Encrypted uint64 `json:"encrypted" metric:"vip_pg_startup_total{event=encrypted}" text:"pg startup/ssl-or-gss,always"`
+	Cancels   uint64 `json:"cancels" metric:"vip_pg_startup_total{event=cancel}" text:"pg startup/cancel,always"`
+	Malformed uint64 `json:"malformed" metric:"vip_pg_startup_total{event=malformed}" text:"pg startup/malformed,always"`
 }
 
 // RouteStatus is one SNI route of a VIP in status.
 type RouteStatus struct {
-	Name      string          `json:"name"`
-	Names     []string        `json:"names"`
+	Name  string   `json:"name"`
+	Names []string `json:"names"`
+	// Databases and Users: what a postgres VIP's route takes by startup.
+	Databases []string        `json:"databases,omitempty"`
+	Users     []string        `json:"users,omitempty"`
 	Algorithm string          `json:"algorithm"`
 	Eligible  int             `json:"eligible"`
 	Routed    uint64          `json:"routed"` // connections its names brought

@@ -41,6 +41,8 @@ type evService struct {
 	paused    atomic.Bool
 	closed    atomic.Bool
 	closeOnce sync.Once
+
+	stall stallWatch // the watch of stalled backends (stall_timeout; stallwatch.go)
 }
 
 // listenerHandler is the listener's epoll handler on one loop.

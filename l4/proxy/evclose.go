@@ -116,7 +116,7 @@ func (s *TCPService) closeCandidates(l *loop, b *l4.Backend, n int) []closeCandi
 		if c.svc != s || c.chosen != b || c.state != evOpen {
 			continue
 		}
-		busy := now-c.times.lastActive < int64(quietFor) || c.up.pending > 0 || c.down.pending > 0
+		busy := now-c.lastActive() < int64(quietFor) || c.up.pending > 0 || c.down.pending > 0
 		out = append(out, closeCandidate{c: c, gen: c.gen, l: l, busy: busy, since: c.times.dialAt})
 	}
 	if len(out) > n {

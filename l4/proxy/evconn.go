@@ -68,7 +68,7 @@ type sock struct {
 // evConn is one client connection proxied to one backend, owned by the
 // loop that accepted it; its struct goes back to the loop's free list
 // when it ends. Its fields are grouped by concern, the ones every event
-// and chunk reads first (632 bytes: Go's 640-byte size class). Three
+// and chunk reads first (640 bytes: Go's 640-byte size class). Three
 // fields concern the backend: backendSock is the socket to it, chosen
 // the backend it connects or is connected to, pick.lastTried the one
 // its log line names (chosen is nil after a failed connect, lastTried
@@ -123,7 +123,6 @@ type connTimes struct {
 	acceptAt   int64         // at accept (an upgrade passes it on)
 	dialAt     int64         // at the last connect()
 	connectAt  int64         // when the backend answered; 0 = never
-	lastActive int64         // when a byte last moved (the idle timer's base)
 	idle       int64         // idle_timeout when it opened; 0 = none
 	localUntil int64         // retrying a local resource failure until then
 	localPause time.Duration // the next local-failure retry's wait
@@ -164,6 +163,10 @@ type evDir struct {
 	stallMark uint64
 	bytes     *atomic.Uint64 // the backend's count this way (Stats.BytesIn or BytesOut)
 	n         uint64         // bytes moved this way (the log line's bytes_in or bytes_out; an upgrade passes them on)
+	// at is the loop clock when a byte last moved this way: the later of
+	// the two is the idle timer's base, and a request waits while up's is
+	// after down's (stallwatch.go).
+	at int64
 }
 
 // timer kinds in the low two bits of the generation a timer carries.
@@ -531,7 +534,9 @@ func (c *evConn) open(l *loop) {
 		c.finish(l, true, true, l4.EndDrain) // the service is shutting down
 		return
 	}
-	c.times.lastActive = l.now()
+	if c.st.AppProtocol == l4.AppMySQL {
+		c.up.at = c.times.connectAt // the server speaks first: its greeting is due (stallwatch.go)
+	}
 	if c.st.IdleTimeout > 0 {
 		c.times.idle = int64(c.st.IdleTimeout)
 		l.after(c.st.IdleTimeout, c, c.gen<<2|timerIdle)
@@ -862,7 +867,7 @@ func (c *evConn) moved(l *loop, d *evDir, n int) {
 	if n > 0 {
 		d.bytes.Add(uint64(n))
 		d.n += uint64(n)
-		c.times.lastActive = l.now()
+		d.at = l.now()
 	}
 }
 
@@ -940,13 +945,20 @@ func (c *evConn) idleCheck(l *loop) {
 	if c.state != evOpen {
 		return
 	}
-	quiet := l.now() - c.times.lastActive
+	quiet := l.now() - c.lastActive()
 	if quiet < c.times.idle {
 		l.after(time.Duration(c.times.idle-quiet), c, c.gen<<2|timerIdle)
 		return
 	}
 	c.svc.Stats.IdleClosed.Add(1)
 	c.finish(l, false, false, l4.EndIdleTimeout)
+}
+
+// lastActive is when a byte last moved either way, or the connect
+// finished (loop clock).
+func (c *evConn) lastActive() int64 {
+	c.mustLive()
+	return max(c.up.at, c.down.at, c.times.connectAt)
 }
 
 // finish closes both sockets (a reset where asked, else a FIN), does the

@@ -26,6 +26,11 @@ const (
 // The loop's buffer must hold them (a compile-time check).
 var _ = [copyChunk - helloBufLen]struct{}{}
 
+// tlsHandshake is a TLS record's first byte (a ClientHello's record); a
+// PostgreSQL startup packet cannot start with it (its length word would
+// be over 300 MB).
+const tlsHandshake = 0x16
+
 // gotHello parses what the client sent so far (the pre-read stage
 // preHello): more to come waits for the next readable edge (the bytes
 // stay queued, new ones wake the loop again); a name or a verdict picks
@@ -35,6 +40,9 @@ func (c *evConn) gotHello(l *loop, p []byte) (more bool) {
 	if len(p) == 0 { // a FIN before a whole hello: the backend learns of it as before
 		c.route(l, nil, sni.ErrMalformed)
 		return false
+	}
+	if c.pick.routes.Startup && p[0] != tlsHandshake {
+		return c.gotStartup(l, p)
 	}
 	name, more, perr := sni.Parse(p, l.scratch.buf[helloScratchAt:helloLowAt])
 	if more {
@@ -70,11 +78,18 @@ func (c *evConn) route(l *loop, name []byte, perr error) {
 		c.resetClient(l, l4.EndSNINoMatch)
 		return
 	}
+	c.routeTo(l, r)
+}
+
+// routeTo sends the connection to route r's backends, nil: the VIP's own
+// (sni_no_match default), and dials.
+func (c *evConn) routeTo(l *loop, r *Route) {
+	c.mustLive()
 	if r != nil {
 		r.Routed.Add(1)
 		c.pick.rt, c.pick.snap, c.pick.aff = r, r.Snapshots.Load(), nil // affinity pins are the default route's
 	} else {
-		s.Stats.SNIDefault.Add(1)
+		c.svc.Stats.SNIDefault.Add(1)
 	}
 	c.preReadDone(l)
 }

@@ -231,6 +231,14 @@ func TestSNIConnectionAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.SetRoutes(rt)
+	routedConnsAllocateNothing(t, ts, hello, r)
+}
+
+// routedConnsAllocateNothing opens connections to ts that send first and
+// read "ok" (a rawHelloServer behind route r), and fails when they
+// allocate on the loop or r did not route each.
+func routedConnsAllocateNothing(t *testing.T, ts *testService, first []byte, r *Route) {
+	t.Helper()
 	vip := &unix.SockaddrInet4{Port: int(ts.addr.Port()), Addr: ts.addr.Addr().As4()}
 	got := make([]byte, 64)
 	conn := func() {
@@ -243,12 +251,13 @@ func TestSNIConnectionAllocatesNothing(t *testing.T) {
 		if err := unix.Connect(fd, vip); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := unix.Write(fd, hello); err != nil {
+		if _, err := unix.Write(fd, first); err != nil {
 			t.Fatal(err)
 		}
 		n, err := readBlocking(fd, got)
 		if err != nil || string(got[:n]) != "ok" {
-			t.Fatalf("echo %d bytes, %v (not tls %d, no match %d)", n, err, ts.Stats.SNINotTLS.Load(), ts.Stats.SNINoMatch.Load())
+			t.Fatalf("echo %d bytes, %v (not tls %d, no match %d, startup malformed %d)", n, err,
+				ts.Stats.SNINotTLS.Load(), ts.Stats.SNINoMatch.Load(), ts.Stats.Startup.Malformed.Load())
 		}
 	}
 	for range warmConns {

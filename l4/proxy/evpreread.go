@@ -40,8 +40,9 @@ const (
 	// preFirstByte: any byte (or a FIN) within first_byte_timeout.
 	preFirstByte
 	// preHello: a TLS ClientHello within sni_timeout, whose server name
-	// picks the SNI route (evhello.go). It stands for the first byte's
-	// wait on a VIP with routes.
+	// picks the SNI route (evhello.go), or on a postgres VIP a startup
+	// packet, whose database and user pick it (evstartup.go). It stands
+	// for the first byte's wait on a VIP with routes.
 	preHello
 	// preDone: past the list, a backend is dialed.
 	preDone
@@ -176,7 +177,7 @@ func (c *evConn) preExpired(l *loop) {
 			"first_byte_timeout", c.st.FirstByteTimeout, false, l4.EndFirstByte}
 	case preHello:
 		// Reset: unread bytes make the kernel's close a reset anyway.
-		e = preExpiry{&s.Stats.SNITimeouts, "client sent no complete TLS ClientHello within sni_timeout: reset, no backend dialed",
+		e = preExpiry{&s.Stats.SNITimeouts, "client sent no complete TLS ClientHello (or PostgreSQL startup packet) within sni_timeout: reset, no backend dialed",
 			"sni_timeout", c.pick.routes.Timeout, true, l4.EndSNITimeout}
 	}
 	e.count.Add(1)

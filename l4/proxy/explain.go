@@ -33,7 +33,7 @@ func (s *TCPService) ConnsFrom(client netip.Addr, port uint16, limit int) []Conn
 			}
 			mu.Lock()
 			if len(out) < limit {
-				out = append(out, ConnInfo{Flow: c.flow, Backend: c.chosen, Idle: time.Duration(l.now() - c.times.lastActive)})
+				out = append(out, ConnInfo{Flow: c.flow, Backend: c.chosen, Idle: time.Duration(l.now() - c.lastActive())})
 			}
 			mu.Unlock()
 		}

@@ -276,7 +276,7 @@ func (c *evConn) handoverState(l *loop) ConnState {
 		BytesIn:     c.up.n,
 		BytesOut:    c.down.n,
 		IdleTimeout: time.Duration(c.times.idle),
-		Quiet:       time.Duration(now - c.times.lastActive),
+		Quiet:       time.Duration(now - c.lastActive()),
 		ClientEOF:   c.up.done, BackendEOF: c.down.done,
 		SpliceUp: c.up.splice, SpliceDown: c.down.splice,
 		PendingUp: c.up.pending, PendingDown: c.down.pending,
@@ -377,7 +377,7 @@ func (c *evConn) resume(l *loop) {
 func (c *evConn) armTimers(l *loop) {
 	c.mustLive()
 	if c.times.idle > 0 {
-		wait := c.times.idle - (l.now() - c.times.lastActive)
+		wait := c.times.idle - (l.now() - c.lastActive())
 		l.after(time.Duration(max(wait, int64(time.Millisecond))), c, c.gen<<2|timerIdle)
 	}
 	if c.st.KeepAlive > 0 {
@@ -434,12 +434,13 @@ func (s *TCPService) adoptOn(l *loop, st ConnState, fds []int, b *l4.Backend) {
 	c.times.acceptAt = now - acceptAge(st)
 	c.times.connectAt = c.times.acceptAt + max(int64(st.ConnectTime), 1) // connected: never 0
 	c.pick.lastTried, c.pick.attempts = b, 1+st.Retries
-	c.times.lastActive = now - int64(st.Quiet)
 	c.times.idle = int64(st.IdleTimeout)
 	c.up = evDir{src: &c.clientSock, dst: &c.backendSock, bytes: &b.Stats.BytesIn, n: st.BytesIn,
 		eof: st.ClientEOF || st.ClientFIN, done: st.ClientEOF, splice: st.SpliceUp}
 	c.down = evDir{src: &c.backendSock, dst: &c.clientSock, bytes: &b.Stats.BytesOut, n: st.BytesOut,
 		eof: st.BackendEOF || st.BackendFIN, done: st.BackendEOF, splice: st.SpliceDown}
+	c.up.at = now - int64(st.Quiet) // both ways as quiet: no request is taken to wait
+	c.down.at = c.up.at
 	at := 2
 	for _, d := range [2]*evDir{&c.up, &c.down} {
 		n := st.PendingUp

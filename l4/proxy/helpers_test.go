@@ -73,13 +73,22 @@ func newServiceListen(t testing.TB, pipes *PipePool, loops *Loops, lo ListenOpti
 // newServiceLog is newServiceListen with a logger (nil = none).
 func newServiceLog(t testing.TB, pipes *PipePool, loops *Loops, lo ListenOptions, log *zap.Logger, st Settings, addrs ...netip.AddrPort) *testService {
 	t.Helper()
+	return newServiceWith(t, pipes, loops, lo, func(c *TCPConfig) { c.Log = log }, st, addrs...)
+}
+
+// newServiceWith is newServiceListen with its config edited first (a
+// logger, an observer).
+func newServiceWith(t testing.TB, pipes *PipePool, loops *Loops, lo ListenOptions, edit func(*TCPConfig), st Settings, addrs ...netip.AddrPort) *testService {
+	t.Helper()
 	ln, err := ListenTCP(netip.MustParseAddrPort("127.0.0.1:0"), lo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := &testService{store: &snapshot.Store{}, pipes: pipes}
 	ts.setBackends(t, addrs...)
-	if ts.TCPService, err = NewTCPService(TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: ts.pipes, Settings: st, Loops: loops, Log: log}); err != nil {
+	cfg := TCPConfig{Listener: ln, Snapshots: ts.store, Pipes: ts.pipes, Settings: st, Loops: loops}
+	edit(&cfg)
+	if ts.TCPService, err = NewTCPService(cfg); err != nil {
 		t.Fatal(err)
 	}
 	ts.addr = ln.Addr().(*net.TCPAddr).AddrPort()

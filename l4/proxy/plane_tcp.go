@@ -164,13 +164,13 @@ func (p *TCPPlane) SetRoutes(t *plane.RouteTable) error {
 	}
 	next := make(map[string]*Route, len(t.Routes))
 	prs := make([]*Route, len(t.Routes))
-	names := make([][]string, len(t.Routes))
+	names, dbs, users := make([][]string, len(t.Routes)), make([][]string, len(t.Routes)), make([][]string, len(t.Routes))
 	for i, r := range t.Routes {
 		pr, ok := p.routes[r.Name]
 		if !ok || pr.Snapshots != r.Snapshots {
 			pr = &Route{Name: r.Name, Snapshots: r.Snapshots, Observer: r.Observer}
 		}
-		next[r.Name], prs[i], names[i] = pr, pr, r.Names
+		next[r.Name], prs[i], names[i], dbs[i], users[i] = pr, pr, r.Names, r.Databases, r.Users
 	}
 	noMatch := NoRouteDefault
 	if t.CloseNoMatch {
@@ -182,6 +182,9 @@ func (p *TCPPlane) SetRoutes(t *plane.RouteTable) error {
 		p.svc.SetRoutes(nil)
 		return err
 	}
+	if t.Startup {
+		table.WithStartup(prs, dbs, users)
+	}
 	p.routes = next
 	p.svc.SetRoutes(table)
 	return nil
@@ -192,6 +195,10 @@ func (p *TCPPlane) FillSNI(s *plane.SNIStatus) {
 	st := &p.svc.Stats
 	s.Default, s.NoMatchCount = st.SNIDefault.Load(), st.SNINoMatch.Load()
 	s.NotTLS, s.Timeouts = st.SNINotTLS.Load(), st.SNITimeouts.Load()
+	if rt := p.svc.routes.Load(); rt != nil && rt.Startup {
+		s.Startup = &plane.StartupStatus{}
+		plane.LoadCounters(s.Startup, &st.Startup)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := range s.Routes {

@@ -1,5 +1,7 @@
 // SNI routes of a TCP VIP: which snapshot a connection picks from, by the
-// server name of its TLS ClientHello (evhello.go peeks it).
+// server name of its TLS ClientHello (evhello.go peeks it), or on a
+// postgres VIP by the database and user of its StartupMessage
+// (evstartup.go).
 
 package proxy
 
@@ -42,9 +44,81 @@ type Route struct {
 type Routes struct {
 	exact map[string]*Route
 	wild  map[string]*Route // by the suffix after "*."
-	// Timeout bounds the wait for a complete ClientHello (sni_timeout).
+	// startup: the routes by database and user, in order; Startup: the
+	// VIP reads PostgreSQL StartupMessages (app_protocol postgres).
+	startup []startupRoute
+	Startup bool
+	// Timeout bounds the wait for a complete ClientHello or startup
+	// packet (sni_timeout).
 	Timeout time.Duration
 	NoMatch NoRoute
+}
+
+// startupRoute is a route's database and user patterns (nil: any).
+type startupRoute struct {
+	r          *Route
+	dbs, users []pattern
+}
+
+// pattern is a database or user name, or a prefix (written "prefix*").
+type pattern struct {
+	s      string
+	prefix bool
+}
+
+func (p pattern) match(b []byte) bool {
+	if p.prefix {
+		return len(b) >= len(p.s) && string(b[:len(p.s)]) == p.s
+	}
+	return string(b) == p.s
+}
+
+// matchAny reports whether b matches one of ps; no patterns match all.
+func matchAny(ps []pattern, b []byte) bool {
+	for _, p := range ps {
+		if p.match(b) {
+			return true
+		}
+	}
+	return ps == nil
+}
+
+func patterns(ss []string) []pattern {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([]pattern, len(ss))
+	for i, s := range ss {
+		body, prefix := strings.CutSuffix(s, "*")
+		out[i] = pattern{body, prefix}
+	}
+	return out
+}
+
+// WithStartup makes t read PostgreSQL StartupMessages: routes[i] takes
+// the startups whose database matches one of databases[i] and whose user
+// one of users[i] (either nil: any; both nil: the route takes none by
+// startup), the first route in order that matches. Called once, before t
+// is used.
+func (t *Routes) WithStartup(routes []*Route, databases, users [][]string) *Routes {
+	t.Startup = true
+	for i, r := range routes {
+		if len(databases[i]) > 0 || len(users[i]) > 0 {
+			t.startup = append(t.startup, startupRoute{r, patterns(databases[i]), patterns(users[i])})
+		}
+	}
+	return t
+}
+
+// LookupStartup returns the first route that takes a startup for
+// database and user, or nil; it allocates nothing.
+func (t *Routes) LookupStartup(database, user []byte) *Route {
+	for i := range t.startup {
+		if sr := &t.startup[i]; matchAny(sr.dbs, database) && matchAny(sr.users, user) {
+			return sr.r
+		}
+	}
+	return nil
 }
 
 // NewRoutes builds a table from each route's names. A name listed twice
@@ -111,6 +185,11 @@ func (t *Routes) byName(name string) *Route {
 			if r.Name == name {
 				return r
 			}
+		}
+	}
+	for _, sr := range t.startup {
+		if sr.r.Name == name {
+			return sr.r
 		}
 	}
 	return nil

@@ -61,6 +61,11 @@ type Settings struct {
 	// (evhold.go); past it, or past the hold's bound (MaxConns, else
 	// maxHeld), it is reset as without the hold. 0 = off.
 	FailoverHold time.Duration
+	// StallTimeout > 0 watches the service's open connections for
+	// backends that stop answering (stallwatch.go): a backend whose
+	// connections wait this long for a byte back, none answering, is
+	// reported degraded to a plane.StallObserver; 0 = off (no watch).
+	StallTimeout time.Duration
 	// queuePoll overrides how often a waiting connection looks for room
 	// itself (0 = queuePoll): tests turn it off to prove that the wake-ups
 	// on release and publish are what serve the queue.
@@ -121,6 +126,9 @@ type ServiceStats struct {
 	// (evstall.go): their destination could take bytes and no wake-up came
 	// for two seconds. Expected 0.
 	LostWakeups atomic.Uint64
+	// StallDegraded counts backends the stall watch marked degraded
+	// (stall_timeout: their connections stopped answering).
+	StallDegraded atomic.Uint64
 	QueueStats
 	HoldStats
 	// Retries counts connects begun on another backend after one failed
@@ -134,6 +142,21 @@ type ServiceStats struct {
 	SNINoMatch  atomic.Uint64
 	SNITimeouts atomic.Uint64
 	SNIDefault  atomic.Uint64
+	// Startup: the first packets of a postgres VIP with routes
+	// (evstartup.go).
+	Startup StartupStats
+}
+
+// StartupStats count a postgres VIP's startup packets: StartupMessages a
+// route took by database and user, or none did; SSLRequests and
+// GSSENCRequests; CancelRequests; malformed or oversized packets (reset).
+// plane.StartupStatus's fields of the same names read them.
+type StartupStats struct {
+	Routed    atomic.Uint64
+	NoMatch   atomic.Uint64
+	Encrypted atomic.Uint64
+	Cancels   atomic.Uint64
+	Malformed atomic.Uint64
 }
 
 // QueueStats are the wait queue's counters (evqueue.go): connections
@@ -279,6 +302,7 @@ func (s *TCPService) Update(st Settings) {
 	if old != nil {
 		s.tryResume() // a higher max_conns frees a paused VIP at once
 	}
+	s.ev.stall.set(s, st.StallTimeout > 0)
 }
 
 // SetDeferAccept sets or clears TCP_DEFER_ACCEPT on the running listener
@@ -395,6 +419,7 @@ func (s *TCPService) selfConnect(b *l4.Backend) error {
 func (s *TCPService) Close() error {
 	s.queue.token.t.Stop()
 	s.stop.close()
+	s.ev.stall.halt()
 	s.closeLoops()
 	if s.serving.Load() {
 		<-s.acceptDone

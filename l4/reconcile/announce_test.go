@@ -54,11 +54,11 @@ func TestServingFollowsEligibility(t *testing.T) {
 	lo1, lo2 := a1.Addr(), a2.Addr()
 	waitServing(t, rt, "start", lo1, lo2)
 
-	if _, err := rt.SetOverride("b", "s1", l4.OverrideDrain, "t"); err != nil {
+	if _, err := rt.SetOverride("b", "s1", l4.OverrideDrain, "t", true); err != nil {
 		t.Fatal(err)
 	}
 	waitServing(t, rt, "b's only backend drained", lo1)
-	if _, err := rt.SetOverride("b", "s1", l4.OverrideNone, "t"); err != nil {
+	if _, err := rt.SetOverride("b", "s1", l4.OverrideNone, "t", false); err != nil {
 		t.Fatal(err)
 	}
 	waitServing(t, rt, "b's backend back", lo1, lo2)

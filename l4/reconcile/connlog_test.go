@@ -78,7 +78,7 @@ func TestDisableLogsConnection(t *testing.T) {
 	rt, logs := observedRuntime(t, fmt.Sprintf(connLogVIP, vip, true, srv.addr))
 	waitBackend(t, rt, "web", "a", 3*time.Second, "up", func(b plane.BackendStatus) bool { return b.Health == "up" })
 	c := pinged(t, vip)
-	if res, err := rt.SetOverride("web", "a", l4.OverrideDisable, "test"); err != nil || res.Reset != 1 {
+	if res, err := rt.SetOverride("web", "a", l4.OverrideDisable, "test", true); err != nil || res.Reset != 1 {
 		t.Fatalf("disable: %+v, %v", res, err)
 	}
 	checkConnLine(t, logs, "disabled", c)

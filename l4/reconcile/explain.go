@@ -27,7 +27,11 @@ func (r *Runtime) Explain(vipName string, client netip.AddrPort) (plane.Explanat
 	if err := reachable(v.key, client.Addr()); err != nil {
 		return plane.Explanation{}, err
 	}
-	return v.explain(client), nil
+	e := v.explain(client)
+	r.mu.Lock() // v.routes
+	v.explainRoutes(v.cfg(), &e)
+	r.mu.Unlock()
+	return e, nil
 }
 
 // reachable refuses a client of the other address family than a VIP on

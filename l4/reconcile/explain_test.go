@@ -293,14 +293,14 @@ func TestExplainAffinity(t *testing.T) {
 	waitIdle(t, rt)
 
 	// Drained: the pin holds. Disabled: it no longer decides.
-	if _, err := rt.SetOverride("v", first, l4.OverrideDrain, "test"); err != nil {
+	if _, err := rt.SetOverride("v", first, l4.OverrideDrain, "test", false); err != nil {
 		t.Fatal(err)
 	}
 	e = mustExplain(t, rt, "127.0.0.5")
 	if e.Backend == nil || e.Backend.ID != first || !strings.Contains(candidate(t, e, first).Why, "drained by test") {
 		t.Fatalf("drained: %s %+v", e.Because, e.Candidates)
 	}
-	if _, err := rt.SetOverride("v", first, l4.OverrideDisable, "test"); err != nil {
+	if _, err := rt.SetOverride("v", first, l4.OverrideDisable, "test", false); err != nil {
 		t.Fatal(err)
 	}
 	e = mustExplain(t, rt, "127.0.0.5")
@@ -404,7 +404,7 @@ func TestExplainUDPSession(t *testing.T) {
 	}
 	// Disabled: the session no longer decides; the next datagram goes
 	// where the table says.
-	if _, err := rt.SetOverride("v", want, l4.OverrideDisable, "test"); err != nil {
+	if _, err := rt.SetOverride("v", want, l4.OverrideDisable, "test", true); err != nil {
 		t.Fatal(err)
 	}
 	e = mustExplain(t, rt, client.String())

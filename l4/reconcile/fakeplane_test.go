@@ -127,7 +127,7 @@ func TestLoopDrivesAFakePlane(t *testing.T) {
 		t.Fatalf("start: %q, want the first snapshot published, then serve", got)
 	}
 
-	if _, err := rt.SetOverride("v", "b", l4.OverrideDisable, "test"); err != nil {
+	if _, err := rt.SetOverride("v", "b", l4.OverrideDisable, "test", false); err != nil {
 		t.Fatal(err)
 	}
 	if got := fake.took(); !slices.Equal(got, []string{"publish a", fmt.Sprintf("reset %v", l4.EndDisabled)}) {

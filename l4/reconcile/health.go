@@ -129,6 +129,7 @@ func (v *vip) setTrial(b *backend, on bool) {
 // failure keeps the previous snapshot (it cannot happen for a set that
 // built before); a data plane that cannot take it is logged and reported.
 func (v *vip) rebuildLocked() error {
+	v.keepLastLocked()
 	opts, err := balanceOptions(v.cfg())
 	if err != nil {
 		v.log.Error("snapshot rebuild failed; previous one kept", zap.Error(err))

@@ -28,6 +28,7 @@ func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 		FirstByteTimeout: vc.FirstByteTimeout,
 		QueueTimeout:     vc.QueueTimeout,
 		FailoverHold:     vc.FailoverHold,
+		StallTimeout:     vc.StallTimeout,
 
 		AffinityTimeout: vc.AffinityTimeout,
 		// Only least_time with the connect metric uses the proxy's own

@@ -142,6 +142,7 @@ var mappingRows = []mappingRow{
 	{key: "accept_proxy_protocol_from", set: func(v *config.VIP) { v.AcceptProxyProtocolFrom = prefixes("198.18.5.0/24") },
 		path: "TCP.Service.AcceptProxyFrom", want: prefixes("198.18.5.0/24")},
 	{key: "first_byte_timeout", set: func(v *config.VIP) { v.FirstByteTimeout = 1500 * time.Millisecond }, path: "TCP.Service.FirstByteTimeout", want: 1500 * time.Millisecond},
+	{key: "stall_timeout", set: func(v *config.VIP) { v.StallTimeout = 2 * time.Second }, path: "TCP.Service.StallTimeout", want: 2 * time.Second},
 	{key: "queue_timeout", set: func(v *config.VIP) { v.QueueTimeout = 250 * time.Millisecond }, path: "TCP.Service.QueueTimeout", want: 250 * time.Millisecond},
 	{key: "failover_hold", set: func(v *config.VIP) { v.FailoverHold = 5 * time.Second }, path: "TCP.Service.FailoverHold", want: 5 * time.Second},
 	{key: "affinity_timeout", set: func(v *config.VIP) { v.AffinityTimeout = 3 * time.Second }, path: "TCP.Service.AffinityTimeout", want: 3 * time.Second},

@@ -28,13 +28,17 @@ var (
 
 // SetOverride sets an operator's state for backend ref (its name, its
 // address, or its IP when only one backend of the VIP has it) of the VIP
-// named vipName. by says who set it, for status and the log.
-func (r *Runtime) SetOverride(vipName, ref string, o l4.Override, by string) (plane.OverrideResult, error) {
+// named vipName. by says who set it, for status and the log. A drain or
+// disable that would leave the VIP no eligible backend, or the rest too
+// little room for the live flows that move (capacity.go), is refused
+// with ErrRefused unless force; forced, the result says what was
+// overridden.
+func (r *Runtime) SetOverride(vipName, ref string, o l4.Override, by string, force bool) (plane.OverrideResult, error) {
 	v := r.vipNamed(vipName)
 	if v == nil {
 		return plane.OverrideResult{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
-	return v.setOverride(ref, o, by)
+	return v.setOverride(ref, o, by, force)
 }
 
 // vipNamed returns the running VIP called name, or nil.
@@ -49,7 +53,7 @@ func (r *Runtime) vipNamed(name string) *vip {
 	return nil
 }
 
-func (v *vip) setOverride(ref string, o l4.Override, by string) (plane.OverrideResult, error) {
+func (v *vip) setOverride(ref string, o l4.Override, by string, force bool) (plane.OverrideResult, error) {
 	v.mu.Lock()
 	b, err := v.resolveLocked(ref)
 	if err != nil {
@@ -59,10 +63,17 @@ func (v *vip) setOverride(ref string, o l4.Override, by string) (plane.OverrideR
 	prev := b.override.state
 	if o == prev {
 		res := plane.OverrideResult{VIP: v.name(), Backend: string(b.b.ID), Address: b.b.Addr.String(), Override: o.String(),
-			Previous: prev.String(), By: b.override.by, LiveFlows: b.b.LiveFlows(), Unchanged: true}
+			Previous: prev.String(), By: b.override.by, LiveFlows: v.liveOf(b.b), Unchanged: true}
 		v.mu.Unlock()
 		v.log.Debug("backend override unchanged", zap.String("backend", res.Backend), zap.Stringer("override", o), zap.String("asked_by", by))
 		return res, nil
+	}
+	why := v.refusalLocked(b, o)
+	if why != "" && !force {
+		v.mu.Unlock()
+		v.log.Info("backend override refused", zap.String("backend", string(b.b.ID)), zap.Stringer("override", o),
+			zap.String("asked_by", by), zap.String("why", why))
+		return plane.OverrideResult{}, fmt.Errorf("%w: %s; --force to %s anyway", ErrRefused, why, o)
 	}
 	if o == l4.OverrideNone {
 		b.override = overrideState{}
@@ -72,13 +83,17 @@ func (v *vip) setOverride(ref string, o l4.Override, by string) (plane.OverrideR
 	b.b.SetEligible(b.keepsPinned())
 	err = v.rebuildLocked()
 	res := plane.OverrideResult{VIP: v.name(), Backend: string(b.b.ID), Address: b.b.Addr.String(), Override: o.String(),
-		Previous: prev.String(), By: by, LiveFlows: b.b.LiveFlows()}
+		Previous: prev.String(), By: by, LiveFlows: v.liveOf(b.b), Forced: why}
 	v.mu.Unlock()
 	if err != nil {
 		return res, fmt.Errorf("vip %q: backend %q: %w", v.name(), b.b.ID, err)
 	}
 	if o == l4.OverrideDisable {
 		res.Reset = v.dp.ResetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndDisabled)
+	}
+	if why != "" {
+		v.log.Warn("backend override forced past the capacity guard", zap.String("backend", string(b.b.ID)),
+			zap.Stringer("override", o), zap.String("by", by), zap.String("why", why))
 	}
 	v.log.Info("backend override set", zap.String("backend", string(b.b.ID)), zap.Stringer("override", o),
 		zap.Stringer("previous", prev), zap.String("by", by), zap.Int64("live_flows", res.LiveFlows), zap.Int("reset", res.Reset))

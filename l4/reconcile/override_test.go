@@ -52,7 +52,7 @@ func TestOverrideLifecycle(t *testing.T) {
 	b2 := v.backendByID("s2")
 
 	// Drain: no new flows, pinned flows may stay (Eligible).
-	res, err := rt.SetOverride("a", "s2", l4.OverrideDrain, "alice: maintenance")
+	res, err := rt.SetOverride("a", "s2", l4.OverrideDrain, "alice: maintenance", false)
 	if err != nil || res.Previous != "none" || res.Override != "drain" || res.Address != s2.addr.String() {
 		t.Fatalf("drain: %+v %v", res, err)
 	}
@@ -75,7 +75,7 @@ func TestOverrideLifecycle(t *testing.T) {
 	}
 
 	// Disable: pinned flows must move too.
-	if _, err := rt.SetOverride("a", s2.addr.String(), l4.OverrideDisable, "bob"); err != nil {
+	if _, err := rt.SetOverride("a", s2.addr.String(), l4.OverrideDisable, "bob", false); err != nil {
 		t.Fatal(err)
 	}
 	if b2.Eligible() {
@@ -92,10 +92,10 @@ func TestOverrideLifecycle(t *testing.T) {
 	}
 
 	// Enable clears it too.
-	if _, err := rt.SetOverride("a", "s1", l4.OverrideDrain, "x"); err != nil {
+	if _, err := rt.SetOverride("a", "s1", l4.OverrideDrain, "x", false); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rt.SetOverride("a", "s1", l4.OverrideNone, "x"); err != nil || res.Previous != "drain" {
+	if res, err := rt.SetOverride("a", "s1", l4.OverrideNone, "x", false); err != nil || res.Previous != "drain" {
 		t.Fatalf("enable: %+v %v", res, err)
 	}
 	if seen := names(t, rt, 12); seen["s1"] == 0 {
@@ -119,7 +119,7 @@ func TestOverrideNamesABackend(t *testing.T) {
 		// Both servers listen on 127.0.0.1: the IP alone is ambiguous.
 		{"a", s1.addr.Addr().String(), ErrAmbiguous, fmt.Sprintf(`"127.0.0.1" names 2 backends: s1 (%s, by IP), s2 (%s, by IP)`, s1.addr, s2.addr)},
 	} {
-		_, err := rt.SetOverride(tc.vip, tc.ref, l4.OverrideDrain, "t")
+		_, err := rt.SetOverride(tc.vip, tc.ref, l4.OverrideDrain, "t", false)
 		if !errors.Is(err, tc.want) || (err != nil && !strings.Contains(err.Error(), tc.msg)) {
 			t.Errorf("SetOverride(%q, %q): %v, want %v with %q", tc.vip, tc.ref, err, tc.want, tc.msg)
 		}
@@ -139,7 +139,7 @@ func TestOverrideRefusesANameThatIsAnotherBackendsIP(t *testing.T) {
 	if err := rt.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
-	_, err := rt.SetOverride("a", "127.0.0.1", l4.OverrideDisable, "t")
+	_, err := rt.SetOverride("a", "127.0.0.1", l4.OverrideDisable, "t", false)
 	want := fmt.Sprintf(`"127.0.0.1" names 2 backends: 127.0.0.1 (198.18.9.1:5432, by name), s2 (%s, by IP); name one by its address:port`, s2.addr)
 	if !errors.Is(err, ErrAmbiguous) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("SetOverride by an ambiguous IP: %v, want %v with %q", err, ErrAmbiguous, want)
@@ -151,7 +151,7 @@ func TestOverrideRefusesANameThatIsAnotherBackendsIP(t *testing.T) {
 	}
 	// Each is reachable by its address:port.
 	for ref, id := range map[string]string{"198.18.9.1:5432": "127.0.0.1", s2.addr.String(): "s2"} {
-		if res, err := rt.SetOverride("a", ref, l4.OverrideDrain, "t"); err != nil || res.Backend != id {
+		if res, err := rt.SetOverride("a", ref, l4.OverrideDrain, "t", true); err != nil || res.Backend != id {
 			t.Fatalf("SetOverride(%q): %+v %v, want backend %s", ref, res, err, id)
 		}
 	}
@@ -163,7 +163,7 @@ func TestOverrideRefusesANameThatIsAnotherBackendsIP(t *testing.T) {
 func TestOverrideNoOp(t *testing.T) {
 	s1, s2 := startNamed(t, "s1"), startNamed(t, "s2")
 	rt, logs := observedRuntime(t, fmt.Sprintf(overrideVIP, testutil.FreeTCPAddr(t), s1.addr, s2.addr, 100))
-	res, err := rt.SetOverride("a", "s1", l4.OverrideNone, "alice")
+	res, err := rt.SetOverride("a", "s1", l4.OverrideNone, "alice", false)
 	if err != nil || !res.Unchanged || res.Previous != "none" || res.By != "" {
 		t.Fatalf("enable of a backend with no override: %+v %v", res, err)
 	}
@@ -173,10 +173,10 @@ func TestOverrideNoOp(t *testing.T) {
 	if n := logs.FilterMessage("backend override set").Len(); n != 0 {
 		t.Fatalf("a no-op enable logged as an override: %v", logs.All())
 	}
-	if res, err := rt.SetOverride("a", "s1", l4.OverrideDrain, "bob"); err != nil || res.Unchanged {
+	if res, err := rt.SetOverride("a", "s1", l4.OverrideDrain, "bob", false); err != nil || res.Unchanged {
 		t.Fatalf("drain: %+v %v", res, err)
 	}
-	res, err = rt.SetOverride("a", "s1", l4.OverrideDrain, "carol")
+	res, err = rt.SetOverride("a", "s1", l4.OverrideDrain, "carol", false)
 	if err != nil || !res.Unchanged || res.By != "bob" {
 		t.Fatalf("second drain: %+v %v", res, err)
 	}

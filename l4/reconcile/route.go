@@ -1,7 +1,7 @@
 // SNI routes: each [[vip.route]] of a tcp proxy VIP runs as a VIP without
 // a listener (its own backends, snapshot store, health targets, passive
 // marks), and the VIP's plane (a plane.Router) gets a table from server
-// names to their stores.
+// names (on a postgres VIP also databases and users) to their stores.
 
 package reconcile
 
@@ -96,10 +96,11 @@ func (v *vip) routeTable(vc *config.VIP) *plane.RouteTable {
 	if len(v.routes) == 0 {
 		return nil
 	}
-	t := &plane.RouteTable{Timeout: vc.SNITimeout, CloseNoMatch: vc.SNINoMatch == l4.SNINoMatchClose}
+	t := &plane.RouteTable{Timeout: vc.SNITimeout, CloseNoMatch: vc.SNINoMatch == l4.SNINoMatchClose, Startup: vc.AppProtocol == l4.AppPostgres}
 	for i := range vc.Routes {
-		if rv, ok := v.routes[vc.Routes[i].Name]; ok {
-			t.Routes = append(t.Routes, plane.Route{Name: vc.Routes[i].Name, Names: vc.Routes[i].Names, Snapshots: &rv.store, Observer: rv})
+		rc := &vc.Routes[i]
+		if rv, ok := v.routes[rc.Name]; ok {
+			t.Routes = append(t.Routes, plane.Route{Name: rc.Name, Names: rc.Names, Databases: rc.Databases, Users: rc.Users, Snapshots: &rv.store, Observer: rv})
 		}
 	}
 	return t
@@ -149,6 +150,20 @@ func (r *Runtime) stopRoute(rv *vip) {
 	rv.releaseIndexes()
 }
 
+// explainRoutes lists v's routes and what each takes in e (explain sees
+// no client bytes: its answer is the default route's); r.mu held.
+func (v *vip) explainRoutes(vc *config.VIP, e *plane.Explanation) {
+	for i := range vc.Routes {
+		rc := &vc.Routes[i]
+		if rv, ok := v.routes[rc.Name]; ok {
+			e.Routes = append(e.Routes, plane.RouteMatch{Name: rc.Name, Names: rc.Names, Databases: rc.Databases, Users: rc.Users, Eligible: rv.store.Load().Len()})
+		}
+	}
+	if len(e.Routes) > 0 {
+		e.Notes = append(e.Notes, "the VIP has routes: a new connection's route depends on its first bytes (a TLS server name; on a postgres VIP the startup's database and user), which explain does not see; the pick is the default route's (its own backends)")
+	}
+}
+
 // sniStatus fills the routes of v's status (r.mu held).
 func (r *Runtime) sniStatus(v *vip, s *plane.VIPStatus) {
 	vc := v.cfg()
@@ -168,8 +183,9 @@ func (r *Runtime) sniStatus(v *vip, s *plane.VIPStatus) {
 				r.healthStatus(rv, &rs.Backends[j])
 			}
 		}
-		sni.Routes = append(sni.Routes, plane.RouteStatus{Name: vc.Routes[i].Name, Names: vc.Routes[i].Names, Algorithm: rs.Algorithm,
-			Eligible: rs.Eligible, Backends: rs.Backends})
+		rc := &vc.Routes[i]
+		sni.Routes = append(sni.Routes, plane.RouteStatus{Name: rc.Name, Names: rc.Names, Databases: rc.Databases, Users: rc.Users,
+			Algorithm: rs.Algorithm, Eligible: rs.Eligible, Backends: rs.Backends})
 	}
 	router.FillSNI(sni)
 	s.SNI = sni

@@ -143,7 +143,7 @@ func (b *backend) status() plane.BackendStatus {
 	rtt, _ := b.b.RTT().Value()
 	bs := plane.BackendStatus{
 		ID: string(b.b.ID), Address: b.b.Addr.String(), Index: b.b.Index, Weight: b.weight,
-		Health: b.health.String(), LiveFlows: b.b.LiveFlows(), MaxFlows: b.b.MaxFlows(),
+		Health: b.health.String(), LiveFlows: b.b.LiveFlows(), MaxFlows: b.b.MaxFlows(), PeakFlows: b.b.PeakFlows(),
 		MaxConnRate: b.b.MaxConnRate(), OverRate: b.b.OverRate(),
 		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(), Unanswered: b.b.Stats.Unanswered.Load(),
 		BytesIn: b.b.Stats.BytesIn.Load(), BytesOut: b.b.Stats.BytesOut.Load(), RTT: rtt,
@@ -152,5 +152,6 @@ func (b *backend) status() plane.BackendStatus {
 	if b.override.state != l4.OverrideNone {
 		bs.Override, bs.OverrideBy, bs.OverrideSince = b.override.state.String(), b.override.by, b.override.since
 	}
+	b.stallStatus(&bs)
 	return bs
 }

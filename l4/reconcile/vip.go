@@ -67,6 +67,9 @@ type backend struct {
 	// trial: a passive mark expired (health type none); the next connect
 	// or reply the proxy sees decides, and ConnectOK reports it.
 	trial bool
+	// stall: its connections stall (stall_timeout): out of new picks
+	// (stall.go).
+	stall stallState
 	// conf is the backend as the file has it: an override lasts while a
 	// reload leaves it unchanged.
 	conf     config.Backend
@@ -83,7 +86,7 @@ type overrideState struct {
 
 // eligible reports whether new flows may go to b.
 func (b *backend) eligible() bool {
-	return b.weight > 0 && b.health != l4.HealthDown && b.override.state == l4.OverrideNone
+	return b.weight > 0 && b.health != l4.HealthDown && b.override.state == l4.OverrideNone && (!b.stall.degraded || b.stall.kept)
 }
 
 // keepsPinned reports whether flows already pinned to b (UDP sessions,
@@ -201,7 +204,7 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 		old, ok := v.backends[id]
 		nb := &backend{weight: uint32(bc.Weight), conf: bc}
 		if ok && old.b.Addr == bc.Address {
-			nb.b, nb.health, nb.upSince, nb.trial, nb.scale = old.b, old.health, old.upSince, old.trial, old.scale
+			nb.b, nb.health, nb.upSince, nb.trial, nb.scale, nb.stall = old.b, old.health, old.upSince, old.trial, old.scale, old.stall
 			if sameInFile(old.conf, bc) {
 				nb.override = old.override
 			}
@@ -279,8 +282,8 @@ func (v *vip) commit(p *plan) error {
 			}
 			continue
 		}
-		if nb.health != old.health || nb.trial != old.trial {
-			nb.health, nb.upSince, nb.trial, stale = old.health, old.upSince, old.trial, true
+		if nb.health != old.health || nb.trial != old.trial || nb.stall != old.stall {
+			nb.health, nb.upSince, nb.trial, nb.stall, stale = old.health, old.upSince, old.trial, old.stall, true
 		}
 		// An override set or cleared since the plan was made wins too;
 		// one the reload ends (the file changed the backend) is logged.
@@ -300,6 +303,9 @@ func (v *vip) commit(p *plan) error {
 		}
 	}
 	v.trials.Store(trials)
+	if keepLast(p.backends, p.conf) {
+		stale = true
+	}
 	for _, b := range p.backends {
 		b.b.SetEligible(b.keepsPinned())
 		b.b.SetMaxFlows(backendCap(p.conf, &b.conf))

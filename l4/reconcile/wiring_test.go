@@ -229,7 +229,7 @@ func TestAffinityPinExpires(t *testing.T) {
 	addr := vip
 	client := clientAddr(77, 0)
 	first := askFrom(t, addr, client)
-	if _, err := rt.SetOverride("w", first, l4.OverrideDrain, "test"); err != nil {
+	if _, err := rt.SetOverride("w", first, l4.OverrideDrain, "test", true); err != nil {
 		t.Fatal(err)
 	}
 	if again := askFrom(t, addr, client); again != first {

@@ -176,3 +176,14 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParsePostgresDirectTLS: the ClientHello of a PostgreSQL client with
+// sslnegotiation=direct (ALPN "postgresql", as libpq 17 and pgx send it)
+// yields its server name like any other.
+func TestParsePostgresDirectTLS(t *testing.T) {
+	hello := clientHello(t, &tls.Config{ServerName: "db.example.test", NextProtos: []string{"postgresql"}})
+	name, more, err := Parse(hello, make([]byte, MaxHello+4))
+	if more || err != nil || string(name) != "db.example.test" {
+		t.Fatalf("Parse: %q more %v err %v", name, more, err)
+	}
+}

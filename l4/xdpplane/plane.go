@@ -378,6 +378,24 @@ func (p *Plane) matching(match func(*l4.Backend) bool) []*l4.Backend {
 	return out
 }
 
+// LiveFlows returns b's live flows in the conntrack at its last read
+// (every 2 s): the XDP plane's count, where a proxy plane's is b's own
+// (plane.LiveCounter).
+func (p *Plane) LiveFlows(b *l4.Backend) int64 { return int64(p.x.LiveFlows(b.Index)) }
+
+// notePeaks raises each backend's peak to its live flows in counts, the
+// conntrack's per backend index: sampled every read, a spike between two
+// reads is missed.
+func (p *Plane) notePeaks(counts []uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, xb := range p.backends {
+		if int(i) < len(counts) {
+			xb.b.NotePeak(int64(counts[i]))
+		}
+	}
+}
+
 // fillStatus reads the VIP's and its backends' counters.
 func (p *Plane) FillStatus(s *plane.VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
 

@@ -317,6 +317,9 @@ func (x *Program) countFlows() error {
 	x.mu.Lock()
 	x.counts, x.total = counts, total
 	x.mu.Unlock()
+	for _, p := range x.planeList() {
+		p.notePeaks(counts)
+	}
 	return nil
 }
 

@@ -30,6 +30,7 @@ var sections = []struct {
 	{"TCP proxy VIPs", "tcp", &plane.TCPStatus{}},
 	{"UDP proxy VIPs", "udp", &plane.UDPStatus{}},
 	{"XDP VIPs", "xdp", &plane.XDPVIPStatus{}},
+	{"PostgreSQL VIPs with routes", "sni.startup", &plane.StartupStatus{}},
 }
 
 func markdown() []byte {
