@@ -113,12 +113,9 @@ type ServiceStats struct {
 	PipelessCopies atomic.Uint64 // chunks copied through user space: no pipe to be had
 	LimitWaits     atomic.Uint64 // times accepting paused at max_conns or the process budget
 	ConnLogDropped atomic.Uint64 // connection log lines dropped over the rate limit
-	// PROXY headers refused (accept_proxy_protocol): each connection reset.
-	ProxyUntrusted atomic.Uint64 // from a source outside accept_proxy_protocol_from
-	ProxyMalformed atomic.Uint64 // malformed, too long, or the client closed before it completed
-	ProxyTimeouts  atomic.Uint64 // not complete within connect_timeout
-	Denied         atomic.Uint64 // clients refused by allow/deny: reset before any backend was chosen
-	ClientLimited  atomic.Uint64 // clients refused by a per-client limit: reset
+	ProxyHeaderStats
+	Denied        atomic.Uint64 // clients refused by allow/deny: reset before any backend was chosen
+	ClientLimited atomic.Uint64 // clients refused by a per-client limit: reset
 	// FirstByteTimeouts counts clients closed for sending nothing within
 	// first_byte_timeout (no backend was dialed for them).
 	FirstByteTimeouts atomic.Uint64
@@ -157,6 +154,14 @@ type StartupStats struct {
 	Encrypted atomic.Uint64
 	Cancels   atomic.Uint64
 	Malformed atomic.Uint64
+}
+
+// ProxyHeaderStats count PROXY headers refused (accept_proxy_protocol):
+// each connection reset.
+type ProxyHeaderStats struct {
+	ProxyUntrusted atomic.Uint64 // from a source outside accept_proxy_protocol_from
+	ProxyMalformed atomic.Uint64 // malformed, too long, or the client closed before it completed
+	ProxyTimeouts  atomic.Uint64 // not complete within connect_timeout
 }
 
 // QueueStats are the wait queue's counters (evqueue.go): connections
