@@ -298,6 +298,11 @@ type Health struct {
 	Password string
 	Database string
 	Role     l4.DBRole // any | primary | replica; default any (postgres and mysql only; other than any needs User)
+	// Replica lag (postgres and mysql with Role replica): MaxLag takes a
+	// replica whose lag is above it (or unknown) out; LagWeight, below
+	// MaxLag, scales its weight down from there. 0 = off.
+	MaxLag    time.Duration
+	LagWeight time.Duration
 }
 
 // Backend is one backend of a VIP ([[vip.backend]]).

@@ -127,7 +127,11 @@ func checkHealthScopes(l *layer, h *Health) {
 		if k.applies(h) {
 			continue
 		}
-		if l.ownSet(k.name) {
+		switch {
+		case !l.ownSet(k.name):
+		case k.refused != "":
+			l.problem(k.name, "%s", k.refused)
+		default:
 			l.problem(k.name, "applies only to %s, not %s", k.scope, h.Type)
 		}
 		k.val.copy(h, &zero)

@@ -88,6 +88,12 @@ var healthKeys = []key[Health]{
 	{name: "role", scope: postgresMySQL, val: enumOf(func(h *Health) *l4.DBRole { return &h.Role }, l4.RoleAny, l4.DBRoleNames()),
 		check: checkRoleUser, effect: EffectNow, note: probesRestart,
 		doc: `postgres, mysql: the replication role a backend must have to be up: any; primary, accepting writes; replica, read-only. Other than any needs user.`},
+	{name: "max_lag", scope: replicaCheck, refused: replicaOnly, val: durationOf(func(h *Health) *time.Duration { return &h.MaxLag }, 0, orOff(100*time.Millisecond, 24*time.Hour)),
+		effect: EffectNow, note: probesRestart,
+		doc: `postgres, mysql with role = "replica": a replica whose replication lag is above this, or cannot be told (PostgreSQL: no WAL receiver streaming; MySQL: Seconds_Behind_Master NULL or the SQL thread stopped), fails its check: down after fall checks, back after rise; 0 = off (the lag is still read and shown).`},
+	{name: "lag_weight", scope: replicaCheck, refused: replicaOnly, val: durationOf(func(h *Health) *time.Duration { return &h.LagWeight }, 0, orOff(100*time.Millisecond, 24*time.Hour)),
+		check: checkLagWeight, effect: EffectNow, note: "weights follow at once",
+		doc: `postgres, mysql with role = "replica": above this lag a replica's weight falls linearly, to a tenth of it (at least 1) at max_lag, composed with slow_start; below max_lag, which it needs; 0 = off.`},
 	{name: "send_proxy", scope: notNone, val: healthSendProxy(),
 		effect: EffectNow, note: probesRestart, def: `true when the VIP sends a PROXY header (proxy_protocol) and port = 0, else false`,
 		doc: `Every check connection starts with the VIP's PROXY header (HAProxy's check-send-proxy): a backend that requires it for traffic requires it for checks too. Set false for a check port that takes no header.`},
@@ -109,6 +115,33 @@ var (
 	postgresMySQL = healthScope{l4.CheckPostgres, l4.CheckMySQL}
 	notNone       = healthScope{l4.CheckTCP, l4.CheckSendExpect, l4.CheckPostgres, l4.CheckMySQL, l4.CheckRedis, l4.CheckHTTP}
 )
+
+// replicaScope is the checks that read a replica's lag: postgres and
+// mysql with role replica.
+type replicaScope struct{}
+
+func (replicaScope) applies(h *Health) bool {
+	return h.Role == l4.RoleReplica && postgresMySQL.applies(h)
+}
+func (replicaScope) String() string { return `health type postgres or mysql with role = "replica"` }
+
+var replicaCheck replicaScope
+
+// replicaOnly is the problem of a lag key set elsewhere.
+const replicaOnly = `applies only to postgres and mysql checks with role = "replica" (the lag of a server that replicates)`
+
+// checkLagWeight: the soft bound is below the hard one.
+func checkLagWeight(l *layer, h *Health) {
+	if h.LagWeight == 0 || !replicaCheck.applies(h) || l.failed["max_lag"] {
+		return
+	}
+	switch {
+	case h.MaxLag == 0:
+		l.problem("lag_weight", "needs max_lag: weights scale down between lag_weight and max_lag")
+	case h.LagWeight >= h.MaxLag:
+		l.problem("lag_weight", "%s must be below max_lag %s: weights scale down between the two", fmtDuration(h.LagWeight), fmtDuration(h.MaxLag))
+	}
+}
 
 // typeNames joins the names of check types.
 func typeNames(ts []l4.CheckType) string {

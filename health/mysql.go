@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -38,14 +39,18 @@ const maxGreeting = 16 << 10
 // with COM_QUIT, which counts as nothing.
 type mysqlChecker struct {
 	connOpts
-	role l4.DBRole
-	user string
-	pass string
-	db   string
+	role   l4.DBRole
+	maxLag time.Duration
+	user   string
+	pass   string
+	db     string
+	// slaveSyntax: the server refused SHOW REPLICA STATUS (MySQL before
+	// 8.0.22, MariaDB before 10.5.1); SHOW SLAVE STATUS from then on.
+	slaveSyntax atomic.Bool
 }
 
 func newMySQL(s Spec) *mysqlChecker {
-	return &mysqlChecker{connOpts: optsOf(s), role: s.Role, user: s.User, pass: s.Password, db: s.Database}
+	return &mysqlChecker{connOpts: optsOf(s), role: s.Role, maxLag: s.MaxLag, user: s.User, pass: s.Password, db: s.Database}
 }
 
 func (ch *mysqlChecker) Check(ctx context.Context, addr netip.AddrPort) Result {
@@ -115,6 +120,9 @@ func (ch *mysqlChecker) login(p *probe, addr netip.AddrPort) {
 		role = l4.RoleReplica
 	}
 	checkRole(p, role, ch.role)
+	if ch.role == l4.RoleReplica && p.res.OK {
+		judgeLag(p, ch.readLag(p, conn), ch.maxLag)
+	}
 }
 
 // connect opens one driver connection, outside database/sql: a probe needs

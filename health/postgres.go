@@ -33,6 +33,7 @@ var sslRequest = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}
 type postgresChecker struct {
 	connOpts
 	role    l4.DBRole
+	maxLag  time.Duration
 	user    string
 	pass    string
 	db      string
@@ -40,7 +41,7 @@ type postgresChecker struct {
 }
 
 func newPostgres(s Spec) *postgresChecker {
-	return &postgresChecker{connOpts: optsOf(s), role: s.Role, user: s.User,
+	return &postgresChecker{connOpts: optsOf(s), role: s.Role, maxLag: s.MaxLag, user: s.User,
 		pass: s.Password, db: s.Database, sslmode: s.PostgresSSLMode}
 }
 
@@ -102,6 +103,60 @@ func (ch *postgresChecker) login(p *probe, addr netip.AddrPort) {
 		role = l4.RoleReplica
 	}
 	checkRole(p, role, ch.role)
+	if ch.role == l4.RoleReplica && p.res.OK {
+		judgeLag(p, ch.readLag(p, conn), ch.maxLag)
+	}
+}
+
+// lagQuery reads what pgLagRow needs in one round trip. Every function
+// and view in it is readable by any user; pg_stat_wal_receiver shows a
+// user without pg_read_all_stats the receiver's pid but not its status.
+const lagQuery = `SELECT (SELECT count(*) FROM pg_stat_wal_receiver) > 0,
+ (SELECT status FROM pg_stat_wal_receiver),
+ coalesce(pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn(), false),
+ extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8`
+
+// readLag asks a replica for its lag. A failed query leaves the lag
+// unknown; one cut short by the probe's deadline fails the check.
+func (ch *postgresChecker) readLag(p *probe, conn *pgx.Conn) ReplicaLag {
+	var r pgLagRow
+	err := conn.QueryRow(p.ctx, lagQuery, pgx.QueryExecModeSimpleProtocol).Scan(&r.receiver, &r.status, &r.caughtUp, &r.replayAge)
+	if err != nil {
+		if p.ctx.Err() != nil {
+			p.fail("%s", ch.reason(p, err, "reading replica lag"))
+		}
+		return unknownLag("%s", ch.reason(p, err, "query failed"))
+	}
+	return r.lag()
+}
+
+// pgLagRow is a PostgreSQL replica's answer to lagQuery.
+type pgLagRow struct {
+	receiver  bool     // a WAL receiver process runs
+	status    *string  // its status; nil when the user may not see it
+	caughtUp  bool     // the WAL received is all replayed
+	replayAge *float64 // seconds since the last replayed transaction committed on the primary; nil: none replayed
+}
+
+// lag interprets the row. Without a streaming WAL receiver the replica
+// hears nothing new from its primary, so "all received is replayed"
+// proves nothing: unknown. Streaming and caught up is no lag, however
+// long the primary has been idle (the guard the replay timestamp alone
+// lacks: it ages while nothing happens). Otherwise the lag is the age of
+// the last replayed commit, by the replica's clock against the
+// primary's.
+func (r pgLagRow) lag() ReplicaLag {
+	switch {
+	case !r.receiver:
+		return unknownLag("no WAL receiver: not streaming from a primary")
+	case r.status != nil && *r.status != "streaming":
+		return unknownLag("WAL receiver %s, not streaming", *r.status)
+	case r.caughtUp:
+		return knownLag(0)
+	case r.replayAge == nil:
+		return unknownLag("no transaction replayed since the server started")
+	}
+	return knownLag(time.Duration(*r.replayAge * float64(time.Second)))
 }
 
 // connString builds a URL so that user, password and database need no

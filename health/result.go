@@ -36,6 +36,9 @@ type Result struct {
 	FirstByte time.Duration
 	// Took is the whole check, polite close included.
 	Took time.Duration
+	// Lag is the replication lag a postgres or mysql check with role
+	// replica read (zero: not read).
+	Lag ReplicaLag
 }
 
 // probe is one check in progress: its deadline, timing and result.

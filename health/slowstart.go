@@ -9,6 +9,12 @@ import "time"
 // flood a backend that is still cold.
 const slowStartFloor = 10
 
+// weightFloor is the least weight a backend with weight gets from slow
+// start or lag_weight: slowStartFloor percent, at least 1.
+func weightFloor(weight uint32) uint64 {
+	return max(uint64(weight)*slowStartFloor/100, 1)
+}
+
 // SlowStartWeight returns the weight a backend that has been up since
 // upSince should have at now: a linear ramp from 10% of weight (at least
 // 1) to the full weight over window. A zero window, a zero upSince, a
@@ -23,7 +29,7 @@ func SlowStartWeight(weight uint32, upSince, now time.Time, window time.Duration
 	if elapsed >= window {
 		return weight
 	}
-	floor := max(uint64(weight)*slowStartFloor/100, 1)
+	floor := weightFloor(weight)
 	if elapsed <= 0 {
 		return uint32(floor)
 	}

@@ -64,6 +64,9 @@ type Spec struct {
 	Password string
 	Database string
 	Role     l4.DBRole
+	// MaxLag fails a check with Role replica whose server's replication
+	// lag is above it, or unknown; 0 = off (the lag is still read).
+	MaxLag time.Duration
 	// ProxyHeader is the PROXY protocol header (v1 or v2) every check
 	// connection starts with, before the check's own bytes (HAProxy's
 	// check-send-proxy); 0 = none.
@@ -124,6 +127,12 @@ func (s Spec) Validate() error {
 	}
 	if s.Role != l4.RoleAny && s.User == "" && (s.Type == l4.CheckPostgres || s.Type == l4.CheckMySQL) {
 		bad("role %s needs a user to log in with", s.Role)
+	}
+	if s.MaxLag < 0 {
+		bad("negative max_lag")
+	}
+	if s.MaxLag > 0 && (s.Role != l4.RoleReplica || (s.Type != l4.CheckPostgres && s.Type != l4.CheckMySQL)) {
+		bad("max_lag needs a postgres or mysql check with role replica")
 	}
 	if len(s.Expect) > 0 && s.ExpectRegex != "" {
 		bad("expect and expect_regex are exclusive")

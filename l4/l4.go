@@ -3,6 +3,7 @@ package l4
 import (
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // Protocol is an IP protocol number; the values match IANA's so that they can
@@ -92,4 +93,10 @@ func BinaryUnits(n uint64) (float64, string) {
 		exp++
 	}
 	return float64(n) / float64(div), string("KMGTPE"[exp]) + "iB"
+}
+
+// LagString is a replica's replication lag as l4lb prints it, to the
+// tenth of a second: "7.2s", "300ms", "1m30s".
+func LagString(d time.Duration) string {
+	return d.Round(100 * time.Millisecond).String()
 }

@@ -3,6 +3,7 @@
 package metrics
 
 import (
+	"math"
 	"net/netip"
 	"strconv"
 
@@ -64,6 +65,7 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 		"b_up":        d("backend_up", "1 when health checks say up (or unknown), 0 when down.", backendLabels),
 		"b_rtt":       d("backend_rtt_seconds", "Handshake RTT estimate (EWMA).", backendLabels),
 		"b_weight":    d("backend_weight", "Configured weight.", backendLabels),
+		"b_lag":       d("backend_replica_lag_seconds", "A replica's replication lag at its last check (postgres and mysql checks with role replica); +Inf when it could not be told, which max_lag treats as above it.", backendLabels),
 		"bgp_peer_up": d("bgp_peer_up", "1 while the BGP session with the peer is established.", []string{"peer"}),
 		"bgp_sent":    d("bgp_peer_prefixes_sent", "Routes sent to the BGP peer.", []string{"peer"}),
 		"bgp_routes":  d("bgp_announced_prefixes", "Host routes l4lb announces (VIP addresses with an eligible backend).", nil),
@@ -220,10 +222,24 @@ func (c *statusCollector) collectBackends(ch chan<- prometheus.Metric, vip strin
 		ch <- prometheus.MustNewConstMetric(c.descs["b_up"], gauge, up, bl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["b_rtt"], gauge, b.RTT.Seconds(), bl...)
 		ch <- prometheus.MustNewConstMetric(c.descs["b_weight"], gauge, float64(b.Weight), bl...)
+		if lag, ok := lagGauge(b.ReplicaLag); ok {
+			ch <- prometheus.MustNewConstMetric(c.descs["b_lag"], gauge, lag, bl...)
+		}
 		if !xdp {
 			ch <- prometheus.MustNewConstMetric(c.descs["b_max"], gauge, float64(b.MaxFlows), bl...)
 		}
 	}
+}
+
+// lagGauge is a replica lag's value, +Inf when unknown; false: none read.
+func lagGauge(l plane.ReplicaLag) (float64, bool) {
+	switch {
+	case l.Seconds != nil:
+		return *l.Seconds, true
+	case l.Unknown != "":
+		return math.Inf(1), true
+	}
+	return 0, false
 }
 
 // boolGauge is a gauge's value for a yes/no state.

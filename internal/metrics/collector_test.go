@@ -1,10 +1,12 @@
 package metrics
 
 import (
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/l4lb/l4lb/l4/plane"
 )
@@ -32,12 +34,7 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 					{Name: "api", Names: []string{"api.example.test"}, Routed: 5, Eligible: 1, Backends: []plane.BackendStatus{{ID: "a", Address: "198.18.1.1:443"}}}}}},
 		},
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatusCollector(func() plane.Status { return st }))
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	families := gather(t, st)
 	names := map[string]bool{}
 	for _, f := range families {
 		names[f.GetName()] = true
@@ -72,4 +69,43 @@ func TestMetricsCollectEveryStatus(t *testing.T) {
 			t.Errorf("%s: %v", f.GetName(), f.GetMetric())
 		}
 	}
+}
+
+// A replica's lag is a gauge: its seconds, +Inf when unknown, and no
+// series for a backend whose check reads none.
+func TestMetricsReplicaLag(t *testing.T) {
+	secs := 1.5
+	st := plane.Status{VIPs: []plane.VIPStatus{{Name: "pg", Protocol: "tcp", TCP: &plane.TCPStatus{}, Backends: []plane.BackendStatus{
+		{ID: "r1", Address: "198.18.1.1:5432", ReplicaLag: plane.ReplicaLag{Seconds: &secs}},
+		{ID: "r2", Address: "198.18.1.2:5432", ReplicaLag: plane.ReplicaLag{Unknown: "no WAL receiver"}},
+		{ID: "p", Address: "198.18.1.3:5432"},
+	}}}}
+	got := map[string]float64{}
+	for _, f := range gather(t, st) {
+		if f.GetName() != "l4lb_backend_replica_lag_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "backend" {
+					got[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if len(got) != 2 || got["r1"] != 1.5 || !math.IsInf(got["r2"], 1) {
+		t.Errorf("replica lag series %v, want r1 1.5 and r2 +Inf only", got)
+	}
+}
+
+// gather collects st as a scrape would.
+func gather(t *testing.T, st plane.Status) []*dto.MetricFamily {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStatusCollector(func() plane.Status { return st }))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return families
 }

@@ -147,6 +147,9 @@ func printCandidates(w io.Writer, cs []plane.Candidate) {
 		if c.Override != "" {
 			state += "/" + strings.ToUpper(c.Override)
 		}
+		if lag := c.ReplicaLag.Text(); lag != "" {
+			state += ", " + lag
+		}
 		if !c.Candidate {
 			fmt.Fprintf(w, "  %s (%s) %s weight %d, live %d: NOT A CANDIDATE: %s\n", c.ID, c.Address, state, c.Weight, c.LiveFlows, c.Why)
 			continue

@@ -144,7 +144,10 @@ func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus
 	fmt.Fprintln(tw, indent+"BACKEND\tADDRESS\tWEIGHT\tHEALTH\tLIVE\tFLOWS\tFAILS"+noReply+"\tIN\tOUT\tRTT\tLAST CHECK")
 	for _, b := range bs {
 		last := b.LastCheck
-		if b.Reason != "" && b.Reason != last {
+		if lag := b.ReplicaLag.Text(); lag != "" && last == "ok" {
+			last += ", " + lag // a failed check says the lag in its reason
+		}
+		if b.Reason != "" && b.Reason != b.LastCheck {
 			last = strings.TrimSpace(last + " (down: " + b.Reason + ")")
 		}
 		health := b.Health

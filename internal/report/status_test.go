@@ -35,3 +35,22 @@ func TestStatusCapabilitiesLine(t *testing.T) {
 		t.Errorf("dropped: %q", got)
 	}
 }
+
+// A replica's lag is on its backend line: after "ok", or in the reason of
+// the check that failed for it; nothing for a backend without one.
+func TestStatusReplicaLag(t *testing.T) {
+	secs := 1.24
+	var b strings.Builder
+	backendTable(&b, "", false, []plane.BackendStatus{
+		{ID: "r1", Health: "up", LastCheck: "ok", ReplicaLag: plane.ReplicaLag{Seconds: &secs}},
+		{ID: "r2", Health: "down", LastCheck: "replica lag 7.2s > max_lag 5s", Reason: "replica lag 7.2s > max_lag 5s", ReplicaLag: plane.ReplicaLag{Seconds: new(float64)}},
+		{ID: "r3", Health: "up", LastCheck: "ok", ReplicaLag: plane.ReplicaLag{Unknown: "no WAL receiver"}},
+		{ID: "p", Health: "up", LastCheck: "ok"},
+	})
+	lines := strings.Split(b.String(), "\n")
+	for i, want := range []string{"ok, lag 1.2s", "replica lag 7.2s > max_lag 5s", "ok, lag unknown (no WAL receiver)", "ok"} {
+		if !strings.HasSuffix(lines[i+1], "  "+want) {
+			t.Errorf("line %q, want it to end with %q", lines[i+1], want)
+		}
+	}
+}

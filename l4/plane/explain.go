@@ -178,6 +178,7 @@ type Candidate struct {
 	// MaxFlows is that cap (0 = none).
 	Full     bool  `json:"full,omitempty"`
 	MaxFlows int64 `json:"max_flows,omitempty"`
+	ReplicaLag
 
 	b *l4.Backend // the backend the candidate describes
 }

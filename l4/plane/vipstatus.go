@@ -2,7 +2,11 @@
 
 package plane
 
-import "time"
+import (
+	"time"
+
+	"github.com/l4lb/l4lb/l4"
+)
 
 // VIPStatus describes one running VIP.
 type VIPStatus struct {
@@ -108,6 +112,29 @@ type BackendStatus struct {
 	DegradedKept  bool      `json:"degraded_kept,omitempty"`
 	LastCheck     string    `json:"last_check,omitempty"`
 	Since         time.Time `json:"since,omitzero"`
+	ReplicaLag
+}
+
+// ReplicaLag is a replica's replication lag as its last check read it
+// (postgres and mysql checks with role replica; absent otherwise, and
+// when that check failed before reading it): seconds, or why it could
+// not be told.
+type ReplicaLag struct {
+	Seconds *float64 `json:"replica_lag_seconds,omitempty"`
+	Unknown string   `json:"replica_lag_unknown,omitempty"`
+}
+
+// Text is the lag as the text outputs show it: "lag 1.2s", "lag
+// unknown (why)", or "" when none was read. (Not String: the types that
+// embed ReplicaLag would print as it.)
+func (l ReplicaLag) Text() string {
+	switch {
+	case l.Seconds != nil:
+		return "lag " + l4.LagString(time.Duration(*l.Seconds*float64(time.Second)))
+	case l.Unknown != "":
+		return "lag unknown (" + l.Unknown + ")"
+	}
+	return ""
 }
 
 // TCPStatus holds a TCP VIP's event counters.

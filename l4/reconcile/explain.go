@@ -106,6 +106,7 @@ func (v *vip) candidates(q *plane.Query, vc *config.VIP) {
 				c.Scale = 1
 			}
 		}
+		c.ReplicaLag = lagStatus(b.lag)
 		c.Why = whyNot(b, in, i >= retired)
 		if c.Why == "eligible, but not in the snapshot yet" && b.conf.Backup {
 			c.Why = "backup: standing by while a primary (or, with backup_mode first, an earlier backup) serves"

@@ -25,7 +25,7 @@ func healthSpec(h config.Health, metric l4.RTTMetric) health.Spec {
 		Send: h.Send, Expect: h.Expect, ExpectRegex: h.ExpectRegex,
 		Path: h.Path, Host: h.Host, Status: h.Status, WebSocket: h.WebSocket,
 		User: h.User, Password: h.Password, Database: h.Database, Role: h.Role,
-		ProxyHeader: h.SendProxy,
+		MaxLag: h.MaxLag, ProxyHeader: h.SendProxy,
 	}
 }
 
@@ -68,8 +68,33 @@ func (r *Runtime) onHealth(ev health.Event) {
 			b.ObserveRTT(ev.RTT)
 		}
 	}
+	if !ev.Passive && readsLag(&v.cfg().Health) {
+		v.setLag(ev.Key.Backend, ev.Result.Lag)
+	}
 	if ev.Changed() {
 		v.setHealth(ev.Key.Backend, ev.New, ev.Reason)
+	}
+}
+
+// readsLag reports whether h's checks read a replica's lag (role replica:
+// postgres and mysql only). Other VIPs never take a lock for it, and a
+// reload to another role drops the lags.
+func readsLag(h *config.Health) bool { return h.Role == l4.RoleReplica }
+
+// setLag records the replica lag an active check read (zero: it read
+// none), and publishes a snapshot when lag_weight moves the weight.
+func (v *vip) setLag(id l4.BackendID, lag health.ReplicaLag) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	b, ok := v.backends[id]
+	if !ok || b.lag == lag {
+		return
+	}
+	h := &v.cfg().Health
+	before := health.LagWeight(b.weight, b.lag, h.LagWeight, h.MaxLag)
+	b.lag = lag
+	if b.eligible() && health.LagWeight(b.weight, lag, h.LagWeight, h.MaxLag) != before {
+		_ = v.rebuildLocked() // logged there
 	}
 }
 
@@ -206,4 +231,16 @@ func (r *Runtime) healthStatus(v *vip, bs *plane.BackendStatus) {
 			bs.LastCheck = st.Last.Reason
 		}
 	}
+}
+
+// lagStatus is a lag as status and explain show it.
+func lagStatus(l health.ReplicaLag) plane.ReplicaLag {
+	switch {
+	case l.Known:
+		s := l.Lag.Seconds()
+		return plane.ReplicaLag{Seconds: &s}
+	case l.Read:
+		return plane.ReplicaLag{Unknown: l.Why}
+	}
+	return plane.ReplicaLag{}
 }

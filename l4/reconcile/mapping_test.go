@@ -192,6 +192,7 @@ var mappingRows = []mappingRow{
 	{key: "health.password", set: func(v *config.VIP) { v.Health.Password = "secret" }, path: "Health.Password", want: "secret"},
 	{key: "health.database", set: func(v *config.VIP) { v.Health.Database = "app" }, path: "Health.Database", want: "app"},
 	{key: "health.role", set: func(v *config.VIP) { v.Health.Role = l4.RolePrimary }, path: "Health.Role", want: l4.RolePrimary},
+	{key: "health.max_lag", set: func(v *config.VIP) { v.Health.MaxLag = 3 * time.Second }, path: "Health.MaxLag", want: 3 * time.Second},
 	{key: "health.send_proxy", set: func(v *config.VIP) { v.Health.SendProxy = l4.ProxyV2 }, path: "Health.ProxyHeader", want: l4.ProxyV2},
 }
 

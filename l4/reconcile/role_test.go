@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,11 @@ import (
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
-const roleVIP = `
+// pgVIP is VIP "pg" on listen over two PostgreSQL servers, pg1 and pg2,
+// with a postgres check logging in as user; health holds the check's
+// other keys, one a line.
+func pgVIP(listen netip.AddrPort, user, password, health string, pg1, pg2 netip.AddrPort) string {
+	return fmt.Sprintf(`
 [global]
 admin_socket = "off"
 [[vip]]
@@ -19,22 +24,18 @@ name = "pg"
 listen = "%s"
   [vip.health]
   type = "postgres"
-  interval = "250ms"
-  timeout = "200ms"
-  rise = 1
-  fall = 2
   max_fails = 0
   user = "%s"
   password = "%s"
-  role = "primary"
-  on_down = "reset"
+  %s
   [[vip.backend]]
   name = "pg1"
   address = "%s"
   [[vip.backend]]
   name = "pg2"
   address = "%s"
-`
+`, listen, user, password, strings.ReplaceAll(strings.TrimSpace(health), "\n", "\n  "), pg1, pg2)
+}
 
 // TestRoleFollowsPromotion: a role = "primary" VIP in front of a real
 // PostgreSQL primary and its streaming replica sends every connection to
@@ -46,7 +47,13 @@ func TestRoleFollowsPromotion(t *testing.T) {
 	primary := testutil.StartPostgres(t, testutil.PostgresOptions{User: "l4lb", Password: "secret"})
 	replica := primary.StartReplica(t)
 	vip := testutil.FreeTCPAddr(t)
-	rt := startRuntime(t, fmt.Sprintf(roleVIP, vip, primary.User, primary.Password, primary.Addr, replica.Addr))
+	rt := startRuntime(t, pgVIP(vip, primary.User, primary.Password, `
+interval = "250ms"
+timeout = "200ms"
+rise = 1
+fall = 2
+role = "primary"
+on_down = "reset"`, primary.Addr, replica.Addr))
 
 	waitBackend(t, rt, "pg", "pg1", 5*time.Second, "up (primary)", func(b plane.BackendStatus) bool { return b.Health == "up" })
 	waitBackend(t, rt, "pg", "pg2", 5*time.Second, "down (replica)", func(b plane.BackendStatus) bool { return b.Health == "down" })

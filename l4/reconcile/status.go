@@ -147,7 +147,7 @@ func (b *backend) status() plane.BackendStatus {
 		MaxConnRate: b.b.MaxConnRate(), OverRate: b.b.OverRate(),
 		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(), Unanswered: b.b.Stats.Unanswered.Load(),
 		BytesIn: b.b.Stats.BytesIn.Load(), BytesOut: b.b.Stats.BytesOut.Load(), RTT: rtt,
-		Underflows: b.b.Underflows(),
+		Underflows: b.b.Underflows(), ReplicaLag: lagStatus(b.lag),
 	}
 	if b.override.state != l4.OverrideNone {
 		bs.Override, bs.OverrideBy, bs.OverrideSince = b.override.state.String(), b.override.by, b.override.since

@@ -61,6 +61,9 @@ type backend struct {
 	weight  uint32
 	health  l4.Health
 	upSince time.Time // when it last came back up (slow start ramps from here)
+	// lag is the replica lag the last active check read (zero: it read
+	// none); lag_weight scales from it, status and explain show it.
+	lag health.ReplicaLag
 	// scale multiplies the weight of an xdp least_conn or least_time VIP's
 	// backend (see xdpplane.NextScales); 0 means 1.
 	scale float64
@@ -204,7 +207,11 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 		old, ok := v.backends[id]
 		nb := &backend{weight: uint32(bc.Weight), conf: bc}
 		if ok && old.b.Addr == bc.Address {
-			nb.b, nb.health, nb.upSince, nb.trial, nb.scale, nb.stall = old.b, old.health, old.upSince, old.trial, old.scale, old.stall
+			nb.b, nb.health, nb.upSince, nb.trial, nb.scale = old.b, old.health, old.upSince, old.trial, old.scale
+			nb.stall = old.stall
+			if readsLag(&vc.Health) {
+				nb.lag = old.lag
+			}
 			if sameInFile(old.conf, bc) {
 				nb.override = old.override
 			}
@@ -282,8 +289,12 @@ func (v *vip) commit(p *plan) error {
 			}
 			continue
 		}
-		if nb.health != old.health || nb.trial != old.trial || nb.stall != old.stall {
+		keepLag := readsLag(&p.conf.Health)
+		if nb.health != old.health || nb.trial != old.trial || nb.stall != old.stall || keepLag && nb.lag != old.lag {
 			nb.health, nb.upSince, nb.trial, nb.stall, stale = old.health, old.upSince, old.trial, old.stall, true
+			if keepLag {
+				nb.lag = old.lag
+			}
 		}
 		// An override set or cleared since the plan was made wins too;
 		// one the reload ends (the file changed the backend) is logged.
@@ -332,7 +343,8 @@ func (v *vip) effective(now time.Time) []balance.Member {
 }
 
 // effectiveMembers lists the eligible backends with the weights new flows
-// see: slow start, and for xdp VIPs balanced by live flows or RTT, the
+// see: slow start and replica lag (lag_weight) scaling the configured
+// weight, and for xdp VIPs balanced by live flows or RTT, the
 // scales that stand in for those algorithms (in hundredths, so that a
 // scale below 1 still shifts a backend of weight 1).
 func effectiveMembers(bs map[l4.BackendID]*backend, vc *config.VIP, now time.Time) []balance.Member {
@@ -340,13 +352,20 @@ func effectiveMembers(bs map[l4.BackendID]*backend, vc *config.VIP, now time.Tim
 	set, _ := servingSet(bs, vc)
 	ms := make([]balance.Member, 0, len(set))
 	for _, b := range set {
-		w := health.SlowStartWeight(b.weight, b.upSince, now, vc.Health.SlowStart)
+		w := b.weightAt(now, &vc.Health)
 		if dynamic {
 			w = xdpplane.Scaled(w*100, b.scale)
 		}
 		ms = append(ms, balance.Member{Backend: b.b, Weight: w})
 	}
 	return ms
+}
+
+// weightAt is b's weight with slow start and lag_weight applied: the ramp
+// scaled down by the lag.
+func (b *backend) weightAt(now time.Time, h *config.Health) uint32 {
+	w := health.SlowStartWeight(b.weight, b.upSince, now, h.SlowStart)
+	return health.LagWeight(w, b.lag, h.LagWeight, h.MaxLag)
 }
 
 // Which backends of a VIP serve new flows.
