@@ -170,6 +170,12 @@ type VIP struct {
 	// 5s; 0 = no wait: reset at once; up to 1h. Only for tcp VIPs in
 	// proxy mode.
 	QueueTimeout time.Duration
+	// FailoverHold: a new connection that finds no eligible backend (or
+	// whose connects failed on every backend) waits this long, nothing
+	// dialed, and goes in arrival order to the first backend that becomes
+	// eligible; then it is reset as without it (failover_hold). 0 = off
+	// (the default), up to 10m. Only for tcp VIPs in proxy mode.
+	FailoverHold time.Duration
 	// SNITimeout bounds the wait for a client's whole TLS ClientHello on a
 	// VIP with Routes (it stands for first_byte_timeout there): a client
 	// that has not sent one by then is reset, no backend dialed, counted
@@ -330,6 +336,12 @@ type Backend struct {
 	// A reload changes a cap for new flows without cutting any.
 	MaxConns    int
 	MaxSessions int
+	// MaxConnRate caps the new connections a second to the backend (tcp
+	// VIPs in proxy mode; max_conn_rate), a token bucket with a burst of a
+	// tenth of a second's worth: over it the backend is skipped as if at
+	// its cap, and connections wait in the queue for a token. 0 = none
+	// (the default), up to 10M.
+	MaxConnRate int
 	// Line is where the backend is defined in the file ([[vip.backend]]
 	// header or inline table); 0 if unknown.
 	Line int

@@ -66,6 +66,10 @@ func checkBackendCaps(l *layer, v *VIP) {
 				key = "max_sessions"
 			}
 			l.p.add(l.vip, l.backendKey(j, key), "per-backend caps do not apply in mode xdp: the kernel forwards an xdp VIP's flows, so l4lb cannot count them")
+		case v.Mode == l4.ModeXDP && b.MaxConnRate > 0:
+			l.p.add(l.vip, l.backendKey(j, "max_conn_rate"), "applies only to tcp VIPs in proxy mode: the kernel forwards an xdp VIP's flows")
+		case v.Protocol == l4.UDP && b.MaxConnRate > 0:
+			l.p.add(l.vip, l.backendKey(j, "max_conn_rate"), "applies only to tcp VIPs (a new UDP session has no queue to wait in)")
 		case v.Protocol == l4.UDP && b.MaxConns > 0:
 			l.p.add(l.vip, l.backendKey(j, "max_conns"), "applies only to tcp VIPs (udp VIPs: max_sessions)")
 		case v.Protocol == l4.TCP && b.MaxSessions > 0:

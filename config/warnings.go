@@ -275,11 +275,11 @@ func warnLongClientWait(w vipWarner, v *VIP, _ *Config) {
 	}
 }
 
-// hasBackendCaps reports whether a backend of v has max_conns (only then
-// do new connections queue).
+// hasBackendCaps reports whether a backend of v has max_conns or
+// max_conn_rate (only then do new connections queue).
 func hasBackendCaps(v *VIP) bool {
 	for _, b := range v.Backends {
-		if b.MaxConns > 0 {
+		if b.MaxConns > 0 || b.MaxConnRate > 0 {
 			return true
 		}
 	}

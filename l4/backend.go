@@ -53,8 +53,12 @@ type Backend struct {
 	// with flows, so that bounded-load hashing reads the mean in O(1).
 	vipFlows *FlowCounter
 
-	flows      FlowCounter
+	flows FlowCounter
+	// limited: a cap or a rate is set, so picks take the checked path
+	// (one load for a backend with neither).
+	limited    atomic.Bool
 	maxFlows   atomic.Int64 // cap on live flows (max_conns, max_sessions); 0 = none
+	rate       connRate     // max_conn_rate
 	peak       atomic.Int64 // the most live flows seen at once (NotePeak)
 	rtt        EWMA
 	ineligible atomic.Bool // down, drained (weight 0) or removed from the config
@@ -78,6 +82,7 @@ type BackendStats struct {
 // may be nil).
 func NewBackend(id BackendID, addr netip.AddrPort, vipFlows *FlowCounter) *Backend {
 	b := &Backend{ID: id, Addr: addr, addrText: addr.String(), vipFlows: vipFlows}
+	b.rate.epoch = time.Now()
 	b.rtt.SetAlpha(DefaultEWMAAlpha)
 	return b
 }
@@ -95,46 +100,97 @@ func (b *Backend) Acquire() {
 }
 
 // TryAcquire counts a new live flow on the backend unless it is at its cap
-// (SetMaxFlows), and reports whether it did. Uncapped it is Acquire; capped
-// it is a compare-and-swap loop, so that racing picks never push the count
-// past the cap. It does not allocate.
+// (SetMaxFlows) or over its rate (SetMaxConnRate), and reports whether it
+// did. Unlimited it is Acquire; capped it is a compare-and-swap loop, so
+// that racing picks never push the count past the cap; a rate takes its
+// token after the slot, and gives the slot back when none is due. It does
+// not allocate.
 func (b *Backend) TryAcquire() bool {
-	limit := b.maxFlows.Load()
-	if limit <= 0 {
+	if !b.limited.Load() {
 		b.Acquire()
 		return true
 	}
-	for {
-		n := b.flows.n.Load()
-		if n >= limit {
-			return false
-		}
-		if b.flows.n.CompareAndSwap(n, n+1) {
-			b.NotePeak(n + 1)
-			break
-		}
+	n, ok := b.takeSlot()
+	if !ok {
+		return false
 	}
+	if !b.rate.take() {
+		b.flows.Dec()
+		return false
+	}
+	b.NotePeak(n)
 	if b.vipFlows != nil {
 		b.vipFlows.Inc()
 	}
 	return true
 }
 
-// Full reports whether the backend is at its cap on live flows: pickers
-// skip it as they skip a backend the flow already tried. Uncapped, one
-// atomic load.
-func (b *Backend) Full() bool {
+// takeSlot counts a flow on b alone (not the VIP's total) below its cap,
+// and returns the count it raised.
+func (b *Backend) takeSlot() (int64, bool) {
 	limit := b.maxFlows.Load()
-	return limit > 0 && b.flows.n.Load() >= limit
+	if limit <= 0 {
+		return b.flows.n.Add(1), true
+	}
+	for {
+		n := b.flows.n.Load()
+		if n >= limit {
+			return 0, false
+		}
+		if b.flows.n.CompareAndSwap(n, n+1) {
+			return n + 1, true
+		}
+	}
 }
+
+// Full reports whether the backend can take no new flow now: at its cap on
+// live flows, or over its max_conn_rate. Pickers skip it as they skip a
+// backend the flow already tried. Unlimited, one atomic load.
+func (b *Backend) Full() bool {
+	if !b.limited.Load() {
+		return false
+	}
+	limit := b.maxFlows.Load()
+	return limit > 0 && b.flows.n.Load() >= limit || b.rate.over()
+}
+
+// Limited reports whether the backend has a cap or a rate: pickers take
+// their unchecked fast path when it has neither.
+func (b *Backend) Limited() bool { return b.limited.Load() }
 
 // SetMaxFlows sets the cap on live flows (0 = none). The runtime sets it
 // on every apply: a reload changes it for new flows without rebuilding
 // the backend; flows above a lowered cap stay until they end.
-func (b *Backend) SetMaxFlows(n int64) { b.maxFlows.Store(max(n, 0)) }
+func (b *Backend) SetMaxFlows(n int64) {
+	b.maxFlows.Store(max(n, 0))
+	b.setLimited()
+}
 
 // MaxFlows returns the cap on live flows (0 = none).
 func (b *Backend) MaxFlows() int64 { return b.maxFlows.Load() }
+
+// SetMaxConnRate sets the cap on new flows a second (0 = none), with a
+// burst of a tenth of a second's worth (RateBurstDivisor). The runtime
+// sets it on every apply, like SetMaxFlows.
+func (b *Backend) SetMaxConnRate(perSec int64) {
+	b.rate.set(perSec)
+	b.setLimited()
+}
+
+// MaxConnRate returns the cap on new flows a second (0 = none).
+func (b *Backend) MaxConnRate() int64 { return b.rate.perSec.Load() }
+
+// OverRate reports whether the backend is over its max_conn_rate now.
+func (b *Backend) OverRate() bool { return b.limited.Load() && b.rate.over() }
+
+// RateWait returns how long until the backend may take a new flow by its
+// rate (0: now, or it has none); its cap is not considered.
+func (b *Backend) RateWait() time.Duration { return b.rate.wait() }
+
+// setLimited is called by the one writer after changing a limit.
+func (b *Backend) setLimited() {
+	b.limited.Store(b.maxFlows.Load() > 0 || b.rate.interval.Load() > 0)
+}
 
 // NotePeak raises the backend's high-water mark of live flows to n. The
 // proxy's picks call it with the count they just raised (one load and

@@ -164,8 +164,8 @@ func (h *wsHold) startDialers(t *testing.T, tp *testutil.Topology) {
 	}
 }
 
-// dial opens a WebSocket through the VIP.
-func (h *wsHold) dial() (*wsecho.Conn, error) {
+// dialTCP opens a TCP connection to the VIP from the client namespace.
+func (h *wsHold) dialTCP() (net.Conn, error) {
 	r := wsDialReq{reply: make(chan wsDialRes, 1)}
 	select {
 	case h.dials <- r:
@@ -173,12 +173,18 @@ func (h *wsHold) dial() (*wsecho.Conn, error) {
 		return nil, fmt.Errorf("stopped")
 	}
 	res := <-r.reply
-	if res.err != nil {
-		return nil, res.err
-	}
-	ws, err := wsecho.Handshake(res.c, wsVIPAddr, time.Now().Add(wsEchoWithin))
+	return res.c, res.err
+}
+
+// dial opens a WebSocket through the VIP.
+func (h *wsHold) dial() (*wsecho.Conn, error) {
+	c, err := h.dialTCP()
 	if err != nil {
-		res.c.Close()
+		return nil, err
+	}
+	ws, err := wsecho.Handshake(c, wsVIPAddr, time.Now().Add(wsEchoWithin))
+	if err != nil {
+		c.Close()
 	}
 	return ws, err
 }

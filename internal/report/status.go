@@ -118,12 +118,20 @@ func routeMatch(r plane.RouteStatus) string {
 }
 
 // liveString is a backend's live flows, "n/cap" when it has a cap
-// (max_conns, max_sessions).
+// (max_conns, max_sessions), then "@rate/s" when it has a max_conn_rate
+// and "over-rate" while it is over it.
 func liveString(b plane.BackendStatus) string {
+	s := strconv.FormatInt(b.LiveFlows, 10)
 	if b.MaxFlows > 0 {
-		return fmt.Sprintf("%d/%d", b.LiveFlows, b.MaxFlows)
+		s = fmt.Sprintf("%d/%d", b.LiveFlows, b.MaxFlows)
 	}
-	return strconv.FormatInt(b.LiveFlows, 10)
+	if b.MaxConnRate > 0 {
+		s += fmt.Sprintf(" @%d/s", b.MaxConnRate) // max_conn_rate
+	}
+	if b.OverRate {
+		s += " over-rate"
+	}
+	return s
 }
 
 // backendTable writes a backend table, each line indented by indent.

@@ -33,7 +33,7 @@ func (p *p2c) Pick(_ *l4.Flow, tried *Tried) *l4.Backend {
 			j = wrap(i+1+rand.IntN(n-1), n)
 		}
 		bi, bj := p.backends[i], p.backends[j]
-		if bi.MaxFlows() == 0 && bj.MaxFlows() == 0 { // the common case, as before caps
+		if !bi.Limited() && !bj.Limited() { // the common case, as before caps
 			if lessRatio(flowsOf(bj.LiveFlows()), p.weights[j], flowsOf(bi.LiveFlows()), p.weights[i]) {
 				bi = bj
 			}

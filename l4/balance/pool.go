@@ -44,12 +44,12 @@ func (p *pool) take(i int) *l4.Backend {
 	return b
 }
 
-// takeUncapped is take for a member without a cap, nil for one with a
-// cap: the pickers' first try, small enough to inline, so that a VIP
+// takeUncapped is take for a member without a cap or rate, nil for one
+// with either: the pickers' first try, small enough to inline, so that a VIP
 // without caps picks as it did before caps existed (one more load).
 func (p *pool) takeUncapped(i int) *l4.Backend {
 	b := p.backends[i]
-	if b.MaxFlows() != 0 {
+	if b.Limited() {
 		return nil
 	}
 	b.Acquire()

@@ -76,6 +76,11 @@ type BackendStatus struct {
 	// MaxFlows is the backend's cap on live flows (max_conns for tcp,
 	// max_sessions for udp); absent: none.
 	MaxFlows int64 `json:"max_flows,omitempty"`
+	// MaxConnRate is the backend's cap on new connections a second
+	// (max_conn_rate); OverRate: it is over it now, skipped by new
+	// connections until its next token. Absent: none.
+	MaxConnRate int64 `json:"max_conn_rate,omitempty"`
+	OverRate    bool  `json:"over_rate,omitempty"`
 	// PeakFlows is the most live flows the backend held at once since it
 	// started (a high-water mark, raised as flows open; xdp VIPs: at each
 	// conntrack read): the capacity the drain and disable guard counts
@@ -151,12 +156,25 @@ type TCPStatus struct {
 	// StallDegraded counts backends marked degraded because their
 	// connections stalled (stall_timeout).
 	StallDegraded uint64 `json:"stall_degraded,omitempty" metric:"vip_stall_degraded_total" help:"Backends of a TCP VIP marked degraded, out of new picks, because their connections stalled: requests unanswered for stall_timeout." text:"events/stall-degraded"`
-	// Queued is how many connections wait for a backend slot now (every
-	// backend at its max_conns); QueueWaits how many ever did, and
+	// Queued is how many connections wait in the VIP's queue now (every
+	// backend at its max_conns or over its max_conn_rate; and those
+	// failover_hold holds); QueueWaits how many ever waited for a slot, and
 	// QueueTimeouts those reset when queue_timeout ran out.
-	Queued        int64  `json:"queued" metric:"vip_queued" help:"TCP connections waiting now for a backend slot (every backend at its max_conns)." kind:"gauge" text:"backends full/queued"`
+	Queued        int64  `json:"queued" metric:"vip_queued" help:"TCP connections waiting now in the VIP's queue: for a backend slot (every backend at its max_conns or over its max_conn_rate), or held by failover_hold." kind:"gauge" text:"backends full/queued"`
 	QueueWaits    uint64 `json:"queue_waits,omitempty" metric:"vip_queue_waits_total" help:"TCP connections that waited for a backend slot (every backend at its max_conns)." text:"backends full/queue-waits"`
 	QueueTimeouts uint64 `json:"queue_timeouts,omitempty" metric:"vip_queue_timeouts_total" help:"TCP clients reset after waiting queue_timeout for a backend slot." text:"backends full/queue-timeouts"`
+	// RateWaits: connections that waited for a backend (or, with
+	// queue_timeout 0, were reset) while one was over its max_conn_rate.
+	RateWaits uint64 `json:"rate_waits,omitempty" metric:"vip_rate_waits_total" help:"TCP connections that waited for a backend (or were reset, with queue_timeout 0) while one was over its max_conn_rate." text:"backends full/rate-waits"`
+	// failover_hold: connections held now for want of an eligible
+	// backend (waiting, or dialing the backend that came), held ever,
+	// taken by a backend after the hold, reset when failover_hold ran out,
+	// and reset because the hold was full.
+	Holding       int64  `json:"holding,omitempty" metric:"vip_failover_holding" help:"TCP connections failover_hold holds now: no backend was eligible when they came (waiting, or dialing the backend that came since)." kind:"gauge" text:"failover hold/holding"`
+	Held          uint64 `json:"held,omitempty" metric:"vip_failover_held_total" help:"TCP connections failover_hold held for want of an eligible backend, nothing dialed." text:"failover hold/held"`
+	HoldReleased  uint64 `json:"hold_released,omitempty" metric:"vip_failover_released_total" help:"TCP connections held by failover_hold that a backend then took." text:"failover hold/released"`
+	HoldExpired   uint64 `json:"hold_expired,omitempty" metric:"vip_failover_expired_total" help:"TCP clients reset after failover_hold with no backend eligible." text:"failover hold/expired"`
+	HoldOverflows uint64 `json:"hold_overflows,omitempty" metric:"vip_failover_hold_full_total" help:"TCP clients reset at once because failover_hold held as many as it may (max_conns, else 4096)." text:"failover hold/full"`
 	// Retries counts connects begun on another backend after one failed.
 	Retries uint64 `json:"retries,omitempty" metric:"vip_connect_retries_total" help:"Backend connects begun on another backend after one failed (retries): the client did not see the failure." text:"events/retries,always"`
 	// Closes asked of an app_protocol VIP's connections (rebalance,

@@ -248,10 +248,8 @@ func (a acceptResume) pending(uint32) bool       { return true }
 func (s *TCPService) evConnDone(l *loop, c *evConn) {
 	c.mustLive()
 	l.unwait(c)
-	if c.in.queue {
-		s.queue.remove(c)
-		c.in.queue = false
-	}
+	c.leaveQueue()
+	c.unhold(false)
 	if c.in.clients {
 		s.clients.Release(c.flow.Src.Addr(), l.now())
 		c.in.clients = false

@@ -139,6 +139,7 @@ type connSets struct {
 	conns   bool // its loop's open connections (trackEv)
 	waiting bool // its loop's waiting set: a pre-read stage or a backend slot is due
 	queue   bool // the VIP's wait queue, not yet served from it (evqueue.go)
+	hold    bool // failover_hold's count: held, not yet connected (evhold.go)
 	clients bool // the VIP's per-client limits: released when it ends
 }
 
@@ -248,21 +249,32 @@ func (c *evConn) admit(l *loop) bool {
 func (c *evConn) dial(l *loop) {
 	c.mustLive()
 	l.unwait(c)
-	if c.pick.attempts == 0 && c.svc.queue.n.Load() > 0 && c.st.QueueTimeout > 0 && c.svc.queue.has(c.store()) {
-		c.enqueue(l) // others wait for a slot already: arrival order
-		return
+	if c.pick.attempts == 0 && c.svc.queue.n.Load() > 0 && c.svc.queue.has(c.store()) {
+		// Others wait for a slot or a backend already: arrival order.
+		if c.holds() {
+			c.holdFailover(l, 0)
+			return
+		}
+		if c.st.QueueTimeout > 0 {
+			c.enqueue(l)
+			return
+		}
 	}
 	b := c.pickBackend()
 	if b == nil {
 		if int(c.pick.attempts) <= c.st.Retries && c.pick.snap.Full(&c.pick.tried) {
-			c.enqueue(l) // every backend left is at its max_conns: wait for a slot
+			c.enqueue(l) // every backend left is at its max_conns or rate: wait for one
 			return
 		}
-		why := l4.EndNoBackend
-		if c.pick.attempts > 0 {
-			why = c.pick.lastFail
+		if c.holds() {
+			var failedOn uint64
+			if c.pick.attempts > 0 {
+				failedOn = c.pick.snap.Generation() // every backend it tried failed: wait for news
+			}
+			c.holdFailover(l, failedOn)
+			return
 		}
-		c.noBackend(l, balance.ErrNoBackend, why)
+		c.noBackend(l, balance.ErrNoBackend, c.noBackendWhy())
 		return
 	}
 	c.start(l, b)
@@ -503,6 +515,7 @@ func (c *evConn) connected(l *loop, events uint32) {
 	}
 	b.Stats.Flows.Add(1)
 	c.times.connectAt = l.now()
+	c.unhold(true)
 	if c.pick.aff != nil {
 		_ = c.pick.aff.Set(s.key, c.flow.Src.Addr(), b)
 	}

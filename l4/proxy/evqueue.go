@@ -1,5 +1,7 @@
 // Connections waiting for a backend slot: every backend of the VIP was at
-// its max_conns when they came. FIFO per VIP across the loops.
+// its max_conns or over its max_conn_rate when they came, or none was
+// eligible and failover_hold holds them (evhold.go). FIFO per VIP across
+// the loops.
 
 package proxy
 
@@ -35,19 +37,23 @@ const queuePoll = 200 * time.Millisecond
 // from: a slot is offered to the oldest waiter whose store has room, so a
 // full route never holds up another one.
 type waitQueue struct {
-	n  atomic.Int64 // len(q)
-	mu sync.Mutex
-	q  []waiter
+	token tokenWake    // serves it when a backend over its max_conn_rate has a token again
+	n     atomic.Int64 // len(q)
+	mu    sync.Mutex
+	q     []waiter
 }
 
 // waiter is a connection in the queue, on the loop that owns it; gen tells
 // a reused connection struct from the one that queued; store is what it
-// picks from (the VIP's, or its SNI route's).
+// picks from (the VIP's, or its SNI route's). failedOn: held after its
+// connects failed on every backend of that snapshot generation (evhold.go),
+// it is served only from a newer one; 0 = any.
 type waiter struct {
-	l     *loop
-	c     *evConn
-	gen   uint32
-	store *snapshot.Store
+	l        *loop
+	c        *evConn
+	gen      uint32
+	store    *snapshot.Store
+	failedOn uint64
 }
 
 func (q *waitQueue) push(w waiter, front bool) {
@@ -62,31 +68,43 @@ func (q *waitQueue) push(w waiter, front bool) {
 }
 
 // pop takes the oldest waiter whose store has a backend below its cap
-// (each store's snapshot is looked at once).
-func (q *waitQueue) pop() (waiter, bool) {
+// and rate (each store's snapshot is looked at once). Finding none, it
+// returns the soonest a backend over its max_conn_rate of a store without
+// room has a token again (0: none waits on a rate).
+func (q *waitQueue) pop() (waiter, time.Duration, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var full []*snapshot.Store // stores seen without room: few (a VIP and its routes)
+	var tokenIn time.Duration
 	for i, w := range q.q {
 		if slices.Contains(full, w.store) {
 			continue
 		}
-		if !w.store.Load().Room() {
+		snap := w.store.Load()
+		if w.failedOn != 0 && snap.Generation() == w.failedOn {
+			continue // every backend of this snapshot failed it: wait for the next
+		}
+		if !snap.Room() {
 			full = append(full, w.store)
+			if d := snap.RateWait(); d > 0 && (tokenIn == 0 || d < tokenIn) {
+				tokenIn = d
+			}
 			continue
 		}
 		q.q = slices.Delete(q.q, i, i+1)
 		q.n.Store(int64(len(q.q)))
-		return w, true
+		return w, 0, true
 	}
-	return waiter{}, false
+	return waiter{}, tokenIn, false
 }
 
-// has reports whether a connection picking from store waits.
+// has reports whether a connection picking from store waits for room (a
+// waiter held for a newer snapshot does not count: a new connection may
+// try the current one).
 func (q *waitQueue) has(store *snapshot.Store) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return slices.ContainsFunc(q.q, func(w waiter) bool { return w.store == store })
+	return slices.ContainsFunc(q.q, func(w waiter) bool { return w.store == store && w.failedOn == 0 })
 }
 
 // remove takes c out (it ended while waiting); a no-op when it was popped
@@ -112,32 +130,85 @@ func (s *TCPService) ServeQueue() {
 	if s.queue.n.Load() == 0 || s.ev.refuse.Load() {
 		return
 	}
-	if w, ok := s.queue.pop(); ok {
-		w.l.post(func() { s.serveWaiter(w.l, w.c, w.gen) })
+	w, tokenIn, ok := s.queue.pop()
+	if !ok {
+		s.wakeAtToken(tokenIn)
+		return
+	}
+	w.l.post(func() { s.serveWaiter(w.l, w.c, w.gen) })
+}
+
+// wakeAtToken serves the queue again in d, when a backend over its
+// max_conn_rate has a token again: nothing else (no release, no publish)
+// would wake the waiters then. One timer per service, armed once at a
+// time; d = 0 does nothing.
+func (s *TCPService) wakeAtToken(d time.Duration) {
+	if d > 0 && s.queue.token.armed.CompareAndSwap(false, true) {
+		s.queue.token.t.Reset(d)
 	}
 }
 
-// enqueue parks c until a backend frees a slot or queue_timeout runs out
-// (at once when it is 0). c keeps its max_conns slot; it is in the loop's
-// waiting set, so a drain's end resets it.
+// tokenWake is a service's timer for max_conn_rate's next token: armed
+// while it runs.
+type tokenWake struct {
+	t     *time.Timer
+	armed atomic.Bool
+}
+
+// tokenDue is the token timer's end.
+func (s *TCPService) tokenDue() {
+	s.queue.token.armed.Store(false)
+	s.ServeQueue()
+}
+
+// enqueue parks c until a backend frees a slot (or has a token again) or
+// queue_timeout runs out (at once when it is 0). c keeps its max_conns
+// slot; it is in the loop's waiting set, so a drain's end resets it.
 func (c *evConn) enqueue(l *loop) {
 	c.mustLive()
 	s := c.svc
+	tokenIn := c.pick.snap.RateWait()
+	if tokenIn > 0 {
+		s.Stats.RateWaits.Add(1)
+	}
 	if c.st.QueueTimeout <= 0 {
-		c.queueTimeout(l)
+		c.waitRanOut(l)
 		return
 	}
 	s.Stats.QueueWaits.Add(1)
+	if !c.in.hold {
+		c.times.queueUntil = l.now() + int64(c.st.QueueTimeout)
+	} // else the hold's deadline stands
+	c.park(l, 0, false)
+	s.wakeAtToken(tokenIn)
+}
+
+// park puts c in the VIP's queue (at the front: a waiter that was served
+// and found no room again) with a new timer generation, its next look for
+// room armed.
+func (c *evConn) park(l *loop, failedOn uint64, front bool) {
+	c.mustLive()
+	s := c.svc
 	c.state = evQueued
 	l.wait(c)
 	c.gen = l.nextGen() // an earlier wait's or connect's timer must not fire on this one
-	c.times.queueUntil = l.now() + int64(c.st.QueueTimeout)
 	c.in.queue = true
-	s.queue.push(waiter{l: l, c: c, gen: c.gen, store: c.store()}, false)
+	s.queue.push(waiter{l: l, c: c, gen: c.gen, store: c.store(), failedOn: failedOn}, front)
 	c.armQueueTimer(l)
-	// A slot freed between the pick and the push saw nobody waiting.
+	// A slot freed (or a snapshot published) between the pick and the
+	// push saw nobody waiting.
 	if c.store().Load().Room() {
 		s.ServeQueue()
+	}
+}
+
+// leaveQueue takes c out of the VIP's queue, if it is in it (a no-op
+// when the queue handed it out already).
+func (c *evConn) leaveQueue() {
+	c.mustLive()
+	if c.in.queue {
+		c.svc.queue.remove(c)
+		c.in.queue = false
 	}
 }
 
@@ -161,7 +232,7 @@ func (c *evConn) armQueueTimer(l *loop) {
 func (c *evConn) queueTimer(l *loop) {
 	c.mustLive()
 	if l.now() >= c.times.queueUntil {
-		c.queueTimeout(l)
+		c.waitRanOut(l)
 		return
 	}
 	if c.store().Load().Room() {
@@ -185,12 +256,17 @@ func (s *TCPService) serveWaiter(l *loop, c *evConn, gen uint32) {
 	c.pick.snap = c.store().Load() // a reload or health change since it came
 	b := c.pickBackend()
 	if b == nil {
-		if c.pick.snap.Full(&c.pick.tried) {
+		if c.pick.snap.Full(&c.pick.tried) || c.in.hold && c.pick.snap.Len() == 0 {
 			c.in.queue = true
 			s.queue.push(waiter{l: l, c: c, gen: gen, store: c.store()}, true) // its timers run on: same gen
+			s.wakeAtToken(c.pick.snap.RateWait())
 			return
 		}
 		c.state = evConnecting
+		if c.holds() {
+			c.holdFailover(l, 0)
+			return
+		}
 		c.noBackend(l, balance.ErrNoBackend, l4.EndNoBackend)
 		return
 	}
@@ -202,18 +278,23 @@ func (s *TCPService) serveWaiter(l *loop, c *evConn, gen uint32) {
 
 }
 
-// queueTimeout resets a client that waited queue_timeout for a backend
-// slot (or found every backend full with queue_timeout 0): counted and
-// logged, rate-limited; no backend was dialed.
-func (c *evConn) queueTimeout(l *loop) {
+// waitRanOut resets a client whose wait ran out: queue_timeout for a
+// backend slot (or at once, with queue_timeout 0), or failover_hold for
+// an eligible backend (reset as it would have been at once without the
+// hold). Counted and logged, rate-limited; no backend was dialed.
+func (c *evConn) waitRanOut(l *loop) {
 	c.mustLive()
 	s := c.svc
+	c.leaveQueue()
+	if c.in.hold {
+		s.Stats.HoldExpired.Add(1)
+		s.rateLog("no backend became eligible within failover_hold: client reset",
+			zap.Stringer("client", c.flow.Src), zap.Duration("failover_hold", c.st.FailoverHold))
+		c.noBackend(l, balance.ErrNoBackend, l4.EndNoBackend)
+		return
+	}
 	s.Stats.QueueTimeouts.Add(1)
 	s.rateLog("every backend is at its max_conns: client reset after queue_timeout",
 		zap.Stringer("client", c.flow.Src), zap.Duration("queue_timeout", c.st.QueueTimeout))
-	if c.in.queue {
-		s.queue.remove(c)
-		c.in.queue = false
-	}
 	c.resetClient(l, l4.EndQueueTimeout)
 }

@@ -54,6 +54,13 @@ type Settings struct {
 	// waiting connections are served in arrival order as backends free
 	// slots, and reset when it runs out (evqueue.go); 0 = reset at once.
 	QueueTimeout time.Duration
+	// FailoverHold > 0: a new connection that finds no eligible backend
+	// (or whose connects failed on every backend it tried) waits up to
+	// this long in the same queue, nothing dialed, and is served in
+	// arrival order by the first backend a new snapshot brings
+	// (evhold.go); past it, or past the hold's bound (MaxConns, else
+	// maxHeld), it is reset as without the hold. 0 = off.
+	FailoverHold time.Duration
 	// StallTimeout > 0 watches the service's open connections for
 	// backends that stop answering (stallwatch.go): a backend whose
 	// connections wait this long for a byte back, none answering, is
@@ -119,11 +126,8 @@ type ServiceStats struct {
 	// StallDegraded counts backends the stall watch marked degraded
 	// (stall_timeout: their connections stopped answering).
 	StallDegraded atomic.Uint64
-	// QueueWaits counts connections that waited for a backend slot (every
-	// backend at its max_conns); QueueTimeouts those reset when
-	// queue_timeout ran out (or at once, with queue_timeout 0).
-	QueueWaits    atomic.Uint64
-	QueueTimeouts atomic.Uint64
+	QueueStats
+	HoldStats
 	// Retries counts connects begun on another backend after one failed
 	// (retries; HAProxy's redispatches): the client did not see the failure.
 	Retries atomic.Uint64
@@ -170,6 +174,29 @@ type StartupStats struct {
 	Encrypted atomic.Uint64
 	Cancels   atomic.Uint64
 	Malformed atomic.Uint64
+}
+
+// QueueStats are the wait queue's counters (evqueue.go): connections
+// that waited for a backend slot (every backend at its max_conns or over
+// its max_conn_rate), those reset when queue_timeout ran out (or at once,
+// with queue_timeout 0), and those that waited (or were reset) while a
+// backend was over its max_conn_rate.
+type QueueStats struct {
+	QueueWaits    atomic.Uint64
+	QueueTimeouts atomic.Uint64
+	RateWaits     atomic.Uint64
+}
+
+// HoldStats are failover_hold's counters (evhold.go): connections held
+// now (waiting, or dialing the backend that came), held ever, taken by a
+// backend after the hold, reset when the hold ran out, and reset because
+// the hold was full.
+type HoldStats struct {
+	Holding       atomic.Int64
+	Held          atomic.Uint64
+	HoldReleased  atomic.Uint64
+	HoldExpired   atomic.Uint64
+	HoldOverflows atomic.Uint64
 }
 
 // TCPService proxies one TCP VIP.
@@ -261,6 +288,8 @@ func NewTCPService(cfg TCPConfig) (*TCPService, error) {
 		return nil, fmt.Errorf("tcp service %s: %w", s.key.Addr, err)
 	}
 	s.ev = ev
+	s.queue.token.t = time.AfterFunc(time.Hour, s.tokenDue)
+	s.queue.token.t.Stop()
 	s.stop.ch = make(chan struct{})
 	s.listenKeepAlive = cfg.Settings.KeepAlive
 	s.Update(cfg.Settings)
@@ -405,6 +434,7 @@ func (s *TCPService) selfConnect(b *l4.Backend) error {
 
 // Close stops accepting; established connections continue.
 func (s *TCPService) Close() error {
+	s.queue.token.t.Stop()
 	s.stop.close()
 	s.ev.stall.halt()
 	s.closeLoops()

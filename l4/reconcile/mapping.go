@@ -27,6 +27,7 @@ func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 
 		FirstByteTimeout: vc.FirstByteTimeout,
 		QueueTimeout:     vc.QueueTimeout,
+		FailoverHold:     vc.FailoverHold,
 		StallTimeout:     vc.StallTimeout,
 
 		AffinityTimeout: vc.AffinityTimeout,
@@ -64,6 +65,15 @@ func backendCap(vc *config.VIP, b *config.Backend) int64 {
 		return int64(b.MaxSessions)
 	}
 	return int64(b.MaxConns)
+}
+
+// backendRate is b's cap on new connections a second in vc (0 = none;
+// config refuses it but on tcp proxy VIPs).
+func backendRate(vc *config.VIP, b *config.Backend) int64 {
+	if vc.Mode != l4.ModeProxy || vc.Protocol != l4.TCP {
+		return 0
+	}
+	return int64(b.MaxConnRate)
 }
 
 func balanceOptions(vc *config.VIP) (balance.Options, error) {

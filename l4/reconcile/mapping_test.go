@@ -31,6 +31,8 @@ type planeView struct {
 	XDP     xdpplane.VIPOptions
 	Guard   xdpplane.GuardOptions
 	TCPCap  int64 // the backend's cap as a tcp VIP's
+	TCPRate int64 // the backend's max_conn_rate as a tcp VIP's
+	UDPRate int64 // ... as a udp VIP's (none)
 	UDPCap  int64 // the backend's cap as a udp VIP's
 	Health  health.Spec
 }
@@ -46,6 +48,7 @@ func viewOf(t *testing.T, vc *config.VIP) planeView {
 	return planeView{
 		TCP: tcpSettings(vc), UDP: udpSettings(vc), Balance: opts, XDP: vipOptions(vc), Guard: guardOptions(vc),
 		TCPCap: backendCap(&tcp, &vc.Backends[0]), UDPCap: backendCap(&udp, &vc.Backends[0]),
+		TCPRate: backendRate(&tcp, &vc.Backends[0]), UDPRate: backendRate(&udp, &vc.Backends[0]),
 		Health: healthSpec(vc.Health, vc.LeastTimeMetric),
 	}
 }
@@ -141,6 +144,7 @@ var mappingRows = []mappingRow{
 	{key: "first_byte_timeout", set: func(v *config.VIP) { v.FirstByteTimeout = 1500 * time.Millisecond }, path: "TCP.Service.FirstByteTimeout", want: 1500 * time.Millisecond},
 	{key: "stall_timeout", set: func(v *config.VIP) { v.StallTimeout = 2 * time.Second }, path: "TCP.Service.StallTimeout", want: 2 * time.Second},
 	{key: "queue_timeout", set: func(v *config.VIP) { v.QueueTimeout = 250 * time.Millisecond }, path: "TCP.Service.QueueTimeout", want: 250 * time.Millisecond},
+	{key: "failover_hold", set: func(v *config.VIP) { v.FailoverHold = 5 * time.Second }, path: "TCP.Service.FailoverHold", want: 5 * time.Second},
 	{key: "affinity_timeout", set: func(v *config.VIP) { v.AffinityTimeout = 3 * time.Second }, path: "TCP.Service.AffinityTimeout", want: 3 * time.Second},
 	{key: "max_conns_per_client", set: func(v *config.VIP) { v.MaxConnsPerClient = 5 }, path: "TCP.Service.ClientLimits.MaxOpen", want: 5},
 
@@ -160,6 +164,10 @@ var mappingRows = []mappingRow{
 
 	// The backend.
 	{key: "backend max_conns", set: func(v *config.VIP) { v.Backends[0].MaxConns = 11 }, path: "TCPCap", want: int64(11)},
+	{key: "backend max_conn_rate", set: func(v *config.VIP) { v.Backends[0].MaxConnRate = 1000 }, path: "TCPRate", want: int64(1000)},
+	{key: "backend max_conn_rate on udp", set: func(v *config.VIP) { v.Backends[0].MaxConnRate = 1000 }, path: "UDPRate", want: int64(0), sameAsDefault: true},
+	{key: "backend max_conn_rate in xdp mode", set: func(v *config.VIP) { v.Mode, v.Backends[0].MaxConnRate = l4.ModeXDP, 1000 },
+		path: "TCPRate", want: int64(0), sameAsDefault: true},
 	{key: "backend max_sessions", set: func(v *config.VIP) { v.Backends[0].MaxSessions = 13 }, path: "UDPCap", want: int64(13)},
 	{key: "backend max_conns in xdp mode", set: func(v *config.VIP) { v.Mode, v.Backends[0].MaxConns = l4.ModeXDP, 11 },
 		path: "TCPCap", want: int64(0), sameAsDefault: true},

@@ -144,6 +144,7 @@ func (b *backend) status() plane.BackendStatus {
 	bs := plane.BackendStatus{
 		ID: string(b.b.ID), Address: b.b.Addr.String(), Index: b.b.Index, Weight: b.weight,
 		Health: b.health.String(), LiveFlows: b.b.LiveFlows(), MaxFlows: b.b.MaxFlows(), PeakFlows: b.b.PeakFlows(),
+		MaxConnRate: b.b.MaxConnRate(), OverRate: b.b.OverRate(),
 		Flows: b.b.Stats.Flows.Load(), ConnectFails: b.b.Stats.ConnectFails.Load(), Unanswered: b.b.Stats.Unanswered.Load(),
 		BytesIn: b.b.Stats.BytesIn.Load(), BytesOut: b.b.Stats.BytesOut.Load(), RTT: rtt,
 		Underflows: b.b.Underflows(), ReplicaLag: lagStatus(b.lag),

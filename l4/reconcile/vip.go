@@ -320,6 +320,7 @@ func (v *vip) commit(p *plan) error {
 	for _, b := range p.backends {
 		b.b.SetEligible(b.keepsPinned())
 		b.b.SetMaxFlows(backendCap(p.conf, &b.conf))
+		b.b.SetMaxConnRate(backendRate(p.conf, &b.conf))
 	}
 	v.backends = p.backends
 	v.conf.Store(p.conf)

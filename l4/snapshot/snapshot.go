@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/balance"
@@ -147,4 +148,22 @@ func (s *Snapshot) Room() bool {
 		}
 	}
 	return false
+}
+
+// RateWait returns how long until a member that is over its max_conn_rate
+// (and below its cap) may take a flow again: when waiting connections
+// should look again. 0 when no member waits on its rate. Called only with
+// connections waiting.
+func (s *Snapshot) RateWait() time.Duration {
+	if s == nil {
+		return 0
+	}
+	var soonest time.Duration
+	for _, m := range s.Members {
+		b := m.Backend
+		if d := b.RateWait(); d > 0 && (b.MaxFlows() == 0 || b.LiveFlows() < b.MaxFlows()) && (soonest == 0 || d < soonest) {
+			soonest = d
+		}
+	}
+	return soonest
 }
