@@ -117,7 +117,20 @@ func (v *vip) status() plane.VIPStatus {
 	slices.SortFunc(s.Backends, func(a, b plane.BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
 	v.dp.FillStatus(&s)
 	v.guard.FillStatus(&s)
+	peakAtLeastLive(s.Backends)
 	return s
+}
+
+// peakAtLeastLive raises each backend's peak to the live flows shown
+// beside it. The two are read apart: the peak with the backend's row,
+// the live count after it (an xdp plane's from its conntrack read, which
+// notes the peak only after counting; a proxy pick notes it after
+// raising the count), so a flow that opened in between would show more
+// live flows than the peak, which is never true.
+func peakAtLeastLive(bs []plane.BackendStatus) {
+	for i := range bs {
+		bs[i].PeakFlows = max(bs[i].PeakFlows, bs[i].LiveFlows)
+	}
 }
 
 // retiredStatusLocked lists removed backends that still hold flows, and
