@@ -241,6 +241,17 @@ func lineDiff(want, got string) string {
 	return b.String()
 }
 
+// goldenProbe is the check of the golden test's xdp VIPs: a TCP connect
+// like xdpProbe's, with time to spare on a loaded machine. A check that
+// times out shows in the outputs (health down, its reason, one backend
+// less eligible, a later generation; or its reason in the text status's
+// LAST CHECK): xdpProbe's 300 ms, down at the first failure, did in 1 of
+// 40 loaded runs ("timeout after 300ms connecting" on dns4's be1; over a
+// veth a connect takes microseconds, so it was the race-built daemon
+// that ran late). This one waits 2 s and marks a backend down after 3
+// failures in a row.
+var goldenProbe = []string{`type = "tcp"`, `port = 8080`, `interval = "2s"`, `timeout = "2s"`, `fall = 3`}
+
 // TestGoldenOutputs runs the demo's kinds of VIP side by side (xdp TCP
 // over IPv4 and IPv6, xdp UDP, a proxy TCP VIP with Maglev and a proxy UDP
 // VIP), sends a known set of flows, and compares what l4lb reports.
@@ -250,7 +261,7 @@ func TestGoldenOutputs(t *testing.T) {
 		n.ServeUDP(t, b, netip.AddrPortFrom(b.Addr4, 5300))
 	}
 	metricsAddr := netip.AddrPortFrom(n.LB.Addr4, 9370)
-	c := n.xdpConf([]string{fmt.Sprintf("metrics_listen = %q", metricsAddr)}, "", 0, 1, 2)
+	c := n.xdpConfProbe([]string{fmt.Sprintf("metrics_listen = %q", metricsAddr)}, "", goldenProbe, 0, 1, 2)
 	c.vip("pg", netip.AddrPortFrom(n.LB.Addr4, 8080).String(), `algorithm = "maglev"`).health(`type = "none"`)
 	n.backendsOn(c, 8080, false, 0, 1, 2)
 	c.vip("dns", netip.AddrPortFrom(n.LB.Addr4, 5300).String(), `protocol = "udp"`, `algorithm = "maglev"`).health(`type = "none"`)

@@ -58,10 +58,15 @@ func (n *xdpNet) xdpTable(more string) string {
 
 // xdpConf is an l4lb config with global's keys, [xdp] (with the lines
 // xdp) and the xdp VIPs web4, web6 (tcp) and dns4 (udp) on port 80 over
-// the backends given; more VIPs may follow.
+// the backends given; more VIPs may follow. web4's and dns4's check is
+// xdpProbe, down at its first failure.
 func (n *xdpNet) xdpConf(global []string, xdp string, backends ...int) *conf {
+	return n.xdpConfProbe(global, xdp, append(xdpProbe[:len(xdpProbe):len(xdpProbe)], `fall = 1`), backends...)
+}
+
+// xdpConfProbe is xdpConf with probe as web4's and dns4's check.
+func (n *xdpNet) xdpConfProbe(global []string, xdp string, probe []string, backends ...int) *conf {
 	c := newConf(append([]string{`drain_timeout = "2s"`}, global...)...).raw(n.xdpTable(xdp))
-	probe := append(xdpProbe[:len(xdpProbe):len(xdpProbe)], `fall = 1`)
 	c.vip("web4", n.vip4.String(), `mode = "xdp"`).health(probe...)
 	n.backendsOn(c, 80, false, backends...)
 	c.vip("dns4", n.vip4.String(), `protocol = "udp"`, `mode = "xdp"`).health(probe...)
