@@ -84,7 +84,8 @@ type BackendStatus struct {
 	// PeakFlows is the most live flows the backend held at once since it
 	// started (a high-water mark, raised as flows open; xdp VIPs: at each
 	// conntrack read): the capacity the drain and disable guard counts
-	// on for a backend without MaxFlows. Absent: none yet.
+	// on for a backend without MaxFlows; never below LiveFlows beside it
+	// (status raises it to them). Absent: none yet.
 	PeakFlows    int64  `json:"peak_flows,omitempty"`
 	Flows        uint64 `json:"flows"`
 	ConnectFails uint64 `json:"connect_fails"`
