@@ -153,7 +153,7 @@ type VIP struct {
 	FirstByteTimeout time.Duration
 	// StallTimeout > 0 watches the VIP's proxied connections: a backend
 	// whose connections stall (a request waits with no byte back for this
-	// long, and no connection to it got a byte back meanwhile) is
+	// long, and no connection to it got a byte back since it was sent) is
 	// degraded, out of new picks, until a byte comes back (stall_timeout);
 	// default 0 = off; 100ms..1h. Only for tcp VIPs in proxy mode.
 	StallTimeout time.Duration

@@ -86,8 +86,8 @@ type StallObserver interface {
 // (stall_timeout).
 type StallReport struct {
 	// Degraded: at least one connection stalled (a request waited
-	// stall_timeout with no byte back) and none got a byte back within
-	// stall_timeout. The backend should get no new flow.
+	// stall_timeout with no byte back) and no connection got a byte back
+	// since that request was sent. The backend should get no new flow.
 	Degraded bool
 	Conns    int           // its open connections
 	Stalled  int           // those stalled

@@ -453,10 +453,18 @@ func TestCompactTimersKeepsOrder(t *testing.T) {
 	}
 }
 
-// TestBusyPoll: with busy_poll a loop polls, on its CPU, for events before
-// it sleeps, for no longer than busy_poll; without it, it sleeps at once.
-// (The wait is driven on the test's own locked thread: CPU time per thread
-// is what tells polling from sleeping.)
+// TestBusyPoll: with busy_poll a loop polls for events before it sleeps,
+// for no longer than busy_poll; without it, it sleeps at once. (The wait
+// is driven on the test's own locked thread.)
+//
+// What tells polling from sleeping is where the kernel says the thread
+// waits (/proc/.../wchan): in epoll_wait only once it sleeps there. Its
+// state letter or its CPU says nothing on a busy machine: a polling
+// thread is seen asleep (S) while the Go runtime parks it on a futex
+// (preempted or stopped for GC: it holds no P), and runnable (R) long
+// after its poll ran out when no CPU was free to end it; the event
+// itself is posted by the goroutine that looks, once it has seen what it
+// needs, so no timer can come too early or too late.
 func TestBusyPoll(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -466,88 +474,74 @@ func TestBusyPoll(t *testing.T) {
 	}
 	defer l.release()
 	tid := unix.Gettid()
-	// pollFor waits with busy polling set to spin while a task is posted
-	// after wakeAfter; it returns the events, the wall time, the CPU, and
-	// the thread's state (R: on or waiting for a CPU, S: asleep) as
-	// another goroutine saw it at each of lookAt, with when it looked.
-	pollFor := func(spin, wakeAfter time.Duration, lookAt ...time.Duration) (n int, wall, cpu time.Duration, looks []threadLook) {
+	// pollFor waits with busy polling set to spin while another goroutine
+	// looks where the thread waits, about every millisecond, until done
+	// says it has seen enough (or for waitBound), then posts a task. It
+	// returns the events, the wall time, and when the thread was first
+	// seen asleep in epoll_wait (0: never).
+	pollFor := func(spin time.Duration, done func(since time.Duration, asleep bool) bool) (n int, wall, asleep time.Duration) {
 		l.shared.busyPoll.Store(int64(spin))
-		timer := time.AfterFunc(wakeAfter, l.wake)
-		defer timer.Stop()
-		start, cpu0 := time.Now(), threadCPU(t)
-		looks = make([]threadLook, len(lookAt))
-		seen := make(chan struct{}, len(lookAt))
-		for i, at := range lookAt {
-			look := time.AfterFunc(at, func() {
-				looks[i] = threadLook{state: threadState(t, tid), at: time.Since(start)}
-				seen <- struct{}{}
-			})
-			defer look.Stop()
-		}
+		start := time.Now()
+		looked := make(chan time.Duration, 1)
+		go func() {
+			first := time.Duration(0)
+			defer func() { l.wake(); looked <- first }()
+			for {
+				in := sleepsInEpoll(t, tid)
+				since := time.Since(start) // after the look: the sleep began before
+				if in && first == 0 {
+					first = since
+				}
+				if done(since, in) || since > waitBound {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
 		n, err := l.poll()
 		if err != nil && err != unix.EINTR {
 			t.Fatal(err)
 		}
-		wall, cpu = time.Since(start), threadCPU(t)-cpu0
+		wall = time.Since(start)
+		asleep = <-looked
 		var b [8]byte
 		_, _ = readRetry(l.wakefd, b[:]) // as dispatch does
 		l.posted.woken.Store(false)
-		for range lookAt {
-			<-seen
-		}
-		return n, wall, cpu, looks
+		return n, wall, asleep
 	}
-	if n, wall, cpu, looks := pollFor(0, 60*time.Millisecond, 30*time.Millisecond); n != 1 || cpu > 10*time.Millisecond || looks[0].state != 'S' {
-		t.Errorf("busy_poll off: %d events after %v, %v of CPU, %v; want 1 event, the thread asleep meanwhile", n, wall, cpu, looks)
+	// Off: it sleeps in epoll_wait at once (a loop that polls never does).
+	if n, wall, asleep := pollFor(0, func(_ time.Duration, in bool) bool { return in }); n != 1 || asleep == 0 {
+		t.Errorf("busy_poll off: %d events after %v, asleep in epoll_wait at %v (0: never); want 1 event, the thread asleep", n, wall, asleep)
 	}
-	// The event comes while the loop polls: served without a sleep. On a
-	// busy machine a polling thread may get a tenth of a CPU or less (a
-	// loaded run gave one 0.2 ms of 40), so what says it polled is its
-	// state, runnable rather than asleep, at a look made while it should
-	// poll; a look that came late (the look's goroutine waits for a CPU
-	// too) says nothing.
-	n, wall, cpu, looks := pollFor(500*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond)
-	if n != 1 || wall > 400*time.Millisecond || !looks[0].is('R', 100*time.Millisecond) {
-		t.Errorf("busy_poll 500ms, event at 100ms: %d events after %v, %v of CPU, %v; want 1 event before the poll ended, the thread polling", n, wall, cpu, looks)
+	// The event comes while the loop polls: served without a sleep. The
+	// looks span 50ms, where a loop that does not poll sleeps.
+	const long = time.Minute
+	looks := 0
+	n, wall, asleep := pollFor(long, func(since time.Duration, _ bool) bool { looks++; return since >= 50*time.Millisecond && looks >= 5 })
+	if n != 1 || wall >= long || asleep != 0 {
+		t.Errorf("busy_poll %v, event after 50ms: %d events after %v, asleep in epoll_wait at %v (0: never); want 1 event before the poll ended, never asleep", long, n, wall, asleep)
 	}
-	// The event comes after the poll: the loop polled for 40ms, then slept
-	// (asleep well before the event; a loop that kept polling would be
-	// runnable, however little CPU the machine gave it).
-	n, wall, cpu, looks = pollFor(40*time.Millisecond, 250*time.Millisecond, 10*time.Millisecond, 150*time.Millisecond)
-	if n != 1 || cpu > 150*time.Millisecond || !looks[0].is('R', 40*time.Millisecond) || !looks[1].is('S', 250*time.Millisecond) {
-		t.Errorf("busy_poll 40ms, event at 250ms: %d events after %v, %v of CPU, %v; want 1 event, about 40ms of polling, then sleep", n, wall, cpu, looks)
+	// The event comes once the loop sleeps: it polled for 40ms first (it
+	// cannot sleep before), then slept (a loop that kept polling never
+	// does: the looks end at waitBound).
+	const spin = 40 * time.Millisecond
+	if n, wall, asleep := pollFor(spin, func(_ time.Duration, in bool) bool { return in }); n != 1 || asleep < spin {
+		t.Errorf("busy_poll %v: %d events after %v, asleep in epoll_wait at %v (0: never); want 1 event, asleep after polling for %v", spin, n, wall, asleep, spin)
 	}
 }
 
-// threadLook is a thread's state as a test saw it, and when it looked.
-type threadLook struct {
-	state byte
-	at    time.Duration
-}
-
-func (k threadLook) String() string { return fmt.Sprintf("state %c at %v", k.state, k.at) }
-
-// is reports whether the look saw state, or came at or after before
-// (too late to say).
-func (k threadLook) is(state byte, before time.Duration) bool {
-	return k.state == state || k.at >= before
-}
-
-// threadState is the state letter of thread tid of this process
-// (/proc/self/task/TID/stat: R running or runnable, S sleeping, ...).
-func threadState(t *testing.T, tid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+// sleepsInEpoll reports whether thread tid of this process sleeps in
+// epoll_wait: its wait channel (/proc/self/task/TID/wchan; "0" when it
+// runs or is runnable) is the kernel's epoll wait (ep_poll before Linux
+// 5.x, do_epoll_wait since).
+func sleepsInEpoll(t *testing.T, tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/wchan", tid))
 	if err != nil {
 		t.Error(err)
-		return '?'
+		return false
 	}
-	// pid (comm) state ...: comm may hold spaces, so look after its ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		t.Errorf("stat %q", b)
-		return '?'
-	}
-	return b[i+2]
+	w := string(b)
+	return w == "ep_poll" || w == "do_epoll_wait"
 }
 
 // warmConns is how many connections a test that counts allocations runs

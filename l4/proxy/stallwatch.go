@@ -11,8 +11,13 @@
 // client's bytes were written to the backend after the backend's last
 // byte back (a request waits) and none has come back for stall_timeout.
 // A backend is degraded when at least one of its connections stalls and
-// none got a byte back within stall_timeout: a stalled connection next to
-// others that progress is a long request on a live server. It is back at
+// none of its connections got a byte back since that stalled request was
+// sent: the server has answered nothing for stall_timeout while it held
+// a request. A stalled connection next to others that got replies after
+// it asked is a long request on a live server, however quiet they are
+// now: the rule looks at the order of requests and replies, not at how
+// long ago the last reply came, which a pause of the clients between
+// requests (or of l4lb's host) stretches past any stall_timeout. It is back at
 // the first byte back on any of its connections (SIGCONT), or once it has
 // had no stalled connection and no reply for stall_timeout (nothing left
 // to tell: new connections may try it again).
@@ -134,6 +139,9 @@ type stallTally struct {
 	obs     plane.StallObserver
 	r       plane.StallReport
 	replied int // connections that got a byte back within stall_timeout
+	// lastBack is the latest byte back on any of its connections, lastAsk
+	// the latest request of a stalled one (loop clock: one for all loops).
+	lastBack, lastAsk int64
 }
 
 // lookStalls tallies the connections on every loop and reports the
@@ -154,7 +162,7 @@ func (s *TCPService) lookStalls(timeout time.Duration, marks map[*l4.Backend]*st
 		}
 	})
 	for b, t := range all {
-		t.r.Degraded = t.r.Stalled > 0 && t.replied == 0
+		t.r.Degraded = t.r.Stalled > 0 && t.lastAsk > t.lastBack
 		m := marks[b]
 		switch {
 		case t.r.Degraded:
@@ -165,9 +173,11 @@ func (s *TCPService) lookStalls(timeout time.Duration, marks map[*l4.Backend]*st
 			}
 			m.quiet = time.Time{}
 			t.obs.BackendStall(b, t.r)
-		case m != nil && t.replied > 0:
+		case m != nil && (t.replied > 0 || t.r.Stalled > 0):
+			// A stalled connection left and not degraded: a byte came
+			// back after its request.
 			delete(marks, b)
-			t.r.Recovered = fmt.Sprintf("%d of %d connections got a reply", t.replied, t.r.Conns)
+			t.r.Recovered = fmt.Sprintf("%d of %d connections got a reply", max(t.replied, 1), t.r.Conns)
 			t.obs.BackendStall(b, t.r)
 		}
 	}
@@ -202,10 +212,13 @@ func (t *stallTally) add(o *stallTally) {
 	t.r.ZeroWindow += o.r.ZeroWindow
 	t.r.Waited = max(t.r.Waited, o.r.Waited)
 	t.replied += o.replied
+	t.lastBack = max(t.lastBack, o.lastBack)
+	t.lastAsk = max(t.lastAsk, o.lastAsk)
 }
 
 // tallyStalls counts, on loop l, the service's open connections per
-// backend: stalled, and replied within timeout (loop clock nanoseconds).
+// backend: stalled, and replied within timeout (loop clock nanoseconds),
+// with the latest byte back and the latest stalled request.
 func (s *TCPService) tallyStalls(l *loop, timeout int64) map[*l4.Backend]*stallTally {
 	out := map[*l4.Backend]*stallTally{}
 	l.tick() // the loop's clock is read once a round; a posted task may run long after
@@ -224,10 +237,12 @@ func (s *TCPService) tallyStalls(l *loop, timeout int64) map[*l4.Backend]*stallT
 			out[c.chosen] = t
 		}
 		t.r.Conns++
+		t.lastBack = max(t.lastBack, c.down.at)
 		switch waited := c.stalled(now, timeout); {
 		case waited > 0:
 			t.r.Stalled++
 			t.r.Waited = max(t.r.Waited, time.Duration(waited))
+			t.lastAsk = max(t.lastAsk, c.up.at)
 			t.evidence(c.backendSock.fd)
 		case c.down.at > 0 && now-c.down.at < timeout:
 			t.replied++

@@ -63,8 +63,8 @@ type Settings struct {
 	FailoverHold time.Duration
 	// StallTimeout > 0 watches the service's open connections for
 	// backends that stop answering (stallwatch.go): a backend whose
-	// connections wait this long for a byte back, none answering, is
-	// reported degraded to a plane.StallObserver; 0 = off (no watch).
+	// connections wait this long for a byte back, none answering since,
+	// is reported degraded to a plane.StallObserver; 0 = off (no watch).
 	StallTimeout time.Duration
 	// queuePoll overrides how often a waiting connection looks for room
 	// itself (0 = queuePoll): tests turn it off to prove that the wake-ups
