@@ -27,16 +27,23 @@ const drainLimit = 64 << 10
 type connOpts struct {
 	timeout time.Duration
 	proxy   l4.ProxyVersion // PROXY header written first; ProxyOff = none
+	route   l4.ProbeRoute   // the data plane's route to the backend; zero = its own address
 }
 
 // optsOf takes a checker's connOpts from its spec (defaults applied).
-func optsOf(s Spec) connOpts { return connOpts{timeout: s.Timeout, proxy: s.ProxyHeader} }
+func optsOf(s Spec) connOpts {
+	return connOpts{timeout: s.Timeout, proxy: s.ProxyHeader, route: s.Route}
+}
 
-// dialTimed connects to addr within ctx and writes the PROXY header of
-// version proxy (0: none). It returns the handshake time (kernel RTT when
-// available) and whether it came from the kernel.
-func dialTimed(ctx context.Context, addr netip.AddrPort, proxy l4.ProxyVersion) (*net.TCPConn, time.Duration, bool, error) {
+// dialTimed connects to addr (through route when it is not zero) within
+// ctx and writes the PROXY header of version proxy (0: none). It returns
+// the handshake time (kernel RTT when available) and whether it came from
+// the kernel.
+func dialTimed(ctx context.Context, addr netip.AddrPort, proxy l4.ProxyVersion, route l4.ProbeRoute) (*net.TCPConn, time.Duration, bool, error) {
 	d := net.Dialer{KeepAlive: -1} // probes are short; skip the keepalive setsockopts
+	if !route.IsZero() {
+		addr = routed(&d, addr, route)
+	}
 	start := time.Now()
 	c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()).String())
 	wall := time.Since(start)
@@ -77,7 +84,7 @@ func writeProxyHeader(ctx context.Context, c *net.TCPConn, version l4.ProxyVersi
 // socket's deadline to the probe's context, so that every later read and
 // write ends at the timeout or on cancel.
 func (p *probe) dial(addr netip.AddrPort) (*net.TCPConn, error) {
-	c, rtt, kernel, err := dialTimed(p.ctx, addr, p.proxy)
+	c, rtt, kernel, err := dialTimed(p.ctx, addr, p.proxy, p.route)
 	if err != nil {
 		return nil, err
 	}

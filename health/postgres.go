@@ -196,7 +196,7 @@ func closePgx(conn *pgx.Conn) {
 // the address they pass is ignored in favour of the probe's.
 func (p *probe) timedDialFunc(addr netip.AddrPort) func(context.Context, string, string) (net.Conn, error) {
 	return func(ctx context.Context, _, _ string) (net.Conn, error) {
-		c, rtt, kernel, err := dialTimed(ctx, addr, p.proxy)
+		c, rtt, kernel, err := dialTimed(ctx, addr, p.proxy, p.route)
 		if err == nil && p.res.Connect == 0 {
 			p.res.Connect, p.res.KernelRTT = rtt, kernel
 		}

@@ -47,6 +47,7 @@ type probe struct {
 	cancel context.CancelFunc
 	budget time.Duration   // the timeout in force, for reasons
 	proxy  l4.ProxyVersion // PROXY header written first on every connection; ProxyOff = none
+	route  l4.ProbeRoute   // the data plane's route to the backend; zero = its own address
 	stops  []func() bool   // undo the context-to-deadline links of dial
 	// serverCloses is set once the request makes the server close (QUIT,
 	// Connection: close, a WebSocket Close): then the probe waits for the
@@ -63,7 +64,7 @@ func overConn(ctx context.Context, o connOpts, addr netip.AddrPort, judge func(*
 	p := begin(ctx, o)
 	c, err := p.dial(addr)
 	if err != nil {
-		p.failErr(err, "connecting")
+		p.failErr(err, connecting(o.route, addr))
 		return p.end(nil)
 	}
 	judge(p, c)
@@ -71,7 +72,7 @@ func overConn(ctx context.Context, o connOpts, addr netip.AddrPort, judge func(*
 }
 
 func begin(ctx context.Context, o connOpts) *probe {
-	p := &probe{res: Result{Start: time.Now()}, budget: o.timeout, proxy: o.proxy}
+	p := &probe{res: Result{Start: time.Now()}, budget: o.timeout, proxy: o.proxy, route: o.route}
 	p.ctx, p.cancel = context.WithTimeout(ctx, o.timeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(p.res.Start) < o.timeout {
 		p.budget = dl.Sub(p.res.Start).Round(time.Millisecond)

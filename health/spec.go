@@ -75,6 +75,12 @@ type Spec struct {
 	// PostgresSSLMode is pgx's sslmode for the login: prefer (default) or
 	// disable. prefer against a server without TLS costs a second connect.
 	PostgresSSLMode string
+
+	// Route, when not zero, is the data plane's route to the backend
+	// (set by the runtime, not the config): every check connection goes
+	// to Route.Addr with the probed port, from Route.Source, with socket
+	// mark Route.Mark, and reaches the backend as the VIP's clients do.
+	Route l4.ProbeRoute
 }
 
 // withDefaults returns s with zero fields set to their defaults.

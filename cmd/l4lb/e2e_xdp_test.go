@@ -25,8 +25,9 @@ import (
 )
 
 // xdpNet is a DSR network with backends serving the VIPs on port 80 (TCP
-// and UDP named echo), a health listener on their own address, port 8080,
-// and the decap program attached by `l4lb decap attach`.
+// and UDP named echo), a health listener on port 8080 of every address
+// (probes of xdp VIPs come to the VIP, others to the backend's own), and
+// the decap program attached by `l4lb decap attach`.
 type xdpNet struct {
 	*testutil.DSR
 	vip4, vip6 netip.AddrPort
@@ -39,7 +40,7 @@ func newXDPNet(t testing.TB, backends int) *xdpNet {
 	vips := d.ServeVIPs(t, 80)
 	bin := mustBin(t)
 	for _, b := range d.Backends {
-		d.ServeTCP(t, b, netip.AddrPortFrom(b.Addr4, 8080), testutil.NamedEcho(b.Name))
+		d.ServeTCP(t, b, netip.AddrPortFrom(netip.IPv4Unspecified(), 8080), testutil.NamedEcho(b.Name))
 		if out, err := b.NS.Command(bin, "decap", "attach", "--iface", b.Link).CombinedOutput(); err != nil {
 			t.Fatalf("decap attach on %s: %v\n%s", b.Name, err, out)
 		}

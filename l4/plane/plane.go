@@ -179,6 +179,17 @@ type LiveCounter interface {
 	LiveFlows(b *l4.Backend) int64
 }
 
+// ProbeRouter is a plane whose clients reach a backend otherwise than a
+// connection to the backend's own address would (the XDP plane: to the
+// VIP, encapsulated or at the backend's MAC), and that can send health
+// probes the same way, so that a backend that would lose every client
+// packet fails its checks.
+type ProbeRouter interface {
+	// ProbeRoute readies the route of b's probes and returns it; false:
+	// probe b's own address (the plane has no such route for b).
+	ProbeRoute(b *l4.Backend) (l4.ProbeRoute, bool)
+}
+
 // ListenerHandoff is a plane whose listening sockets the next l4lb can
 // take over in an upgrade (the proxy planes).
 type ListenerHandoff interface {

@@ -5,7 +5,6 @@ package reconcile
 
 import (
 	"math"
-	"net/netip"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,13 +43,18 @@ func (r *Runtime) syncHealth(v *vip, removed []l4.BackendID) {
 		r.health.Remove(v.target(id))
 	}
 	v.mu.Lock()
-	targets := make(map[l4.BackendID]netip.AddrPort, len(v.backends))
+	targets := make(map[l4.BackendID]*l4.Backend, len(v.backends))
 	for id, b := range v.backends {
-		targets[id] = b.b.Addr
+		targets[id] = b.b
 	}
 	v.mu.Unlock()
-	for id, addr := range targets {
-		if err := r.health.Set(v.target(id), addr, spec); err != nil {
+	router, _ := v.dp.(plane.ProbeRouter)
+	for id, b := range targets {
+		spec := spec
+		if router != nil && spec.Type != l4.CheckNone {
+			spec.Route, _ = router.ProbeRoute(b)
+		}
+		if err := r.health.Set(v.target(id), b.Addr, spec); err != nil {
 			r.log.Error("health check not started", zap.String("vip", vc.Name), zap.String("backend", string(id)), zap.Error(err))
 		}
 	}

@@ -55,6 +55,7 @@ type Plane struct {
 	acl      vipACL                 // the access list the maps hold
 	stopped  bool                   // no new flows: the table is empty
 	backends map[uint32]*xdpBackend // every backend entry this VIP wrote, by index
+	probed   map[uint32]struct{}    // backend indexes whose probe targets this VIP wrote
 }
 
 // xdpBackend is a backend entry the plane wrote.
@@ -83,7 +84,7 @@ func (x *Program) NewPlane(key l4.VIPKey, o VIPOptions, log *zap.Logger) (*Plane
 	if err != nil {
 		return nil, fmt.Errorf("xdp: %w (xdp VIPs)", err)
 	}
-	p := &Plane{x: x, key: key, index: idx, log: log, backends: map[uint32]*xdpBackend{}}
+	p := &Plane{x: x, key: key, index: idx, log: log, backends: map[uint32]*xdpBackend{}, probed: map[uint32]struct{}{}}
 	p.vc.Store(&o)
 	x.add(p)
 	return p, nil
@@ -198,6 +199,7 @@ func (p *Plane) BackendsRemoved(bs []*l4.Backend, release func(*l4.Backend)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, b := range bs {
+		p.forgetProbesLocked(b.Index)
 		if xb, ok := p.backends[b.Index]; ok && xb.b == b {
 			xb.retired, xb.release = true, release
 		} else {
@@ -330,6 +332,9 @@ func (p *Plane) clear() int {
 		_ = xb.drop(p.x.lb, i)
 	}
 	p.backends = map[uint32]*xdpBackend{}
+	for i := range p.probed {
+		p.forgetProbesLocked(i)
+	}
 	p.x.vips.Put(p.index)
 	p.index = 0
 	p.x.remove(p)

@@ -70,6 +70,7 @@ type Program struct {
 	stop     chan struct{}
 	done     chan struct{}
 	kick     chan struct{} // asks the loop to bring the neighbours in step now
+	probes   *probeTunnel  // nil: probes of xdp VIPs go to the backends' own addresses
 
 	// open is held (read) by every writer of the maps and taken (write)
 	// by shutdown, so that nothing writes to maps it has closed.
@@ -133,6 +134,13 @@ func Start(cfg Options, backends *IndexPool, log *zap.Logger) (_ *Program, err e
 		return nil, fmt.Errorf("xdp: %s: %w", cfg.Interface, err)
 	}
 	x.neigh = x.nl.NewNeighbors()
+	if x.probes, err = x.startProbes(); err != nil {
+		x.log.Warn("xdp: no probe tunnel: health probes of xdp VIPs go to the backends' own addresses, so a backend that loses the VIP's packets (no decap, no VIP on lo) may still pass them", zap.Error(err))
+		err = nil
+	} else {
+		x.log.Info("xdp: health probes of xdp VIPs go to the VIP, forwarded as its clients are", zap.String("probe_device", probeDevice),
+			zap.String("marks", fmt.Sprintf("%#x/%#x", uint32(ProbeMark), uint32(probeMarkMask))), zap.Int("rule_pref", probeRulePref), zap.Int("table", probeTable))
+	}
 	x.log.Info("xdp program attached", zap.String("interface", cfg.Interface), zap.String("attach", cfg.Attach.String()),
 		zap.String("pin_path", cfg.PinPath), zap.Int("conntrack_size", cfg.ConntrackSize))
 	if cfg.Attach == bpf.AttachGeneric {
@@ -506,6 +514,11 @@ func (x *Program) staysAttached() (bool, error) {
 // detach's error.
 func (x *Program) release(keep bool) error {
 	var err error
+	if x.probes != nil {
+		if perr := x.probes.close(); perr != nil {
+			x.log.Warn("xdp: removing the probe device failed", zap.Error(perr))
+		}
+	}
 	if x.neigh != nil && !keep {
 		_ = x.neigh.Close()
 	}
