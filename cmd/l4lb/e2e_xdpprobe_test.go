@@ -39,7 +39,7 @@ func TestXDPProbeThroughTunnel(t *testing.T) {
 	be1, be2 := n.Backends[0], n.Backends[1]
 
 	be2.NS.MustExec(t, bin, "decap", "detach", "--iface", be2.Link)
-	waitProbedDown(t, lb, "be2")
+	waitProbedDown(t, lb, n, "be2")
 	allAnsweredBy(t, n, "be1")
 
 	be2.NS.MustExec(t, bin, "decap", "attach", "--iface", be2.Link)
@@ -54,26 +54,43 @@ func TestXDPProbeThroughTunnel(t *testing.T) {
 
 	vip := netip.PrefixFrom(n.VIP4, 32).String()
 	be1.NS.MustExec(t, "ip", "addr", "del", vip, "dev", "lo")
-	waitProbedDown(t, lb, "be1")
+	waitProbedDown(t, lb, n, "be1")
 	allAnsweredBy(t, n, "be2")
 }
 
 // waitProbedDown waits (probeDownWithin at most) for web's backend id to
-// go down with a last check that went to the VIP.
-func waitProbedDown(t *testing.T, lb *lbProcess, id string) {
+// go down with a last check that went to the VIP. A backend still up
+// then fails the test with what new client connections meet.
+func waitProbedDown(t *testing.T, lb *lbProcess, n *xdpNet, id string) {
 	t.Helper()
 	start := time.Now()
-	lb.waitStatus(t, probeDownWithin, id+" down", func(st plane.Status) bool { return backendOf(st, "web", id).Health == "down" })
-	b := lb.backend(t, "web", id)
-	t.Logf("%s down after %v: %s", id, time.Since(start).Round(time.Millisecond), b.LastCheck)
-	if want := fmt.Sprintf("to the VIP %s", netip.AddrPortFrom(lb4VIP(lb, t), 8080)); !strings.Contains(b.LastCheck, want) {
-		t.Errorf("%s's last check %q does not say it went %s", id, b.LastCheck, want)
+	for backendOf(lb.status(t), "web", id).Health != "down" {
+		if time.Since(start) > probeDownWithin {
+			failed := 0
+			for range 30 {
+				if _, err := tryAsk(n.DSR, n.vip4); err != nil {
+					failed++
+				}
+			}
+			t.Fatalf("%s still %s after %v (last check %q); %d of 30 new client connections failed",
+				id, lb.backend(t, "web", id).Health, probeDownWithin, lb.backend(t, "web", id).LastCheck, failed)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	t.Logf("%s down after %v", id, time.Since(start).Round(time.Millisecond))
+	waitDown(t, lb, id)
 }
 
-// lb4VIP is web's address as status reports it.
-func lb4VIP(lb *lbProcess, t *testing.T) netip.Addr {
-	return netip.MustParseAddrPort(lb.vip(t, "web").Listen).Addr()
+// waitDown waits for web's backend id to be down with a last check that
+// went to the VIP.
+func waitDown(t *testing.T, lb *lbProcess, id string) {
+	t.Helper()
+	lb.waitStatus(t, probeDownWithin, id+" down", func(st plane.Status) bool { return backendOf(st, "web", id).Health == "down" })
+	vip := netip.MustParseAddrPort(lb.vip(t, "web").Listen).Addr()
+	want := fmt.Sprintf("to the VIP %s", netip.AddrPortFrom(vip, 8080))
+	if b := lb.backend(t, "web", id); !strings.Contains(b.LastCheck, want) {
+		t.Errorf("%s's last check %q does not say it went %s", id, b.LastCheck, want)
+	}
 }
 
 // allAnsweredBy opens 30 new connections to the VIP: every one must
@@ -85,5 +102,41 @@ func allAnsweredBy(t *testing.T, n *xdpNet, name string) {
 		if err != nil || got != name {
 			t.Fatalf("connection %d: answered by %q (%v), want %s", i, got, err, name)
 		}
+	}
+}
+
+// TestXDPProbeForwarding: the probes take each forwarding the VIP uses:
+// an l2 VIP's backend without the VIP on its loopback goes down (the
+// probe went to the VIP at its MAC), an IPv6 ipip VIP's backend without
+// decap likewise (IPv6 in IPv6); each comes back once repaired.
+func TestXDPProbeForwarding(t *testing.T) {
+	n := newXDPNet(t, 2)
+	bin := mustBin(t)
+	be := n.Backends[1]
+	for _, c := range []struct {
+		name          string
+		vip           netip.AddrPort
+		v6            bool
+		keys          []string
+		break_, mend_ []string
+	}{
+		{"l2", n.vip4, false, []string{`forward = "l2"`},
+			[]string{"ip", "addr", "del", netip.PrefixFrom(n.VIP4, 32).String(), "dev", "lo"},
+			[]string{"ip", "addr", "add", netip.PrefixFrom(n.VIP4, 32).String(), "dev", "lo"}},
+		{"ipip6", n.vip6, true, nil,
+			[]string{bin, "decap", "detach", "--iface", be.Link},
+			[]string{bin, "decap", "attach", "--iface", be.Link}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conf := newConf().raw(n.xdpTable("")).vip("web", c.vip.String(), append([]string{`mode = "xdp"`}, c.keys...)...).health(tunnelProbe...)
+			lb := startLBIn(t, n.LB.NS, n.backendsOn(conf, 80, c.v6, 0, 1).String())
+			lb.waitHealth(t, "web", "be1", "up")
+			lb.waitHealth(t, "web", "be2", "up")
+			be.NS.MustExec(t, c.break_...)
+			waitDown(t, lb, "be2")
+			be.NS.MustExec(t, c.mend_...)
+			lb.waitStatus(t, 10*time.Second, "be2 up again", func(st plane.Status) bool { return backendOf(st, "web", "be2").Health == "up" })
+			lb.killAll(t)
+		})
 	}
 }
