@@ -64,7 +64,8 @@ func overConn(ctx context.Context, o connOpts, addr netip.AddrPort, judge func(*
 	p := begin(ctx, o)
 	c, err := p.dial(addr)
 	if err != nil {
-		p.failErr(err, connecting(o.route, addr))
+		p.failErr(err, "connecting")
+		p.res.Reason += routeNote(o.route, addr)
 		return p.end(nil)
 	}
 	judge(p, c)

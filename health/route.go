@@ -18,11 +18,11 @@ func routed(d *net.Dialer, addr netip.AddrPort, route l4.ProbeRoute) netip.AddrP
 	return netip.AddrPortFrom(route.Addr, addr.Port())
 }
 
-// connecting is what a failed connect was doing, for the reason: through
-// a route it names the address the probe went to.
-func connecting(route l4.ProbeRoute, addr netip.AddrPort) string {
+// routeNote ends the reason of a failed connect through route with the
+// address it went to ("" without a route).
+func routeNote(route l4.ProbeRoute, addr netip.AddrPort) string {
 	if route.IsZero() {
-		return "connecting"
+		return ""
 	}
-	return fmt.Sprintf("connecting to the VIP %s as clients do", netip.AddrPortFrom(route.Addr, addr.Port()))
+	return fmt.Sprintf(" (to the VIP %s, forwarded as its clients)", netip.AddrPortFrom(route.Addr, addr.Port()))
 }

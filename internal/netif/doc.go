@@ -66,7 +66,9 @@
 //
 // # Non-goals
 //
-// netif does not create links, change routes, attach programs, log, or
-// read the config: it answers questions and keeps neighbours, and the
-// caller decides what to do with the answers.
+// netif does not attach programs, log, or read the config: it answers
+// questions and keeps neighbours, and the caller decides what to do with
+// the answers. The one link it creates, with its routes and policy rules,
+// is the probe device (CreateProbeDevice), which nothing but marked
+// health probes is routed into.
 package netif
