@@ -199,6 +199,9 @@ var mappingRows = []mappingRow{
 // notMapped are the plane's settings no config key sets, with the reason.
 var notMapped = map[string]string{
 	"Health.PostgresSSLMode": "no config key: probes always use the default (prefer)",
+	"Health.Route.Addr":      "no config key: the XDP plane's probe route (syncHealth asks plane.ProbeRouter per backend)",
+	"Health.Route.Source":    "no config key: the XDP plane's probe route",
+	"Health.Route.Mark":      "no config key: the XDP plane's probe route",
 	"TCP.Service.Access":     "built by the plane from TCP.Lists",
 	"UDP.Service.Access":     "built by the plane from UDP.Lists",
 }
