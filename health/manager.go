@@ -70,7 +70,7 @@ type Status struct {
 }
 
 // Manager probes targets and reports through one callback. tcp checks of
-// every target run on one probe loop (a locked OS thread with an epoll set
+// every target run on one probe loop (a goroutine with its own epoll set
 // and a timer heap: no goroutine, timer or allocation per probe); every
 // other check type runs its Checker on a goroutine per target. All methods
 // are safe for concurrent use.

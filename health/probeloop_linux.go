@@ -18,8 +18,9 @@ import (
 )
 
 // probeLoop runs the tcp checks of all of a Manager's targets on one
-// locked OS thread: a socket, a non-blocking connect registered in the
-// loop's epoll set, the handshake RTT from TCP_INFO, and the same polite
+// goroutine that sleeps in its own epoll_wait: a socket, a non-blocking
+// connect registered in the loop's epoll set, the handshake RTT from
+// TCP_INFO, and the same polite
 // close as the goroutine path (a FIN, the server's bytes read and
 // discarded until its FIN or closeGrace). Every target is one entry of
 // one timer heap: its next start while idle, its deadline while a probe
@@ -39,6 +40,7 @@ type probeLoop struct {
 
 	heap    loopHeap
 	byFD    map[int32]*loopProbe
+	yielded time.Time // when the loop last yielded to the Go scheduler
 	cmdsRun []loopCmd // the commands being run (swapped with cmds)
 	events  [64]unix.EpollEvent
 	ev      unix.EpollEvent // scratch for epoll_ctl
@@ -172,11 +174,16 @@ func (l *probeLoop) close() {
 	<-l.done
 }
 
-// run is the loop's thread. It stays locked to the end, so a thread that
-// enter moved into another namespace is discarded with the goroutine.
+// yieldEvery is how often the loop yields to the Go scheduler, under the
+// runtime's 10ms preemption threshold (as the proxy's event loops do).
+const yieldEvery = 8 * time.Millisecond
+
+// run is the loop's goroutine. With enter it locks its thread to the end,
+// so that a thread that enter moved into another namespace is discarded
+// with the goroutine; without, it needs no thread of its own.
 func (l *probeLoop) run(enter func() error, started chan<- error) {
-	runtime.LockOSThread()
 	if enter != nil {
+		runtime.LockOSThread()
 		if err := enter(); err != nil {
 			l.release()
 			started <- fmt.Errorf("probe loop: %w", err)
@@ -211,7 +218,19 @@ func (l *probeLoop) turn(maxWait int) bool {
 	if err != nil && err != unix.EINTR {
 		panic(fmt.Sprintf("health: probe loop: epoll_wait: %v", err)) // a bad epoll fd: nothing can go on
 	}
-	now := time.Now()
+	return l.handle(n, time.Now())
+}
+
+// handle runs n events of the batch, then fires the due timers; false
+// once the loop is stopping.
+func (l *probeLoop) handle(n int, now time.Time) bool {
+	if now.Sub(l.yielded) > yieldEvery {
+		// A goroutine that never passes through the scheduler looks
+		// stuck to the runtime: past 10ms its monitor thread preempts it
+		// and keeps polling every 20µs, which costs more than the probes.
+		runtime.Gosched()
+		l.yielded = now
+	}
 	for i := range n {
 		ev := &l.events[i]
 		if ev.Fd == int32(l.wakefd) {
