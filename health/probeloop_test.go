@@ -131,22 +131,17 @@ func TestLoopProxyHeader(t *testing.T) {
 	}
 }
 
-// TestLoopSilentHost: SYNs to a blackholed address (a static neighbour
-// entry with a MAC nobody owns, in a fresh namespace) time the probe out
-// at its timeout, not before.
+// TestLoopSilentHost: SYNs to a blackholed address (see blackhole) time
+// the probe out at its timeout, not before.
 func TestLoopSilentHost(t *testing.T) {
-	testutil.RequirePriv(t, "namespaces for a blackholed address")
-	a := testutil.NewNetns(t, "lbh")
-	b := testutil.NewNetns(t, "lbhpeer")
-	testutil.Veth(t, a, "v0", "198.18.5.1/24", b, "v1", "")
-	a.MustExec(t, "ip", "neigh", "replace", "198.18.5.99", "lladdr", "02:00:00:00:00:99", "dev", "v0", "nud", "permanent")
+	a, addr := blackhole(t)
 	rec := &recorder{}
 	m := NewManager(rec.report)
 	m.loopEnter = a.Enter
 	t.Cleanup(m.Close)
 	const timeout = 300 * time.Millisecond
 	key := TargetKey{"vip", "silent"}
-	if err := m.Set(key, netip.MustParseAddrPort("198.18.5.99:5432"), Spec{Type: l4.CheckTCP, Interval: time.Second, Timeout: timeout}); err != nil {
+	if err := m.Set(key, addr, Spec{Type: l4.CheckTCP, Interval: time.Second, Timeout: timeout}); err != nil {
 		t.Fatal(err)
 	}
 	onLoop(t, m)
@@ -277,7 +272,15 @@ func TestLoopRTTDelayed(t *testing.T) {
 // turns itself and plays the server with raw syscalls, so that only the
 // probe's own allocations count.
 func TestLoopProbeAllocs(t *testing.T) {
-	lfd, addr := rawListener(t)
+	// A blocking descriptor of a loopback listener: its accepts, raw
+	// syscalls, allocate nothing.
+	ln := listen(t)
+	lf, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lf.Close() })
+	lfd, addr := lf.Fd(), addrOf(ln)
 	m := NewManager(nil)
 	t.Cleanup(m.Close)
 	l, err := makeProbeLoop(m)
@@ -296,7 +299,7 @@ func TestLoopProbeAllocs(t *testing.T) {
 		for p.state == probeConnecting {
 			l.turn(100)
 		}
-		srv, _, e := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
+		srv, _, e := unix.Syscall6(unix.SYS_ACCEPT4, lfd, 0, 0, unix.SOCK_CLOEXEC, 0, 0)
 		if e != 0 {
 			panic(e)
 		}
@@ -314,26 +317,4 @@ func TestLoopProbeAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per probe, want 0", allocs)
 	}
-}
-
-// rawListener listens on a loopback port with plain syscalls (blocking
-// accepts that allocate nothing).
-func rawListener(t *testing.T) (int, netip.AddrPort) {
-	t.Helper()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Listen(fd, 64); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fd, sockAddrPort(sa)
 }
