@@ -74,6 +74,9 @@ type loopProbe struct {
 	timeout  time.Duration
 	metric   l4.RTTMetric
 	proxy    l4.ProxyVersion
+	mark     uint32        // Spec.Route: the socket mark (0: none)
+	bind     unix.Sockaddr // Spec.Route: the source (nil: the kernel's choice)
+	note     string        // Spec.Route: ends a failed connect's reason
 	done     chan struct{} // closed once the loop has dropped the probe
 
 	state   probeState
@@ -131,16 +134,46 @@ func makeProbeLoop(m *Manager) (*probeLoop, error) {
 func newLoopProbe(t *target, addr netip.AddrPort, spec Spec) (*loopProbe, bool) {
 	p := &loopProbe{t: t, interval: spec.Interval, timeout: spec.Timeout, metric: rttMetric(spec),
 		proxy: spec.ProxyHeader, fd: -1, idx: -1, done: make(chan struct{})}
+	if r := spec.Route; !r.IsZero() {
+		p.mark, p.note = r.Mark, routeNote(r, addr)
+		p.bind, _ = sockaddrOf(netip.AddrPortFrom(r.Source, 0))
+		addr = netip.AddrPortFrom(r.Addr, addr.Port())
+	}
+	var ok bool
+	if p.sa, ok = sockaddrOf(addr); !ok {
+		return nil, false
+	}
+	p.family = unix.AF_INET
+	if _, v6 := p.sa.(*unix.SockaddrInet6); v6 {
+		p.family = unix.AF_INET6
+	}
+	return p, true
+}
+
+// sockaddrOf is addr as a sockaddr; false for an IPv6 address with a
+// zone, which the loop does not dial.
+func sockaddrOf(addr netip.AddrPort) (unix.Sockaddr, bool) {
 	ip := addr.Addr().Unmap()
 	switch {
 	case ip.Is4():
-		p.family, p.sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: ip.As4()}
+		return &unix.SockaddrInet4{Port: int(addr.Port()), Addr: ip.As4()}, true
 	case ip.Is6() && ip.Zone() == "":
-		p.family, p.sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(addr.Port()), Addr: ip.As16()}
-	default:
-		return nil, false
+		return &unix.SockaddrInet6{Port: int(addr.Port()), Addr: ip.As16()}, true
 	}
-	return p, true
+	return nil, false
+}
+
+// route gives a routed probe's socket its mark and source.
+func (p *loopProbe) route(fd int) error {
+	if p.mark != 0 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, int(p.mark)); err != nil {
+			return err
+		}
+	}
+	if p.bind != nil {
+		return unix.Bind(fd, p.bind)
+	}
+	return nil
 }
 
 // add hands p to the loop, its first start at first. It returns the
@@ -301,7 +334,7 @@ func (l *probeLoop) fire(now time.Time) {
 		case probeIdle:
 			l.start(p, now)
 		case probeConnecting:
-			p.res.OK, p.res.Reason = false, timeoutReason(p.timeout)
+			p.res.OK, p.res.Reason = false, timeoutReason(p.timeout)+p.note
 			l.finish(p, now)
 		case probeClosing:
 			l.finish(p, now) // the server kept the connection: close anyway
@@ -324,6 +357,10 @@ func (l *probeLoop) start(p *loopProbe, now time.Time) {
 		return
 	}
 	p.fd = fd
+	if err := p.route(fd); err != nil {
+		l.failNow(p, err, now)
+		return
+	}
 	if err := unix.Connect(fd, p.sa); err != nil && err != unix.EINPROGRESS {
 		l.failNow(p, err, now)
 		return
@@ -340,7 +377,7 @@ func (l *probeLoop) start(p *loopProbe, now time.Time) {
 
 // failNow ends a probe that failed before it could wait for anything.
 func (l *probeLoop) failNow(p *loopProbe, err error, now time.Time) {
-	p.res.OK, p.res.Reason = false, describeErr(err, "connecting")
+	p.res.OK, p.res.Reason = false, describeErr(err, "connecting")+p.note
 	l.finish(p, now)
 }
 

@@ -85,3 +85,43 @@ func TestMarkControl(t *testing.T) {
 		t.Errorf("mark %#x", mark)
 	}
 }
+
+// TestLoopRoutedCheck: a routed tcp check on the probe loop connects to
+// the route's address from its source (the backend's own address
+// refuses); refused through the route, the reason names the VIP.
+func TestLoopRoutedCheck(t *testing.T) {
+	testutil.RequirePriv(t, "SO_MARK needs CAP_NET_ADMIN")
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := make(chan netip.Addr, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			from <- c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
+			c.Close()
+		}
+	}()
+	backend := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addrOf(l).Port())
+	route := l4.ProbeRoute{Addr: netip.MustParseAddr("127.0.0.2"), Source: netip.MustParseAddr("127.0.0.3"), Mark: 0x4c4c0001}
+	m, rec := newManager(t)
+	key := TargetKey{"vip", "routed"}
+	spec := Spec{Type: l4.CheckTCP, Interval: 200 * time.Millisecond, Timeout: 150 * time.Millisecond, Rise: 1, Fall: 1, Route: route}
+	if err := m.Set(key, backend, spec); err != nil {
+		t.Fatal(err)
+	}
+	onLoop(t, m)
+	rec.waitState(t, key, l4.HealthUp, 5*time.Second)
+	if got := <-from; got != route.Source {
+		t.Errorf("routed loop probe came from %s, want %s", got, route.Source)
+	}
+	l.Close()
+	down := rec.waitState(t, key, l4.HealthDown, 5*time.Second)
+	if want := "connect refused (to the VIP 127.0.0.2:"; !strings.HasPrefix(down.Reason, want) {
+		t.Errorf("reason %q, want it to start %q", down.Reason, want)
+	}
+}
