@@ -179,6 +179,14 @@
 // outer) or clients with clamped MSS, or full-size packets drop as
 // drop_too_big.
 //
+// gue is the same inside UDP (GUE variant 1: the inner IP header right
+// after the UDP header) to the SetEncap port, checksum 0, source port
+// from the dynamic range by a hash of the flow (rss.h). With
+// Encap.Prefix4/6 the outer source of ipip and gue is an address of the
+// prefix chosen by that hash instead of SetSource's, so backends' NICs
+// spread flows over their receive queues; a flow always gets the same
+// source and port. xdp_decap strips GUE to its Decap.SetGUEPort port.
+//
 // # Pinning
 //
 // With Options.PinPath, maps are pinned under PinPath/v<version>-<hash>,

@@ -90,7 +90,8 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	__u32 r = COUNTER_DROP_NO_BACKEND;
 	struct backend *be = select_backend(p, vip, &idx, &new_flow);
 	if (be)
-		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be) : forward_ipip(ctx, p, be);
+		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be)
+						 : forward_ipip(ctx, p, be, vip->forward == FORWARD_GUE);
 	account(p, vip->index, idx, r, new_flow);
 	if (p->icmp && is_forwarded(r))
 		count(COUNTER_ICMP_FORWARDED);

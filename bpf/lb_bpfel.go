@@ -85,6 +85,13 @@ const (
 	lbCounterCOUNTER_MAX              lbCounter = 31
 )
 
+type lbEncapFlag uint32
+
+const (
+	lbEncapFlagENCAP_PREFIX4 lbEncapFlag = 1
+	lbEncapFlagENCAP_PREFIX6 lbEncapFlag = 2
+)
+
 type lbFlowFlag uint32
 
 const (
@@ -113,6 +120,7 @@ type lbForward uint32
 const (
 	lbForwardFORWARD_IPIP lbForward = 0
 	lbForwardFORWARD_L2   lbForward = 1
+	lbForwardFORWARD_GUE  lbForward = 2
 )
 
 type lbHashKey uint32
@@ -128,6 +136,13 @@ type lbLbConfig struct {
 	Src4        [4]uint8
 	Src6        [16]uint8
 	SynInterval uint32
+	Prefix4     [4]uint8
+	Mask4       [4]uint8
+	Prefix6     [16]uint8
+	Mask6       [8]uint8
+	GuePort     uint16
+	EncapFlags  uint8
+	Pad         uint8
 }
 
 type lbRateState struct {
@@ -205,6 +220,7 @@ const (
 	lbProgXdpLb            = "xdp_lb"
 	lbVarAnchorBackendFlag = "anchor_backend_flag"
 	lbVarAnchorCounter     = "anchor_counter"
+	lbVarAnchorEncapFlag   = "anchor_encap_flag"
 	lbVarAnchorFlowFlag    = "anchor_flow_flag"
 	lbVarAnchorForward     = "anchor_forward"
 	lbVarAnchorHashKey     = "anchor_hash_key"
@@ -279,6 +295,7 @@ type lbMapSpecs struct {
 type lbVariableSpecs struct {
 	AnchorBackendFlag *ebpf.VariableSpec `ebpf:"anchor_backend_flag"`
 	AnchorCounter     *ebpf.VariableSpec `ebpf:"anchor_counter"`
+	AnchorEncapFlag   *ebpf.VariableSpec `ebpf:"anchor_encap_flag"`
 	AnchorFlowFlag    *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.VariableSpec `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
@@ -340,6 +357,7 @@ func (m *lbMaps) Close() error {
 type lbVariables struct {
 	AnchorBackendFlag *ebpf.Variable `ebpf:"anchor_backend_flag"`
 	AnchorCounter     *ebpf.Variable `ebpf:"anchor_counter"`
+	AnchorEncapFlag   *ebpf.Variable `ebpf:"anchor_encap_flag"`
 	AnchorFlowFlag    *ebpf.Variable `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.Variable `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.Variable `ebpf:"anchor_hash_key"`
