@@ -176,8 +176,10 @@
 // (drop_no_neigh says when it did not), forwarding must be on for the
 // backend's family on the ingress interface (else drop_fib), and the
 // path to the backends needs an MTU of at least 1520 (1540 for IPv6
-// outer) or clients with clamped MSS, or full-size packets drop as
-// drop_too_big.
+// outer) or clients with clamped MSS: a full-size packet is answered
+// with ICMP "fragmentation needed" / "packet too big" from the VIP
+// (icmp_gen.h; XDP_TX, icmp_too_big_sent; at most 1000 a second, above
+// that and for ICMP errors drop_too_big).
 //
 // gue is the same inside UDP (GUE variant 1: the inner IP header right
 // after the UDP header) to the SetEncap port, checksum 0, source port

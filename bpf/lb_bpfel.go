@@ -82,7 +82,8 @@ const (
 	lbCounterCOUNTER_PASS_GUARDED     lbCounter = 28
 	lbCounterCOUNTER_CT_UNTRACKED     lbCounter = 29
 	lbCounterCOUNTER_ACL_ESTABLISHED  lbCounter = 30
-	lbCounterCOUNTER_MAX              lbCounter = 31
+	lbCounterCOUNTER_ICMP_TOO_BIG     lbCounter = 31
+	lbCounterCOUNTER_MAX              lbCounter = 32
 )
 
 type lbEncapFlag uint32
@@ -212,6 +213,7 @@ const (
 	lbMapConfig            = "config"
 	lbMapConntrack         = "conntrack"
 	lbMapCounters          = "counters"
+	lbMapIcmpRate          = "icmp_rate"
 	lbMapMaglev            = "maglev"
 	lbMapSynSources        = "syn_sources"
 	lbMapVipRates          = "vip_rates"
@@ -282,6 +284,7 @@ type lbMapSpecs struct {
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	IcmpRate     *ebpf.MapSpec `ebpf:"icmp_rate"`
 	Maglev       *ebpf.MapSpec `ebpf:"maglev"`
 	SynSources   *ebpf.MapSpec `ebpf:"syn_sources"`
 	VipRates     *ebpf.MapSpec `ebpf:"vip_rates"`
@@ -328,6 +331,7 @@ type lbMaps struct {
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	IcmpRate     *ebpf.Map `ebpf:"icmp_rate"`
 	Maglev       *ebpf.Map `ebpf:"maglev"`
 	SynSources   *ebpf.Map `ebpf:"syn_sources"`
 	VipRates     *ebpf.Map `ebpf:"vip_rates"`
@@ -343,6 +347,7 @@ func (m *lbMaps) Close() error {
 		m.Config,
 		m.Conntrack,
 		m.Counters,
+		m.IcmpRate,
 		m.Maglev,
 		m.SynSources,
 		m.VipRates,

@@ -9,6 +9,7 @@
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 #include "encap.h"
+#include "icmp_gen.h"
 #include "maps.h"
 #include "parse.h"
 #include "rss.h"
@@ -125,6 +126,9 @@ static __always_inline __u32 forward_ipip(struct xdp_md *ctx, const struct packe
 	if (r != COUNTER_NONE)
 		return r;
 	r = fib_route(ctx, p, be, &o, &fib);
+	if (r == COUNTER_DROP_TOO_BIG)
+		return answer_too_big(ctx, p, fib.mtu_result,
+				      (be->family == 4 ? IPV4_HLEN : IPV6_HLEN) + o.extra);
 	if (r != COUNTER_NONE)
 		return r;
 	struct ethhdr *eth = encap(ctx, p, be, &o);

@@ -179,7 +179,7 @@ enum counter {
 	COUNTER_DROP_NO_BACKEND,	/* no table, empty slot, or backend missing/inactive */
 	COUNTER_DROP_NO_SOURCE,		/* outer source address of that family unset */
 	COUNTER_DROP_NO_NEIGH,		/* FIB: next hop has no resolved neighbour */
-	COUNTER_DROP_TOO_BIG,		/* FIB: encapsulated packet above the egress MTU */
+	COUNTER_DROP_TOO_BIG,		/* FIB: encapsulated packet above the egress MTU, not answered (icmp_gen.h says when) */
 	COUNTER_DROP_FIB,		/* FIB: any other failure (no route, forwarding off) */
 	COUNTER_DROP_ENCAP,		/* bpf_xdp_adjust_head failed */
 	COUNTER_TX,			/* forwarded with XDP_TX */
@@ -196,6 +196,7 @@ enum counter {
 	COUNTER_PASS_GUARDED,		/* packet to a guard-only (proxy) VIP that passed its guards */
 	COUNTER_CT_UNTRACKED,		/* flow over the VIP's new_flow_rate: forwarded, not inserted */
 	COUNTER_ACL_ESTABLISHED,	/* denied client, but its flow is in conntrack (admitted before a reload): forwarded */
+	COUNTER_ICMP_TOO_BIG,		/* encapsulated it would exceed the MTU: answered with ICMP frag needed / packet too big (XDP_TX) */
 	COUNTER_MAX,
 };
 
