@@ -199,13 +199,7 @@ func TestEndToEnd(t *testing.T) {
 			}
 		})
 	}
-	var s DecapStats
-	for _, dc := range e.decaps {
-		ds, err := dc.Stats()
-		must(t, err)
-		s.OuterV4 += ds.OuterV4
-		s.OuterV6 += ds.OuterV6
-	}
+	s := e.decapStats(t)
 	if s.OuterV4 == 0 || s.OuterV6 == 0 {
 		t.Errorf("decap stats %+v: both families should have been decapsulated", s)
 	}

@@ -19,6 +19,25 @@ var tags = []struct {
 
 var vips = []l4.VIPKey{vip4TCP, vip4UDP, vip6TCP, vip6UDP}
 
+// fibBackend is a backend of the FIB namespace with what forwarding to it
+// must do: the verdict and the MACs the FIB gives.
+type fibBackend struct {
+	addr    netip.Addr
+	verdict uint32
+	smac    net.HardwareAddr
+	dmac    net.HardwareAddr
+}
+
+// fibBackends are the near (XDP_TX) and far (XDP_REDIRECT) backends of fn.
+func fibBackends(fn *fibNet) []fibBackend {
+	return []fibBackend{
+		{be4Near, xdpTX, fn.mac0, macNear},
+		{be6Near, xdpTX, fn.mac0, macNear},
+		{be4Far, xdpRedirect, fn.mac1, macFar},
+		{be6Far, xdpRedirect, fn.mac1, macFar},
+	}
+}
+
 // TestForwardIPIP: a packet to a VIP leaves encapsulated towards its
 // backend: outer header exactly as the RFCs build it (valid checksum, TTL
 // 64, no DF, TOS copied), MACs from the FIB's neighbour entry, inner packet
@@ -28,17 +47,7 @@ func TestForwardIPIP(t *testing.T) {
 	fn := newFibNet(t)
 	must(t, lb.SetSource(lbSrc4, lbSrc6))
 	r := runner{prog: lb.objs.XdpLb, net: fn, ingress: fn.lb0}
-	backends := []struct {
-		addr    netip.Addr
-		verdict uint32
-		smac    net.HardwareAddr
-		dmac    net.HardwareAddr
-	}{
-		{be4Near, xdpTX, fn.mac0, macNear},
-		{be6Near, xdpTX, fn.mac0, macNear},
-		{be4Far, xdpRedirect, fn.mac1, macFar},
-		{be6Far, xdpRedirect, fn.mac1, macFar},
-	}
+	backends := fibBackends(fn)
 	for bi, be := range backends {
 		addBackend(t, lb, uint32(bi+1), be.addr)
 	}

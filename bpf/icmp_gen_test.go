@@ -66,11 +66,7 @@ func fullSize(v l4.VIPKey, tpid, vlan uint16) (frame, ip []byte) {
 // IPIP to IPv4, 40 to IPv6, 8 more for GUE), checksums right, quoting the
 // client's packet; counted icmp_too_big_sent and as a drop of the VIP.
 func TestTooBigAnswered(t *testing.T) {
-	lb := newTestLB(t, testOptions)
-	fn := newFibNet(t)
-	must(t, lb.SetSource(lbSrc4, lbSrc6))
-	must(t, lb.SetEncap(Encap{}))
-	r := runner{prog: lb.objs.XdpLb, net: fn, ingress: fn.lb0}
+	lb, _, r := fibLB(t)
 	addBackend(t, lb, 1, be4Near)
 	addBackend(t, lb, 2, be6Near)
 	for _, c := range []struct {
@@ -121,10 +117,7 @@ func TestTooBigAnswered(t *testing.T) {
 // dropped unanswered (RFC 1122: never an error about an error); answers
 // stop at the rate (1000 a second, a second's burst), the rest drop.
 func TestTooBigNotAnswered(t *testing.T) {
-	lb := newTestLB(t, testOptions)
-	fn := newFibNet(t)
-	must(t, lb.SetSource(lbSrc4, lbSrc6))
-	r := runner{prog: lb.objs.XdpLb, net: fn, ingress: fn.lb0}
+	lb, _, r := fibLB(t)
 	addBackend(t, lb, 1, be4Near)
 	addVIP(t, lb, vip4TCP, 1, l4.ForwardIPIP, l4.HashFiveTuple, []uint32{1})
 

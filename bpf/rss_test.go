@@ -35,6 +35,16 @@ func gueEncapsulated(frame []byte, l3, ipLen int, src, dst netip.Addr, dmac, sma
 	return append(out, inner...)
 }
 
+// fibLB is a balancer with its sources and default encapsulation set,
+// and a runner in the FIB namespace.
+func fibLB(t *testing.T) (*LB, *fibNet, runner) {
+	lb := newTestLB(t, testOptions)
+	fn := newFibNet(t)
+	must(t, lb.SetSource(lbSrc4, lbSrc6))
+	must(t, lb.SetEncap(Encap{}))
+	return lb, fn, runner{prog: lb.objs.XdpLb, net: fn, ingress: fn.lb0}
+}
+
 // outerOf reads an encapsulated frame's outer source and (GUE) UDP
 // source port; l3 is the outer header's offset.
 func outerOf(out []byte, l3 int) (src netip.Addr, sport uint16) {
@@ -55,22 +65,8 @@ func outerOf(out []byte, l3 int) (src netip.Addr, sport uint16) {
 // with a source port from the dynamic range, length right, checksum 0,
 // the inner packet byte for byte; every family, near and far, tagged.
 func TestForwardGUE(t *testing.T) {
-	lb := newTestLB(t, testOptions)
-	fn := newFibNet(t)
-	must(t, lb.SetSource(lbSrc4, lbSrc6))
-	must(t, lb.SetEncap(Encap{}))
-	r := runner{prog: lb.objs.XdpLb, net: fn, ingress: fn.lb0}
-	backends := []struct {
-		addr    netip.Addr
-		verdict uint32
-		smac    net.HardwareAddr
-		dmac    net.HardwareAddr
-	}{
-		{be4Near, xdpTX, fn.mac0, macNear},
-		{be6Near, xdpTX, fn.mac0, macNear},
-		{be4Far, xdpRedirect, fn.mac1, macFar},
-		{be6Far, xdpRedirect, fn.mac1, macFar},
-	}
+	lb, fn, r := fibLB(t)
+	backends := fibBackends(fn)
 	for bi, be := range backends {
 		addBackend(t, lb, uint32(bi+1), be.addr)
 	}
@@ -122,10 +118,7 @@ func sameOuter(a, b []byte, l3 int) bool {
 // different across flows (and so is GUE's source port); a /32 is one
 // fixed address; without prefixes the balancer's own address is used.
 func TestEncapSourcePrefix(t *testing.T) {
-	lb := newTestLB(t, testOptions)
-	fn := newFibNet(t)
-	must(t, lb.SetSource(lbSrc4, lbSrc6))
-	r := runner{prog: lb.objs.XdpLb, net: fn, ingress: fn.lb0}
+	lb, _, r := fibLB(t)
 	addBackend(t, lb, 1, be4Near)
 	addBackend(t, lb, 2, be6Near)
 	p4 := netip.MustParsePrefix("198.18.77.0/24")
@@ -275,6 +268,20 @@ func TestDecapGUE(t *testing.T) {
 	}
 }
 
+// decapStats sums the backends' decap counters.
+func (e *e2eNet) decapStats(t *testing.T) DecapStats {
+	var s DecapStats
+	for _, dc := range e.decaps {
+		ds, err := dc.Stats()
+		must(t, err)
+		s.OuterV4 += ds.OuterV4
+		s.OuterV6 += ds.OuterV6
+		s.GUEV4 += ds.GUEV4
+		s.GUEV6 += ds.GUEV6
+	}
+	return s
+}
+
 // TestEndToEndGUE: TCP (1 MiB echo, byte-exact) and UDP through the
 // attached balancer with forward = gue and per-flow sources from
 // source_prefix4/6, to backends whose xdp_decap strips GUE; the backends'
@@ -309,15 +316,7 @@ func TestEndToEndGUE(t *testing.T) {
 			}
 		})
 	}
-	var s DecapStats
-	for _, dc := range e.decaps {
-		ds, err := dc.Stats()
-		must(t, err)
-		s.GUEV4 += ds.GUEV4
-		s.GUEV6 += ds.GUEV6
-		s.OuterV4 += ds.OuterV4
-		s.OuterV6 += ds.OuterV6
-	}
+	s := e.decapStats(t)
 	if s.GUEV4 < 100 || s.GUEV6 < 100 || s.OuterV4+s.OuterV6 != 0 {
 		t.Errorf("decap stats %+v: want GUE of both families, no IP-in-IP", s)
 	}
