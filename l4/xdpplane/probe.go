@@ -93,8 +93,13 @@ func (t *probeTunnel) source(a netip.Addr) netip.Addr {
 }
 
 // route writes b's target (forwarded as fwd) and returns the route its
-// probes to the VIP at vip take.
+// probes to the VIP at vip take. Probes of gue VIPs are encapsulated in
+// IPIP, which decap strips as well: they check decap and the VIP on the
+// backend, not its GUE port.
 func (t *probeTunnel) route(vip netip.Addr, b *l4.Backend, fwd l4.Forward) (l4.ProbeRoute, error) {
+	if fwd.Encapsulates() {
+		fwd = l4.ForwardIPIP
+	}
 	from := t.source(vip)
 	if !from.IsValid() {
 		return l4.ProbeRoute{}, fmt.Errorf("the xdp interface has no address of the VIP's family to probe from")
