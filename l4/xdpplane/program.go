@@ -89,6 +89,9 @@ type Program struct {
 	// no longer has are gone (set by the first Settle; the control loop
 	// serialises its calls).
 	settled bool
+	// sweep: the first Settle asks the loop to remove the neighbour
+	// entries an earlier l4lb left that no backend needs now.
+	sweep atomic.Bool
 
 	mu         sync.Mutex
 	planes     map[*Plane]struct{}
@@ -209,6 +212,8 @@ func (x *Program) Settle() {
 		return
 	}
 	x.settled = true
+	x.sweep.Store(true)
+	x.neighborsChanged()
 	for i := range x.backends.Unreserve() {
 		_ = x.lb.DeleteBackend(i)
 		if _, err := x.lb.PurgeBackend(i); err != nil {
@@ -390,6 +395,9 @@ func (x *Program) syncBackends() {
 	if err := x.neigh.Ensure(addrs); err != nil {
 		x.log.Warn("xdp: some backend neighbours cannot be kept resolved (their packets are dropped as no_neigh until they are)", zap.Error(err))
 	}
+	if x.sweep.CompareAndSwap(true, false) {
+		x.sweepNeighbors()
+	}
 	for _, p := range planes {
 		p.resolveMACs()
 		if p.conf().Forward == l4.ForwardIPIP {
@@ -397,6 +405,19 @@ func (x *Program) syncBackends() {
 				x.checkMTU(a)
 			}
 		}
+	}
+}
+
+// sweepNeighbors removes the managed neighbour entries marked l4lb's that
+// no backend of the applied config needs: an l4lb killed before it could
+// remove them left them (netif.Neighbors.Sweep).
+func (x *Program) sweepNeighbors() {
+	removed, err := x.neigh.Sweep()
+	if len(removed) > 0 {
+		x.log.Info("xdp: removed neighbour entries an earlier l4lb left that no backend needs", zap.Strings("entries", removed))
+	}
+	if err != nil {
+		x.log.Warn("xdp: removing neighbour entries an earlier l4lb left failed", zap.Error(err))
 	}
 }
 
