@@ -249,6 +249,11 @@ func TestXDPProblems(t *testing.T) {
 		{"interface missing", "[xdp] " + marker + "\nattach = \"driver\"\n" + oneVIP(""), "xdp.interface", "", "is required"},
 		{"interface name", "[xdp]\ninterface = \"eth0/1\" " + marker + "\n" + oneVIP(""), "xdp.interface", "", "not an interface name"},
 		{"interface long", "[xdp]\ninterface = \"abcdefghijklmnop\" " + marker + "\n" + oneVIP(""), "xdp.interface", "", "not an interface name"},
+		{"interface list empty", "[xdp]\ninterface = [] " + marker + "\n" + oneVIP(""), "xdp.interface", "", "at least one interface"},
+		{"interface twice", "[xdp]\ninterface = [\"eth0\", \"eth1\", \"eth0\"] " + marker + "\n" + oneVIP(""), "xdp.interface", "", `lists "eth0" twice`},
+		{"interface in list", "[xdp]\ninterface = [\"eth0\", \"a/b\"] " + marker + "\n" + oneVIP(""), "xdp.interface", "", "not an interface name"},
+		{"interface number", "[xdp]\ninterface = [\"eth0\", 1] " + marker + "\n" + oneVIP(""), "xdp.interface", "", "[1] must be an interface name"},
+		{"interface type", "[xdp]\ninterface = 1 " + marker + "\n" + oneVIP(""), "xdp.interface", "", "an interface name or an array of them"},
 		{"attach", "[xdp]\ninterface = \"eth0\"\nattach = \"offload\" " + marker + "\n" + oneVIP(""), "xdp.attach", "", "not one of driver, generic"},
 		{"pin_path", "[xdp]\ninterface = \"eth0\"\npin_path = \"bpf\" " + marker + "\n" + oneVIP(""), "xdp.pin_path", "", "absolute path"},
 	} {
