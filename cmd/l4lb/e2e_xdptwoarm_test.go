@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,4 +149,16 @@ func TestXDPTwoArm(t *testing.T) {
 		t.Errorf("%s has no balancer after the reload added it back", back)
 	}
 	echo(t, c, r, msg)
+
+	// An interface that cannot take the program refuses the reload whole.
+	lb.writeConfig(t, n.config(fmt.Sprintf("[%q, \"nosuch0\"]", front)))
+	prev := lb.status(t).Process.LastReload.Time
+	lb.signal(t, syscall.SIGHUP)
+	lb.waitStatus(t, 10*time.Second, "the reload refused", func(st plane.Status) bool {
+		r := st.Process.LastReload
+		return r != nil && !r.Time.Equal(prev) && !r.OK && strings.Contains(r.Error, "nosuch0")
+	})
+	if _, ok := n.programOn(t, back); !ok {
+		t.Errorf("a refused reload took the balancer off %s", back)
+	}
 }
