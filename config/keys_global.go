@@ -4,6 +4,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,9 +62,11 @@ var globalKeys = []key[Global]{
 // xdpKeys are the keys of [xdp]. Those with EffectRestart are read when
 // the XDP program loads; before that, they simply take the new value.
 var xdpKeys = []key[XDP]{
-	{name: "interface", val: stringOf(func(x *XDP) *string { return &x.Interface }, "", func(s string) string { return s }).as(`"IFNAME"`),
-		check: checkXDPInterface, effect: EffectRestart, def: "(required)",
-		doc: `The ingress interface the XDP program attaches to.`},
+	{name: "interface", val: interfacesOf(),
+		check: checkXDPInterface, effect: EffectNow, def: "(required)",
+		note: "interfaces added are attached, those removed detached; the others keep forwarding",
+		doc: "The interface the XDP program attaches to, or a list of them: the same program runs on each (a two-arm host with clients on one and backends on another, NICs of a bond as separate interfaces), and a packet whose backend is reached through another interface leaves there (XDP_REDIRECT). " +
+			"The outer source of encapsulated packets is the first listed interface's address that has one of the family."},
 	{name: "attach", val: enumOf(func(x *XDP) *l4.AttachMode { return &x.Attach }, l4.AttachDriver, l4.AttachModeNames()),
 		effect: EffectRestart,
 		doc:    `Where the program runs: driver, in the NIC driver (native XDP); generic, after the kernel built the packet: works on any interface (lo and bridges need it), at a fraction of the speed.`},
@@ -190,11 +193,56 @@ func resolversOf() keyValue[Global] {
 }
 
 func checkXDPInterface(l *layer, x *XDP) {
-	switch {
-	case !l.has("interface"):
+	if !l.has("interface") {
 		l.problem("interface", "is required: the interface the XDP program attaches to")
-	case !validIfName(x.Interface):
-		l.problem("interface", "%q is not an interface name (1 to 15 bytes, no /, : or spaces)", x.Interface)
+		return
+	}
+	if l.ok("interface") && len(x.Interfaces) == 0 {
+		l.problem("interface", "must name at least one interface")
+	}
+	for i, name := range x.Interfaces {
+		switch {
+		case !validIfName(name):
+			l.problem("interface", "%q is not an interface name (1 to 15 bytes, no /, : or spaces)", name)
+		case slices.Contains(x.Interfaces[:i], name):
+			l.problem("interface", "lists %q twice", name)
+		}
+	}
+}
+
+// interfacesOf is [xdp] interface: one name, or an array of names.
+// Interface is the first (the outer source's), Interfaces all of them.
+func interfacesOf() keyValue[XDP] {
+	return keyValue[XDP]{
+		resolve: func(l *layer, key string, own, _ rawTable, x *XDP) {
+			v := pick(l, key, get[any](own, key), opt[any]{})
+			switch raw := v.val.(type) {
+			case nil:
+			case string:
+				x.Interfaces = []string{raw}
+			case []any:
+				l.eachString(key, raw, "an interface name", func(_ int, s string) { x.Interfaces = append(x.Interfaces, s) })
+			default:
+				l.problem(key, "must be an interface name or an array of them, not %s", tomlType(raw))
+			}
+			if len(x.Interfaces) > 0 {
+				x.Interface = x.Interfaces[0]
+			}
+		},
+		text: func(x *XDP) string {
+			if len(x.Interfaces) == 0 {
+				return "(none)"
+			}
+			return strings.Join(x.Interfaces, ", ")
+		},
+		toml: func(x *XDP) string {
+			if len(x.Interfaces) == 1 {
+				return quoteTOML(x.Interfaces[0])
+			}
+			return stringList(x.Interfaces)
+		},
+		copy: func(dst, src *XDP) { dst.Interface, dst.Interfaces = src.Interface, slices.Clone(src.Interfaces) },
+		form: `"IFNAME" | ["IFNAME", ...]`,
 	}
 }
 

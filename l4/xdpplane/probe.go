@@ -34,22 +34,32 @@ const (
 // probeTunnel is the probe device with its program, and the targets it
 // holds. Its methods are safe for concurrent use.
 type probeTunnel struct {
-	enc     *bpf.ProbeEncap
-	dev     *netif.ProbeDevice
-	ifindex int        // the XDP interface
-	src4    netip.Addr // the XDP interface's addresses: probe and outer sources
-	src6    netip.Addr
+	enc  *bpf.ProbeEncap
+	dev  *netif.ProbeDevice
+	src4 netip.Addr // the XDP interfaces' first addresses: probe and outer sources (xdp_lb's)
+	src6 netip.Addr
 
 	mu      sync.Mutex
+	nl      *netif.Handle              // its own: routes toward backends, asked under mu
 	targets map[uint32]bpf.ProbeTarget // by mark: what the map holds
 }
 
 // startProbes makes the probe device on x's interface and attaches the
 // encapsulation program to it.
 func (x *Program) startProbes() (_ *probeTunnel, err error) {
-	t := &probeTunnel{ifindex: x.iface.Index, targets: map[uint32]bpf.ProbeTarget{}}
-	t.src4, _ = x.iface.PrimaryV4()
-	t.src6, _ = x.iface.PrimaryV6()
+	t := &probeTunnel{targets: map[uint32]bpf.ProbeTarget{}}
+	mtu := 0
+	for _, ifc := range x.interfaces() {
+		if a, _ := ifc.PrimaryV4(); !t.src4.IsValid() {
+			t.src4 = a
+		}
+		if a, _ := ifc.PrimaryV6(); !t.src6.IsValid() {
+			t.src6 = a
+		}
+		if mtu == 0 || ifc.MTU < mtu {
+			mtu = ifc.MTU
+		}
+	}
 	if t.enc, err = bpf.LoadProbeEncap(); err != nil {
 		return nil, err
 	}
@@ -58,8 +68,11 @@ func (x *Program) startProbes() (_ *probeTunnel, err error) {
 			t.close()
 		}
 	}()
+	if t.nl, err = netif.Open(); err != nil {
+		return nil, err
+	}
 	// The device's MTU leaves room for an outer IPv6 header.
-	t.dev, err = x.nl.CreateProbeDevice(netif.ProbeDeviceOptions{Name: probeDevice, MTU: x.iface.MTU - 40,
+	t.dev, err = x.nl.CreateProbeDevice(netif.ProbeDeviceOptions{Name: probeDevice, MTU: mtu - 40,
 		Mark: ProbeMark, Mask: probeMarkMask, Table: probeTable, Priority: probeRulePref})
 	if err != nil {
 		return nil, err
@@ -80,6 +93,9 @@ func (t *probeTunnel) close() error {
 		if cerr := t.enc.Close(); err == nil {
 			err = cerr
 		}
+	}
+	if t.nl != nil {
+		t.nl.Close()
 	}
 	return err
 }
@@ -108,7 +124,7 @@ func (t *probeTunnel) route(vip netip.Addr, b *l4.Backend, fwd l4.Forward) (l4.P
 		return l4.ProbeRoute{}, fmt.Errorf("the VIP %s is an address of this host: the kernel would deliver probes to it here", vip)
 	}
 	be := b.Addr.Addr()
-	target := bpf.ProbeTarget{Backend: be, Ifindex: t.ifindex, Forward: fwd}
+	target := bpf.ProbeTarget{Backend: be, Forward: fwd}
 	if fwd == l4.ForwardIPIP {
 		if target.Source = t.source(be); !target.Source.IsValid() {
 			return l4.ProbeRoute{}, fmt.Errorf("the xdp interface has no address of the backend's family to encapsulate from")
@@ -117,6 +133,13 @@ func (t *probeTunnel) route(vip netip.Addr, b *l4.Backend, fwd l4.Forward) (l4.P
 	mark := ProbeMark | b.Index
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// The probe leaves by the interface the kernel routes the backend
+	// through, as xdp_lb's FIB lookup sends its clients.
+	rt, err := t.nl.RouteTo(be)
+	if err != nil {
+		return l4.ProbeRoute{}, err
+	}
+	target.Ifindex = rt.IfIndex
 	if cur, ok := t.targets[mark]; !ok || cur != target {
 		if err := t.enc.SetTarget(mark, target); err != nil {
 			return l4.ProbeRoute{}, err
