@@ -22,8 +22,9 @@ import (
 )
 
 // twoArmNet is a two-arm network whose backends serve the VIP on port 80
-// (TCP and UDP named echo), a health listener on their own address, port
-// 8080, and decapsulate with `l4lb decap attach`.
+// (TCP and UDP named echo), a health listener on port 8080 of every
+// address (probes of xdp VIPs come to the VIP), and decapsulate with
+// `l4lb decap attach`.
 type twoArmNet struct {
 	*testutil.TwoArm
 	vip netip.AddrPort
@@ -35,7 +36,7 @@ func newTwoArmNet(t *testing.T) *twoArmNet {
 	ta := testutil.NewTwoArm(t, 2)
 	vip := ta.ServeVIPs(t, 80)[0]
 	for _, b := range ta.Backends {
-		ta.ServeTCP(t, b, netip.AddrPortFrom(b.Addr4, 8080), testutil.NamedEcho(b.Name))
+		ta.ServeTCP(t, b, netip.AddrPortFrom(netip.IPv4Unspecified(), 8080), testutil.NamedEcho(b.Name))
 		if out, err := b.NS.Command(mustBin(t), "decap", "attach", "--iface", b.Link).CombinedOutput(); err != nil {
 			t.Fatalf("decap attach on %s: %v\n%s", b.Name, err, out)
 		}
