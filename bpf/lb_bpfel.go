@@ -51,38 +51,42 @@ const (
 type lbCounter uint32
 
 const (
-	lbCounterCOUNTER_NONE             lbCounter = 0
-	lbCounterCOUNTER_PASS_NOT_IP      lbCounter = 1
-	lbCounterCOUNTER_PASS_TRUNCATED   lbCounter = 2
-	lbCounterCOUNTER_PASS_BAD_HEADER  lbCounter = 3
-	lbCounterCOUNTER_PASS_BAD_LENGTH  lbCounter = 4
-	lbCounterCOUNTER_PASS_IP_OPTIONS  lbCounter = 5
-	lbCounterCOUNTER_PASS_FRAGMENT    lbCounter = 6
-	lbCounterCOUNTER_PASS_IPV6EXT     lbCounter = 7
-	lbCounterCOUNTER_PASS_OTHER_PROTO lbCounter = 8
-	lbCounterCOUNTER_PASS_ICMP        lbCounter = 9
-	lbCounterCOUNTER_PASS_NOT_VIP     lbCounter = 10
-	lbCounterCOUNTER_DROP_NO_BACKEND  lbCounter = 11
-	lbCounterCOUNTER_DROP_NO_SOURCE   lbCounter = 12
-	lbCounterCOUNTER_DROP_NO_NEIGH    lbCounter = 13
-	lbCounterCOUNTER_DROP_TOO_BIG     lbCounter = 14
-	lbCounterCOUNTER_DROP_FIB         lbCounter = 15
-	lbCounterCOUNTER_DROP_ENCAP       lbCounter = 16
-	lbCounterCOUNTER_TX               lbCounter = 17
-	lbCounterCOUNTER_REDIRECT         lbCounter = 18
-	lbCounterCOUNTER_ICMP_FORWARDED   lbCounter = 19
-	lbCounterCOUNTER_CT_HIT           lbCounter = 20
-	lbCounterCOUNTER_CT_NEW           lbCounter = 21
-	lbCounterCOUNTER_CT_STALE         lbCounter = 22
-	lbCounterCOUNTER_CT_SYN           lbCounter = 23
-	lbCounterCOUNTER_CT_RST           lbCounter = 24
-	lbCounterCOUNTER_CT_FULL          lbCounter = 25
-	lbCounterCOUNTER_DROP_ACL         lbCounter = 26
-	lbCounterCOUNTER_DROP_SYN_RATE    lbCounter = 27
-	lbCounterCOUNTER_PASS_GUARDED     lbCounter = 28
-	lbCounterCOUNTER_CT_UNTRACKED     lbCounter = 29
-	lbCounterCOUNTER_ACL_ESTABLISHED  lbCounter = 30
-	lbCounterCOUNTER_MAX              lbCounter = 31
+	lbCounterCOUNTER_NONE               lbCounter = 0
+	lbCounterCOUNTER_PASS_NOT_IP        lbCounter = 1
+	lbCounterCOUNTER_PASS_TRUNCATED     lbCounter = 2
+	lbCounterCOUNTER_PASS_BAD_HEADER    lbCounter = 3
+	lbCounterCOUNTER_PASS_BAD_LENGTH    lbCounter = 4
+	lbCounterCOUNTER_PASS_IP_OPTIONS    lbCounter = 5
+	lbCounterCOUNTER_PASS_FRAGMENT      lbCounter = 6
+	lbCounterCOUNTER_PASS_IPV6EXT       lbCounter = 7
+	lbCounterCOUNTER_PASS_OTHER_PROTO   lbCounter = 8
+	lbCounterCOUNTER_PASS_ICMP          lbCounter = 9
+	lbCounterCOUNTER_PASS_NOT_VIP       lbCounter = 10
+	lbCounterCOUNTER_DROP_NO_BACKEND    lbCounter = 11
+	lbCounterCOUNTER_DROP_NO_SOURCE     lbCounter = 12
+	lbCounterCOUNTER_DROP_NO_NEIGH      lbCounter = 13
+	lbCounterCOUNTER_DROP_TOO_BIG       lbCounter = 14
+	lbCounterCOUNTER_DROP_FIB           lbCounter = 15
+	lbCounterCOUNTER_DROP_ENCAP         lbCounter = 16
+	lbCounterCOUNTER_TX                 lbCounter = 17
+	lbCounterCOUNTER_REDIRECT           lbCounter = 18
+	lbCounterCOUNTER_ICMP_FORWARDED     lbCounter = 19
+	lbCounterCOUNTER_CT_HIT             lbCounter = 20
+	lbCounterCOUNTER_CT_NEW             lbCounter = 21
+	lbCounterCOUNTER_CT_STALE           lbCounter = 22
+	lbCounterCOUNTER_CT_SYN             lbCounter = 23
+	lbCounterCOUNTER_CT_RST             lbCounter = 24
+	lbCounterCOUNTER_CT_FULL            lbCounter = 25
+	lbCounterCOUNTER_DROP_ACL           lbCounter = 26
+	lbCounterCOUNTER_DROP_SYN_RATE      lbCounter = 27
+	lbCounterCOUNTER_PASS_GUARDED       lbCounter = 28
+	lbCounterCOUNTER_CT_UNTRACKED       lbCounter = 29
+	lbCounterCOUNTER_ACL_ESTABLISHED    lbCounter = 30
+	lbCounterCOUNTER_NAT_NEW            lbCounter = 31
+	lbCounterCOUNTER_NAT_RECLAIMED      lbCounter = 32
+	lbCounterCOUNTER_NAT_REPLY          lbCounter = 33
+	lbCounterCOUNTER_DROP_NAT_EXHAUSTED lbCounter = 34
+	lbCounterCOUNTER_MAX                lbCounter = 35
 )
 
 type lbFlowFlag uint32
@@ -113,6 +117,7 @@ type lbForward uint32
 const (
 	lbForwardFORWARD_IPIP lbForward = 0
 	lbForwardFORWARD_L2   lbForward = 1
+	lbForwardFORWARD_NAT  lbForward = 2
 )
 
 type lbHashKey uint32
@@ -128,6 +133,41 @@ type lbLbConfig struct {
 	Src4        [4]uint8
 	Src6        [16]uint8
 	SynInterval uint32
+}
+
+type lbNatConfig struct {
+	_             structs.HostLayout
+	Addr6         [16]uint8
+	Addr4         [4]uint8
+	PortLo        uint16
+	PortHi        uint16
+	Enabled       uint32
+	Pad           uint32
+	TcpTimeout    uint64
+	UdpTimeout    uint64
+	ClosedTimeout uint64
+}
+
+type lbNatFlag uint32
+
+const (
+	lbNatFlagNAT_CLOSING lbNatFlag = 1
+)
+
+type lbNatMapping struct {
+	_       structs.HostLayout
+	Addr    [16]uint8
+	Port    uint16
+	Pad     uint16
+	Backend uint32
+}
+
+type lbNatReverse struct {
+	_        structs.HostLayout
+	Flow     lbFlowKey
+	LastSeen uint64
+	Flags    uint32
+	Backend  uint32
 }
 
 type lbRateState struct {
@@ -198,6 +238,8 @@ const (
 	lbMapConntrack         = "conntrack"
 	lbMapCounters          = "counters"
 	lbMapMaglev            = "maglev"
+	lbMapNatFlows          = "nat_flows"
+	lbMapNatReverse        = "nat_reverse"
 	lbMapSynSources        = "syn_sources"
 	lbMapVipRates          = "vip_rates"
 	lbMapVipStats          = "vip_stats"
@@ -208,7 +250,9 @@ const (
 	lbVarAnchorFlowFlag    = "anchor_flow_flag"
 	lbVarAnchorForward     = "anchor_forward"
 	lbVarAnchorHashKey     = "anchor_hash_key"
+	lbVarAnchorNatFlag     = "anchor_nat_flag"
 	lbVarAnchorVipFlag     = "anchor_vip_flag"
+	lbVarNatCfg            = "nat_cfg"
 )
 
 // loadLb returns the embedded CollectionSpec for lb.
@@ -267,6 +311,8 @@ type lbMapSpecs struct {
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	Maglev       *ebpf.MapSpec `ebpf:"maglev"`
+	NatFlows     *ebpf.MapSpec `ebpf:"nat_flows"`
+	NatReverse   *ebpf.MapSpec `ebpf:"nat_reverse"`
 	SynSources   *ebpf.MapSpec `ebpf:"syn_sources"`
 	VipRates     *ebpf.MapSpec `ebpf:"vip_rates"`
 	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
@@ -282,7 +328,9 @@ type lbVariableSpecs struct {
 	AnchorFlowFlag    *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.VariableSpec `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
+	AnchorNatFlag     *ebpf.VariableSpec `ebpf:"anchor_nat_flag"`
 	AnchorVipFlag     *ebpf.VariableSpec `ebpf:"anchor_vip_flag"`
+	NatCfg            *ebpf.VariableSpec `ebpf:"nat_cfg"`
 }
 
 // lbObjects contains all objects after they have been loaded into the kernel.
@@ -312,6 +360,8 @@ type lbMaps struct {
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	Maglev       *ebpf.Map `ebpf:"maglev"`
+	NatFlows     *ebpf.Map `ebpf:"nat_flows"`
+	NatReverse   *ebpf.Map `ebpf:"nat_reverse"`
 	SynSources   *ebpf.Map `ebpf:"syn_sources"`
 	VipRates     *ebpf.Map `ebpf:"vip_rates"`
 	VipStats     *ebpf.Map `ebpf:"vip_stats"`
@@ -327,6 +377,8 @@ func (m *lbMaps) Close() error {
 		m.Conntrack,
 		m.Counters,
 		m.Maglev,
+		m.NatFlows,
+		m.NatReverse,
 		m.SynSources,
 		m.VipRates,
 		m.VipStats,
@@ -343,7 +395,9 @@ type lbVariables struct {
 	AnchorFlowFlag    *ebpf.Variable `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.Variable `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.Variable `ebpf:"anchor_hash_key"`
+	AnchorNatFlag     *ebpf.Variable `ebpf:"anchor_nat_flag"`
 	AnchorVipFlag     *ebpf.Variable `ebpf:"anchor_vip_flag"`
+	NatCfg            *ebpf.Variable `ebpf:"nat_cfg"`
 }
 
 // lbPrograms contains all programs after they have been loaded into the kernel.

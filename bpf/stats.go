@@ -62,6 +62,10 @@ const (
 	CounterPassGuarded    = Counter(lbCounterCOUNTER_PASS_GUARDED)
 	CounterCTUntracked    = Counter(lbCounterCOUNTER_CT_UNTRACKED)
 	CounterACLEstablished = Counter(lbCounterCOUNTER_ACL_ESTABLISHED)
+	CounterNATNew         = Counter(lbCounterCOUNTER_NAT_NEW)
+	CounterNATReclaimed   = Counter(lbCounterCOUNTER_NAT_RECLAIMED)
+	CounterNATReply       = Counter(lbCounterCOUNTER_NAT_REPLY)
+	CounterDropNATFull    = Counter(lbCounterCOUNTER_DROP_NAT_EXHAUSTED)
 
 	// NumCounters bounds Counter values; index 0 is never counted.
 	NumCounters = int(lbCounterCOUNTER_MAX)
@@ -100,6 +104,10 @@ var counterNames = [NumCounters]string{
 	CounterPassGuarded:    "pass_guarded",
 	CounterCTUntracked:    "conntrack_untracked",
 	CounterACLEstablished: "acl_denied_established",
+	CounterNATNew:         "nat_new",
+	CounterNATReclaimed:   "nat_reclaimed",
+	CounterNATReply:       "nat_reply",
+	CounterDropNATFull:    "drop_nat_exhausted",
 }
 
 func (c Counter) String() string {

@@ -121,13 +121,14 @@ type Forward uint8
 const (
 	ForwardIPIP Forward = iota // IPIP (or IPv6-in-IPv6) to the backend, routed: the Katran model
 	ForwardL2                  // rewrite the destination MAC: backends on the same segment, the LVS DR model
+	ForwardNAT                 // rewrite destination and source (a NAT address and port): backends need nothing, the IPVS NAT / LoxiLB fullnat model
 )
 
-var forwardNames = [...]string{ForwardIPIP: "ipip", ForwardL2: "l2"}
+var forwardNames = [...]string{ForwardIPIP: "ipip", ForwardL2: "l2", ForwardNAT: "nat"}
 
 func (f Forward) String() string { return enumName(f, "forward", forwardNames[:]) }
 
-// ParseForward accepts ipip and l2.
+// ParseForward accepts ipip, l2 and nat.
 func ParseForward(s string) (Forward, error) {
 	return parseEnum[Forward](s, "forward", forwardNames[:])
 }
