@@ -408,6 +408,18 @@ type XDP struct {
 	// source address above this many a second; 0 = off (the default);
 	// up to 10M. The count is approximate (one shared LRU of sources).
 	SYNRatePerSource int
+	// NATSource4 and NATSource6 are the source addresses forward = "nat"
+	// VIPs give their flows towards the backends (the balancer's own);
+	// the zero Addr (the default) means the interface's primary address
+	// of that family, found when the program starts.
+	NATSource4, NATSource6 netip.Addr
+	// NATPortMin..NATPortMax are the source ports of NAT flows, each held
+	// by one flow per backend address and port at a time; default
+	// 1024..32767 (below Linux's ephemeral range).
+	NATPortMin, NATPortMax uint16
+	// NATTCPTimeout and NATUDPTimeout are how long a NAT mapping may idle
+	// before a new flow may take its port; defaults 3h and 30s.
+	NATTCPTimeout, NATUDPTimeout time.Duration
 }
 
 // MaxRebalanceRate bounds rebalance_rate and `l4lb rebalance --rate`

@@ -293,6 +293,12 @@ pin_path = "/sys/fs/bpf/l4lb-test"
 conntrack_size = 4096
 weight_refresh = "7s"
 syn_rate_per_source = 40
+nat_source4 = "198.18.0.9"
+nat_source6 = "2001:db8::9"
+nat_port_min = 2000
+nat_port_max = 2999
+nat_tcp_timeout = "1h"
+nat_udp_timeout = "10s"
 [[vip]]
 name = "x"
 listen = "198.18.100.1:80"
@@ -301,7 +307,9 @@ mode = "xdp"
   address = "198.18.10.11:80"
 `)
 	want := xdpplane.Options{Interface: "veth9", Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
-		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40}
+		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40,
+		NAT: xdpplane.NATOptions{Source4: netip.MustParseAddr("198.18.0.9"), Source6: netip.MustParseAddr("2001:db8::9"),
+			PortMin: 2000, PortMax: 2999, TCPTimeout: time.Hour, UDPTimeout: 10 * time.Second}}
 	if got := xdpOptions(cfg.XDP); got != want {
 		t.Fatalf("xdp options %+v, want %+v", got, want)
 	}
