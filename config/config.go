@@ -200,7 +200,7 @@ type VIP struct {
 	UDPResponses   int           // close a session after this many replies; 0 = unlimited (default), up to 65535; proxy mode only
 
 	// XDP.
-	Forward l4.Forward // ipip | l2 (xdp mode only); default ipip
+	Forward l4.Forward // ipip | l2 | nat (xdp mode only); default ipip
 	// NewFlowRate caps the new flows per second an xdp VIP enters into the
 	// BPF conntrack (0 = no cap, the default; up to 100M). Above it a new
 	// flow is still forwarded by the VIP's Maglev table, only not tracked,

@@ -72,8 +72,8 @@ func (h *DSRHost) Addrs() []netip.Addr { return validAddrs(h.Addr4, h.Addr6) }
 //	        (be1: 198.18.10.11, 2001:db8:10::b; MAC 02:4c:34:10:00:<last byte>)
 //
 // The client routes the VIP (198.18.100.1, 2001:db8:100::1) to the lb.
-// Every backend has the VIP on lo and rp_filter=0, arp_ignore=1,
-// arp_announce=2, so it accepts packets for the VIP and answers the client
+// Every backend (unless DSROptions.Unmodified) has the VIP on lo and
+// rp_filter=0, arp_ignore=1, arp_announce=2, so it accepts packets for the VIP and answers the client
 // directly, but never answers ARP for it. The lb forwards (ip_forward,
 // IPv6 forwarding) and sends no redirects; the client accepts none. The lb
 // has neither the VIP nor a route to it (nor a default route): its kernel
