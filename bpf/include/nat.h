@@ -326,6 +326,22 @@ static __always_inline void set_check(const struct packet *p, __u16 *check, __u1
 	*check = v;
 }
 
+/* nat_l4 writes sport, dport into the L4 header at l4 (8 bytes known to
+ * be in the frame) and updates its checksum for them and the address
+ * change d_addr (a bpf_csum_diff of the old and new addresses). */
+static __always_inline void nat_l4(const struct packet *p, __be16 *ports, void *data_end,
+				   __u32 d_addr, __be16 sport, __be16 dport)
+{
+	__be16 from[2] = {ports[0], ports[1]}, to[2] = {sport, dport};
+	__u32 d_ports = bpf_csum_diff((__be32 *)from, 4, (__be32 *)to, 4, 0);
+	__u16 *check = l4_check(p, ports, data_end);
+
+	if (check)
+		set_check(p, check, csum_update(*check, csum_fold64((__u64)d_addr + d_ports)));
+	ports[0] = sport;
+	ports[1] = dport;
+}
+
 /* nat_rewrite4 moves an IPv4 packet to src:sport -> dst:dport, both
  * checksums updated incrementally; l3_off is a constant. */
 static __always_inline __u32 nat_rewrite4(struct xdp_md *ctx, const struct packet *p,
@@ -336,27 +352,18 @@ static __always_inline __u32 nat_rewrite4(struct xdp_md *ctx, const struct packe
 	void *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *ip = data + l3_off;
 	__be32 from[2], to[2];
-	__be16 ports_from[2], ports_to[2] = {sport, dport};
 
 	if ((void *)(ip + 1) + sizeof(struct udphdr) > data_end)
 		return COUNTER_DROP_ENCAP;
-	__be16 *ports = (void *)(ip + 1);
 	from[0] = ip->saddr;
 	from[1] = ip->daddr;
 	__builtin_memcpy(&to[0], src + 12, 4);
 	__builtin_memcpy(&to[1], dst + 12, 4);
-	ports_from[0] = ports[0];
-	ports_from[1] = ports[1];
 	__u32 d_addr = bpf_csum_diff(from, sizeof(from), to, sizeof(to), 0);
-	__u32 d_ports = bpf_csum_diff((__be32 *)ports_from, 4, (__be32 *)ports_to, 4, 0);
-	__u16 *check = l4_check(p, ip + 1, data_end);
-	if (check)
-		set_check(p, check, csum_update(*check, csum_fold64((__u64)d_addr + d_ports)));
+	nat_l4(p, (void *)(ip + 1), data_end, d_addr, sport, dport);
 	ip->check = csum_update(ip->check, d_addr);
 	ip->saddr = to[0];
 	ip->daddr = to[1];
-	ports[0] = sport;
-	ports[1] = dport;
 	return COUNTER_NONE;
 }
 
@@ -369,24 +376,15 @@ static __always_inline __u32 nat_rewrite6(struct xdp_md *ctx, const struct packe
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = data + l3_off;
 	__be32 to[8];
-	__be16 ports_from[2], ports_to[2] = {sport, dport};
 
 	if ((void *)(ip6 + 1) + sizeof(struct udphdr) > data_end)
 		return COUNTER_DROP_ENCAP;
-	__be16 *ports = (void *)(ip6 + 1);
 	__builtin_memcpy(&to[0], src, 16);
 	__builtin_memcpy(&to[4], dst, 16);
-	ports_from[0] = ports[0];
-	ports_from[1] = ports[1];
 	__u32 d_addr = bpf_csum_diff((__be32 *)&ip6->saddr, 32, to, sizeof(to), 0);
-	__u32 d_ports = bpf_csum_diff((__be32 *)ports_from, 4, (__be32 *)ports_to, 4, 0);
-	__u16 *check = l4_check(p, ip6 + 1, data_end);
-	if (check)
-		set_check(p, check, csum_update(*check, csum_fold64((__u64)d_addr + d_ports)));
+	nat_l4(p, (void *)(ip6 + 1), data_end, d_addr, sport, dport);
 	__builtin_memcpy(&ip6->saddr, src, 16);
 	__builtin_memcpy(&ip6->daddr, dst, 16);
-	ports[0] = sport;
-	ports[1] = dport;
 	return COUNTER_NONE;
 }
 
@@ -413,12 +411,7 @@ static __always_inline __u32 nat_send(struct xdp_md *ctx, const struct packet *p
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > data_end)
 		return COUNTER_DROP_ENCAP;
-	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
-	if (fib.ifindex == ctx->ingress_ifindex)
-		return COUNTER_TX;
-	bpf_redirect(fib.ifindex, 0);
-	return COUNTER_REDIRECT;
+	return fib_out(ctx, eth, &fib);
 }
 
 /* nat_forward sends a client's packet to be (index idx) from the NAT
