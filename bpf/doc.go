@@ -35,7 +35,10 @@
 //	ICMP other than v4 type 3 / v6 type 1 or 2,
 //	  or a quote that is not v4 (no options) or
 //	  v6, TCP or UDP, with 4 port bytes            XDP_PASS      pass_icmp
-//	flow (or quoted flow) not in vips              XDP_PASS      pass_not_vip
+//	flow (or quoted flow) not in vips, and not a
+//	  reply to a NAT mapping (nat.h)               XDP_PASS      pass_not_vip
+//	reply to a NAT mapping, back to the client     TX/REDIRECT   nat_reply
+//	nat VIP: ICMP error quoting its flow           XDP_PASS      pass_icmp
 //	client refused by the VIP's access list        XDP_DROP      drop_acl
 //	TCP SYN from a source above the SYN rate       XDP_DROP      drop_syn_rate
 //	guard-only (proxy) VIP, guards passed, or an
@@ -48,6 +51,7 @@
 //	ipip, FIB: anything else (no route, forwarding
 //	  disabled in the namespace)                   XDP_DROP      drop_fib
 //	bpf_xdp_adjust_head failed                     XDP_DROP      drop_encap
+//	nat, no free port among those probed           XDP_DROP      drop_nat_exhausted
 //	forwarded out of the ingress interface         XDP_TX        tx
 //	forwarded to another interface                 XDP_REDIRECT  redirect
 //

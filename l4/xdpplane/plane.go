@@ -24,7 +24,7 @@ import (
 // VIPOptions are what an xdp VIP's plane is made and updated with.
 type VIPOptions struct {
 	HashKey         l4.HashKey // what the flow hash covers
-	Forward         l4.Forward // ipip or l2
+	Forward         l4.Forward // ipip, l2 or nat
 	NewFlowRate     int        // new conntrack entries a second (0: no cap)
 	MaglevTableSize int        // the table's slots, for algorithms without a table of their own
 	Allow, Deny     []netip.Prefix
@@ -129,6 +129,11 @@ func (p *Plane) write(snap *snapshot.Snapshot) error {
 	acl, err := p.aclFor(vc)
 	if err != nil {
 		return err
+	}
+	if vc.Forward == l4.ForwardNAT {
+		if err := p.x.enableNAT(p.key); err != nil {
+			return err
+		}
 	}
 	if err := p.x.lb.SetVIP(p.key, bpf.VIPEntry{Index: p.index, HashKey: vc.HashKey, Forward: vc.Forward,
 		NewFlowRate: uint32(vc.NewFlowRate), ACL: acl}); err != nil {
