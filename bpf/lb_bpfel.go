@@ -82,7 +82,8 @@ const (
 	lbCounterCOUNTER_PASS_GUARDED     lbCounter = 28
 	lbCounterCOUNTER_CT_UNTRACKED     lbCounter = 29
 	lbCounterCOUNTER_ACL_ESTABLISHED  lbCounter = 30
-	lbCounterCOUNTER_MAX              lbCounter = 31
+	lbCounterCOUNTER_PASS_HANDOVER    lbCounter = 31
+	lbCounterCOUNTER_MAX              lbCounter = 32
 )
 
 type lbFlowFlag uint32
@@ -157,6 +158,8 @@ const (
 	lbVipFlagVIP_ACL          lbVipFlag = 1
 	lbVipFlagVIP_DEFAULT_DENY lbVipFlag = 2
 	lbVipFlagVIP_GUARD_ONLY   lbVipFlag = 4
+	lbVipFlagVIP_CT_ONLY      lbVipFlag = 8
+	lbVipFlagVIP_KERNEL_FLOWS lbVipFlag = 16
 )
 
 type lbVipKey struct {

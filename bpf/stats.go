@@ -62,6 +62,7 @@ const (
 	CounterPassGuarded    = Counter(lbCounterCOUNTER_PASS_GUARDED)
 	CounterCTUntracked    = Counter(lbCounterCOUNTER_CT_UNTRACKED)
 	CounterACLEstablished = Counter(lbCounterCOUNTER_ACL_ESTABLISHED)
+	CounterPassHandover   = Counter(lbCounterCOUNTER_PASS_HANDOVER)
 
 	// NumCounters bounds Counter values; index 0 is never counted.
 	NumCounters = int(lbCounterCOUNTER_MAX)
@@ -100,6 +101,7 @@ var counterNames = [NumCounters]string{
 	CounterPassGuarded:    "pass_guarded",
 	CounterCTUntracked:    "conntrack_untracked",
 	CounterACLEstablished: "acl_denied_established",
+	CounterPassHandover:   "pass_handover",
 }
 
 func (c Counter) String() string {
