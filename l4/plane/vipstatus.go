@@ -11,28 +11,28 @@ import (
 // VIPStatus describes one running VIP.
 type VIPStatus struct {
 	Name string `json:"name"`
-	// Draining: a reload removed the VIP, or l4lb is stopping; it accepts
-	// nothing and is listed until its last connection ends or
-	// drain_timeout resets it.
-	Draining bool `json:"draining,omitempty"`
-	// ModeChange: this draining entry is the plane a reload's mode
-	// change left; the VIP's entry of the same name serves new flows.
-	ModeChange   *ModeChangeStatus `json:"mode_change,omitempty"`
-	Listen       string            `json:"listen"`
-	Protocol     string            `json:"protocol"`
-	Algorithm    string            `json:"algorithm"`
-	Eligible     int               `json:"eligible"`
-	Active       int64             `json:"active"`
-	Accepted     uint64            `json:"accepted"`
-	NoBackend    uint64            `json:"no_backend"`
-	ConnectFails uint64            `json:"connect_fails"`
-	Backends     []BackendStatus   `json:"backends"`
-	TCP          *TCPStatus        `json:"tcp,omitempty"`
-	UDP          *UDPStatus        `json:"udp,omitempty"`
-	XDP          *XDPVIPStatus     `json:"xdp,omitempty"`
+	// Draining: a reload removed the VIP or changed its mode
+	// (ModeChange), or l4lb is stopping; it accepts nothing and is listed
+	// until its last connection ends or drain_timeout resets it.
+	Draining     bool            `json:"draining,omitempty"`
+	Listen       string          `json:"listen"`
+	Protocol     string          `json:"protocol"`
+	Algorithm    string          `json:"algorithm"`
+	Eligible     int             `json:"eligible"`
+	Active       int64           `json:"active"`
+	Accepted     uint64          `json:"accepted"`
+	NoBackend    uint64          `json:"no_backend"`
+	ConnectFails uint64          `json:"connect_fails"`
+	Backends     []BackendStatus `json:"backends"`
+	TCP          *TCPStatus      `json:"tcp,omitempty"`
+	UDP          *UDPStatus      `json:"udp,omitempty"`
+	XDP          *XDPVIPStatus   `json:"xdp,omitempty"`
 	// XDPGuard: a proxy VIP the XDP program guards (an [xdp] table, a
 	// concrete listen address).
 	XDPGuard *XDPGuardStatus `json:"xdp_guard,omitempty"`
+	// ModeChange: this draining entry is the plane a reload's mode
+	// change left; the VIP's entry of the same name serves new flows.
+	ModeChange *ModeChangeStatus `json:"mode_change,omitempty"`
 	// Rebalance is the running or last rebalance (l4lb rebalance), if any.
 	Rebalance *RebalanceStatus `json:"rebalance,omitempty"`
 	// SNI is the VIP's SNI routing, when it has [[vip.route]] tables

@@ -51,12 +51,13 @@ type Runtime struct {
 	draining sync.WaitGroup // VIPs removed by a reload, still draining
 	// drainingVIPs are those VIPs, for status (guarded by mu).
 	drainingVIPs map[*vip]struct{}
-	// modeChanges are the mode changes whose old plane still drains, by
-	// VIP key (guarded by mu).
-	modeChanges map[l4.VIPKey]*modeChange
 	closed       bool
 	inherit      *ListenSockets // sockets from an earlier l4lb for the next Apply (see Inherit)
 	carry        map[string]map[l4.BackendID]BackendState
+
+	// modeChanges are the mode changes whose old plane still drains, by
+	// VIP key (guarded by mu).
+	modeChanges map[l4.VIPKey]*modeChange
 }
 
 // Options are a Runtime's process-wide settings.
