@@ -74,7 +74,8 @@ func modeLeft(st plane.Status) plane.VIPStatus {
 // forwarded by XDP (its new-flow counter); status lists the proxy plane
 // draining with its connections until they close. Back to proxy, the
 // XDP flows keep their backends (conntrack only) while new connections
-// are the proxy's (accepted); the xdp plane drains as its flows end.
+// are the proxy's (accepted); the xdp plane drains as its flows end. A
+// second change before the first drained cuts the first's flows.
 func TestXDPModeChangeDrains(t *testing.T) {
 	n := newXDPNet(t, 2)
 	n.LB.NS.MustExec(t, "ip", "addr", "add", n.VIP4.String()+"/32", "dev", "lo") // proxy mode needs the VIP local
@@ -138,4 +139,18 @@ func TestXDPModeChangeDrains(t *testing.T) {
 	lb.waitStatus(t, 15*time.Second, "the xdp plane to drain", func(st plane.Status) bool { return modeLeft(st).Name == "" })
 	lb.waitLogN(t, "vip mode change done", 2)
 	echoAll(t, later, "proxy connection after the xdp plane drained")
+
+	// Two changes in a row: the second cuts the drain the first began
+	// (the proxy's connections), and the VIP serves on.
+	reload(cfg("xdp", 80))
+	reload(cfg("proxy", 8080))
+	lb.waitLog(t, "vip mode change cut short")
+	for _, mc := range later {
+		mc.c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := mc.r.ReadByte(); err == nil {
+			t.Fatal("a proxy connection outlived the cut drain")
+		}
+	}
+	echoAll(t, n.openModeConns(t, 1), "new connection after two changes")
+	lb.waitStatus(t, 15*time.Second, "nothing left draining", func(st plane.Status) bool { return modeLeft(st).Name == "" })
 }

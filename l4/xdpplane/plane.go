@@ -443,15 +443,22 @@ func (p *Plane) notePeaks(counts []uint64) {
 }
 
 // fillStatus reads the VIP's and its backends' counters.
-func (p *Plane) FillStatus(s *plane.VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
+func (p *Plane) FillStatus(s *plane.VIPStatus) {
+	p.mu.Lock()
+	index := p.index // 0 once a drain cleared the VIP
+	p.mu.Unlock()
+	if index != 0 {
+		p.x.using(func() { p.readStatus(s, index) })
+	}
+}
 
 // CloseSome: not in xdp mode, where the kernel owns the flows.
 func (p *Plane) CloseSome(*l4.Backend, int, bool) (int, error) {
 	return 0, fmt.Errorf("%w: in xdp mode the kernel forwards the flows and l4lb holds no connection to close; established flows stay on their backend (BPF conntrack), new flows follow the Maglev table", plane.ErrCannotRebalance)
 }
 
-func (p *Plane) readStatus(s *plane.VIPStatus) {
-	st, err := p.x.lb.VIPStats(p.index)
+func (p *Plane) readStatus(s *plane.VIPStatus, index uint32) {
+	st, err := p.x.lb.VIPStats(index)
 	if err != nil {
 		return
 	}
