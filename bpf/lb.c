@@ -21,6 +21,10 @@
  *   SYN from a source over syn_rate_per_source    XDP_DROP      drop_syn_rate
  *   guard-only (proxy) VIP, guards passed; also
  *     an ICMP error quoting such a VIP's flow     XDP_PASS      pass_guarded
+ *   mode change xdp -> proxy (VIP_CT_ONLY): a SYN,
+ *     or a flow not in conntrack                  XDP_PASS      pass_handover
+ *   mode change proxy -> xdp (VIP_KERNEL_FLOWS):
+ *     TCP, not a SYN, not in conntrack            XDP_PASS      pass_handover
  *   VIP, no table / empty slot / no backend       XDP_DROP      drop_no_backend
  *   ipip, outer source of that family unset       XDP_DROP      drop_no_source
  *   ipip, FIB: neighbour unresolved; l2: no MAC   XDP_DROP      drop_no_neigh
@@ -79,6 +83,29 @@ static __always_inline struct vip_value *lookup_vip(const struct packet *p)
 	return bpf_map_lookup_elem(&vips, &key);
 }
 
+/* handover_pass says whether a packet of a VIP whose mode a reload changes
+ * belongs to the kernel, where the proxy plane serves, rather than to the
+ * balancer. xdp -> proxy (VIP_CT_ONLY): every SYN (a reused 4-tuple's old
+ * entry deleted, so its next segments pass too) and every flow the
+ * conntrack does not hold. proxy -> xdp (VIP_KERNEL_FLOWS): a TCP segment
+ * other than a SYN that the conntrack does not hold: one of the proxy's
+ * established connections (the balancer pins every flow it takes from
+ * its SYN on). One lookup more, only while the change drains. */
+static __always_inline int handover_pass(const struct packet *p, const struct vip_value *vip)
+{
+	int syn = is_syn(p);
+
+	if (vip->flags & VIP_CT_ONLY) {
+		if (syn) {
+			bpf_map_delete_elem(&conntrack, &p->flow);
+			return 1;
+		}
+	} else if (syn || p->icmp || p->flow.proto != PROTO_TCP) {
+		return 0;
+	}
+	return !bpf_map_lookup_elem(&conntrack, &p->flow);
+}
+
 /* balance forwards a parsed packet for a VIP, or says why not. */
 static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 {
@@ -94,6 +121,8 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	}
 	if (vip->flags & VIP_GUARD_ONLY)
 		return COUNTER_PASS_GUARDED;
+	if ((vip->flags & (VIP_CT_ONLY | VIP_KERNEL_FLOWS)) && handover_pass(p, vip))
+		return COUNTER_PASS_HANDOVER;
 	if (p->icmp && vip->forward == FORWARD_NAT)
 		return COUNTER_PASS_ICMP; /* its quote names the VIP, not the backend's view */
 

@@ -87,7 +87,8 @@ const (
 	lbCounterCOUNTER_NAT_RECLAIMED      lbCounter = 33
 	lbCounterCOUNTER_NAT_REPLY          lbCounter = 34
 	lbCounterCOUNTER_DROP_NAT_EXHAUSTED lbCounter = 35
-	lbCounterCOUNTER_MAX                lbCounter = 36
+	lbCounterCOUNTER_PASS_HANDOVER      lbCounter = 36
+	lbCounterCOUNTER_MAX                lbCounter = 37
 )
 
 type lbEncapFlag uint32
@@ -213,6 +214,8 @@ const (
 	lbVipFlagVIP_ACL          lbVipFlag = 1
 	lbVipFlagVIP_DEFAULT_DENY lbVipFlag = 2
 	lbVipFlagVIP_GUARD_ONLY   lbVipFlag = 4
+	lbVipFlagVIP_CT_ONLY      lbVipFlag = 8
+	lbVipFlagVIP_KERNEL_FLOWS lbVipFlag = 16
 )
 
 type lbVipKey struct {

@@ -67,6 +67,7 @@ const (
 	CounterNATReclaimed   = Counter(lbCounterCOUNTER_NAT_RECLAIMED)
 	CounterNATReply       = Counter(lbCounterCOUNTER_NAT_REPLY)
 	CounterDropNATFull    = Counter(lbCounterCOUNTER_DROP_NAT_EXHAUSTED)
+	CounterPassHandover   = Counter(lbCounterCOUNTER_PASS_HANDOVER)
 
 	// NumCounters bounds Counter values; index 0 is never counted.
 	NumCounters = int(lbCounterCOUNTER_MAX)
@@ -110,6 +111,7 @@ var counterNames = [NumCounters]string{
 	CounterNATReclaimed:   "nat_reclaimed",
 	CounterNATReply:       "nat_reply",
 	CounterDropNATFull:    "drop_nat_exhausted",
+	CounterPassHandover:   "pass_handover",
 }
 
 func (c Counter) String() string {

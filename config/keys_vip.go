@@ -21,7 +21,7 @@ var vipKeys = []key[VIP]{
 		reload: "another protocol is another VIP: the running one is removed and this one starts",
 		doc:    `The transport the VIP balances.`},
 	{name: "mode", val: enumOf(func(v *VIP) *l4.Mode { return &v.Mode }, l4.ModeProxy, l4.ModeNames()),
-		effect: EffectVIPRestart, note: "it starts anew on the other data plane, with every backend new (health unknown)",
+		effect: EffectVIPRestart, note: "every backend starts new (health unknown); a proxy UDP VIP's sessions move at their next datagram",
 		doc: `The data plane: proxy, the user-space TCP/UDP proxy; xdp, the fast path in the NIC driver (needs an [xdp] table; backends answer clients directly).`},
 	{name: "app_protocol", scope: tcpProxy, refused: "applies only to tcp VIPs in proxy mode (l4lb reads the protocol's framing as bytes pass through it)",
 		val:    enumOf(func(v *VIP) *l4.AppProtocol { return &v.AppProtocol }, l4.AppNone, l4.AppProtocolNames()),

@@ -35,6 +35,12 @@ enum vip_flag {
 	VIP_ACL = 1,		/* look the client up in the acl trie under the VIP's index */
 	VIP_DEFAULT_DENY = 2,	/* a client in no network of the ACL is refused (there is an allow list) */
 	VIP_GUARD_ONLY = 4,	/* a proxy-mode VIP: ACL and SYN rate only, then XDP_PASS untouched */
+	/* A reload moves the VIP between modes; the old plane keeps its
+	 * established flows until they end (l4/reconcile's mode change): */
+	VIP_CT_ONLY = 8,	/* xdp -> proxy: only flows in the conntrack are forwarded;
+				 * SYNs (their entry deleted) and misses pass to the kernel */
+	VIP_KERNEL_FLOWS = 16,	/* proxy -> xdp: a TCP segment other than a SYN that the
+				 * conntrack does not hold passes (a proxy connection) */
 };
 
 /* Key of the acl LPM trie. One trie serves every VIP: the VIP's index is
@@ -202,6 +208,7 @@ enum counter {
 	COUNTER_NAT_RECLAIMED,		/* nat: a flow took the NAT port of a mapping idle past its timeout */
 	COUNTER_NAT_REPLY,		/* nat: a backend's reply rewritten back to the client and forwarded */
 	COUNTER_DROP_NAT_EXHAUSTED,	/* nat: no free NAT port among the probed ones: dropped, never shared */
+	COUNTER_PASS_HANDOVER,		/* left to the kernel while a VIP changes mode (VIP_CT_ONLY, VIP_KERNEL_FLOWS) */
 	COUNTER_MAX,
 };
 

@@ -377,7 +377,7 @@ func (x *Program) refresh() {
 // countFlows reads the live flows per backend index. A flow is live when
 // it was seen within the longest idle timeout any VIP has.
 func (x *Program) countFlows() error {
-	counts := make([]uint64, len(x.counts))
+	counts := make([]uint64, MaxBackends+1) // as x.counts, which the loop and a drain both replace
 	total, err := x.lb.FlowCounts(bpf.MonotonicNow(), x.liveWindow(), counts)
 	if err != nil {
 		return err
