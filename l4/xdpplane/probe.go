@@ -181,16 +181,18 @@ func (t *probeTunnel) forget(i uint32) {
 // ProbeRoute readies the route of b's health probes: to the VIP, from the
 // XDP interface's address, marked for b, forwarded as the VIP's clients
 // are. False (probe b's own address) without a probe tunnel, for a
-// backend without an index, or without a source address of the VIP's or
-// the backend's family on the interface.
+// backend without an index, for a nat VIP (its clients reach the
+// backend's own address, as a direct probe does), or without a source
+// address of the VIP's or the backend's family on the interface.
 func (p *Plane) ProbeRoute(b *l4.Backend) (l4.ProbeRoute, bool) {
 	t := p.x.probes
-	if t == nil || b.Index == 0 || b.Index > ^uint32(probeMarkMask) {
-		return l4.ProbeRoute{}, false
+	fwd := p.conf().Forward
+	if t == nil || b.Index == 0 || b.Index > ^uint32(probeMarkMask) || (fwd != l4.ForwardL2 && !fwd.Encapsulates()) {
+		return l4.ProbeRoute{}, false // nat: clients reach the backend's own address, as a direct probe does
 	}
 	var r l4.ProbeRoute
 	var err error
-	if !p.x.using(func() { r, err = t.route(p.key.Addr.Addr(), b, p.conf().Forward) }) {
+	if !p.x.using(func() { r, err = t.route(p.key.Addr.Addr(), b, fwd) }) {
 		return l4.ProbeRoute{}, false
 	}
 	if err != nil {
