@@ -35,6 +35,7 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include "capture.h"
 #include "conntrack.h"
 #include "flow.h"
 #include "forward.h"
@@ -69,12 +70,11 @@ static __always_inline struct vip_value *lookup_vip(const struct packet *p)
 	return bpf_map_lookup_elem(&vips, &key);
 }
 
-/* balance forwards a parsed packet for a VIP, or says why not. */
-static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
+/* balance_vip forwards a parsed packet for its VIP, or says why not;
+ * *backend is the backend chosen (0: none). */
+static __always_inline __u32 balance_vip(struct xdp_md *ctx, struct packet *p, struct vip_value *vip,
+					 __u32 *backend)
 {
-	struct vip_value *vip = lookup_vip(p);
-	if (!vip)
-		return COUNTER_PASS_NOT_VIP;
 	if (!p->icmp) {
 		__u32 g = guard(p, vip);
 		if (g != COUNTER_NONE) {
@@ -94,6 +94,21 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	account(p, vip->index, idx, r, new_flow);
 	if (p->icmp && is_forwarded(r))
 		count(COUNTER_ICMP_FORWARDED);
+	*backend = idx;
+	return r;
+}
+
+/* balance forwards a parsed packet for a VIP, or says why not; a VIP
+ * being captured has its packet sampled (capture.h). */
+static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
+{
+	struct vip_value *vip = lookup_vip(p);
+	if (!vip)
+		return COUNTER_PASS_NOT_VIP;
+	__u32 backend = 0;
+	struct capture_record *c = capture_begin(ctx, p, vip);
+	__u32 r = balance_vip(ctx, p, vip, &backend);
+	capture_end(c, r, backend);
 	return r;
 }
 

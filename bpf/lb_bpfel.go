@@ -48,6 +48,29 @@ const (
 	lbBackendFlagBACKEND_ACTIVE lbBackendFlag = 1
 )
 
+type lbCaptureFilter struct {
+	_        structs.HostLayout
+	Expires  uint64
+	Rate     lbRateState
+	Lost     uint64
+	VipIndex uint32
+	Backend  uint32
+	Interval uint32
+	Pad      uint32
+}
+
+type lbCaptureRecord struct {
+	_        structs.HostLayout
+	Time     uint64
+	FrameLen uint32
+	CapLen   uint32
+	VipIndex uint32
+	Backend  uint32
+	Reason   uint32
+	Pad      uint32
+	Data     [256]uint8
+}
+
 type lbCounter uint32
 
 const (
@@ -157,6 +180,7 @@ const (
 	lbVipFlagVIP_ACL          lbVipFlag = 1
 	lbVipFlagVIP_DEFAULT_DENY lbVipFlag = 2
 	lbVipFlagVIP_GUARD_ONLY   lbVipFlag = 4
+	lbVipFlagVIP_CAPTURE      lbVipFlag = 8
 )
 
 type lbVipKey struct {
@@ -191,24 +215,27 @@ type lbXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lbMapAcl               = "acl"
-	lbMapBackendStats      = "backend_stats"
-	lbMapBackends          = "backends"
-	lbMapConfig            = "config"
-	lbMapConntrack         = "conntrack"
-	lbMapCounters          = "counters"
-	lbMapMaglev            = "maglev"
-	lbMapSynSources        = "syn_sources"
-	lbMapVipRates          = "vip_rates"
-	lbMapVipStats          = "vip_stats"
-	lbMapVips              = "vips"
-	lbProgXdpLb            = "xdp_lb"
-	lbVarAnchorBackendFlag = "anchor_backend_flag"
-	lbVarAnchorCounter     = "anchor_counter"
-	lbVarAnchorFlowFlag    = "anchor_flow_flag"
-	lbVarAnchorForward     = "anchor_forward"
-	lbVarAnchorHashKey     = "anchor_hash_key"
-	lbVarAnchorVipFlag     = "anchor_vip_flag"
+	lbMapAcl                 = "acl"
+	lbMapBackendStats        = "backend_stats"
+	lbMapBackends            = "backends"
+	lbMapCaptureFilter       = "capture_filter"
+	lbMapCaptureRing         = "capture_ring"
+	lbMapConfig              = "config"
+	lbMapConntrack           = "conntrack"
+	lbMapCounters            = "counters"
+	lbMapMaglev              = "maglev"
+	lbMapSynSources          = "syn_sources"
+	lbMapVipRates            = "vip_rates"
+	lbMapVipStats            = "vip_stats"
+	lbMapVips                = "vips"
+	lbProgXdpLb              = "xdp_lb"
+	lbVarAnchorBackendFlag   = "anchor_backend_flag"
+	lbVarAnchorCaptureRecord = "anchor_capture_record"
+	lbVarAnchorCounter       = "anchor_counter"
+	lbVarAnchorFlowFlag      = "anchor_flow_flag"
+	lbVarAnchorForward       = "anchor_forward"
+	lbVarAnchorHashKey       = "anchor_hash_key"
+	lbVarAnchorVipFlag       = "anchor_vip_flag"
 )
 
 // loadLb returns the embedded CollectionSpec for lb.
@@ -260,29 +287,32 @@ type lbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbMapSpecs struct {
-	Acl          *ebpf.MapSpec `ebpf:"acl"`
-	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
-	Backends     *ebpf.MapSpec `ebpf:"backends"`
-	Config       *ebpf.MapSpec `ebpf:"config"`
-	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
-	Counters     *ebpf.MapSpec `ebpf:"counters"`
-	Maglev       *ebpf.MapSpec `ebpf:"maglev"`
-	SynSources   *ebpf.MapSpec `ebpf:"syn_sources"`
-	VipRates     *ebpf.MapSpec `ebpf:"vip_rates"`
-	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
-	Vips         *ebpf.MapSpec `ebpf:"vips"`
+	Acl           *ebpf.MapSpec `ebpf:"acl"`
+	BackendStats  *ebpf.MapSpec `ebpf:"backend_stats"`
+	Backends      *ebpf.MapSpec `ebpf:"backends"`
+	CaptureFilter *ebpf.MapSpec `ebpf:"capture_filter"`
+	CaptureRing   *ebpf.MapSpec `ebpf:"capture_ring"`
+	Config        *ebpf.MapSpec `ebpf:"config"`
+	Conntrack     *ebpf.MapSpec `ebpf:"conntrack"`
+	Counters      *ebpf.MapSpec `ebpf:"counters"`
+	Maglev        *ebpf.MapSpec `ebpf:"maglev"`
+	SynSources    *ebpf.MapSpec `ebpf:"syn_sources"`
+	VipRates      *ebpf.MapSpec `ebpf:"vip_rates"`
+	VipStats      *ebpf.MapSpec `ebpf:"vip_stats"`
+	Vips          *ebpf.MapSpec `ebpf:"vips"`
 }
 
 // lbVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbVariableSpecs struct {
-	AnchorBackendFlag *ebpf.VariableSpec `ebpf:"anchor_backend_flag"`
-	AnchorCounter     *ebpf.VariableSpec `ebpf:"anchor_counter"`
-	AnchorFlowFlag    *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
-	AnchorForward     *ebpf.VariableSpec `ebpf:"anchor_forward"`
-	AnchorHashKey     *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
-	AnchorVipFlag     *ebpf.VariableSpec `ebpf:"anchor_vip_flag"`
+	AnchorBackendFlag   *ebpf.VariableSpec `ebpf:"anchor_backend_flag"`
+	AnchorCaptureRecord *ebpf.VariableSpec `ebpf:"anchor_capture_record"`
+	AnchorCounter       *ebpf.VariableSpec `ebpf:"anchor_counter"`
+	AnchorFlowFlag      *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
+	AnchorForward       *ebpf.VariableSpec `ebpf:"anchor_forward"`
+	AnchorHashKey       *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
+	AnchorVipFlag       *ebpf.VariableSpec `ebpf:"anchor_vip_flag"`
 }
 
 // lbObjects contains all objects after they have been loaded into the kernel.
@@ -305,17 +335,19 @@ func (o *lbObjects) Close() error {
 //
 // It can be passed to loadLbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbMaps struct {
-	Acl          *ebpf.Map `ebpf:"acl"`
-	BackendStats *ebpf.Map `ebpf:"backend_stats"`
-	Backends     *ebpf.Map `ebpf:"backends"`
-	Config       *ebpf.Map `ebpf:"config"`
-	Conntrack    *ebpf.Map `ebpf:"conntrack"`
-	Counters     *ebpf.Map `ebpf:"counters"`
-	Maglev       *ebpf.Map `ebpf:"maglev"`
-	SynSources   *ebpf.Map `ebpf:"syn_sources"`
-	VipRates     *ebpf.Map `ebpf:"vip_rates"`
-	VipStats     *ebpf.Map `ebpf:"vip_stats"`
-	Vips         *ebpf.Map `ebpf:"vips"`
+	Acl           *ebpf.Map `ebpf:"acl"`
+	BackendStats  *ebpf.Map `ebpf:"backend_stats"`
+	Backends      *ebpf.Map `ebpf:"backends"`
+	CaptureFilter *ebpf.Map `ebpf:"capture_filter"`
+	CaptureRing   *ebpf.Map `ebpf:"capture_ring"`
+	Config        *ebpf.Map `ebpf:"config"`
+	Conntrack     *ebpf.Map `ebpf:"conntrack"`
+	Counters      *ebpf.Map `ebpf:"counters"`
+	Maglev        *ebpf.Map `ebpf:"maglev"`
+	SynSources    *ebpf.Map `ebpf:"syn_sources"`
+	VipRates      *ebpf.Map `ebpf:"vip_rates"`
+	VipStats      *ebpf.Map `ebpf:"vip_stats"`
+	Vips          *ebpf.Map `ebpf:"vips"`
 }
 
 func (m *lbMaps) Close() error {
@@ -323,6 +355,8 @@ func (m *lbMaps) Close() error {
 		m.Acl,
 		m.BackendStats,
 		m.Backends,
+		m.CaptureFilter,
+		m.CaptureRing,
 		m.Config,
 		m.Conntrack,
 		m.Counters,
@@ -338,12 +372,13 @@ func (m *lbMaps) Close() error {
 //
 // It can be passed to loadLbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbVariables struct {
-	AnchorBackendFlag *ebpf.Variable `ebpf:"anchor_backend_flag"`
-	AnchorCounter     *ebpf.Variable `ebpf:"anchor_counter"`
-	AnchorFlowFlag    *ebpf.Variable `ebpf:"anchor_flow_flag"`
-	AnchorForward     *ebpf.Variable `ebpf:"anchor_forward"`
-	AnchorHashKey     *ebpf.Variable `ebpf:"anchor_hash_key"`
-	AnchorVipFlag     *ebpf.Variable `ebpf:"anchor_vip_flag"`
+	AnchorBackendFlag   *ebpf.Variable `ebpf:"anchor_backend_flag"`
+	AnchorCaptureRecord *ebpf.Variable `ebpf:"anchor_capture_record"`
+	AnchorCounter       *ebpf.Variable `ebpf:"anchor_counter"`
+	AnchorFlowFlag      *ebpf.Variable `ebpf:"anchor_flow_flag"`
+	AnchorForward       *ebpf.Variable `ebpf:"anchor_forward"`
+	AnchorHashKey       *ebpf.Variable `ebpf:"anchor_hash_key"`
+	AnchorVipFlag       *ebpf.Variable `ebpf:"anchor_vip_flag"`
 }
 
 // lbPrograms contains all programs after they have been loaded into the kernel.
