@@ -20,11 +20,9 @@ import (
 // CaptureSnap is how many bytes of each frame a capture keeps.
 const CaptureSnap = len(lbCaptureRecord{}.Data)
 
-// Capture rates: packets a second a capture samples at most.
-const (
-	DefaultCaptureRate = 1000
-	MaxCaptureRate     = 100000
-)
+// DefaultCaptureRate is how many packets a second a capture samples at
+// most when its options say none.
+const DefaultCaptureRate = 1000
 
 // DefaultCaptureLease is how long the program samples after the last
 // Renew: a capture whose reader died stops by itself within it.
@@ -91,8 +89,8 @@ func (lb *LB) StartCapture(o CaptureOptions) (*Capture, error) {
 	if rate == 0 {
 		rate = DefaultCaptureRate
 	}
-	if rate < 0 || rate > MaxCaptureRate {
-		return nil, fmt.Errorf("capture rate %d: want 1..%d packets a second", rate, MaxCaptureRate)
+	if rate < 0 || rate > int(time.Second) {
+		return nil, fmt.Errorf("capture rate %d: want 1..1e9 packets a second", rate)
 	}
 	lease := o.Lease
 	if lease <= 0 {
