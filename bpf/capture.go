@@ -53,20 +53,18 @@ type CapturedPacket struct {
 	VIPIndex uint32
 	Backend  uint32  // backend index it went to (or would have); 0: none
 	Reason   Counter // the verdict's counter
+	Action   string  // the XDP action returned: XDP_TX, XDP_DROP ...
 }
 
-// Action is the XDP action the program returned for a reason, as lb.c's
-// verdict() maps it.
-func (c Counter) Action() string {
-	switch {
-	case c == CounterTX:
-		return "XDP_TX"
-	case c == CounterRedirect:
-		return "XDP_REDIRECT"
-	case c >= CounterDropNoBackend && c <= CounterDropEncap, c == CounterDropACL, c == CounterDropSYNRate:
-		return "XDP_DROP"
+// XDP actions, as a CapturedPacket's Action.
+var xdpActions = [...]string{"XDP_ABORTED", "XDP_DROP", "XDP_PASS", "XDP_TX", "XDP_REDIRECT"}
+
+// xdpAction names the XDP action a program returned.
+func xdpAction(a uint32) string {
+	if int(a) < len(xdpActions) {
+		return xdpActions[a]
 	}
-	return "XDP_PASS"
+	return fmt.Sprintf("XDP(%d)", a)
 }
 
 // Capture is a running capture: its VIP marked, the filter set, a reader
@@ -202,6 +200,7 @@ func (c *Capture) decode(raw []byte) (CapturedPacket, bool) {
 	return CapturedPacket{
 		Time: c.wallBase.Add(time.Duration(r.Time - c.monoBase)), FrameLen: int(r.FrameLen),
 		Data: append([]byte(nil), r.Data[:n]...), VIPIndex: r.VipIndex, Backend: r.Backend, Reason: Counter(r.Reason),
+		Action: xdpAction(r.Action),
 	}, true
 }
 

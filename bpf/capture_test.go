@@ -88,7 +88,7 @@ func TestCaptureRecords(t *testing.T) {
 	}
 	p := nextPacket(t, c)
 	sameBytes(t, "captured frame", p.Data, frame) // as received, not as rewritten
-	if p.FrameLen != len(frame) || p.Backend != 7 || p.Reason != CounterTX || p.VIPIndex != 3 || p.Reason.Action() != "XDP_TX" {
+	if p.FrameLen != len(frame) || p.Backend != 7 || p.Reason != CounterTX || p.VIPIndex != 3 || p.Action != "XDP_TX" {
 		t.Errorf("record %+v, want len %d backend 7 tx vip 3", p, len(frame))
 	}
 	if p.Time.Before(before.Add(-time.Second)) || p.Time.After(time.Now().Add(time.Second)) {
@@ -131,7 +131,7 @@ func TestCaptureFilter(t *testing.T) {
 	if ret, _ := r.run(t, udp); ret != xdpDrop {
 		t.Fatalf("verdict %s, want DROP", verdictName(ret))
 	}
-	if p := nextPacket(t, c); p.Reason != CounterDropNoBackend || p.Backend != 0 || p.Reason.Action() != "XDP_DROP" {
+	if p := nextPacket(t, c); p.Reason != CounterDropNoBackend || p.Backend != 0 || p.Action != "XDP_DROP" {
 		t.Errorf("drop record %+v", p)
 	}
 	must(t, c.Stop())

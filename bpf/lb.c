@@ -22,7 +22,10 @@
  *   VIP, no table / empty slot / no backend       XDP_DROP      drop_no_backend
  *   ipip, outer source of that family unset       XDP_DROP      drop_no_source
  *   ipip, FIB: neighbour unresolved; l2: no MAC   XDP_DROP      drop_no_neigh
- *   ipip, FIB: encapsulated size above MTU        XDP_DROP      drop_too_big
+ *   ipip, FIB: encapsulated size above MTU        XDP_TX        icmp_too_big
+ *     (the frame becomes ICMP frag needed / packet
+ *     too big to the client, icmp_gen.h); an ICMP
+ *     error, a short packet, over 1000/s          XDP_DROP      drop_too_big
  *   ipip, FIB: anything else                      XDP_DROP      drop_fib
  *   bpf_xdp_adjust_head failed                    XDP_DROP      drop_encap
  *   forwarded out of the ingress interface        XDP_TX        tx
@@ -48,7 +51,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* verdict maps a final counter reason onto the XDP action. */
 static __always_inline int verdict(__u32 reason)
 {
-	if (reason == COUNTER_TX)
+	if (reason == COUNTER_TX || reason == COUNTER_ICMP_TOO_BIG)
 		return XDP_TX;
 	if (reason == COUNTER_REDIRECT)
 		return XDP_REDIRECT;
@@ -90,7 +93,8 @@ static __always_inline __u32 balance_vip(struct xdp_md *ctx, struct packet *p, s
 	__u32 r = COUNTER_DROP_NO_BACKEND;
 	struct backend *be = select_backend(p, vip, &idx, &new_flow);
 	if (be)
-		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be) : forward_ipip(ctx, p, be);
+		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be)
+						 : forward_ipip(ctx, p, be, vip->forward == FORWARD_GUE);
 	account(p, vip->index, idx, r, new_flow);
 	if (p->icmp && is_forwarded(r))
 		count(COUNTER_ICMP_FORWARDED);
@@ -108,7 +112,7 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	__u32 backend = 0;
 	struct capture_record *c = capture_begin(ctx, p, vip);
 	__u32 r = balance_vip(ctx, p, vip, &backend);
-	capture_end(c, r, backend);
+	capture_end(c, r, verdict(r), backend);
 	return r;
 }
 

@@ -67,7 +67,7 @@ type lbCaptureRecord struct {
 	VipIndex uint32
 	Backend  uint32
 	Reason   uint32
-	Pad      uint32
+	Action   uint32
 	Data     [256]uint8
 }
 
@@ -105,7 +105,15 @@ const (
 	lbCounterCOUNTER_PASS_GUARDED     lbCounter = 28
 	lbCounterCOUNTER_CT_UNTRACKED     lbCounter = 29
 	lbCounterCOUNTER_ACL_ESTABLISHED  lbCounter = 30
-	lbCounterCOUNTER_MAX              lbCounter = 31
+	lbCounterCOUNTER_ICMP_TOO_BIG     lbCounter = 31
+	lbCounterCOUNTER_MAX              lbCounter = 32
+)
+
+type lbEncapFlag uint32
+
+const (
+	lbEncapFlagENCAP_PREFIX4 lbEncapFlag = 1
+	lbEncapFlagENCAP_PREFIX6 lbEncapFlag = 2
 )
 
 type lbFlowFlag uint32
@@ -136,6 +144,7 @@ type lbForward uint32
 const (
 	lbForwardFORWARD_IPIP lbForward = 0
 	lbForwardFORWARD_L2   lbForward = 1
+	lbForwardFORWARD_GUE  lbForward = 2
 )
 
 type lbHashKey uint32
@@ -151,6 +160,13 @@ type lbLbConfig struct {
 	Src4        [4]uint8
 	Src6        [16]uint8
 	SynInterval uint32
+	Prefix4     [4]uint8
+	Mask4       [4]uint8
+	Prefix6     [16]uint8
+	Mask6       [8]uint8
+	GuePort     uint16
+	EncapFlags  uint8
+	Pad         uint8
 }
 
 type lbRateState struct {
@@ -223,6 +239,7 @@ const (
 	lbMapConfig              = "config"
 	lbMapConntrack           = "conntrack"
 	lbMapCounters            = "counters"
+	lbMapIcmpRate            = "icmp_rate"
 	lbMapMaglev              = "maglev"
 	lbMapSynSources          = "syn_sources"
 	lbMapVipRates            = "vip_rates"
@@ -232,6 +249,7 @@ const (
 	lbVarAnchorBackendFlag   = "anchor_backend_flag"
 	lbVarAnchorCaptureRecord = "anchor_capture_record"
 	lbVarAnchorCounter       = "anchor_counter"
+	lbVarAnchorEncapFlag     = "anchor_encap_flag"
 	lbVarAnchorFlowFlag      = "anchor_flow_flag"
 	lbVarAnchorForward       = "anchor_forward"
 	lbVarAnchorHashKey       = "anchor_hash_key"
@@ -295,6 +313,7 @@ type lbMapSpecs struct {
 	Config        *ebpf.MapSpec `ebpf:"config"`
 	Conntrack     *ebpf.MapSpec `ebpf:"conntrack"`
 	Counters      *ebpf.MapSpec `ebpf:"counters"`
+	IcmpRate      *ebpf.MapSpec `ebpf:"icmp_rate"`
 	Maglev        *ebpf.MapSpec `ebpf:"maglev"`
 	SynSources    *ebpf.MapSpec `ebpf:"syn_sources"`
 	VipRates      *ebpf.MapSpec `ebpf:"vip_rates"`
@@ -309,6 +328,7 @@ type lbVariableSpecs struct {
 	AnchorBackendFlag   *ebpf.VariableSpec `ebpf:"anchor_backend_flag"`
 	AnchorCaptureRecord *ebpf.VariableSpec `ebpf:"anchor_capture_record"`
 	AnchorCounter       *ebpf.VariableSpec `ebpf:"anchor_counter"`
+	AnchorEncapFlag     *ebpf.VariableSpec `ebpf:"anchor_encap_flag"`
 	AnchorFlowFlag      *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
 	AnchorForward       *ebpf.VariableSpec `ebpf:"anchor_forward"`
 	AnchorHashKey       *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
@@ -343,6 +363,7 @@ type lbMaps struct {
 	Config        *ebpf.Map `ebpf:"config"`
 	Conntrack     *ebpf.Map `ebpf:"conntrack"`
 	Counters      *ebpf.Map `ebpf:"counters"`
+	IcmpRate      *ebpf.Map `ebpf:"icmp_rate"`
 	Maglev        *ebpf.Map `ebpf:"maglev"`
 	SynSources    *ebpf.Map `ebpf:"syn_sources"`
 	VipRates      *ebpf.Map `ebpf:"vip_rates"`
@@ -360,6 +381,7 @@ func (m *lbMaps) Close() error {
 		m.Config,
 		m.Conntrack,
 		m.Counters,
+		m.IcmpRate,
 		m.Maglev,
 		m.SynSources,
 		m.VipRates,
@@ -375,6 +397,7 @@ type lbVariables struct {
 	AnchorBackendFlag   *ebpf.Variable `ebpf:"anchor_backend_flag"`
 	AnchorCaptureRecord *ebpf.Variable `ebpf:"anchor_capture_record"`
 	AnchorCounter       *ebpf.Variable `ebpf:"anchor_counter"`
+	AnchorEncapFlag     *ebpf.Variable `ebpf:"anchor_encap_flag"`
 	AnchorFlowFlag      *ebpf.Variable `ebpf:"anchor_flow_flag"`
 	AnchorForward       *ebpf.Variable `ebpf:"anchor_forward"`
 	AnchorHashKey       *ebpf.Variable `ebpf:"anchor_hash_key"`

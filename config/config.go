@@ -393,9 +393,13 @@ func (b Backend) ID() string {
 
 // XDP holds fast-path settings ([xdp]).
 type XDP struct {
-	Interface string        // required; a Linux interface name
-	Attach    l4.AttachMode // driver | generic; default driver
-	PinPath   string        // absolute path, or "" (default) = maps are not pinned
+	// Interfaces are the interfaces the program attaches to (required; at
+	// least one Linux interface name, no repeats); Interface is the
+	// first, whose addresses are the outer sources.
+	Interfaces []string
+	Interface  string
+	Attach     l4.AttachMode // driver | generic; default driver
+	PinPath    string        // absolute path, or "" (default) = maps are not pinned
 	// ConntrackSize is the flow table's capacity in flows (an LRU: the
 	// least recently seen flow makes room); default 1048576, about 120
 	// bytes of kernel memory each; 1024..67108864.
@@ -408,6 +412,14 @@ type XDP struct {
 	// source address above this many a second; 0 = off (the default);
 	// up to 10M. The count is approximate (one shared LRU of sources).
 	SYNRatePerSource int
+	// SourcePrefix4 and SourcePrefix6, when valid, are the networks the
+	// outer sources of encapsulated flows come from (one address per
+	// flow, by its hash); IPv6 /64 or longer. Zero: the interface's own
+	// address.
+	SourcePrefix4, SourcePrefix6 netip.Prefix
+	// GUEPort is the UDP destination port of forward = "gue"; default
+	// 6080 (Katran's).
+	GUEPort int
 }
 
 // MaxRebalanceRate bounds rebalance_rate and `l4lb rebalance --rate`

@@ -4,6 +4,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,9 +62,11 @@ var globalKeys = []key[Global]{
 // xdpKeys are the keys of [xdp]. Those with EffectRestart are read when
 // the XDP program loads; before that, they simply take the new value.
 var xdpKeys = []key[XDP]{
-	{name: "interface", val: stringOf(func(x *XDP) *string { return &x.Interface }, "", func(s string) string { return s }).as(`"IFNAME"`),
-		check: checkXDPInterface, effect: EffectRestart, def: "(required)",
-		doc: `The ingress interface the XDP program attaches to.`},
+	{name: "interface", val: interfacesOf(),
+		check: checkXDPInterface, effect: EffectNow, def: "(required)",
+		note: "interfaces added are attached, those removed detached; the others keep forwarding",
+		doc: "The interface the XDP program attaches to, or a list of them: the same program runs on each (a two-arm host with clients on one and backends on another, NICs of a bond as separate interfaces), and a packet whose backend is reached through another interface leaves there (XDP_REDIRECT). " +
+			"The outer source of encapsulated packets is the first listed interface's address that has one of the family."},
 	{name: "attach", val: enumOf(func(x *XDP) *l4.AttachMode { return &x.Attach }, l4.AttachDriver, l4.AttachModeNames()),
 		effect: EffectRestart,
 		doc:    `Where the program runs: driver, in the NIC driver (native XDP); generic, after the kernel built the packet: works on any interface (lo and bridges need it), at a fraction of the speed.`},
@@ -79,6 +82,15 @@ var xdpKeys = []key[XDP]{
 	{name: "syn_rate_per_source", val: intOf(func(x *XDP) *int { return &x.SYNRatePerSource }, 0, span[int64](0, 10_000_000)),
 		effect: EffectNow, note: "every SYN from then on",
 		doc: `TCP SYNs a second one source address may send to any VIP (proxy VIPs too); more are dropped in XDP before they cost the kernel a socket; 0 = off.`},
+	{name: "source_prefix4", val: sourcePrefixOf(func(x *XDP) *netip.Prefix { return &x.SourcePrefix4 }, false),
+		effect: EffectNow, note: "every packet from then on: a flow's outer source changes once", def: "none: the interface's own address",
+		doc: `ipip and gue VIPs: the outer IPv4 source of each flow is an address of this network picked by the flow's hash, so that a backend's NIC spreads the flows over its receive queues (one fixed source puts them all on one). The balancer need not have these addresses and nothing answers to them; backends need rp_filter off (they do for DSR already).`},
+	{name: "source_prefix6", val: sourcePrefixOf(func(x *XDP) *netip.Prefix { return &x.SourcePrefix6 }, true),
+		effect: EffectNow, note: "every packet from then on: a flow's outer source changes once", def: "none: the interface's own address",
+		doc: `The same for IPv6 outer headers: a /64 or longer network.`},
+	{name: "gue_port", val: intOf(func(x *XDP) *int { return &x.GUEPort }, 6080, span[int64](1, 65535)),
+		effect: EffectNow, note: "every packet from then on: backends must strip GUE on the new port first",
+		doc: "The UDP destination port of forward = \"gue\" VIPs (the backends' `l4lb decap attach --gue-port`)."},
 }
 
 // bgpReload is when a reload applies a [bgp] change: Diff reports the
@@ -181,11 +193,56 @@ func resolversOf() keyValue[Global] {
 }
 
 func checkXDPInterface(l *layer, x *XDP) {
-	switch {
-	case !l.has("interface"):
+	if !l.has("interface") {
 		l.problem("interface", "is required: the interface the XDP program attaches to")
-	case !validIfName(x.Interface):
-		l.problem("interface", "%q is not an interface name (1 to 15 bytes, no /, : or spaces)", x.Interface)
+		return
+	}
+	if l.ok("interface") && len(x.Interfaces) == 0 {
+		l.problem("interface", "must name at least one interface")
+	}
+	for i, name := range x.Interfaces {
+		switch {
+		case !validIfName(name):
+			l.problem("interface", "%q is not an interface name (1 to 15 bytes, no /, : or spaces)", name)
+		case slices.Contains(x.Interfaces[:i], name):
+			l.problem("interface", "lists %q twice", name)
+		}
+	}
+}
+
+// interfacesOf is [xdp] interface: one name, or an array of names.
+// Interface is the first (the outer source's), Interfaces all of them.
+func interfacesOf() keyValue[XDP] {
+	return keyValue[XDP]{
+		resolve: func(l *layer, key string, own, _ rawTable, x *XDP) {
+			v := pick(l, key, get[any](own, key), opt[any]{})
+			switch raw := v.val.(type) {
+			case nil:
+			case string:
+				x.Interfaces = []string{raw}
+			case []any:
+				l.eachString(key, raw, "an interface name", func(_ int, s string) { x.Interfaces = append(x.Interfaces, s) })
+			default:
+				l.problem(key, "must be an interface name or an array of them, not %s", tomlType(raw))
+			}
+			if len(x.Interfaces) > 0 {
+				x.Interface = x.Interfaces[0]
+			}
+		},
+		text: func(x *XDP) string {
+			if len(x.Interfaces) == 0 {
+				return "(none)"
+			}
+			return strings.Join(x.Interfaces, ", ")
+		},
+		toml: func(x *XDP) string {
+			if len(x.Interfaces) == 1 {
+				return quoteTOML(x.Interfaces[0])
+			}
+			return stringList(x.Interfaces)
+		},
+		copy: func(dst, src *XDP) { dst.Interface, dst.Interfaces = src.Interface, slices.Clone(src.Interfaces) },
+		form: `"IFNAME" | ["IFNAME", ...]`,
 	}
 }
 
@@ -246,6 +303,45 @@ func nextHop() keyValue[BGP] {
 		copy: func(dst, src *BGP) { dst.NextHop = src.NextHop },
 		form: `"IP"`,
 	}
+}
+
+// sourcePrefixOf is [xdp] source_prefix4/6: a network of the family
+// (IPv6: /64 or longer), host bits clear, or absent.
+func sourcePrefixOf(f func(*XDP) *netip.Prefix, v6 bool) keyValue[XDP] {
+	want, form := `an IPv4 network such as "198.18.200.0/24"`, `"IPV4/LEN"`
+	if v6 {
+		want, form = `an IPv6 network of /64 or longer such as "2001:db8:200::/64"`, `"IPV6/LEN"`
+	}
+	return keyValue[XDP]{
+		resolve: func(l *layer, key string, own, _ rawTable, x *XDP) {
+			s := l.str(key, get[string](own, key), opt[string]{}, "")
+			if s == "" {
+				return
+			}
+			p, err := netip.ParsePrefix(s)
+			switch {
+			case err != nil || p.Addr().Is6() != v6 || p.Addr().Is4In6() || p.Addr().IsUnspecified() || v6 && p.Bits() < 64:
+				l.problem(key, "%q must be %s", s, want)
+			case p != p.Masked():
+				l.problem(key, "%q has host bits set (did you mean %q?)", s, p.Masked().String())
+			default:
+				*f(x) = p
+			}
+		},
+		text: func(x *XDP) string { return prefixText(*f(x)) },
+		toml: func(x *XDP) string { return quoteTOML(prefixText(*f(x))) },
+		omit: func(x *XDP) bool { return !f(x).IsValid() },
+		copy: func(dst, src *XDP) { *f(dst) = *f(src) },
+		form: form,
+	}
+}
+
+// prefixText is p as the config writes it ("" for none).
+func prefixText(p netip.Prefix) string {
+	if !p.IsValid() {
+		return ""
+	}
+	return p.String()
 }
 
 // communities is an array of standard communities.

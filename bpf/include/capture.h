@@ -76,7 +76,7 @@ static __always_inline struct capture_record *capture_sample(struct xdp_md *ctx,
 	c->vip_index = vip_index;
 	c->backend = f->backend; /* the wanted one, until capture_end */
 	c->reason = COUNTER_NONE;
-	c->pad = 0;
+	c->action = XDP_ABORTED;
 	return c;
 }
 
@@ -90,9 +90,10 @@ static __always_inline struct capture_record *capture_begin(struct xdp_md *ctx, 
 	return capture_sample(ctx, p, vip->index);
 }
 
-/* capture_end completes a sample with the verdict's reason and the
- * backend, or discards it when the capture wants another backend. */
-static __always_inline void capture_end(struct capture_record *c, __u32 reason, __u32 backend)
+/* capture_end completes a sample with the verdict (its reason and XDP
+ * action) and the backend, or discards it when the capture wants another
+ * backend. */
+static __always_inline void capture_end(struct capture_record *c, __u32 reason, __u32 action, __u32 backend)
 {
 	if (!c)
 		return;
@@ -101,6 +102,7 @@ static __always_inline void capture_end(struct capture_record *c, __u32 reason, 
 		return;
 	}
 	c->reason = reason;
+	c->action = action;
 	c->backend = backend;
 	bpf_ringbuf_submit(c, 0);
 }

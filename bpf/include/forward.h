@@ -1,6 +1,7 @@
-/* forward.h: sending a packet to its backend, by IP-in-IP through the FIB
- * or by MAC rewrite on the local segment. Each returns the final counter
- * reason: COUNTER_TX, COUNTER_REDIRECT or a COUNTER_DROP_*. */
+/* forward.h: sending a packet to its backend, by IP-in-IP (or GUE, IP in
+ * UDP) through the FIB or by MAC rewrite on the local segment. Each
+ * returns the final counter reason: COUNTER_TX, COUNTER_REDIRECT or a
+ * COUNTER_DROP_*. */
 #ifndef L4LB_FORWARD_H
 #define L4LB_FORWARD_H
 
@@ -8,8 +9,10 @@
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 #include "encap.h"
+#include "icmp_gen.h"
 #include "maps.h"
 #include "parse.h"
+#include "rss.h"
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -38,29 +41,54 @@ static __always_inline __u32 fib_reason(long rc)
 	return COUNTER_DROP_FIB;
 }
 
+/* outer_for fills the outer headers' per-flow parts for be: the source is
+ * the flow's address in [xdp] source_prefix4/6 when one is set (rss.h),
+ * else the balancer's own; GUE adds its UDP ports. The flow hash is taken
+ * only when something uses it. */
+static __always_inline __u32 outer_for(struct outer *o, const struct packet *p,
+				       const struct backend *be, const struct lb_config *cfg, int gue)
+{
+	__u64 h = 0;
+
+	if (gue || cfg->encap_flags)
+		h = encap_hash(&p->flow);
+	if (gue)
+		gue_ports(o, cfg, h);
+	if (be->family == 4) {
+		if (cfg->encap_flags & ENCAP_PREFIX4)
+			return prefix_source4(o, cfg, h);
+		if (is_zero(cfg->src4, 4))
+			return COUNTER_DROP_NO_SOURCE;
+		__builtin_memcpy(o->src, cfg->src4, 4);
+		return COUNTER_NONE;
+	}
+	if (cfg->encap_flags & ENCAP_PREFIX6)
+		return prefix_source6(o, cfg, h);
+	if (is_zero(cfg->src6, 16))
+		return COUNTER_DROP_NO_SOURCE;
+	__builtin_memcpy(o->src, cfg->src6, 16);
+	return COUNTER_NONE;
+}
+
 /* fib_route asks the kernel for the next hop of the encapsulated packet,
  * before any byte moves: tot_len is the outer packet's size, so an egress
  * MTU it exceeds comes back as FRAG_NEEDED. */
 static __always_inline __u32 fib_route(struct xdp_md *ctx, const struct packet *p,
-				       const struct backend *be, const struct lb_config *cfg,
+				       const struct backend *be, const struct outer *o,
 				       struct bpf_fib_lookup *fib)
 {
 	fib->ifindex = ctx->ingress_ifindex;
-	fib->l4_protocol = inner_proto(p);
+	fib->l4_protocol = o->extra ? PROTO_UDP : inner_proto(p);
 	if (be->family == 4) {
-		if (is_zero(cfg->src4, 4))
-			return COUNTER_DROP_NO_SOURCE;
 		fib->family = AF_INET;
 		fib->tos = p->tos;
-		fib->tot_len = p->l3_len + IPV4_HLEN;
-		__builtin_memcpy(&fib->ipv4_src, cfg->src4, 4);
+		fib->tot_len = p->l3_len + IPV4_HLEN + o->extra;
+		__builtin_memcpy(&fib->ipv4_src, o->src, 4);
 		__builtin_memcpy(&fib->ipv4_dst, be->addr + 12, 4);
 	} else {
-		if (is_zero(cfg->src6, 16))
-			return COUNTER_DROP_NO_SOURCE;
 		fib->family = AF_INET6;
-		fib->tot_len = p->l3_len + IPV6_HLEN;
-		__builtin_memcpy(fib->ipv6_src, cfg->src6, 16);
+		fib->tot_len = p->l3_len + IPV6_HLEN + o->extra;
+		__builtin_memcpy(fib->ipv6_src, o->src, 16);
 		__builtin_memcpy(fib->ipv6_dst, be->addr, 16);
 	}
 	return fib_reason(bpf_fib_lookup(ctx, fib, sizeof(*fib), 0));
@@ -69,31 +97,41 @@ static __always_inline __u32 fib_route(struct xdp_md *ctx, const struct packet *
 /* encap pushes the outer header for be's family, with constant offsets in
  * each branch so the verifier sees fixed packet ranges. */
 static __always_inline void *encap(struct xdp_md *ctx, const struct packet *p,
-				   const struct backend *be, const struct lb_config *cfg)
+				   const struct backend *be, const struct outer *o)
 {
 	int vlan = p->l3_off != ETH_HLEN;
+	if (o->extra)
+		return encap_gue(ctx, p, be, o);
 	if (be->family == 4)
-		return vlan ? encap4(ctx, p, cfg->src4, be->addr + 12, ETH_HLEN + VLAN_HLEN)
-			    : encap4(ctx, p, cfg->src4, be->addr + 12, ETH_HLEN);
-	return vlan ? encap6(ctx, p, cfg->src6, be->addr, ETH_HLEN + VLAN_HLEN)
-		    : encap6(ctx, p, cfg->src6, be->addr, ETH_HLEN);
+		return vlan ? encap4(ctx, p, o->src, be->addr + 12, ETH_HLEN + VLAN_HLEN)
+			    : encap4(ctx, p, o->src, be->addr + 12, ETH_HLEN);
+	return vlan ? encap6(ctx, p, o->src, be->addr, ETH_HLEN + VLAN_HLEN)
+		    : encap6(ctx, p, o->src, be->addr, ETH_HLEN);
 }
 
-/* forward_ipip encapsulates towards be and sends it where the FIB says:
- * back out of the ingress interface (XDP_TX) or to another one. */
+/* forward_ipip encapsulates towards be (in IP, or with gue in UDP) and
+ * sends it where the FIB says: back out of the ingress interface (XDP_TX)
+ * or to another one. */
 static __always_inline __u32 forward_ipip(struct xdp_md *ctx, const struct packet *p,
-					  const struct backend *be)
+					  const struct backend *be, int gue)
 {
 	__u32 zero = 0;
 	struct lb_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	struct bpf_fib_lookup fib = {};
+	struct outer o = {};
 
 	if (!cfg)
 		return COUNTER_DROP_NO_SOURCE;
-	__u32 r = fib_route(ctx, p, be, cfg, &fib);
+	__u32 r = outer_for(&o, p, be, cfg, gue);
 	if (r != COUNTER_NONE)
 		return r;
-	struct ethhdr *eth = encap(ctx, p, be, cfg);
+	r = fib_route(ctx, p, be, &o, &fib);
+	if (r == COUNTER_DROP_TOO_BIG)
+		return answer_too_big(ctx, p, fib.mtu_result,
+				      (be->family == 4 ? IPV4_HLEN : IPV6_HLEN) + o.extra);
+	if (r != COUNTER_NONE)
+		return r;
+	struct ethhdr *eth = encap(ctx, p, be, &o);
 	if (!eth)
 		return COUNTER_DROP_ENCAP;
 	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);

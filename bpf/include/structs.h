@@ -82,6 +82,8 @@ enum hash_key {
 enum forward {
 	FORWARD_IPIP = 0,	/* IP-in-IP (v4 or v6 outer by the backend's family) */
 	FORWARD_L2 = 1,		/* rewrite the destination MAC, backend on our segment */
+	FORWARD_GUE = 2,	/* IP in UDP to lb_config.gue_port (GUE variant 1: the inner IP
+				 * header right after the UDP header), per-flow source port */
 };
 
 /* Key of the conntrack map: a flow as the client sent it (client to VIP),
@@ -125,6 +127,22 @@ struct lb_config {
 	__u8 src4[4];
 	__u8 src6[16];
 	__u32 syn_interval;	/* ns between admitted SYNs of one source ([xdp] syn_rate_per_source); 0 = off */
+	/* [xdp] source_prefix4/6 (rss.h): with ENCAP_PREFIX4/6 set in
+	 * encap_flags the outer source of a flow is prefix | (flow hash &
+	 * mask) instead of src4/src6; the prefixes need not be assigned to
+	 * the balancer. */
+	__u8 prefix4[4];	/* network bits, host bits zero */
+	__u8 mask4[4];		/* host bits set (network order) */
+	__u8 prefix6[16];	/* network bits, host bits zero */
+	__u8 mask6[8];		/* host bits of the low 64 bits (a prefix is /64 or longer) */
+	__be16 gue_port;	/* UDP destination port of forward = gue ([xdp] gue_port) */
+	__u8 encap_flags;	/* enum encap_flag */
+	__u8 pad;
+};
+
+enum encap_flag {
+	ENCAP_PREFIX4 = 1,	/* IPv4 outer sources from prefix4/mask4 */
+	ENCAP_PREFIX6 = 2,	/* IPv6 outer sources from prefix6/mask6 */
 };
 
 /* Per-VIP counters (per CPU, summed by Go). */
@@ -162,7 +180,7 @@ enum counter {
 	COUNTER_DROP_NO_BACKEND,	/* no table, empty slot, or backend missing/inactive */
 	COUNTER_DROP_NO_SOURCE,		/* outer source address of that family unset */
 	COUNTER_DROP_NO_NEIGH,		/* FIB: next hop has no resolved neighbour */
-	COUNTER_DROP_TOO_BIG,		/* FIB: encapsulated packet above the egress MTU */
+	COUNTER_DROP_TOO_BIG,		/* FIB: encapsulated packet above the egress MTU, not answered (icmp_gen.h says when) */
 	COUNTER_DROP_FIB,		/* FIB: any other failure (no route, forwarding off) */
 	COUNTER_DROP_ENCAP,		/* bpf_xdp_adjust_head failed */
 	COUNTER_TX,			/* forwarded with XDP_TX */
@@ -179,6 +197,7 @@ enum counter {
 	COUNTER_PASS_GUARDED,		/* packet to a guard-only (proxy) VIP that passed its guards */
 	COUNTER_CT_UNTRACKED,		/* flow over the VIP's new_flow_rate: forwarded, not inserted */
 	COUNTER_ACL_ESTABLISHED,	/* denied client, but its flow is in conntrack (admitted before a reload): forwarded */
+	COUNTER_ICMP_TOO_BIG,		/* encapsulated it would exceed the MTU: answered with ICMP frag needed / packet too big (XDP_TX) */
 	COUNTER_MAX,
 };
 
@@ -204,7 +223,7 @@ struct capture_record {
 	__u32 vip_index;
 	__u32 backend;		/* backend index it went to (or would have); 0 = none */
 	__u32 reason;		/* enum counter: the final verdict's reason */
-	__u32 pad;
+	__u32 action;		/* the XDP action returned (XDP_TX, XDP_DROP ...) */
 	__u8 data[256];		/* the frame's first cap_len bytes (CAPTURE_SNAP) */
 };
 
@@ -216,7 +235,15 @@ enum decap_counter {
 	DECAP_PASS_NOT_ENCAP,	/* not IP-in-IP: passed untouched */
 	DECAP_PASS_MALFORMED,	/* truncated, options, fragment, bad length: passed untouched */
 	DECAP_FAILED,		/* bpf_xdp_adjust_head failed: passed untouched */
+	DECAP_GUE_V4,		/* stripped an outer IPv4 + UDP header (GUE to decap_config.gue_port) */
+	DECAP_GUE_V6,		/* stripped an outer IPv6 + UDP header (GUE to decap_config.gue_port) */
 	DECAP_MAX,
+};
+
+/* The single entry of the decap program's decap_config map. */
+struct decap_config {
+	__be16 gue_port;	/* UDP port whose IP-in-UDP (GUE variant 1) is stripped; 0 = none */
+	__u16 pad;
 };
 
 #endif

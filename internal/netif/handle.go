@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -44,6 +45,10 @@ const dumpRetries = 5
 // methods may be called from any goroutine. Close it when done.
 type Handle struct {
 	nl *netlink.Handle
+	// raw is a second route-netlink socket in the same namespace, for
+	// requests the netlink package cannot express (a neighbour entry's
+	// NDA_PROTOCOL mark: neighproto.go).
+	raw map[int]*nl.SocketHandle
 }
 
 // Open binds a Handle to the network namespace of the calling thread, as
@@ -53,7 +58,7 @@ func Open() (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle: %w", err)
 	}
-	return newHandle(h)
+	return newHandle(h, netns.None())
 }
 
 // OpenPath binds a Handle to the network namespace at path, such as
@@ -69,19 +74,45 @@ func OpenPath(path string) (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle in %s: %w", path, err)
 	}
-	return newHandle(h)
+	return newHandle(h, ns)
 }
 
-func newHandle(h *netlink.Handle) (*Handle, error) {
+// newHandle wraps h, opening the raw socket in ns (netns.None(): the
+// calling thread's namespace).
+func newHandle(h *netlink.Handle, ns netns.NsHandle) (*Handle, error) {
 	if err := h.SetSocketTimeout(requestTimeout); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("netlink socket timeout: %w", err)
 	}
-	return &Handle{nl: h}, nil
+	raw, err := openRaw(ns)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &Handle{nl: h, raw: raw}, nil
 }
 
-// Close releases the netlink socket.
-func (h *Handle) Close() { h.nl.Close() }
+// openRaw opens a route-netlink socket in ns with the request timeout.
+func openRaw(ns netns.NsHandle) (map[int]*nl.SocketHandle, error) {
+	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink socket: %w", err)
+	}
+	tv := unix.NsecToTimeval(requestTimeout.Nanoseconds())
+	if err := errors.Join(s.SetSendTimeout(&tv), s.SetReceiveTimeout(&tv)); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("netlink socket timeout: %w", err)
+	}
+	return map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: {Socket: s}}, nil
+}
+
+// Close releases the netlink sockets.
+func (h *Handle) Close() {
+	h.nl.Close()
+	for _, s := range h.raw {
+		s.Close()
+	}
+}
 
 // dump retries fn while the kernel reports the dump as interrupted.
 func dump[T any](fn func() ([]T, error)) ([]T, error) {

@@ -287,12 +287,15 @@ func TestConfigToPlaneMapping(t *testing.T) {
 func TestXDPOptionsMapping(t *testing.T) {
 	cfg := parse(t, `
 [xdp]
-interface = "veth9"
+interface = ["veth9", "veth8"]
 attach = "generic"
 pin_path = "/sys/fs/bpf/l4lb-test"
 conntrack_size = 4096
 weight_refresh = "7s"
 syn_rate_per_source = 40
+source_prefix4 = "198.18.200.0/24"
+source_prefix6 = "2001:db8:200::/64"
+gue_port = 6081
 [[vip]]
 name = "x"
 listen = "198.18.100.1:80"
@@ -300,9 +303,10 @@ mode = "xdp"
   [[vip.backend]]
   address = "198.18.10.11:80"
 `)
-	want := xdpplane.Options{Interface: "veth9", Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
-		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40}
-	if got := xdpOptions(cfg.XDP); got != want {
+	want := xdpplane.Options{Interfaces: []string{"veth9", "veth8"}, Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
+		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40, SourcePrefix4: netip.MustParsePrefix("198.18.200.0/24"),
+		SourcePrefix6: netip.MustParsePrefix("2001:db8:200::/64"), GUEPort: 6081}
+	if got := xdpOptions(cfg.XDP); !reflect.DeepEqual(got, want) {
 		t.Fatalf("xdp options %+v, want %+v", got, want)
 	}
 	cfg.XDP.Attach = l4.AttachDriver

@@ -221,8 +221,16 @@ func (r *Runtime) prepare(cfg *config.Config) (*change, error) {
 		abandon()
 		return nil, err
 	}
+	attached, err := r.attachInterfaces(cfg)
+	if err != nil {
+		abandon()
+		return nil, err
+	}
 	started, err := r.startNew(ch.desired, ch.moved)
 	if err != nil {
+		if len(attached) > 0 {
+			r.xdp.DetachInterfaces(attached)
+		}
 		abandon()
 		return nil, err
 	}
@@ -353,15 +361,25 @@ func (r *Runtime) ensureXDP(cfg *config.Config) error {
 }
 
 // checkForwarding refuses a config whose ipip xdp VIPs need forwarding
-// that the XDP interface (the running one, or the one cfg starts) lacks.
+// that an XDP interface (cfg's, or the running ones when cfg has no
+// [xdp]) lacks.
 func (r *Runtime) checkForwarding(cfg *config.Config, desired map[l4.VIPKey]*config.VIP) error {
 	switch {
+	case cfg.XDP != nil && (r.xdp != nil || cfg.HasXDPVIP()):
+		return checkXDPForwarding(cfg.XDP.Interfaces, desired)
 	case r.xdp != nil:
-		return checkXDPForwarding(r.xdp.Interface(), desired)
-	case cfg.XDP != nil && cfg.HasXDPVIP():
-		return checkXDPForwarding(cfg.XDP.Interface, desired)
+		return checkXDPForwarding(r.xdp.Interfaces(), desired)
 	}
 	return nil
+}
+
+// attachInterfaces attaches the running XDP program to the interfaces
+// cfg adds (a reload); commit detaches those it drops (Program.Update).
+func (r *Runtime) attachInterfaces(cfg *config.Config) ([]string, error) {
+	if r.xdp == nil || cfg.XDP == nil {
+		return nil, nil
+	}
+	return r.xdp.AttachInterfaces(cfg.XDP.Interfaces)
 }
 
 // rescaleXDP moves the weights of xdp least_conn and least_time VIPs

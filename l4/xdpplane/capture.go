@@ -86,7 +86,7 @@ func (p *Plane) readCapture(ctx context.Context, c *bpf.Capture, count int, emit
 // capturedPacket names a sampled packet's verdict and backend.
 func (p *Plane) capturedPacket(pkt bpf.CapturedPacket) plane.CapturedPacket {
 	return plane.CapturedPacket{Time: pkt.Time, Length: pkt.FrameLen, Data: pkt.Data,
-		Verdict: pkt.Reason.Action(), Reason: pkt.Reason.String(), Backend: p.backendLabel(pkt.Backend)}
+		Verdict: pkt.Action, Reason: pkt.Reason.String(), Backend: p.backendLabel(pkt.Backend)}
 }
 
 // backendLabel is "name (address)" of backend index i, its address when
