@@ -74,39 +74,44 @@ type lbCaptureRecord struct {
 type lbCounter uint32
 
 const (
-	lbCounterCOUNTER_NONE             lbCounter = 0
-	lbCounterCOUNTER_PASS_NOT_IP      lbCounter = 1
-	lbCounterCOUNTER_PASS_TRUNCATED   lbCounter = 2
-	lbCounterCOUNTER_PASS_BAD_HEADER  lbCounter = 3
-	lbCounterCOUNTER_PASS_BAD_LENGTH  lbCounter = 4
-	lbCounterCOUNTER_PASS_IP_OPTIONS  lbCounter = 5
-	lbCounterCOUNTER_PASS_FRAGMENT    lbCounter = 6
-	lbCounterCOUNTER_PASS_IPV6EXT     lbCounter = 7
-	lbCounterCOUNTER_PASS_OTHER_PROTO lbCounter = 8
-	lbCounterCOUNTER_PASS_ICMP        lbCounter = 9
-	lbCounterCOUNTER_PASS_NOT_VIP     lbCounter = 10
-	lbCounterCOUNTER_DROP_NO_BACKEND  lbCounter = 11
-	lbCounterCOUNTER_DROP_NO_SOURCE   lbCounter = 12
-	lbCounterCOUNTER_DROP_NO_NEIGH    lbCounter = 13
-	lbCounterCOUNTER_DROP_TOO_BIG     lbCounter = 14
-	lbCounterCOUNTER_DROP_FIB         lbCounter = 15
-	lbCounterCOUNTER_DROP_ENCAP       lbCounter = 16
-	lbCounterCOUNTER_TX               lbCounter = 17
-	lbCounterCOUNTER_REDIRECT         lbCounter = 18
-	lbCounterCOUNTER_ICMP_FORWARDED   lbCounter = 19
-	lbCounterCOUNTER_CT_HIT           lbCounter = 20
-	lbCounterCOUNTER_CT_NEW           lbCounter = 21
-	lbCounterCOUNTER_CT_STALE         lbCounter = 22
-	lbCounterCOUNTER_CT_SYN           lbCounter = 23
-	lbCounterCOUNTER_CT_RST           lbCounter = 24
-	lbCounterCOUNTER_CT_FULL          lbCounter = 25
-	lbCounterCOUNTER_DROP_ACL         lbCounter = 26
-	lbCounterCOUNTER_DROP_SYN_RATE    lbCounter = 27
-	lbCounterCOUNTER_PASS_GUARDED     lbCounter = 28
-	lbCounterCOUNTER_CT_UNTRACKED     lbCounter = 29
-	lbCounterCOUNTER_ACL_ESTABLISHED  lbCounter = 30
-	lbCounterCOUNTER_ICMP_TOO_BIG     lbCounter = 31
-	lbCounterCOUNTER_MAX              lbCounter = 32
+	lbCounterCOUNTER_NONE               lbCounter = 0
+	lbCounterCOUNTER_PASS_NOT_IP        lbCounter = 1
+	lbCounterCOUNTER_PASS_TRUNCATED     lbCounter = 2
+	lbCounterCOUNTER_PASS_BAD_HEADER    lbCounter = 3
+	lbCounterCOUNTER_PASS_BAD_LENGTH    lbCounter = 4
+	lbCounterCOUNTER_PASS_IP_OPTIONS    lbCounter = 5
+	lbCounterCOUNTER_PASS_FRAGMENT      lbCounter = 6
+	lbCounterCOUNTER_PASS_IPV6EXT       lbCounter = 7
+	lbCounterCOUNTER_PASS_OTHER_PROTO   lbCounter = 8
+	lbCounterCOUNTER_PASS_ICMP          lbCounter = 9
+	lbCounterCOUNTER_PASS_NOT_VIP       lbCounter = 10
+	lbCounterCOUNTER_DROP_NO_BACKEND    lbCounter = 11
+	lbCounterCOUNTER_DROP_NO_SOURCE     lbCounter = 12
+	lbCounterCOUNTER_DROP_NO_NEIGH      lbCounter = 13
+	lbCounterCOUNTER_DROP_TOO_BIG       lbCounter = 14
+	lbCounterCOUNTER_DROP_FIB           lbCounter = 15
+	lbCounterCOUNTER_DROP_ENCAP         lbCounter = 16
+	lbCounterCOUNTER_TX                 lbCounter = 17
+	lbCounterCOUNTER_REDIRECT           lbCounter = 18
+	lbCounterCOUNTER_ICMP_FORWARDED     lbCounter = 19
+	lbCounterCOUNTER_CT_HIT             lbCounter = 20
+	lbCounterCOUNTER_CT_NEW             lbCounter = 21
+	lbCounterCOUNTER_CT_STALE           lbCounter = 22
+	lbCounterCOUNTER_CT_SYN             lbCounter = 23
+	lbCounterCOUNTER_CT_RST             lbCounter = 24
+	lbCounterCOUNTER_CT_FULL            lbCounter = 25
+	lbCounterCOUNTER_DROP_ACL           lbCounter = 26
+	lbCounterCOUNTER_DROP_SYN_RATE      lbCounter = 27
+	lbCounterCOUNTER_PASS_GUARDED       lbCounter = 28
+	lbCounterCOUNTER_CT_UNTRACKED       lbCounter = 29
+	lbCounterCOUNTER_ACL_ESTABLISHED    lbCounter = 30
+	lbCounterCOUNTER_ICMP_TOO_BIG       lbCounter = 31
+	lbCounterCOUNTER_NAT_NEW            lbCounter = 32
+	lbCounterCOUNTER_NAT_RECLAIMED      lbCounter = 33
+	lbCounterCOUNTER_NAT_REPLY          lbCounter = 34
+	lbCounterCOUNTER_DROP_NAT_EXHAUSTED lbCounter = 35
+	lbCounterCOUNTER_PASS_HANDOVER      lbCounter = 36
+	lbCounterCOUNTER_MAX                lbCounter = 37
 )
 
 type lbEncapFlag uint32
@@ -145,6 +150,7 @@ const (
 	lbForwardFORWARD_IPIP lbForward = 0
 	lbForwardFORWARD_L2   lbForward = 1
 	lbForwardFORWARD_GUE  lbForward = 2
+	lbForwardFORWARD_NAT  lbForward = 3
 )
 
 type lbHashKey uint32
@@ -167,6 +173,41 @@ type lbLbConfig struct {
 	GuePort     uint16
 	EncapFlags  uint8
 	Pad         uint8
+}
+
+type lbNatConfig struct {
+	_             structs.HostLayout
+	Addr6         [16]uint8
+	Addr4         [4]uint8
+	PortLo        uint16
+	PortHi        uint16
+	Enabled       uint32
+	Pad           uint32
+	TcpTimeout    uint64
+	UdpTimeout    uint64
+	ClosedTimeout uint64
+}
+
+type lbNatFlag uint32
+
+const (
+	lbNatFlagNAT_CLOSING lbNatFlag = 1
+)
+
+type lbNatMapping struct {
+	_       structs.HostLayout
+	Addr    [16]uint8
+	Port    uint16
+	Pad     uint16
+	Backend uint32
+}
+
+type lbNatReverse struct {
+	_        structs.HostLayout
+	Flow     lbFlowKey
+	LastSeen uint64
+	Flags    uint32
+	Backend  uint32
 }
 
 type lbRateState struct {
@@ -196,7 +237,9 @@ const (
 	lbVipFlagVIP_ACL          lbVipFlag = 1
 	lbVipFlagVIP_DEFAULT_DENY lbVipFlag = 2
 	lbVipFlagVIP_GUARD_ONLY   lbVipFlag = 4
-	lbVipFlagVIP_CAPTURE      lbVipFlag = 8
+	lbVipFlagVIP_CT_ONLY      lbVipFlag = 8
+	lbVipFlagVIP_KERNEL_FLOWS lbVipFlag = 16
+	lbVipFlagVIP_CAPTURE      lbVipFlag = 32
 )
 
 type lbVipKey struct {
@@ -236,11 +279,14 @@ const (
 	lbMapBackends            = "backends"
 	lbMapCaptureFilter       = "capture_filter"
 	lbMapCaptureRing         = "capture_ring"
+	lbMapCaptureScratch      = "capture_scratch"
 	lbMapConfig              = "config"
 	lbMapConntrack           = "conntrack"
 	lbMapCounters            = "counters"
 	lbMapIcmpRate            = "icmp_rate"
 	lbMapMaglev              = "maglev"
+	lbMapNatFlows            = "nat_flows"
+	lbMapNatReverse          = "nat_reverse"
 	lbMapSynSources          = "syn_sources"
 	lbMapVipRates            = "vip_rates"
 	lbMapVipStats            = "vip_stats"
@@ -253,7 +299,9 @@ const (
 	lbVarAnchorFlowFlag      = "anchor_flow_flag"
 	lbVarAnchorForward       = "anchor_forward"
 	lbVarAnchorHashKey       = "anchor_hash_key"
+	lbVarAnchorNatFlag       = "anchor_nat_flag"
 	lbVarAnchorVipFlag       = "anchor_vip_flag"
+	lbVarNatCfg              = "nat_cfg"
 )
 
 // loadLb returns the embedded CollectionSpec for lb.
@@ -305,20 +353,23 @@ type lbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbMapSpecs struct {
-	Acl           *ebpf.MapSpec `ebpf:"acl"`
-	BackendStats  *ebpf.MapSpec `ebpf:"backend_stats"`
-	Backends      *ebpf.MapSpec `ebpf:"backends"`
-	CaptureFilter *ebpf.MapSpec `ebpf:"capture_filter"`
-	CaptureRing   *ebpf.MapSpec `ebpf:"capture_ring"`
-	Config        *ebpf.MapSpec `ebpf:"config"`
-	Conntrack     *ebpf.MapSpec `ebpf:"conntrack"`
-	Counters      *ebpf.MapSpec `ebpf:"counters"`
-	IcmpRate      *ebpf.MapSpec `ebpf:"icmp_rate"`
-	Maglev        *ebpf.MapSpec `ebpf:"maglev"`
-	SynSources    *ebpf.MapSpec `ebpf:"syn_sources"`
-	VipRates      *ebpf.MapSpec `ebpf:"vip_rates"`
-	VipStats      *ebpf.MapSpec `ebpf:"vip_stats"`
-	Vips          *ebpf.MapSpec `ebpf:"vips"`
+	Acl            *ebpf.MapSpec `ebpf:"acl"`
+	BackendStats   *ebpf.MapSpec `ebpf:"backend_stats"`
+	Backends       *ebpf.MapSpec `ebpf:"backends"`
+	CaptureFilter  *ebpf.MapSpec `ebpf:"capture_filter"`
+	CaptureRing    *ebpf.MapSpec `ebpf:"capture_ring"`
+	CaptureScratch *ebpf.MapSpec `ebpf:"capture_scratch"`
+	Config         *ebpf.MapSpec `ebpf:"config"`
+	Conntrack      *ebpf.MapSpec `ebpf:"conntrack"`
+	Counters       *ebpf.MapSpec `ebpf:"counters"`
+	IcmpRate       *ebpf.MapSpec `ebpf:"icmp_rate"`
+	Maglev         *ebpf.MapSpec `ebpf:"maglev"`
+	NatFlows       *ebpf.MapSpec `ebpf:"nat_flows"`
+	NatReverse     *ebpf.MapSpec `ebpf:"nat_reverse"`
+	SynSources     *ebpf.MapSpec `ebpf:"syn_sources"`
+	VipRates       *ebpf.MapSpec `ebpf:"vip_rates"`
+	VipStats       *ebpf.MapSpec `ebpf:"vip_stats"`
+	Vips           *ebpf.MapSpec `ebpf:"vips"`
 }
 
 // lbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -332,7 +383,9 @@ type lbVariableSpecs struct {
 	AnchorFlowFlag      *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
 	AnchorForward       *ebpf.VariableSpec `ebpf:"anchor_forward"`
 	AnchorHashKey       *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
+	AnchorNatFlag       *ebpf.VariableSpec `ebpf:"anchor_nat_flag"`
 	AnchorVipFlag       *ebpf.VariableSpec `ebpf:"anchor_vip_flag"`
+	NatCfg              *ebpf.VariableSpec `ebpf:"nat_cfg"`
 }
 
 // lbObjects contains all objects after they have been loaded into the kernel.
@@ -355,20 +408,23 @@ func (o *lbObjects) Close() error {
 //
 // It can be passed to loadLbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbMaps struct {
-	Acl           *ebpf.Map `ebpf:"acl"`
-	BackendStats  *ebpf.Map `ebpf:"backend_stats"`
-	Backends      *ebpf.Map `ebpf:"backends"`
-	CaptureFilter *ebpf.Map `ebpf:"capture_filter"`
-	CaptureRing   *ebpf.Map `ebpf:"capture_ring"`
-	Config        *ebpf.Map `ebpf:"config"`
-	Conntrack     *ebpf.Map `ebpf:"conntrack"`
-	Counters      *ebpf.Map `ebpf:"counters"`
-	IcmpRate      *ebpf.Map `ebpf:"icmp_rate"`
-	Maglev        *ebpf.Map `ebpf:"maglev"`
-	SynSources    *ebpf.Map `ebpf:"syn_sources"`
-	VipRates      *ebpf.Map `ebpf:"vip_rates"`
-	VipStats      *ebpf.Map `ebpf:"vip_stats"`
-	Vips          *ebpf.Map `ebpf:"vips"`
+	Acl            *ebpf.Map `ebpf:"acl"`
+	BackendStats   *ebpf.Map `ebpf:"backend_stats"`
+	Backends       *ebpf.Map `ebpf:"backends"`
+	CaptureFilter  *ebpf.Map `ebpf:"capture_filter"`
+	CaptureRing    *ebpf.Map `ebpf:"capture_ring"`
+	CaptureScratch *ebpf.Map `ebpf:"capture_scratch"`
+	Config         *ebpf.Map `ebpf:"config"`
+	Conntrack      *ebpf.Map `ebpf:"conntrack"`
+	Counters       *ebpf.Map `ebpf:"counters"`
+	IcmpRate       *ebpf.Map `ebpf:"icmp_rate"`
+	Maglev         *ebpf.Map `ebpf:"maglev"`
+	NatFlows       *ebpf.Map `ebpf:"nat_flows"`
+	NatReverse     *ebpf.Map `ebpf:"nat_reverse"`
+	SynSources     *ebpf.Map `ebpf:"syn_sources"`
+	VipRates       *ebpf.Map `ebpf:"vip_rates"`
+	VipStats       *ebpf.Map `ebpf:"vip_stats"`
+	Vips           *ebpf.Map `ebpf:"vips"`
 }
 
 func (m *lbMaps) Close() error {
@@ -378,11 +434,14 @@ func (m *lbMaps) Close() error {
 		m.Backends,
 		m.CaptureFilter,
 		m.CaptureRing,
+		m.CaptureScratch,
 		m.Config,
 		m.Conntrack,
 		m.Counters,
 		m.IcmpRate,
 		m.Maglev,
+		m.NatFlows,
+		m.NatReverse,
 		m.SynSources,
 		m.VipRates,
 		m.VipStats,
@@ -401,7 +460,9 @@ type lbVariables struct {
 	AnchorFlowFlag      *ebpf.Variable `ebpf:"anchor_flow_flag"`
 	AnchorForward       *ebpf.Variable `ebpf:"anchor_forward"`
 	AnchorHashKey       *ebpf.Variable `ebpf:"anchor_hash_key"`
+	AnchorNatFlag       *ebpf.Variable `ebpf:"anchor_nat_flag"`
 	AnchorVipFlag       *ebpf.Variable `ebpf:"anchor_vip_flag"`
+	NatCfg              *ebpf.Variable `ebpf:"nat_cfg"`
 }
 
 // lbPrograms contains all programs after they have been loaded into the kernel.

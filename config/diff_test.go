@@ -266,7 +266,7 @@ udp_responses = 1`),
 			next: edit(t, diffXDPBase, `mode = "xdp"`, `mode = "proxy"`, `name = "x1"`, "name = \"x1\"\n  weight = 5"),
 			want: []string{"~vip x mode xdp->proxy vip_restart", "~vip x algorithm maglev->round_robin vip_restart",
 				"~vip x ~backend x1 weight 100->5 vip_restart"},
-			notes: []string{"the VIP restarts: its established flows are cut", "every backend new (health unknown)"},
+			notes: []string{"the VIP restarts on the other plane: its established flows stay on the old one until they end or drain_timeout", "every backend starts new (health unknown)"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

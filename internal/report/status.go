@@ -62,6 +62,10 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 		}
 		draining := ""
 		switch {
+		case v.ModeChange != nil:
+			m := v.ModeChange
+			draining = fmt.Sprintf("  DRAINING (mode changed to %s: the %s plane keeps its established flows until they end, at most until %s)",
+				m.To, m.From, m.Until.Local().Format(time.TimeOnly))
 		case v.Draining && st.Stopping:
 			draining = "  DRAINING (l4lb is stopping)"
 		case v.Draining:

@@ -58,6 +58,8 @@ type Options struct {
 	// change them (Update).
 	SourcePrefix4, SourcePrefix6 netip.Prefix
 	GUEPort                      int
+	// NAT is what forward = "nat" VIPs need ([xdp] nat_*).
+	NAT NATOptions
 }
 
 // xdpRefresh is how often the flow table is read for live-flow counts and
@@ -93,6 +95,11 @@ type Program struct {
 	rescale       func()
 	weightRefresh atomic.Int64 // nanoseconds; a reload may change it
 	rescaled      time.Time    // owned by loop
+
+	// nat is the NAT settings the program holds (natMu guards the
+	// read-modify-write of Enabled).
+	natMu sync.Mutex
+	nat   bpf.NATConfig
 
 	// settled: the entries adopted from an earlier l4lb that the config
 	// no longer has are gone (set by the first Settle; the control loop
@@ -227,6 +234,7 @@ func (x *Program) adopt() error {
 	if err == nil {
 		err = x.lb.VIPs(func(k l4.VIPKey, e bpf.VIPEntry) bool {
 			x.vips.Reserve(e.Index, k)
+			x.nat.Enabled = x.nat.Enabled || e.Forward == l4.ForwardNAT // their replies keep flowing from the attach on
 			n++
 			return true
 		})
@@ -287,7 +295,7 @@ func (x *Program) prepareHost() error {
 	if err := x.lb.SetSource(v4, v6); err != nil {
 		return fmt.Errorf("xdp: %w", err)
 	}
-	return nil
+	return x.setNAT(v4, v6)
 }
 
 // CheckForwarding refuses xdp VIPs that forward by ipip to backends of a
@@ -369,7 +377,7 @@ func (x *Program) refresh() {
 // countFlows reads the live flows per backend index. A flow is live when
 // it was seen within the longest idle timeout any VIP has.
 func (x *Program) countFlows() error {
-	counts := make([]uint64, len(x.counts))
+	counts := make([]uint64, MaxBackends+1) // as x.counts, which the loop and a drain both replace
 	total, err := x.lb.FlowCounts(bpf.MonotonicNow(), x.liveWindow(), counts)
 	if err != nil {
 		return err
