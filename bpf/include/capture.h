@@ -1,9 +1,9 @@
 /* capture.h: l4lb xdp capture. A VIP whose entry carries VIP_CAPTURE has
  * its packets sampled into capture_ring: the first CAPTURE_SNAP bytes of
  * the frame as received, with the verdict and the backend. Off (the
- * flag clear, every VIP but the one captured), the cost is one test of
- * vip->flags, which balance has already loaded; not-a-VIP packets never
- * come here.
+ * flag clear, every VIP but the one captured), the cost is a test of
+ * vip->flags, the entry balance has already loaded, before and after
+ * the balancer (no map lookup); not-a-VIP packets never come here.
  *
  * Why a ring buffer fed from a per-CPU scratch record: the frame is
  * copied as it arrived, before forwarding encapsulates or rewrites it,
