@@ -6,6 +6,6 @@
 
 package bpf
 
-//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -target bpfel -type xdp_md lb lb.c -- -I/usr/include/x86_64-linux-gnu -Iinclude -mcpu=v3 -Wall -Werror
+//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -target bpfel -type xdp_md -type capture_record lb lb.c -- -I/usr/include/x86_64-linux-gnu -Iinclude -mcpu=v3 -Wall -Werror
 //go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -target bpfel decap decap.c -- -I/usr/include/x86_64-linux-gnu -Iinclude -mcpu=v3 -Wall -Werror
 //go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -target bpfel hcenc hcenc.c -- -I/usr/include/x86_64-linux-gnu -Iinclude -mcpu=v3 -Wall -Werror

@@ -46,6 +46,7 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include "capture.h"
 #include "conntrack.h"
 #include "flow.h"
 #include "forward.h"
@@ -106,12 +107,11 @@ static __always_inline int handover_pass(const struct packet *p, const struct vi
 	return !bpf_map_lookup_elem(&conntrack, &p->flow);
 }
 
-/* balance forwards a parsed packet for a VIP, or says why not. */
-static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
+/* balance_vip forwards a parsed packet for its VIP, or says why not;
+ * *backend is the backend chosen (0: none). */
+static __always_inline __u32 balance_vip(struct xdp_md *ctx, struct packet *p, struct vip_value *vip,
+					 __u32 *backend)
 {
-	struct vip_value *vip = lookup_vip(p);
-	if (!vip)
-		return nat_reply(ctx, p);
 	if (!p->icmp) {
 		__u32 g = guard(p, vip);
 		if (g != COUNTER_NONE) {
@@ -138,6 +138,21 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	account(p, vip->index, idx, r, new_flow);
 	if (p->icmp && is_forwarded(r))
 		count(COUNTER_ICMP_FORWARDED);
+	*backend = idx;
+	return r;
+}
+
+/* balance forwards a parsed packet for a VIP, or says why not; a VIP
+ * being captured has its packet sampled (capture.h). */
+static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
+{
+	struct vip_value *vip = lookup_vip(p);
+	if (!vip)
+		return nat_reply(ctx, p);
+	__u32 backend = 0;
+	capture_begin(ctx, p, vip);
+	__u32 r = balance_vip(ctx, p, vip, &backend);
+	capture_end(vip, r, verdict(r), backend);
 	return r;
 }
 

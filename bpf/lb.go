@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/guard"
 )
 
@@ -33,6 +34,9 @@ type LB struct {
 	ctBatch ctBatch // FlowCounts/Flows scratch buffers
 
 	cfgMu sync.Mutex // read-modify-write of the config entry (SetSource, SetSYNRate)
+
+	capMu    sync.Mutex // the capture's VIP flag against SetVIP (capture.go)
+	captured *l4.VIPKey // the VIP a capture samples; nil: none
 
 	aclMu sync.Mutex
 	acls  map[uint32]*guard.ACL // VIP index -> the ACL whose networks the trie holds (nil: none); absent: unknown

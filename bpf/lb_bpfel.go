@@ -48,6 +48,29 @@ const (
 	lbBackendFlagBACKEND_ACTIVE lbBackendFlag = 1
 )
 
+type lbCaptureFilter struct {
+	_        structs.HostLayout
+	Expires  uint64
+	Rate     lbRateState
+	Lost     uint64
+	VipIndex uint32
+	Backend  uint32
+	Interval uint32
+	Pad      uint32
+}
+
+type lbCaptureRecord struct {
+	_        structs.HostLayout
+	Time     uint64
+	FrameLen uint32
+	CapLen   uint32
+	VipIndex uint32
+	Backend  uint32
+	Reason   uint32
+	Action   uint32
+	Data     [256]uint8
+}
+
 type lbCounter uint32
 
 const (
@@ -216,6 +239,7 @@ const (
 	lbVipFlagVIP_GUARD_ONLY   lbVipFlag = 4
 	lbVipFlagVIP_CT_ONLY      lbVipFlag = 8
 	lbVipFlagVIP_KERNEL_FLOWS lbVipFlag = 16
+	lbVipFlagVIP_CAPTURE      lbVipFlag = 32
 )
 
 type lbVipKey struct {
@@ -250,30 +274,34 @@ type lbXdpMd struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lbMapAcl               = "acl"
-	lbMapBackendStats      = "backend_stats"
-	lbMapBackends          = "backends"
-	lbMapConfig            = "config"
-	lbMapConntrack         = "conntrack"
-	lbMapCounters          = "counters"
-	lbMapIcmpRate          = "icmp_rate"
-	lbMapMaglev            = "maglev"
-	lbMapNatFlows          = "nat_flows"
-	lbMapNatReverse        = "nat_reverse"
-	lbMapSynSources        = "syn_sources"
-	lbMapVipRates          = "vip_rates"
-	lbMapVipStats          = "vip_stats"
-	lbMapVips              = "vips"
-	lbProgXdpLb            = "xdp_lb"
-	lbVarAnchorBackendFlag = "anchor_backend_flag"
-	lbVarAnchorCounter     = "anchor_counter"
-	lbVarAnchorEncapFlag   = "anchor_encap_flag"
-	lbVarAnchorFlowFlag    = "anchor_flow_flag"
-	lbVarAnchorForward     = "anchor_forward"
-	lbVarAnchorHashKey     = "anchor_hash_key"
-	lbVarAnchorNatFlag     = "anchor_nat_flag"
-	lbVarAnchorVipFlag     = "anchor_vip_flag"
-	lbVarNatCfg            = "nat_cfg"
+	lbMapAcl                 = "acl"
+	lbMapBackendStats        = "backend_stats"
+	lbMapBackends            = "backends"
+	lbMapCaptureFilter       = "capture_filter"
+	lbMapCaptureRing         = "capture_ring"
+	lbMapCaptureScratch      = "capture_scratch"
+	lbMapConfig              = "config"
+	lbMapConntrack           = "conntrack"
+	lbMapCounters            = "counters"
+	lbMapIcmpRate            = "icmp_rate"
+	lbMapMaglev              = "maglev"
+	lbMapNatFlows            = "nat_flows"
+	lbMapNatReverse          = "nat_reverse"
+	lbMapSynSources          = "syn_sources"
+	lbMapVipRates            = "vip_rates"
+	lbMapVipStats            = "vip_stats"
+	lbMapVips                = "vips"
+	lbProgXdpLb              = "xdp_lb"
+	lbVarAnchorBackendFlag   = "anchor_backend_flag"
+	lbVarAnchorCaptureRecord = "anchor_capture_record"
+	lbVarAnchorCounter       = "anchor_counter"
+	lbVarAnchorEncapFlag     = "anchor_encap_flag"
+	lbVarAnchorFlowFlag      = "anchor_flow_flag"
+	lbVarAnchorForward       = "anchor_forward"
+	lbVarAnchorHashKey       = "anchor_hash_key"
+	lbVarAnchorNatFlag       = "anchor_nat_flag"
+	lbVarAnchorVipFlag       = "anchor_vip_flag"
+	lbVarNatCfg              = "nat_cfg"
 )
 
 // loadLb returns the embedded CollectionSpec for lb.
@@ -325,35 +353,39 @@ type lbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbMapSpecs struct {
-	Acl          *ebpf.MapSpec `ebpf:"acl"`
-	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
-	Backends     *ebpf.MapSpec `ebpf:"backends"`
-	Config       *ebpf.MapSpec `ebpf:"config"`
-	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
-	Counters     *ebpf.MapSpec `ebpf:"counters"`
-	IcmpRate     *ebpf.MapSpec `ebpf:"icmp_rate"`
-	Maglev       *ebpf.MapSpec `ebpf:"maglev"`
-	NatFlows     *ebpf.MapSpec `ebpf:"nat_flows"`
-	NatReverse   *ebpf.MapSpec `ebpf:"nat_reverse"`
-	SynSources   *ebpf.MapSpec `ebpf:"syn_sources"`
-	VipRates     *ebpf.MapSpec `ebpf:"vip_rates"`
-	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
-	Vips         *ebpf.MapSpec `ebpf:"vips"`
+	Acl            *ebpf.MapSpec `ebpf:"acl"`
+	BackendStats   *ebpf.MapSpec `ebpf:"backend_stats"`
+	Backends       *ebpf.MapSpec `ebpf:"backends"`
+	CaptureFilter  *ebpf.MapSpec `ebpf:"capture_filter"`
+	CaptureRing    *ebpf.MapSpec `ebpf:"capture_ring"`
+	CaptureScratch *ebpf.MapSpec `ebpf:"capture_scratch"`
+	Config         *ebpf.MapSpec `ebpf:"config"`
+	Conntrack      *ebpf.MapSpec `ebpf:"conntrack"`
+	Counters       *ebpf.MapSpec `ebpf:"counters"`
+	IcmpRate       *ebpf.MapSpec `ebpf:"icmp_rate"`
+	Maglev         *ebpf.MapSpec `ebpf:"maglev"`
+	NatFlows       *ebpf.MapSpec `ebpf:"nat_flows"`
+	NatReverse     *ebpf.MapSpec `ebpf:"nat_reverse"`
+	SynSources     *ebpf.MapSpec `ebpf:"syn_sources"`
+	VipRates       *ebpf.MapSpec `ebpf:"vip_rates"`
+	VipStats       *ebpf.MapSpec `ebpf:"vip_stats"`
+	Vips           *ebpf.MapSpec `ebpf:"vips"`
 }
 
 // lbVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbVariableSpecs struct {
-	AnchorBackendFlag *ebpf.VariableSpec `ebpf:"anchor_backend_flag"`
-	AnchorCounter     *ebpf.VariableSpec `ebpf:"anchor_counter"`
-	AnchorEncapFlag   *ebpf.VariableSpec `ebpf:"anchor_encap_flag"`
-	AnchorFlowFlag    *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
-	AnchorForward     *ebpf.VariableSpec `ebpf:"anchor_forward"`
-	AnchorHashKey     *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
-	AnchorNatFlag     *ebpf.VariableSpec `ebpf:"anchor_nat_flag"`
-	AnchorVipFlag     *ebpf.VariableSpec `ebpf:"anchor_vip_flag"`
-	NatCfg            *ebpf.VariableSpec `ebpf:"nat_cfg"`
+	AnchorBackendFlag   *ebpf.VariableSpec `ebpf:"anchor_backend_flag"`
+	AnchorCaptureRecord *ebpf.VariableSpec `ebpf:"anchor_capture_record"`
+	AnchorCounter       *ebpf.VariableSpec `ebpf:"anchor_counter"`
+	AnchorEncapFlag     *ebpf.VariableSpec `ebpf:"anchor_encap_flag"`
+	AnchorFlowFlag      *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
+	AnchorForward       *ebpf.VariableSpec `ebpf:"anchor_forward"`
+	AnchorHashKey       *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
+	AnchorNatFlag       *ebpf.VariableSpec `ebpf:"anchor_nat_flag"`
+	AnchorVipFlag       *ebpf.VariableSpec `ebpf:"anchor_vip_flag"`
+	NatCfg              *ebpf.VariableSpec `ebpf:"nat_cfg"`
 }
 
 // lbObjects contains all objects after they have been loaded into the kernel.
@@ -376,20 +408,23 @@ func (o *lbObjects) Close() error {
 //
 // It can be passed to loadLbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbMaps struct {
-	Acl          *ebpf.Map `ebpf:"acl"`
-	BackendStats *ebpf.Map `ebpf:"backend_stats"`
-	Backends     *ebpf.Map `ebpf:"backends"`
-	Config       *ebpf.Map `ebpf:"config"`
-	Conntrack    *ebpf.Map `ebpf:"conntrack"`
-	Counters     *ebpf.Map `ebpf:"counters"`
-	IcmpRate     *ebpf.Map `ebpf:"icmp_rate"`
-	Maglev       *ebpf.Map `ebpf:"maglev"`
-	NatFlows     *ebpf.Map `ebpf:"nat_flows"`
-	NatReverse   *ebpf.Map `ebpf:"nat_reverse"`
-	SynSources   *ebpf.Map `ebpf:"syn_sources"`
-	VipRates     *ebpf.Map `ebpf:"vip_rates"`
-	VipStats     *ebpf.Map `ebpf:"vip_stats"`
-	Vips         *ebpf.Map `ebpf:"vips"`
+	Acl            *ebpf.Map `ebpf:"acl"`
+	BackendStats   *ebpf.Map `ebpf:"backend_stats"`
+	Backends       *ebpf.Map `ebpf:"backends"`
+	CaptureFilter  *ebpf.Map `ebpf:"capture_filter"`
+	CaptureRing    *ebpf.Map `ebpf:"capture_ring"`
+	CaptureScratch *ebpf.Map `ebpf:"capture_scratch"`
+	Config         *ebpf.Map `ebpf:"config"`
+	Conntrack      *ebpf.Map `ebpf:"conntrack"`
+	Counters       *ebpf.Map `ebpf:"counters"`
+	IcmpRate       *ebpf.Map `ebpf:"icmp_rate"`
+	Maglev         *ebpf.Map `ebpf:"maglev"`
+	NatFlows       *ebpf.Map `ebpf:"nat_flows"`
+	NatReverse     *ebpf.Map `ebpf:"nat_reverse"`
+	SynSources     *ebpf.Map `ebpf:"syn_sources"`
+	VipRates       *ebpf.Map `ebpf:"vip_rates"`
+	VipStats       *ebpf.Map `ebpf:"vip_stats"`
+	Vips           *ebpf.Map `ebpf:"vips"`
 }
 
 func (m *lbMaps) Close() error {
@@ -397,6 +432,9 @@ func (m *lbMaps) Close() error {
 		m.Acl,
 		m.BackendStats,
 		m.Backends,
+		m.CaptureFilter,
+		m.CaptureRing,
+		m.CaptureScratch,
 		m.Config,
 		m.Conntrack,
 		m.Counters,
@@ -415,15 +453,16 @@ func (m *lbMaps) Close() error {
 //
 // It can be passed to loadLbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbVariables struct {
-	AnchorBackendFlag *ebpf.Variable `ebpf:"anchor_backend_flag"`
-	AnchorCounter     *ebpf.Variable `ebpf:"anchor_counter"`
-	AnchorEncapFlag   *ebpf.Variable `ebpf:"anchor_encap_flag"`
-	AnchorFlowFlag    *ebpf.Variable `ebpf:"anchor_flow_flag"`
-	AnchorForward     *ebpf.Variable `ebpf:"anchor_forward"`
-	AnchorHashKey     *ebpf.Variable `ebpf:"anchor_hash_key"`
-	AnchorNatFlag     *ebpf.Variable `ebpf:"anchor_nat_flag"`
-	AnchorVipFlag     *ebpf.Variable `ebpf:"anchor_vip_flag"`
-	NatCfg            *ebpf.Variable `ebpf:"nat_cfg"`
+	AnchorBackendFlag   *ebpf.Variable `ebpf:"anchor_backend_flag"`
+	AnchorCaptureRecord *ebpf.Variable `ebpf:"anchor_capture_record"`
+	AnchorCounter       *ebpf.Variable `ebpf:"anchor_counter"`
+	AnchorEncapFlag     *ebpf.Variable `ebpf:"anchor_encap_flag"`
+	AnchorFlowFlag      *ebpf.Variable `ebpf:"anchor_flow_flag"`
+	AnchorForward       *ebpf.Variable `ebpf:"anchor_forward"`
+	AnchorHashKey       *ebpf.Variable `ebpf:"anchor_hash_key"`
+	AnchorNatFlag       *ebpf.Variable `ebpf:"anchor_nat_flag"`
+	AnchorVipFlag       *ebpf.Variable `ebpf:"anchor_vip_flag"`
+	NatCfg              *ebpf.Variable `ebpf:"nat_cfg"`
 }
 
 // lbPrograms contains all programs after they have been loaded into the kernel.

@@ -48,6 +48,9 @@ type VIPEntry struct {
 	ACL *guard.ACL
 	// HasACL, read back by LookupVIP and VIPs: the VIP has an ACL.
 	HasACL bool
+	// Capture, read back by LookupVIP and VIPs: a capture samples the
+	// VIP (StartCapture owns the flag; SetVIP ignores this field).
+	Capture bool
 }
 
 // vipValue is the vips map value of e.
@@ -78,7 +81,8 @@ func vipValue(e VIPEntry) lbVipValue {
 func vipEntry(v *lbVipValue) VIPEntry {
 	e := VIPEntry{Index: v.Index, HashKey: l4.HashKey(v.HashKey), Forward: l4.Forward(v.Forward),
 		GuardOnly: v.Flags&uint8(lbVipFlagVIP_GUARD_ONLY) != 0, HasACL: v.Flags&uint8(lbVipFlagVIP_ACL) != 0,
-		ConntrackOnly: v.Flags&uint8(lbVipFlagVIP_CT_ONLY) != 0, KernelFlows: v.Flags&uint8(lbVipFlagVIP_KERNEL_FLOWS) != 0}
+		ConntrackOnly: v.Flags&uint8(lbVipFlagVIP_CT_ONLY) != 0, KernelFlows: v.Flags&uint8(lbVipFlagVIP_KERNEL_FLOWS) != 0,
+		Capture: v.Flags&uint8(lbVipFlagVIP_CAPTURE) != 0}
 	if v.NewFlowInterval > 0 {
 		e.NewFlowRate = uint32(uint64(time.Second) / uint64(v.NewFlowInterval))
 	}
@@ -177,7 +181,13 @@ func (lb *LB) SetVIP(key l4.VIPKey, e VIPEntry) error {
 			return fmt.Errorf("set vip %v: %w", key, err)
 		}
 	}
-	if err := lb.objs.Vips.Put(&k, &v); err != nil {
+	lb.capMu.Lock()
+	if lb.capturing(key) {
+		v.Flags |= uint8(lbVipFlagVIP_CAPTURE)
+	}
+	err = lb.objs.Vips.Put(&k, &v)
+	lb.capMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("set vip %v: %w", key, err)
 	}
 	if e.ACL == nil {

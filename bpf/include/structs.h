@@ -41,6 +41,7 @@ enum vip_flag {
 				 * SYNs (their entry deleted) and misses pass to the kernel */
 	VIP_KERNEL_FLOWS = 16,	/* proxy -> xdp: a TCP segment other than a SYN that the
 				 * conntrack does not hold passes (a proxy connection) */
+	VIP_CAPTURE = 32,	/* l4lb xdp capture runs on the VIP: read capture_filter (capture.h) */
 };
 
 /* Key of the acl LPM trie. One trie serves every VIP: the VIP's index is
@@ -210,6 +211,32 @@ enum counter {
 	COUNTER_DROP_NAT_EXHAUSTED,	/* nat: no free NAT port among the probed ones: dropped, never shared */
 	COUNTER_PASS_HANDOVER,		/* left to the kernel while a VIP changes mode (VIP_CT_ONLY, VIP_KERNEL_FLOWS) */
 	COUNTER_MAX,
+};
+
+/* The single entry of capture_filter: what l4lb xdp capture samples.
+ * Read only for a VIP with VIP_CAPTURE; expires bounds a capture whose
+ * reader died (the program stops by itself, without Go). */
+struct capture_filter {
+	__u64 expires;		/* bpf_ktime_get_ns after which nothing is sampled; 0 = off */
+	struct rate_state rate;	/* samples admitted at most one per interval (rate.h) */
+	__u64 lost;		/* samples the ring had no room for */
+	__u32 vip_index;	/* the VIP sampled */
+	__u32 backend;		/* keep only packets sent to this backend index; 0 = any */
+	__u32 interval;		/* ns between samples (the capture's packets a second) */
+	__u32 pad;
+};
+
+/* A record of capture_ring: one sampled packet, the frame as received
+ * (before any encapsulation) and what the program did with it. */
+struct capture_record {
+	__u64 time;		/* bpf_ktime_get_ns when it was sampled */
+	__u32 frame_len;	/* bytes of the frame as received */
+	__u32 cap_len;		/* bytes of it in data */
+	__u32 vip_index;
+	__u32 backend;		/* backend index it went to (or would have); 0 = none */
+	__u32 reason;		/* enum counter: the final verdict's reason */
+	__u32 action;		/* the XDP action returned (XDP_TX, XDP_DROP ...) */
+	__u8 data[256];		/* the frame's first cap_len bytes (CAPTURE_SNAP) */
 };
 
 /* Value of nat_flows (keyed like conntrack, client -> VIP): the source a

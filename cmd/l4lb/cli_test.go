@@ -227,7 +227,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		"run":       {"--config", "--log-format"},
 		"check":     {"--config", "--diff", "--socket", "--json"},
 		"status":    {"--socket", "--config", "--json", "--show-config", "--capabilities"},
-		"xdp":       {"--config"},
+		"xdp":       {"--config", "--socket", "--write", "--count", "--backend", "--rate", "--timeout"},
 		"decap":     {"--iface", "--mode"},
 		"version":   nil,
 		"drain":     {"--socket", "--config", "--reason", "--force", "--json"},

@@ -33,7 +33,7 @@ func commands() []command {
 		{"explain", "say which backend a client's flow has or would get, and why", "[--socket PATH | --config FILE] [--json] VIP CLIENT_IP[:PORT]", explainHelp, cmdExplain},
 		{"rebalance", "close connections on overloaded backends, gradually, until each holds its share", "[--socket PATH | --config FILE] [--rate N] [--reset] [--wait | --dry-run | --stop] [--json] VIP", rebalanceHelp, cmdRebalance},
 		{"upgrade", "hand a running l4lb's sockets and connections to a new binary", "[--socket PATH | --config FILE] [--binary PATH] [--timeout 1m] [--json]", upgradeHelp, cmdUpgrade},
-		{"xdp", "take off the XDP program a stopped l4lb left pinned", "detach [--config] FILE", xdpHelp, cmdXDP},
+		{"xdp", "take off the XDP program a stopped l4lb left pinned; capture an xdp VIP's packets", "detach [--config] FILE | capture [--socket PATH | --config FILE] [--backend B] [--count N] [--rate R] [--timeout D] --write FILE VIP", xdpHelp, cmdXDP},
 		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
 		{"version", "print version, commit, Go version and build date", "", versionHelp, cmdVersion},
 		{"help", "print help for a command", "[COMMAND]", "", nil},

@@ -1,5 +1,5 @@
 // `l4lb xdp detach`: take off an XDP program that a stopped l4lb left
-// attached with pinned maps.
+// attached with pinned maps. (`l4lb xdp capture`: capture.go.)
 
 package main
 
@@ -21,9 +21,13 @@ found and did: "nothing detached" when no program was pinned there. It
 never mounts, loads or attaches anything. It refuses while an l4lb answers
 on the config's admin socket, and fails (exit 1) when an l4lb program
 stays attached.
-`
+
+` + xdpCaptureHelp
 
 func cmdXDP(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "capture" {
+		return cmdXDPCapture(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "detach" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			fmt.Fprint(stdout, commandHelp(commandNamed("xdp")))

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // Client calls the admin API of the l4lb serving the socket at Socket.
@@ -59,6 +61,32 @@ func (c Client) Do(ctx context.Context, method, path string, in, out any) ([]byt
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("admin API: reading the answer: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		se := statusError(resp, data)
+		if out != nil {
+			_ = json.Unmarshal(data, out)
+		}
+		return data, se
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return data, fmt.Errorf("admin API: bad answer: %w", err)
+		}
+	}
+	return data, nil
+}
+
+// send sends req over the socket.
+func (c Client) send(req *http.Request) (*http.Response, error) {
 	hc := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", c.Socket)
@@ -71,27 +99,61 @@ func (c Client) Do(ctx context.Context, method, path string, in, out any) ([]byt
 		}
 		return nil, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return resp, nil
+}
+
+// statusError is the *StatusError of an answer other than 2xx.
+func statusError(resp *http.Response, data []byte) *StatusError {
+	se := &StatusError{Status: resp.StatusCode}
+	if json.Unmarshal(data, &se.ErrorBody) != nil {
+		se.ErrorBody.Error = fmt.Sprintf("admin API: %s", resp.Status)
+	}
+	return se
+}
+
+// Capture asks for a capture of vip's packets and calls fn with each as
+// it arrives, until the capture ends (its end is returned) or ctx does
+// (then the daemon stops sampling as the connection closes). Its only
+// time bound is ctx's and the request's Seconds.
+func (c Client) Capture(ctx context.Context, vip string, req plane.CaptureRequest, fn func(plane.CapturedPacket) error) (plane.CaptureEnd, error) {
+	b, err := json.Marshal(req)
 	if err != nil {
-		return nil, fmt.Errorf("admin API: reading the answer: %w", err)
+		return plane.CaptureEnd{}, err
 	}
+	hreq, err := http.NewRequestWithContext(ctx, "POST", "http://l4lb"+CapturePath(vip), bytes.NewReader(b))
+	if err != nil {
+		return plane.CaptureEnd{}, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := c.send(hreq)
+	if err != nil {
+		return plane.CaptureEnd{}, err
+	}
+	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		se := &StatusError{Status: resp.StatusCode}
-		if json.Unmarshal(data, &se.ErrorBody) != nil {
-			se.ErrorBody.Error = fmt.Sprintf("admin API: %s", resp.Status)
-		}
-		if out != nil {
-			_ = json.Unmarshal(data, out)
-		}
-		return data, se
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return plane.CaptureEnd{}, statusError(resp, data)
 	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return data, fmt.Errorf("admin API: bad answer: %w", err)
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var line plane.CaptureLine
+		if err := dec.Decode(&line); err != nil {
+			return plane.CaptureEnd{}, fmt.Errorf("admin API: the capture ended without its last line: %w", err)
+		}
+		if line.End != nil {
+			return *line.End, nil
+		}
+		if line.Packet != nil {
+			if err := fn(*line.Packet); err != nil {
+				return plane.CaptureEnd{}, err
+			}
 		}
 	}
-	return data, nil
+}
+
+// CapturePath is the path of a VIP's capture.
+func CapturePath(vip string) string {
+	return "/vips/" + url.PathEscape(vip) + "/capture"
 }
 
 // RebalancePath is the path of a VIP's rebalance.

@@ -270,3 +270,78 @@ func writeRebalance(w http.ResponseWriter, st plane.RebalanceStatus, err error) 
 		writeJSON(w, http.StatusOK, st)
 	}
 }
+
+// Capturer is a Daemon that can sample an xdp VIP's packets (POST
+// /vips/{vip}/capture).
+type Capturer interface {
+	Capture(ctx context.Context, vip string, req plane.CaptureRequest, emit func(plane.CapturedPacket) error) (plane.CaptureEnd, error)
+}
+
+// capture streams a capture as JSON lines: each packet as it is sampled,
+// then its end. The status (and an error's answer) waits for the first
+// packet, so that a capture that cannot start gets 404, 409 or 400.
+func (h *handlers) capture(w http.ResponseWriter, r *http.Request) {
+	var req plane.CaptureRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if err := plane.CheckCapture(req); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	c, ok := h.d.(Capturer)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, errors.New("this l4lb cannot capture"))
+		return
+	}
+	s := &captureStream{w: w, enc: json.NewEncoder(w), rc: http.NewResponseController(w)}
+	end, err := c.Capture(r.Context(), r.PathValue("vip"), req, s.packet)
+	if !s.started {
+		if err != nil {
+			writeError(w, captureStatus(err), err)
+			return
+		}
+		s.start()
+	}
+	if err != nil {
+		end.Error = err.Error()
+	}
+	_ = s.enc.Encode(plane.CaptureLine{End: &end})
+}
+
+// captureStream writes a capture's lines, each flushed.
+type captureStream struct {
+	w       http.ResponseWriter
+	enc     *json.Encoder
+	rc      *http.ResponseController
+	started bool
+}
+
+func (s *captureStream) start() {
+	s.w.Header().Set("Content-Type", "application/x-ndjson")
+	s.w.WriteHeader(http.StatusOK)
+	s.started = true
+}
+
+func (s *captureStream) packet(p plane.CapturedPacket) error {
+	if !s.started {
+		s.start()
+	}
+	if err := s.enc.Encode(plane.CaptureLine{Packet: &p}); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// captureStatus is the answer to a capture that could not start.
+func captureStatus(err error) int {
+	switch {
+	case errors.Is(err, reconcile.ErrNoVIP), errors.Is(err, reconcile.ErrNoBackend):
+		return http.StatusNotFound
+	case errors.Is(err, plane.ErrCannotCapture):
+		return http.StatusConflict
+	case errors.Is(err, plane.ErrBadCapture), errors.Is(err, reconcile.ErrAmbiguous):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}

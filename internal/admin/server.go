@@ -252,6 +252,7 @@ func routes(d Daemon, log *zap.Logger) http.Handler {
 		{"POST", "/vips/{vip}/rebalance", "close connections of the backends above their share (FIN both ways) at the VIP's rebalance_rate, or {\"rate\": N} a second, until each is within 10%; answers the plan at once", h.rebalance},
 		{"GET", "/vips/{vip}/rebalance", "the running or last rebalance: state, closed, per backend live, target and to close", h.rebalanceStatus},
 		{"DELETE", "/vips/{vip}/rebalance", "stop a running rebalance", h.stopRebalance},
+		{"POST", "/vips/{vip}/capture", "sample an xdp VIP's packets ({\"count\": N, \"backend\": B, \"rate\": R, \"seconds\": S}): JSON lines, a packet each (frame as received, verdict, backend), then the end; stops when the client goes", h.capture},
 		{"GET", "/debug/pprof/", "Go profiles of the running process", pprof.Index},
 	}
 	mux := http.NewServeMux()

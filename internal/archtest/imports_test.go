@@ -70,6 +70,7 @@ var allowedProject = map[string][]string{
 	"internal/privs":   {},
 	"internal/resolve": {},
 	"internal/docpage": {},
+	"internal/pcapng":  {},
 	"internal/bgp":     {"l4"},
 	// The metrics read the status wire types alone; the BGP wiring joins
 	// the speaker, the [bgp] table and those types, never the runtime.

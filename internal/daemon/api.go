@@ -61,6 +61,11 @@ func (d *daemon) StopRebalance(vip, by string) (plane.RebalanceStatus, error) {
 	return d.rt.StopRebalance(vip, by)
 }
 
+// Capture is the admin API's POST /vips/{vip}/capture.
+func (d *daemon) Capture(ctx context.Context, vip string, req plane.CaptureRequest, emit func(plane.CapturedPacket) error) (plane.CaptureEnd, error) {
+	return d.rt.Capture(ctx, vip, req, emit)
+}
+
 // status is the runtime's status with the process's own facts.
 func (d *daemon) status() plane.Status {
 	st := d.rt.Status()
