@@ -22,11 +22,16 @@
  *   VIP, no table / empty slot / no backend       XDP_DROP      drop_no_backend
  *   ipip, outer source of that family unset       XDP_DROP      drop_no_source
  *   ipip, FIB: neighbour unresolved; l2: no MAC   XDP_DROP      drop_no_neigh
- *   ipip, FIB: encapsulated size above MTU        XDP_DROP      drop_too_big
+ *   ipip, FIB or the backend's nexthops entry:
+ *     encapsulated size above the MTU             XDP_DROP      drop_too_big
  *   ipip, FIB: anything else                      XDP_DROP      drop_fib
  *   bpf_xdp_adjust_head failed                    XDP_DROP      drop_encap
  *   forwarded out of the ingress interface        XDP_TX        tx
  *   forwarded to another interface                XDP_REDIRECT  redirect
+ *
+ * An ipip packet goes where its backend's nexthops entry says (MACs,
+ * egress, source, MTU: the control plane keeps it in step with routes and
+ * neighbours); without a valid entry it asks bpf_fib_lookup ("FIB" above).
  *
  * Every XDP_PASS leaves the frame byte for byte as it came: the kernel
  * handles it (a proxy-mode VIP may share the address, SSH must work).
@@ -90,7 +95,7 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	__u32 r = COUNTER_DROP_NO_BACKEND;
 	struct backend *be = select_backend(p, vip, &idx, &new_flow);
 	if (be)
-		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be) : forward_ipip(ctx, p, be);
+		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be) : forward_ipip(ctx, p, be, idx);
 	account(p, vip->index, idx, r, new_flow);
 	if (p->icmp && is_forwarded(r))
 		count(COUNTER_ICMP_FORWARDED);

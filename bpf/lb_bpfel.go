@@ -106,6 +106,8 @@ type lbFlowState struct {
 	LastSeen uint64
 	Backend  uint32
 	Flags    uint32
+	Touched  uint32
+	Pad      uint32
 }
 
 type lbForward uint32
@@ -128,6 +130,23 @@ type lbLbConfig struct {
 	Src4        [4]uint8
 	Src6        [16]uint8
 	SynInterval uint32
+}
+
+type lbLbCounters struct {
+	_          structs.HostLayout
+	Reason     [31]uint64
+	NexthopFib uint64
+}
+
+type lbNexthop struct {
+	_       structs.HostLayout
+	Dmac    [6]uint8
+	Smac    [6]uint8
+	Ifindex uint32
+	Mtu     uint32
+	Valid   uint8
+	Pad     [3]uint8
+	Src     [16]uint8
 }
 
 type lbRateState struct {
@@ -198,6 +217,7 @@ const (
 	lbMapConntrack         = "conntrack"
 	lbMapCounters          = "counters"
 	lbMapMaglev            = "maglev"
+	lbMapNexthops          = "nexthops"
 	lbMapSynSources        = "syn_sources"
 	lbMapVipRates          = "vip_rates"
 	lbMapVipStats          = "vip_stats"
@@ -267,6 +287,7 @@ type lbMapSpecs struct {
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	Maglev       *ebpf.MapSpec `ebpf:"maglev"`
+	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
 	SynSources   *ebpf.MapSpec `ebpf:"syn_sources"`
 	VipRates     *ebpf.MapSpec `ebpf:"vip_rates"`
 	VipStats     *ebpf.MapSpec `ebpf:"vip_stats"`
@@ -312,6 +333,7 @@ type lbMaps struct {
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	Maglev       *ebpf.Map `ebpf:"maglev"`
+	Nexthops     *ebpf.Map `ebpf:"nexthops"`
 	SynSources   *ebpf.Map `ebpf:"syn_sources"`
 	VipRates     *ebpf.Map `ebpf:"vip_rates"`
 	VipStats     *ebpf.Map `ebpf:"vip_stats"`
@@ -327,6 +349,7 @@ func (m *lbMaps) Close() error {
 		m.Conntrack,
 		m.Counters,
 		m.Maglev,
+		m.Nexthops,
 		m.SynSources,
 		m.VipRates,
 		m.VipStats,

@@ -10,6 +10,7 @@
 #include "encap.h"
 #include "maps.h"
 #include "parse.h"
+#include "stats.h"
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -66,42 +67,73 @@ static __always_inline __u32 fib_route(struct xdp_md *ctx, const struct packet *
 	return fib_reason(bpf_fib_lookup(ctx, fib, sizeof(*fib), 0));
 }
 
-/* encap pushes the outer header for be's family, with constant offsets in
- * each branch so the verifier sees fixed packet ranges. */
+/* encap pushes the outer header for be's family (src: 4 bytes for IPv4,
+ * 16 for IPv6), with constant offsets in each branch so the verifier sees
+ * fixed packet ranges. */
 static __always_inline void *encap(struct xdp_md *ctx, const struct packet *p,
-				   const struct backend *be, const struct lb_config *cfg)
+				   const struct backend *be, const __u8 *src)
 {
 	int vlan = p->l3_off != ETH_HLEN;
 	if (be->family == 4)
-		return vlan ? encap4(ctx, p, cfg->src4, be->addr + 12, ETH_HLEN + VLAN_HLEN)
-			    : encap4(ctx, p, cfg->src4, be->addr + 12, ETH_HLEN);
-	return vlan ? encap6(ctx, p, cfg->src6, be->addr, ETH_HLEN + VLAN_HLEN)
-		    : encap6(ctx, p, cfg->src6, be->addr, ETH_HLEN);
+		return vlan ? encap4(ctx, p, src, be->addr + 12, ETH_HLEN + VLAN_HLEN)
+			    : encap4(ctx, p, src, be->addr + 12, ETH_HLEN);
+	return vlan ? encap6(ctx, p, src, be->addr, ETH_HLEN + VLAN_HLEN)
+		    : encap6(ctx, p, src, be->addr, ETH_HLEN);
 }
 
-/* forward_ipip encapsulates towards be and sends it where the FIB says:
- * back out of the ingress interface (XDP_TX) or to another one. */
-static __always_inline __u32 forward_ipip(struct xdp_md *ctx, const struct packet *p,
-					  const struct backend *be)
+/* send_ipip encapsulates towards be from src and sends the frame to the
+ * next hop dmac out of ifindex: back out of the ingress interface
+ * (XDP_TX) or to another one. */
+static __always_inline __u32 send_ipip(struct xdp_md *ctx, const struct packet *p,
+				       const struct backend *be, const __u8 *src,
+				       const __u8 *dmac, const __u8 *smac, __u32 ifindex)
+{
+	struct ethhdr *eth = encap(ctx, p, be, src);
+	if (!eth)
+		return COUNTER_DROP_ENCAP;
+	__builtin_memcpy(eth->h_dest, dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, smac, ETH_ALEN);
+	if (ifindex == ctx->ingress_ifindex)
+		return COUNTER_TX;
+	bpf_redirect(ifindex, 0);
+	return COUNTER_REDIRECT;
+}
+
+/* forward_fib sends towards be where bpf_fib_lookup says (no valid
+ * nexthops entry), counted in nexthop_fib. */
+static __always_inline __u32 forward_fib(struct xdp_md *ctx, const struct packet *p,
+					 const struct backend *be)
 {
 	__u32 zero = 0;
 	struct lb_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct lb_counters *c = global_counters();
 	struct bpf_fib_lookup fib = {};
 
+	if (c)
+		c->nexthop_fib++;
 	if (!cfg)
 		return COUNTER_DROP_NO_SOURCE;
 	__u32 r = fib_route(ctx, p, be, cfg, &fib);
 	if (r != COUNTER_NONE)
 		return r;
-	struct ethhdr *eth = encap(ctx, p, be, cfg);
-	if (!eth)
-		return COUNTER_DROP_ENCAP;
-	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
-	if (fib.ifindex == ctx->ingress_ifindex)
-		return COUNTER_TX;
-	bpf_redirect(fib.ifindex, 0);
-	return COUNTER_REDIRECT;
+	const __u8 *src = be->family == 4 ? cfg->src4 : cfg->src6;
+	return send_ipip(ctx, p, be, src, fib.dmac, fib.smac, fib.ifindex);
+}
+
+/* forward_ipip encapsulates towards backend idx through its nexthops
+ * entry, checking the path MTU as bpf_fib_lookup would (tot_len = the
+ * outer packet), or through the FIB when the entry is not valid. */
+static __always_inline __u32 forward_ipip(struct xdp_md *ctx, const struct packet *p,
+					  const struct backend *be, __u32 idx)
+{
+	struct nexthop *nh = bpf_map_lookup_elem(&nexthops, &idx);
+	if (!nh || !nh->valid)
+		return forward_fib(ctx, p, be);
+	__u32 outer = p->l3_len + (be->family == 4 ? IPV4_HLEN : IPV6_HLEN);
+	if (outer > nh->mtu)
+		return COUNTER_DROP_TOO_BIG;
+	const __u8 *src = be->family == 4 ? nh->src + 12 : nh->src;
+	return send_ipip(ctx, p, be, src, nh->dmac, nh->smac, nh->ifindex);
 }
 
 /* forward_l2 hands the frame to a backend on this segment: destination MAC

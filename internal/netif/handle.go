@@ -44,16 +44,22 @@ const dumpRetries = 5
 // methods may be called from any goroutine. Close it when done.
 type Handle struct {
 	nl *netlink.Handle
+	ns netns.NsHandle // the namespace, for subscriptions (Watch)
 }
 
 // Open binds a Handle to the network namespace of the calling thread, as
 // it is at the time of the call.
 func Open() (*Handle, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	ns, err := netns.Get()
 	if err != nil {
+		return nil, fmt.Errorf("netns of the calling thread: %w", err)
+	}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		ns.Close()
 		return nil, fmt.Errorf("netlink handle: %w", err)
 	}
-	return newHandle(h)
+	return newHandle(h, ns)
 }
 
 // OpenPath binds a Handle to the network namespace at path, such as
@@ -64,24 +70,29 @@ func OpenPath(path string) (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns %s: %w", path, err)
 	}
-	defer ns.Close()
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
+		ns.Close()
 		return nil, fmt.Errorf("netlink handle in %s: %w", path, err)
 	}
-	return newHandle(h)
+	return newHandle(h, ns)
 }
 
-func newHandle(h *netlink.Handle) (*Handle, error) {
+// newHandle takes h and ns over (closing both on failure).
+func newHandle(h *netlink.Handle, ns netns.NsHandle) (*Handle, error) {
 	if err := h.SetSocketTimeout(requestTimeout); err != nil {
 		h.Close()
+		ns.Close()
 		return nil, fmt.Errorf("netlink socket timeout: %w", err)
 	}
-	return &Handle{nl: h}, nil
+	return &Handle{nl: h, ns: ns}, nil
 }
 
 // Close releases the netlink socket.
-func (h *Handle) Close() { h.nl.Close() }
+func (h *Handle) Close() {
+	h.nl.Close()
+	h.ns.Close()
+}
 
 // dump retries fn while the kernel reports the dump as interrupted.
 func dump[T any](fn func() ([]T, error)) ([]T, error) {

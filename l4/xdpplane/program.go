@@ -70,6 +70,12 @@ type Program struct {
 	stop     chan struct{}
 	done     chan struct{}
 	kick     chan struct{} // asks the loop to bring the neighbours in step now
+	// src4, src6: the outer sources of encapsulated packets (set by
+	// prepareHost, then read only).
+	src4, src6 netip.Addr
+	// nhIndexes are the backend indexes whose nexthops entry the loop
+	// wrote (owned by the loop).
+	nhIndexes map[uint32]struct{}
 
 	// open is held (read) by every writer of the maps and taken (write)
 	// by shutdown, so that nothing writes to maps it has closed.
@@ -104,7 +110,8 @@ type Program struct {
 // failure leaves nothing attached.
 func Start(cfg Options, backends *IndexPool, log *zap.Logger) (_ *Program, err error) {
 	x := &Program{cfg: cfg, log: log.Named("xdp"), vips: NewIndexPool(xdpMaxVIPs - 1), backends: backends, planes: map[*Plane]struct{}{}, mtuChecked: map[netip.Addr]bool{},
-		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
+		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		nhIndexes: map[uint32]struct{}{}}
 	if x.nl, err = netif.Open(); err != nil {
 		return nil, fmt.Errorf("xdp: netlink: %w", err)
 	}
@@ -237,6 +244,7 @@ func (x *Program) prepareHost() error {
 	if err := x.lb.SetSource(v4, v6); err != nil {
 		return fmt.Errorf("xdp: %w", err)
 	}
+	x.src4, x.src6 = v4, v6
 	return nil
 }
 
@@ -260,15 +268,26 @@ func (x *Program) Interface() string { return x.cfg.Interface }
 
 // loop reads the flow table and checks neighbours until stop. It is the
 // only goroutine that uses the neighbours, so shutdown can close them.
+// Route, neighbour and link changes bring the backends' next hops in step
+// within changeSettle; the refresh every xdpRefresh is the safety net.
 func (x *Program) loop() {
 	defer close(x.done)
 	t := time.NewTicker(xdpRefresh)
 	defer t.Stop()
+	changes := x.nl.Watch(x.stop)
+	var settle <-chan time.Time
 	for {
 		select {
 		case <-x.stop:
 			return
 		case <-x.kick:
+			x.syncBackends()
+		case <-changes:
+			if settle == nil {
+				settle = time.After(changeSettle)
+			}
+		case <-settle:
+			settle = nil
 			x.syncBackends()
 		case <-t.C:
 			x.refresh()
@@ -390,6 +409,7 @@ func (x *Program) syncBackends() {
 	if err := x.neigh.Ensure(addrs); err != nil {
 		x.log.Warn("xdp: some backend neighbours cannot be kept resolved (their packets are dropped as no_neigh until they are)", zap.Error(err))
 	}
+	x.syncNextHops(planes)
 	for _, p := range planes {
 		p.resolveMACs()
 		if p.conf().Forward == l4.ForwardIPIP {
@@ -437,6 +457,9 @@ func (x *Program) Status() *plane.XDPStatus {
 					st.Counters[bpf.Counter(i).String()] = v
 				}
 			}
+		}
+		if n, err := x.lb.NextHopFIB(); err == nil && n != 0 {
+			st.Counters["nexthop_fib"] = n
 		}
 	})
 	x.mu.Lock()
