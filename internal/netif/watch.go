@@ -3,9 +3,13 @@
 package netif
 
 import (
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // resubscribeAfter is how long Watch waits before subscribing again to a
@@ -20,7 +24,14 @@ const resubscribeAfter = time.Second
 // lost) is made again after a second, and that also sends a value, since
 // changes may have been missed. Everything stops when done is closed.
 // Watch reads no state itself: the caller asks again for what it keeps.
-func (h *Handle) Watch(done <-chan struct{}) <-chan struct{} {
+// It holds its own reference to the namespace, so h may be closed before
+// done.
+func (h *Handle) Watch(done <-chan struct{}) (<-chan struct{}, error) {
+	fd, err := unix.FcntlInt(uintptr(h.ns), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("watch: namespace: %w", err)
+	}
+	ns := netns.NsHandle(fd)
 	out := make(chan struct{}, 1)
 	signal := func() {
 		select {
@@ -28,19 +39,30 @@ func (h *Handle) Watch(done <-chan struct{}) <-chan struct{} {
 		default: // a value is pending already
 		}
 	}
-	go watchGroup(done, signal, func(stop chan struct{}, errs func(error)) (<-chan netlink.RouteUpdate, error) {
-		ch := make(chan netlink.RouteUpdate, 64)
-		return ch, netlink.RouteSubscribeWithOptions(ch, stop, netlink.RouteSubscribeOptions{Namespace: &h.ns, ErrorCallback: errs})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		watchGroup(done, signal, func(stop chan struct{}, errs func(error)) (<-chan netlink.RouteUpdate, error) {
+			ch := make(chan netlink.RouteUpdate, 64)
+			return ch, netlink.RouteSubscribeWithOptions(ch, stop, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: errs})
+		})
 	})
-	go watchGroup(done, signal, func(stop chan struct{}, errs func(error)) (<-chan netlink.NeighUpdate, error) {
-		ch := make(chan netlink.NeighUpdate, 64)
-		return ch, netlink.NeighSubscribeWithOptions(ch, stop, netlink.NeighSubscribeOptions{Namespace: &h.ns, ErrorCallback: errs})
+	wg.Go(func() {
+		watchGroup(done, signal, func(stop chan struct{}, errs func(error)) (<-chan netlink.NeighUpdate, error) {
+			ch := make(chan netlink.NeighUpdate, 64)
+			return ch, netlink.NeighSubscribeWithOptions(ch, stop, netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: errs})
+		})
 	})
-	go watchGroup(done, signal, func(stop chan struct{}, errs func(error)) (<-chan netlink.LinkUpdate, error) {
-		ch := make(chan netlink.LinkUpdate, 64)
-		return ch, netlink.LinkSubscribeWithOptions(ch, stop, netlink.LinkSubscribeOptions{Namespace: &h.ns, ErrorCallback: errs})
+	wg.Go(func() {
+		watchGroup(done, signal, func(stop chan struct{}, errs func(error)) (<-chan netlink.LinkUpdate, error) {
+			ch := make(chan netlink.LinkUpdate, 64)
+			return ch, netlink.LinkSubscribeWithOptions(ch, stop, netlink.LinkSubscribeOptions{Namespace: &ns, ErrorCallback: errs})
+		})
 	})
-	return out
+	go func() {
+		wg.Wait()
+		ns.Close()
+	}()
+	return out, nil
 }
 
 // watchGroup keeps one subscription alive until done, calling signal for

@@ -274,7 +274,10 @@ func (x *Program) loop() {
 	defer close(x.done)
 	t := time.NewTicker(xdpRefresh)
 	defer t.Stop()
-	changes := x.nl.Watch(x.stop)
+	changes, err := x.nl.Watch(x.stop)
+	if err != nil {
+		x.log.Warn("xdp: not watching routes and neighbours: backends' next hops follow their changes only every refresh", zap.Duration("refresh", xdpRefresh), zap.Error(err))
+	}
 	var settle <-chan time.Time
 	for {
 		select {
