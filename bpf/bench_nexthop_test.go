@@ -11,10 +11,10 @@ import "testing"
 // their next hop.
 func benchNextHops(b testing.TB, lb *LB, fn *fibNet, n uint32) {
 	for i := uint32(1); i <= n; i++ {
-		a, src := be4Near, lbSrc4
+		a := be4Near
 		if i%2 == 0 {
-			a, src = be6Near, lbSrc6
+			a = be6Near
 		}
-		must(b, lb.SetNextHop(i, a, NextHop{DstMAC: macNear, SrcMAC: fn.mac0, IfIndex: fn.lb0, MTU: 1500, Src: src}))
+		must(b, lb.SetNextHop(i, a, NextHop{DstMAC: macNear, SrcMAC: fn.mac0, IfIndex: fn.lb0, MTU: 1500}))
 	}
 }

@@ -23,6 +23,7 @@ type Decap struct {
 	ifindex  int
 	prog     *ebpf.Program
 	counters *ebpf.Map
+	config   *ebpf.Map // decap_config: the GUE port
 	percpu   *perCPU
 	did      DecapAction // what AttachDecap did
 	was      AttachMode  // with DecapModeChanged: the mode before
@@ -52,6 +53,8 @@ type DecapStats struct {
 	NotEncap  uint64 // passed untouched: not IP-in-IP
 	Malformed uint64 // passed untouched: truncated, options, fragment, bad length
 	Failed    uint64 // passed untouched: bpf_xdp_adjust_head failed
+	GUEV4     uint64 // outer IPv4 + UDP (GUE) headers stripped
+	GUEV6     uint64 // outer IPv6 + UDP (GUE) headers stripped
 }
 
 // AttachDecap attaches xdp_decap to ifindex through netlink (not a
@@ -182,7 +185,7 @@ func newDecap(ifindex int, objs *decapObjects, did DecapAction, was AttachMode) 
 	if err != nil {
 		return nil, err
 	}
-	return &Decap{ifindex: ifindex, prog: objs.XdpDecap, counters: objs.DecapCounters, percpu: pc, did: did, was: was}, nil
+	return &Decap{ifindex: ifindex, prog: objs.XdpDecap, counters: objs.DecapCounters, config: objs.DecapConfig, percpu: pc, did: did, was: was}, nil
 }
 
 // restoreDecap puts back the xdp_decap that a failed mode change detached,
@@ -242,22 +245,22 @@ func openDecap(ifindex int, id ebpf.ProgramID) (*Decap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open decap program %d: %w", id, err)
 	}
-	m, err := counterMapOf(prog)
+	d := &Decap{ifindex: ifindex, prog: prog}
+	if d.counters, err = mapOf(prog, decapMapDecapCounters); err == nil {
+		d.config, err = mapOf(prog, decapMapDecapConfig)
+	}
+	if err == nil {
+		d.percpu, err = newPerCPU(8)
+	}
 	if err != nil {
-		prog.Close()
+		d.Close()
 		return nil, fmt.Errorf("open decap program %d: %w", id, err)
 	}
-	pc, err := newPerCPU(8)
-	if err != nil {
-		prog.Close()
-		m.Close()
-		return nil, err
-	}
-	return &Decap{ifindex: ifindex, prog: prog, counters: m, percpu: pc}, nil
+	return d, nil
 }
 
-// counterMapOf finds decap_counters among prog's maps.
-func counterMapOf(prog *ebpf.Program) (*ebpf.Map, error) {
+// mapOf finds the map named name among prog's maps.
+func mapOf(prog *ebpf.Program, name string) (*ebpf.Map, error) {
 	info, err := prog.Info()
 	if err != nil {
 		return nil, err
@@ -268,12 +271,12 @@ func counterMapOf(prog *ebpf.Program) (*ebpf.Map, error) {
 		if err != nil {
 			continue
 		}
-		if mi, err := m.Info(); err == nil && mi.Name == decapMapDecapCounters {
+		if mi, err := m.Info(); err == nil && mi.Name == name {
 			return m, nil
 		}
 		m.Close()
 	}
-	return nil, fmt.Errorf("map %s not found", decapMapDecapCounters)
+	return nil, fmt.Errorf("map %s not found", name)
 }
 
 // Ifindex is the interface the program is attached to.
@@ -291,6 +294,8 @@ func (d *Decap) Stats() (DecapStats, error) {
 		{decapDecapCounterDECAP_PASS_NOT_ENCAP, &s.NotEncap},
 		{decapDecapCounterDECAP_PASS_MALFORMED, &s.Malformed},
 		{decapDecapCounterDECAP_FAILED, &s.Failed},
+		{decapDecapCounterDECAP_GUE_V4, &s.GUEV4},
+		{decapDecapCounterDECAP_GUE_V6, &s.GUEV6},
 	} {
 		if err := d.percpu.sum(d.counters, uint32(c.key), unsafeOne(c.out)); err != nil {
 			return s, fmt.Errorf("decap stats: %w", err)
@@ -299,9 +304,28 @@ func (d *Decap) Stats() (DecapStats, error) {
 	return s, nil
 }
 
+// SetGUEPort sets the UDP port whose GUE packets (IP in UDP, variant 1)
+// the program strips, on this attach and every later packet; 0 strips
+// none (only IP-in-IP).
+func (d *Decap) SetGUEPort(port uint16) error {
+	if err := d.config.Put(uint32(0), &decapDecapConfig{GuePort: htons(port)}); err != nil {
+		return fmt.Errorf("decap on ifindex %d: set gue port: %w", d.ifindex, err)
+	}
+	return nil
+}
+
+// GUEPort is the UDP port whose GUE packets the program strips (0: none).
+func (d *Decap) GUEPort() (uint16, error) {
+	var c decapDecapConfig
+	if err := d.config.Lookup(uint32(0), &c); err != nil {
+		return 0, fmt.Errorf("decap on ifindex %d: read gue port: %w", d.ifindex, err)
+	}
+	return ntohs(c.GuePort), nil
+}
+
 // Close releases this process's handles; the program stays attached.
 func (d *Decap) Close() error {
-	return errors.Join(d.prog.Close(), d.counters.Close())
+	return errors.Join(d.prog.Close(), d.counters.Close(), d.config.Close()) // each nil-safe
 }
 
 // attachedXDP returns the link and its attached XDP program (nil if none).

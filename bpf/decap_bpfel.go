@@ -8,9 +8,16 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type decapDecapConfig struct {
+	_       structs.HostLayout
+	GuePort uint16
+	Pad     uint16
+}
 
 type decapDecapCounter uint32
 
@@ -21,13 +28,16 @@ const (
 	decapDecapCounterDECAP_PASS_NOT_ENCAP decapDecapCounter = 3
 	decapDecapCounterDECAP_PASS_MALFORMED decapDecapCounter = 4
 	decapDecapCounterDECAP_FAILED         decapDecapCounter = 5
-	decapDecapCounterDECAP_MAX            decapDecapCounter = 6
+	decapDecapCounterDECAP_GUE_V4         decapDecapCounter = 6
+	decapDecapCounterDECAP_GUE_V6         decapDecapCounter = 7
+	decapDecapCounterDECAP_MAX            decapDecapCounter = 8
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	decapMapDecapConfig        = "decap_config"
 	decapMapDecapCounters      = "decap_counters"
 	decapProgXdpDecap          = "xdp_decap"
 	decapVarAnchorDecapCounter = "anchor_decap_counter"
@@ -82,6 +92,7 @@ type decapProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type decapMapSpecs struct {
+	DecapConfig   *ebpf.MapSpec `ebpf:"decap_config"`
 	DecapCounters *ebpf.MapSpec `ebpf:"decap_counters"`
 }
 
@@ -112,11 +123,13 @@ func (o *decapObjects) Close() error {
 //
 // It can be passed to loadDecapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type decapMaps struct {
+	DecapConfig   *ebpf.Map `ebpf:"decap_config"`
 	DecapCounters *ebpf.Map `ebpf:"decap_counters"`
 }
 
 func (m *decapMaps) Close() error {
 	return _DecapClose(
+		m.DecapConfig,
 		m.DecapCounters,
 	)
 }

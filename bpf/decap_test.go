@@ -26,11 +26,11 @@ func testDecap(t testing.TB) *decapObjects {
 	return &objs
 }
 
-func decapCounts(t testing.TB, m *ebpf.Map) [6]uint64 {
+func decapCounts(t testing.TB, m *ebpf.Map) [decapDecapCounterDECAP_MAX]uint64 {
 	t.Helper()
 	pc, err := newPerCPU(8)
 	must(t, err)
-	var c [6]uint64
+	var c [decapDecapCounterDECAP_MAX]uint64
 	for i := range c {
 		must(t, pc.sum(m, uint32(i), c[i:i+1]))
 	}

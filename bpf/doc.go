@@ -190,8 +190,18 @@
 // (drop_no_neigh says when it did not), forwarding must be on for the
 // backend's family on the ingress interface (else drop_fib), and the
 // path to the backends needs an MTU of at least 1520 (1540 for IPv6
-// outer) or clients with clamped MSS, or full-size packets drop as
-// drop_too_big.
+// outer) or clients with clamped MSS: a full-size packet is answered
+// with ICMP "fragmentation needed" / "packet too big" from the VIP
+// (icmp_gen.h; XDP_TX, icmp_too_big_sent; at most 1000 a second, above
+// that and for ICMP errors drop_too_big).
+//
+// gue is the same inside UDP (GUE variant 1: the inner IP header right
+// after the UDP header) to the SetEncap port, checksum 0, source port
+// from the dynamic range by a hash of the flow (rss.h). With
+// Encap.Prefix4/6 the outer source of ipip and gue is an address of the
+// prefix chosen by that hash instead of SetSource's, so backends' NICs
+// spread flows over their receive queues; a flow always gets the same
+// source and port. xdp_decap strips GUE to its Decap.SetGUEPort port.
 //
 // # Pinning
 //

@@ -28,7 +28,12 @@ type e2eNet struct {
 // addresses, n+1..2n their IPv6 ones; the lb keeps their neighbours
 // resolved (as the control plane must).
 func newE2E(t *testing.T) *e2eNet {
-	d := testutil.NewDSR(t, testutil.DSROptions{Backends: 2, IPv6: true})
+	return newE2EWith(t, testutil.DSROptions{Backends: 2, IPv6: true})
+}
+
+// newE2EWith is newE2E on a DSR network built with opts.
+func newE2EWith(t *testing.T, opts testutil.DSROptions) *e2eNet {
+	d := testutil.NewDSR(t, opts)
 	e := &e2eNet{d: d, lb: newTestLB(t, testOptions)}
 	must(t, e.lb.SetSource(d.LB.Addr4, d.LB.Addr6))
 	n := uint32(len(d.Backends))
@@ -194,13 +199,7 @@ func TestEndToEnd(t *testing.T) {
 			}
 		})
 	}
-	var s DecapStats
-	for _, dc := range e.decaps {
-		ds, err := dc.Stats()
-		must(t, err)
-		s.OuterV4 += ds.OuterV4
-		s.OuterV6 += ds.OuterV6
-	}
+	s := e.decapStats(t)
 	if s.OuterV4 == 0 || s.OuterV6 == 0 {
 		t.Errorf("decap stats %+v: both families should have been decapsulated", s)
 	}

@@ -20,6 +20,7 @@ func TestEnumsMatchC(t *testing.T) {
 		{"hash 5tuple", uint32(l4.HashFiveTuple), uint32(lbHashKeyHASH_FIVE_TUPLE)},
 		{"forward ipip", uint32(l4.ForwardIPIP), uint32(lbForwardFORWARD_IPIP)},
 		{"forward l2", uint32(l4.ForwardL2), uint32(lbForwardFORWARD_L2)},
+		{"forward gue", uint32(l4.ForwardGUE), uint32(lbForwardFORWARD_GUE)},
 		{"proto tcp", uint32(l4.TCP), 6},
 		{"proto udp", uint32(l4.UDP), 17},
 	} {

@@ -23,7 +23,10 @@
  *   ipip, outer source of that family unset       XDP_DROP      drop_no_source
  *   ipip, FIB: neighbour unresolved; l2: no MAC   XDP_DROP      drop_no_neigh
  *   ipip, FIB or the backend's nexthops entry:
- *     encapsulated size above the MTU             XDP_DROP      drop_too_big
+ *     encapsulated size above the MTU             XDP_TX        icmp_too_big
+ *     (the frame becomes ICMP frag needed / packet
+ *     too big to the client, icmp_gen.h); an ICMP
+ *     error, a short packet, over 1000/s          XDP_DROP      drop_too_big
  *   ipip, FIB: anything else                      XDP_DROP      drop_fib
  *   bpf_xdp_adjust_head failed                    XDP_DROP      drop_encap
  *   forwarded out of the ingress interface        XDP_TX        tx
@@ -52,7 +55,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* verdict maps a final counter reason onto the XDP action. */
 static __always_inline int verdict(__u32 reason)
 {
-	if (reason == COUNTER_TX)
+	if (reason == COUNTER_TX || reason == COUNTER_ICMP_TOO_BIG)
 		return XDP_TX;
 	if (reason == COUNTER_REDIRECT)
 		return XDP_REDIRECT;
@@ -95,7 +98,8 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	__u32 r = COUNTER_DROP_NO_BACKEND;
 	struct backend *be = select_backend(p, vip, &idx, &new_flow);
 	if (be)
-		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be) : forward_ipip(ctx, p, be, idx);
+		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be)
+						 : forward_ipip(ctx, p, be, idx, vip->forward == FORWARD_GUE);
 	account(p, vip->index, idx, r, new_flow);
 	if (p->icmp && is_forwarded(r))
 		count(COUNTER_ICMP_FORWARDED);

@@ -82,7 +82,15 @@ const (
 	lbCounterCOUNTER_PASS_GUARDED     lbCounter = 28
 	lbCounterCOUNTER_CT_UNTRACKED     lbCounter = 29
 	lbCounterCOUNTER_ACL_ESTABLISHED  lbCounter = 30
-	lbCounterCOUNTER_MAX              lbCounter = 31
+	lbCounterCOUNTER_ICMP_TOO_BIG     lbCounter = 31
+	lbCounterCOUNTER_MAX              lbCounter = 32
+)
+
+type lbEncapFlag uint32
+
+const (
+	lbEncapFlagENCAP_PREFIX4 lbEncapFlag = 1
+	lbEncapFlagENCAP_PREFIX6 lbEncapFlag = 2
 )
 
 type lbFlowFlag uint32
@@ -115,6 +123,7 @@ type lbForward uint32
 const (
 	lbForwardFORWARD_IPIP lbForward = 0
 	lbForwardFORWARD_L2   lbForward = 1
+	lbForwardFORWARD_GUE  lbForward = 2
 )
 
 type lbHashKey uint32
@@ -130,11 +139,18 @@ type lbLbConfig struct {
 	Src4        [4]uint8
 	Src6        [16]uint8
 	SynInterval uint32
+	Prefix4     [4]uint8
+	Mask4       [4]uint8
+	Prefix6     [16]uint8
+	Mask6       [8]uint8
+	GuePort     uint16
+	EncapFlags  uint8
+	Pad         uint8
 }
 
 type lbLbCounters struct {
 	_          structs.HostLayout
-	Reason     [31]uint64
+	Reason     [32]uint64
 	NexthopFib uint64
 }
 
@@ -146,7 +162,6 @@ type lbNexthop struct {
 	Mtu     uint32
 	Valid   uint8
 	Pad     [3]uint8
-	Src     [16]uint8
 }
 
 type lbRateState struct {
@@ -216,6 +231,7 @@ const (
 	lbMapConfig            = "config"
 	lbMapConntrack         = "conntrack"
 	lbMapCounters          = "counters"
+	lbMapIcmpRate          = "icmp_rate"
 	lbMapMaglev            = "maglev"
 	lbMapNexthops          = "nexthops"
 	lbMapSynSources        = "syn_sources"
@@ -225,6 +241,7 @@ const (
 	lbProgXdpLb            = "xdp_lb"
 	lbVarAnchorBackendFlag = "anchor_backend_flag"
 	lbVarAnchorCounter     = "anchor_counter"
+	lbVarAnchorEncapFlag   = "anchor_encap_flag"
 	lbVarAnchorFlowFlag    = "anchor_flow_flag"
 	lbVarAnchorForward     = "anchor_forward"
 	lbVarAnchorHashKey     = "anchor_hash_key"
@@ -286,6 +303,7 @@ type lbMapSpecs struct {
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	IcmpRate     *ebpf.MapSpec `ebpf:"icmp_rate"`
 	Maglev       *ebpf.MapSpec `ebpf:"maglev"`
 	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
 	SynSources   *ebpf.MapSpec `ebpf:"syn_sources"`
@@ -300,6 +318,7 @@ type lbMapSpecs struct {
 type lbVariableSpecs struct {
 	AnchorBackendFlag *ebpf.VariableSpec `ebpf:"anchor_backend_flag"`
 	AnchorCounter     *ebpf.VariableSpec `ebpf:"anchor_counter"`
+	AnchorEncapFlag   *ebpf.VariableSpec `ebpf:"anchor_encap_flag"`
 	AnchorFlowFlag    *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.VariableSpec `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
@@ -332,6 +351,7 @@ type lbMaps struct {
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	IcmpRate     *ebpf.Map `ebpf:"icmp_rate"`
 	Maglev       *ebpf.Map `ebpf:"maglev"`
 	Nexthops     *ebpf.Map `ebpf:"nexthops"`
 	SynSources   *ebpf.Map `ebpf:"syn_sources"`
@@ -348,6 +368,7 @@ func (m *lbMaps) Close() error {
 		m.Config,
 		m.Conntrack,
 		m.Counters,
+		m.IcmpRate,
 		m.Maglev,
 		m.Nexthops,
 		m.SynSources,
@@ -363,6 +384,7 @@ func (m *lbMaps) Close() error {
 type lbVariables struct {
 	AnchorBackendFlag *ebpf.Variable `ebpf:"anchor_backend_flag"`
 	AnchorCounter     *ebpf.Variable `ebpf:"anchor_counter"`
+	AnchorEncapFlag   *ebpf.Variable `ebpf:"anchor_encap_flag"`
 	AnchorFlowFlag    *ebpf.Variable `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.Variable `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.Variable `ebpf:"anchor_hash_key"`

@@ -153,7 +153,7 @@ func (lb *LB) SetVIP(key l4.VIPKey, e VIPEntry) error {
 	switch {
 	case e.HashKey > l4.HashFiveTuple:
 		return fmt.Errorf("set vip %v: hash key %v unknown", key, e.HashKey)
-	case e.Forward != l4.ForwardIPIP && e.Forward != l4.ForwardL2:
+	case e.Forward != l4.ForwardIPIP && e.Forward != l4.ForwardL2 && e.Forward != l4.ForwardGUE:
 		return fmt.Errorf("set vip %v: forward %v unknown", key, e.Forward)
 	}
 	v := vipValue(e)

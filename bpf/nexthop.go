@@ -15,30 +15,27 @@ import (
 var ErrStaleNextHop = errors.New("backend index holds another address")
 
 // NextHop is where the program sends an encapsulated packet to one
-// backend: the route's egress interface and path MTU, the next hop's MAC
-// (the backend's, or its gateway's) and the outer source. An ipip packet
-// to a backend without one takes bpf_fib_lookup (counted, NextHopFIB).
+// backend: the route's egress interface and path MTU and the next hop's
+// MAC (the backend's, or its gateway's); the outer source is SetSource's
+// (or the flow's in source_prefix4/6) on every path. An ipip packet to a
+// backend without one takes bpf_fib_lookup (counted, NextHopFIB).
 type NextHop struct {
 	DstMAC  net.HardwareAddr // the next hop's MAC
 	SrcMAC  net.HardwareAddr // the egress interface's MAC
 	IfIndex int              // egress interface: the ingress one means XDP_TX, another a redirect
-	// MTU is the path MTU: an outer packet above it is dropped
-	// (drop_too_big), as bpf_fib_lookup answers FRAG_NEEDED.
+	// MTU is the path MTU: an outer packet above it is too big, as
+	// bpf_fib_lookup would answer (FRAG_NEEDED).
 	MTU int
-	// Src is the outer source address, of the backend's family.
-	Src netip.Addr
 }
 
-// nextHopValue is the nexthops map value of nh for a backend at addr.
-func nextHopValue(addr netip.Addr, nh NextHop) (lbNexthop, error) {
-	v := lbNexthop{Valid: 1, Ifindex: uint32(nh.IfIndex), Mtu: uint32(nh.MTU), Src: addr16(nh.Src.Unmap())}
+// nextHopValue is the nexthops map value of nh.
+func nextHopValue(nh NextHop) (lbNexthop, error) {
+	v := lbNexthop{Valid: 1, Ifindex: uint32(nh.IfIndex), Mtu: uint32(nh.MTU)}
 	switch {
 	case len(nh.DstMAC) != 6 || len(nh.SrcMAC) != 6:
 		return v, fmt.Errorf("macs %v, %v: want 6 bytes each", nh.DstMAC, nh.SrcMAC)
 	case nh.IfIndex <= 0 || nh.MTU <= 0:
 		return v, fmt.Errorf("ifindex %d, mtu %d: want both positive", nh.IfIndex, nh.MTU)
-	case !nh.Src.IsValid() || nh.Src.Unmap().Is4() != addr.Unmap().Is4():
-		return v, fmt.Errorf("source %v: want an address of backend %v's family", nh.Src, addr)
 	}
 	copy(v.Dmac[:], nh.DstMAC)
 	copy(v.Smac[:], nh.SrcMAC)
@@ -53,7 +50,7 @@ func (lb *LB) SetNextHop(i uint32, addr netip.Addr, nh NextHop) error {
 	if err := lb.checkBackendIndex(i); err != nil {
 		return fmt.Errorf("set next hop: %w", err)
 	}
-	v, err := nextHopValue(addr, nh)
+	v, err := nextHopValue(nh)
 	if err != nil {
 		return fmt.Errorf("set next hop %d: %w", i, err)
 	}
@@ -105,13 +102,13 @@ func (lb *LB) NextHopOf(i uint32) (nh NextHop, ok bool, err error) {
 		return NextHop{}, false, nil
 	}
 	return NextHop{DstMAC: net.HardwareAddr(v.Dmac[:]), SrcMAC: net.HardwareAddr(v.Smac[:]),
-		IfIndex: int(v.Ifindex), MTU: int(v.Mtu), Src: addrFrom16(v.Src)}, true, nil
+		IfIndex: int(v.Ifindex), MTU: int(v.Mtu)}, true, nil
 }
 
 // Equal reports whether two next hops are the same.
 func (nh NextHop) Equal(o NextHop) bool {
 	return string(nh.DstMAC) == string(o.DstMAC) && string(nh.SrcMAC) == string(o.SrcMAC) &&
-		nh.IfIndex == o.IfIndex && nh.MTU == o.MTU && nh.Src.Unmap() == o.Src.Unmap()
+		nh.IfIndex == o.IfIndex && nh.MTU == o.MTU
 }
 
 // NextHopFIB returns how many ipip packets took bpf_fib_lookup because

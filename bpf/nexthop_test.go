@@ -14,15 +14,17 @@ import (
 )
 
 // TestNextHopForwards: with an entry, a packet leaves encapsulated from
-// the entry's source to the entry's MACs, out of the entry's interface
-// (XDP_TX when it is the ingress one, else a redirect), for backends the
-// FIB cannot route at all, and bpf_fib_lookup is not called; a packet
-// whose outer size is above the entry's MTU is dropped as too big.
+// our source to the entry's MACs, out of the entry's interface (XDP_TX
+// when it is the ingress one, else a redirect), for backends the FIB
+// cannot route at all, and bpf_fib_lookup is not called; a packet whose
+// outer size is above the entry's MTU is answered with ICMP too big, and
+// dropped as too big when it is too short to quote.
 func TestNextHopForwards(t *testing.T) {
 	lb := newTestLB(t, testOptions)
 	r := runner{prog: lb.objs.XdpLb, ingress: 3} // no namespace: the FIB has no route to any backend
 	dmac, smac := net.HardwareAddr{2, 0xd, 0, 0, 0, 1}, net.HardwareAddr{2, 0x5, 0, 0, 0, 1}
 	src4, src6 := netip.MustParseAddr("198.18.77.1"), netip.MustParseAddr("2001:db8:77::1")
+	must(t, lb.SetSource(src4, src6))
 	for bi, be := range []netip.Addr{be4NoRoute, netip.MustParseAddr("2001:db8:ff::1")} {
 		src := src4
 		if be.Is6() {
@@ -36,14 +38,14 @@ func TestNextHopForwards(t *testing.T) {
 				verdict uint32
 			}{{3, xdpTX}, {4, xdpRedirect}} {
 				t.Run(fmt.Sprintf("%v/to-%v/if%d", v, be, egress.ifindex), func(t *testing.T) {
-					frame, ip := frameSpec{flow: flowTo(v), flags: thSYN, tos: 0x28}.build()
+					frame, ip := frameSpec{flow: flowTo(v), flags: thSYN, tos: 0x28, payload: make([]byte, 1300)}.build()
 					l3 := len(frame) - len(ip)
 					outer := len(ip) + 20
 					if be.Is6() {
 						outer = len(ip) + 40
 					}
 					addVIP(t, lb, v, uint32(vi), l4.ForwardIPIP, l4.HashFiveTuple, []uint32{idx})
-					must(t, lb.SetNextHop(idx, be, NextHop{DstMAC: dmac, SrcMAC: smac, IfIndex: egress.ifindex, MTU: outer, Src: src}))
+					must(t, lb.SetNextHop(idx, be, NextHop{DstMAC: dmac, SrcMAC: smac, IfIndex: egress.ifindex, MTU: outer}))
 					fib0, _ := lb.NextHopFIB()
 					ret, out := r.run(t, frame)
 					if ret != egress.verdict {
@@ -54,10 +56,18 @@ func TestNextHopForwards(t *testing.T) {
 						t.Errorf("nexthop_fib moved %d -> %d: the FIB was asked", fib0, fib1)
 					}
 
-					must(t, lb.SetNextHop(idx, be, NextHop{DstMAC: dmac, SrcMAC: smac, IfIndex: egress.ifindex, MTU: outer - 1, Src: src}))
+					must(t, lb.SetNextHop(idx, be, NextHop{DstMAC: dmac, SrcMAC: smac, IfIndex: egress.ifindex, MTU: outer - 1}))
 					d := counterDelta(t, lb, func() {
-						if ret, _ := r.run(t, frame); ret != xdpDrop {
-							t.Errorf("one byte above the MTU: verdict %s", verdictName(ret))
+						if ret, _ := r.run(t, frame); ret != xdpTX {
+							t.Errorf("one byte above the MTU: verdict %s, want TX (ICMP too big)", verdictName(ret))
+						}
+					})
+					onlyCounters(t, d, CounterCTSyn, CounterICMPTooBig)
+					short, _ := frameSpec{flow: flowTo(v), flags: thSYN}.build()
+					must(t, lb.SetNextHop(idx, be, NextHop{DstMAC: dmac, SrcMAC: smac, IfIndex: egress.ifindex, MTU: len(short) - l3}))
+					d = counterDelta(t, lb, func() {
+						if ret, _ := r.run(t, short); ret != xdpDrop {
+							t.Errorf("short packet above the MTU: verdict %s, want DROP", verdictName(ret))
 						}
 					})
 					onlyCounters(t, d, CounterCTSyn, CounterDropTooBig)
@@ -82,7 +92,7 @@ func TestNextHopMissTakesFIB(t *testing.T) {
 	l3 := len(frame) - len(ip)
 	viaFIB := encapsulated(frame, l3, len(ip), lbSrc4, be4Near, macNear, fn.mac0)
 	other := net.HardwareAddr{2, 0xee, 0, 0, 0, 1}
-	hop := NextHop{DstMAC: other, SrcMAC: fn.mac0, IfIndex: fn.lb0, MTU: 1500, Src: lbSrc4}
+	hop := NextHop{DstMAC: other, SrcMAC: fn.mac0, IfIndex: fn.lb0, MTU: 1500}
 
 	expect := func(t *testing.T, what string, want []byte, fibDelta uint64) {
 		t.Helper()

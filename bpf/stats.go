@@ -62,6 +62,7 @@ const (
 	CounterPassGuarded    = Counter(lbCounterCOUNTER_PASS_GUARDED)
 	CounterCTUntracked    = Counter(lbCounterCOUNTER_CT_UNTRACKED)
 	CounterACLEstablished = Counter(lbCounterCOUNTER_ACL_ESTABLISHED)
+	CounterICMPTooBig     = Counter(lbCounterCOUNTER_ICMP_TOO_BIG)
 
 	// NumCounters bounds Counter values; index 0 is never counted.
 	NumCounters = int(lbCounterCOUNTER_MAX)
@@ -100,6 +101,7 @@ var counterNames = [NumCounters]string{
 	CounterPassGuarded:    "pass_guarded",
 	CounterCTUntracked:    "conntrack_untracked",
 	CounterACLEstablished: "acl_denied_established",
+	CounterICMPTooBig:     "icmp_too_big_sent",
 }
 
 func (c Counter) String() string {

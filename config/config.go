@@ -408,6 +408,14 @@ type XDP struct {
 	// source address above this many a second; 0 = off (the default);
 	// up to 10M. The count is approximate (one shared LRU of sources).
 	SYNRatePerSource int
+	// SourcePrefix4 and SourcePrefix6, when valid, are the networks the
+	// outer sources of encapsulated flows come from (one address per
+	// flow, by its hash); IPv6 /64 or longer. Zero: the interface's own
+	// address.
+	SourcePrefix4, SourcePrefix6 netip.Prefix
+	// GUEPort is the UDP destination port of forward = "gue"; default
+	// 6080 (Katran's).
+	GUEPort int
 }
 
 // MaxRebalanceRate bounds rebalance_rate and `l4lb rebalance --rate`

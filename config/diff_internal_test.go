@@ -34,6 +34,8 @@ func bump(f reflect.Value) bool {
 			f.Set(reflect.ValueOf(netip.MustParseAddrPort("198.18.0.1:1")))
 		case netip.Addr:
 			f.Set(reflect.ValueOf(netip.MustParseAddr("198.18.0.1")))
+		case netip.Prefix:
+			f.Set(reflect.ValueOf(netip.MustParsePrefix("198.18.0.0/24")))
 		default: // a table of the config (Health): bump its first field that can be
 			for i := range f.NumField() {
 				if f.Type().Field(i).IsExported() && bump(f.Field(i)) {

@@ -79,6 +79,15 @@ var xdpKeys = []key[XDP]{
 	{name: "syn_rate_per_source", val: intOf(func(x *XDP) *int { return &x.SYNRatePerSource }, 0, span[int64](0, 10_000_000)),
 		effect: EffectNow, note: "every SYN from then on",
 		doc: `TCP SYNs a second one source address may send to any VIP (proxy VIPs too); more are dropped in XDP before they cost the kernel a socket; 0 = off.`},
+	{name: "source_prefix4", val: sourcePrefixOf(func(x *XDP) *netip.Prefix { return &x.SourcePrefix4 }, false),
+		effect: EffectNow, note: "every packet from then on: a flow's outer source changes once", def: "none: the interface's own address",
+		doc: `ipip and gue VIPs: the outer IPv4 source of each flow is an address of this network picked by the flow's hash, so that a backend's NIC spreads the flows over its receive queues (one fixed source puts them all on one). The balancer need not have these addresses and nothing answers to them; backends need rp_filter off (they do for DSR already).`},
+	{name: "source_prefix6", val: sourcePrefixOf(func(x *XDP) *netip.Prefix { return &x.SourcePrefix6 }, true),
+		effect: EffectNow, note: "every packet from then on: a flow's outer source changes once", def: "none: the interface's own address",
+		doc: `The same for IPv6 outer headers: a /64 or longer network.`},
+	{name: "gue_port", val: intOf(func(x *XDP) *int { return &x.GUEPort }, 6080, span[int64](1, 65535)),
+		effect: EffectNow, note: "every packet from then on: backends must strip GUE on the new port first",
+		doc: "The UDP destination port of forward = \"gue\" VIPs (the backends' `l4lb decap attach --gue-port`)."},
 }
 
 // bgpReload is when a reload applies a [bgp] change: Diff reports the
@@ -246,6 +255,45 @@ func nextHop() keyValue[BGP] {
 		copy: func(dst, src *BGP) { dst.NextHop = src.NextHop },
 		form: `"IP"`,
 	}
+}
+
+// sourcePrefixOf is [xdp] source_prefix4/6: a network of the family
+// (IPv6: /64 or longer), host bits clear, or absent.
+func sourcePrefixOf(f func(*XDP) *netip.Prefix, v6 bool) keyValue[XDP] {
+	want, form := `an IPv4 network such as "198.18.200.0/24"`, `"IPV4/LEN"`
+	if v6 {
+		want, form = `an IPv6 network of /64 or longer such as "2001:db8:200::/64"`, `"IPV6/LEN"`
+	}
+	return keyValue[XDP]{
+		resolve: func(l *layer, key string, own, _ rawTable, x *XDP) {
+			s := l.str(key, get[string](own, key), opt[string]{}, "")
+			if s == "" {
+				return
+			}
+			p, err := netip.ParsePrefix(s)
+			switch {
+			case err != nil || p.Addr().Is6() != v6 || p.Addr().Is4In6() || p.Addr().IsUnspecified() || v6 && p.Bits() < 64:
+				l.problem(key, "%q must be %s", s, want)
+			case p != p.Masked():
+				l.problem(key, "%q has host bits set (did you mean %q?)", s, p.Masked().String())
+			default:
+				*f(x) = p
+			}
+		},
+		text: func(x *XDP) string { return prefixText(*f(x)) },
+		toml: func(x *XDP) string { return quoteTOML(prefixText(*f(x))) },
+		omit: func(x *XDP) bool { return !f(x).IsValid() },
+		copy: func(dst, src *XDP) { *f(dst) = *f(src) },
+		form: form,
+	}
+}
+
+// prefixText is p as the config writes it ("" for none).
+func prefixText(p netip.Prefix) string {
+	if !p.IsValid() {
+		return ""
+	}
+	return p.String()
 }
 
 // communities is an array of standard communities.

@@ -129,7 +129,7 @@ var vipKeys = []key[VIP]{
 		doc: `A session ends after this many replies (1 for DNS); 0 = no limit. Set, it also says replies are expected: a session that times out without one is a passive health mark on its backend.`},
 	{name: "forward", scope: xdpMode, val: enumOf(func(v *VIP) *l4.Forward { return &v.Forward }, l4.ForwardIPIP, l4.ForwardNames()),
 		effect: EffectNow, note: "every packet from then on, established flows too",
-		doc: "How the XDP program hands a packet to its backend: ipip, encapsulated (backends decapsulate: `l4lb decap attach`); l2, the destination MAC rewritten (backends on the same segment)."},
+		doc: "How the XDP program hands a packet to its backend: ipip, encapsulated (backends decapsulate: `l4lb decap attach`); l2, the destination MAC rewritten (backends on the same segment); gue, encapsulated in UDP to [xdp] gue_port with a source port per flow, so a backend's NIC spreads flows over its receive queues (backends strip it: `l4lb decap attach --gue-port`, or the kernel's fou)."},
 	{name: "new_flow_rate", scope: xdpMode, refused: "applies only to mode xdp (the BPF conntrack)",
 		val:    intOf(func(v *VIP) *int { return &v.NewFlowRate }, 0, span[int64](0, 100_000_000)),
 		effect: EffectNow, note: "flows already tracked stay tracked",

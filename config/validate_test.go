@@ -251,6 +251,10 @@ func TestXDPProblems(t *testing.T) {
 		{"interface long", "[xdp]\ninterface = \"abcdefghijklmnop\" " + marker + "\n" + oneVIP(""), "xdp.interface", "", "not an interface name"},
 		{"attach", "[xdp]\ninterface = \"eth0\"\nattach = \"offload\" " + marker + "\n" + oneVIP(""), "xdp.attach", "", "not one of driver, generic"},
 		{"pin_path", "[xdp]\ninterface = \"eth0\"\npin_path = \"bpf\" " + marker + "\n" + oneVIP(""), "xdp.pin_path", "", "absolute path"},
+		{"source_prefix4 family", "[xdp]\ninterface = \"eth0\"\nsource_prefix4 = \"2001:db8::/64\" " + marker + "\n" + oneVIP(""), "xdp.source_prefix4", "", "must be an IPv4 network"},
+		{"source_prefix4 host bits", "[xdp]\ninterface = \"eth0\"\nsource_prefix4 = \"198.18.200.1/24\" " + marker + "\n" + oneVIP(""), "xdp.source_prefix4", "", `did you mean "198.18.200.0/24"`},
+		{"source_prefix6 short", "[xdp]\ninterface = \"eth0\"\nsource_prefix6 = \"2001:db8::/48\" " + marker + "\n" + oneVIP(""), "xdp.source_prefix6", "", "/64 or longer"},
+		{"gue_port", "[xdp]\ninterface = \"eth0\"\ngue_port = 0 " + marker + "\n" + oneVIP(""), "xdp.gue_port", "", "out of range 1..65535"},
 	} {
 		if c.name == "no xdp table" {
 			c.src = strings.Replace(c.src, `mode = "xdp"`, `mode = "xdp" `+marker, 1)

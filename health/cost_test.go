@@ -1,15 +1,17 @@
-// cost_test.go: what probing 1000 backends costs the prober (L4LB_MEASURE=1 only).
+// cost_test.go: what probing 1000 backends costs the prober, loop against goroutines (L4LB_MEASURE=1 only).
 
 package health
 
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,33 +47,63 @@ func TestCostServer(t *testing.T) {
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent is done
 }
 
-// TestProbeCost probes 1000 targets at a 1 s interval for 20 s and
-// reports the prober's CPU share, peak sockets and goroutines, and the
-// TIME_WAIT sockets left. Figures go to docs/bench-health.md by hand.
+// TestProbeCost probes 1000 targets at a 1 s interval and reports the
+// prober's CPU share, peak sockets and goroutines, and the TIME_WAIT
+// sockets left: tcp checks on the probe loop and on a goroutine per
+// target (the path before the loop), in L4LB_MEASURE_ROUNDS interleaved
+// rounds (default 3) of L4LB_MEASURE_FOR each (default 10 s), then redis
+// PING. Figures go to docs/bench-health.md by hand.
 func TestProbeCost(t *testing.T) {
 	if os.Getenv("L4LB_MEASURE") != "1" {
-		t.Skip("set L4LB_MEASURE=1 to measure probe cost (about 45 s)")
+		t.Skip("set L4LB_MEASURE=1 to measure probe cost (about 100 s)")
 	}
-	measure := 20 * time.Second
+	measure, rounds := 10*time.Second, 3
 	if d, err := time.ParseDuration(os.Getenv("L4LB_MEASURE_FOR")); err == nil {
 		measure = d
 	}
-	tcpAddrs, serverPID := startCostServer(t)
-	redis := testutil.StartRedis(t, "127.0.0.1:0", "")
-	for _, c := range []struct {
-		name  string
-		spec  Spec
-		addrs func(i int) netip.AddrPort
-	}{
-		{"tcp, 1000 listeners", Spec{Type: l4.CheckTCP, Interval: time.Second, Timeout: time.Second}, func(i int) netip.AddrPort { return tcpAddrs[i] }},
-		{"redis PING, 1000 targets on one redis-server", Spec{Type: l4.CheckRedis, Interval: time.Second, Timeout: time.Second}, func(int) netip.AddrPort { return redis.Addr }},
-	} {
-		t.Run(c.name, func(t *testing.T) { runCost(t, c.spec, c.addrs, measure, serverPID) })
+	if n, err := strconv.Atoi(os.Getenv("L4LB_MEASURE_ROUNDS")); err == nil && n > 0 {
+		rounds = n
 	}
+	tcpAddrs, serverPID := startCostServer(t)
+	tcp := Spec{Type: l4.CheckTCP, Interval: time.Second, Timeout: time.Second}
+	t.Run("tcp, 1000 listeners, loop and goroutines interleaved", func(t *testing.T) {
+		addr := func(i int) netip.AddrPort { return tcpAddrs[i] }
+		per := map[bool][]float64{} // by goroutines
+		for r := range rounds {
+			for _, goroutines := range []bool{r%2 == 1, r%2 == 0} { // alternate which goes first
+				name := map[bool]string{false: "loop", true: "goroutines"}[goroutines]
+				if only := os.Getenv("L4LB_MEASURE_PATH"); only != "" && only != name {
+					continue // one path alone, for a profile
+				}
+				per[goroutines] = append(per[goroutines], runCost(t, name, tcp, addr, measure, serverPID, goroutines))
+			}
+		}
+		loop, old := median(per[false]), median(per[true])
+		t.Logf("median CPU per tcp check over %d rounds: loop %.1f µs, goroutines %.1f µs: %.2fx", rounds, loop, old, loop/old)
+	})
+	redis := testutil.StartRedis(t, "127.0.0.1:0", "")
+	t.Run("redis PING, 1000 targets on one redis-server", func(t *testing.T) {
+		runCost(t, "redis", Spec{Type: l4.CheckRedis, Interval: time.Second, Timeout: time.Second},
+			func(int) netip.AddrPort { return redis.Addr }, measure, serverPID, false)
+	})
 }
 
-// runCost runs one measurement and logs its figures.
-func runCost(t *testing.T, spec Spec, addr func(int) netip.AddrPort, measure time.Duration, serverPID int) {
+// median is the middle value of xs (the mean of the two middle ones).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// runCost runs one measurement, logs its figures and returns the CPU per
+// check in µs. goroutines runs tcp checks on a goroutine per target.
+func runCost(t *testing.T, name string, spec Spec, addr func(int) netip.AddrPort, measure time.Duration, serverPID int, goroutines bool) float64 {
 	var checks, fails atomic.Int64
 	var mu sync.Mutex
 	reasons := map[string]int{}
@@ -87,6 +119,7 @@ func runCost(t *testing.T, spec Spec, addr func(int) netip.AddrPort, measure tim
 			mu.Unlock()
 		}
 	})
+	m.tcpGoroutines = goroutines
 	defer m.Close()
 	for i := range costTargets {
 		if err := m.Set(TargetKey{"cost", l4.BackendID(strconv.Itoa(i))}, addr(i), spec); err != nil {
@@ -112,17 +145,19 @@ func runCost(t *testing.T, spec Spec, addr func(int) netip.AddrPort, measure tim
 		ports[addr(i).Port()] = true
 	}
 	tw := proberTimeWaits(t, ports)
-	t.Logf("%d checks in %v (%.0f/s), %d failed; prober CPU %v (user %v, sys %v) = %.1f%% of one core, "+
+	perCheck := float64(cpu.Microseconds()) / float64(n)
+	t.Logf("%s: %d checks in %v (%.0f/s), %d failed; prober CPU %v (user %v, sys %v) = %.1f%% of one core, "+
 		"%.0f µs per check; peak %d open sockets, %d goroutines; %d prober-side TIME_WAIT; "+
 		"listener process CPU %v; load avg %s",
-		n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), fails.Load(), cpu, user, sys,
-		100*cpu.Seconds()/wall.Seconds(), float64(cpu.Microseconds())/float64(n), peakFDs, peakG, tw,
+		name, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), fails.Load(), cpu, user, sys,
+		100*cpu.Seconds()/wall.Seconds(), perCheck, peakFDs, peakG, tw,
 		su1+ss1-su0-ss0, loadAvg())
 	mu.Lock()
 	defer mu.Unlock()
 	for r, n := range reasons {
 		t.Logf("failed %d times: %s", n, r)
 	}
+	return perCheck
 }
 
 // proberTimeWaits counts TIME_WAIT sockets whose remote port is in ports.

@@ -10,9 +10,13 @@
 //   - Tracker is the pure rise/fall state machine with passive marks
 //     (nginx max_fails/fail_timeout). It takes results and times, returns
 //     transitions, and has no clock, goroutine or lock of its own.
-//   - Manager runs one goroutine per target, spreads start times over the
-//     interval, jitters every cycle, and reports every result and every
-//     transition through one callback.
+//   - Manager runs the tcp checks of every target on one probe loop (a
+//     goroutine with its own epoll set and one timer heap: a non-blocking
+//     connect, the RTT from TCP_INFO, the same polite close; no goroutine,
+//     timer or allocation per probe) and every other check type's Checker
+//     on a goroutine per target. It spreads start times over the interval,
+//     jitters every cycle, and reports every result and every transition
+//     through one callback.
 //   - SlowStartWeight ramps a recovered backend's weight.
 //
 // Hazards:
@@ -32,10 +36,11 @@
 //     one TIME_WAIT socket on the balancer for 60 s (about 60 per backend at
 //     a 1 s interval; docs/bench-health.md); redis, http and WebSocket
 //     probes let the server close first.
-//   - The report callback runs on probe goroutines and on the callers of
-//     PassiveFailure/PassiveSuccess, one call at a time per target and in
-//     order. It must return quickly and must not call Set, Remove, Close or
-//     the Passive methods (State is fine).
+//   - The report callback runs on the probe loop, on probe goroutines and
+//     on the callers of PassiveFailure/PassiveSuccess, one call at a time
+//     per target and in order. It must return quickly (on the loop, a slow
+//     callback delays every target's tcp probes) and must not call Set,
+//     Remove, Close or the Passive methods (State is fine).
 //
 // Non-goals: TLS probes (the postgres credentialed check may negotiate TLS,
 // nothing else does), UDP probes, DNS names (targets are addresses), logging

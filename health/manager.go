@@ -5,6 +5,7 @@ package health
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -68,23 +69,33 @@ type Status struct {
 	Trial          bool   // Unknown because an expired passive mark put it on trial
 }
 
-// Manager probes targets, one goroutine per target with active checks, and
-// reports through one callback. All methods are safe for concurrent use.
+// Manager probes targets and reports through one callback. tcp checks of
+// every target run on one probe loop (a goroutine with its own epoll set
+// and a timer heap: no goroutine, timer or allocation per probe); every
+// other check type runs its Checker on a goroutine per target. All methods
+// are safe for concurrent use.
 //
 // report is called for every completed active check, every passive
-// transition and every PassiveSuccess sample, from probe goroutines and
-// from the callers of the Passive methods, one call at a time per target
-// and in order. It must return quickly and must not call Set, Remove,
+// transition and every PassiveSuccess sample, from the probe loop, probe
+// goroutines and the callers of the Passive methods, one call at a time
+// per target and in order. It must return quickly and must not call Set, Remove,
 // Close or the Passive methods (State is fine).
 type Manager struct {
 	report func(Event)
-	// Test seams, set before the first Set: how checkers are made, and a
+	// Test seams, set before the first Set: how checkers are made (set:
+	// every check type, tcp too, runs its Checker on a goroutine), and a
 	// hook that sees every planned probe start (late: the loop had fallen
 	// behind and planned "now").
 	checkerFor func(Spec) (Checker, error)
 	planned    func(key TargetKey, at time.Time, late bool)
+	// tcpGoroutines runs tcp checks on a goroutine per target, as before
+	// the probe loop (TestProbeCost compares the two); loopEnter runs
+	// first on the probe loop's thread (a test enters a namespace).
+	tcpGoroutines bool
+	loopEnter     func() error
 
-	ctl sync.Mutex // serialises Set, Remove and Close (they wait for loops)
+	ctl  sync.Mutex // serialises Set, Remove and Close (they wait for loops)
+	loop *probeLoop // guarded by ctl; made for the first tcp target
 
 	mu      sync.Mutex // guards targets and closed
 	targets map[TargetKey]*target
@@ -96,7 +107,7 @@ func NewManager(report func(Event)) *Manager {
 	if report == nil {
 		report = func(Event) {}
 	}
-	return &Manager{report: report, checkerFor: NewChecker,
+	return &Manager{report: report,
 		planned: func(TargetKey, time.Time, bool) {}, targets: make(map[TargetKey]*target)}
 }
 
@@ -130,7 +141,7 @@ func (m *Manager) Set(key TargetKey, addr netip.AddrPort, spec Spec) error {
 	}
 	t.halt()
 	m.reconfigure(t, addr, spec)
-	if checker != nil {
+	if checker != nil && !m.startOnLoop(t) {
 		t.start(m, checker)
 	}
 	// Published only now: the Passive methods and State never see a
@@ -146,7 +157,36 @@ func (m *Manager) checker(spec Spec) (Checker, error) {
 	if spec.Type == l4.CheckNone {
 		return nil, nil
 	}
+	if m.checkerFor == nil {
+		return NewChecker(spec)
+	}
 	return m.checkerFor(spec)
+}
+
+// startOnLoop hands a reconfigured target's tcp checks to the probe loop
+// (ctl held), made on first use. It reports false when the target's
+// checks run on a goroutine instead: another check type, a test seam, an
+// IPv6 address with a zone, or a loop that could not start (the
+// goroutine path then runs the same check).
+func (m *Manager) startOnLoop(t *target) bool {
+	if t.spec.Type != l4.CheckTCP || m.checkerFor != nil || m.tcpGoroutines {
+		return false
+	}
+	p, ok := newLoopProbe(t, t.spec.ProbeAddr(t.addr), t.spec)
+	if !ok {
+		return false
+	}
+	if m.loop == nil {
+		l, err := newProbeLoop(m, m.loopEnter)
+		if err != nil {
+			return false
+		}
+		m.loop = l
+	}
+	first := time.Now().Add(rand.N(t.spec.Interval)) // spread as the goroutine loop does
+	m.planned(t.key, first, false)
+	t.stopLoop, t.loopDone = m.loop.add(p, first)
+	return true
 }
 
 // Remove stops probing key. No event for key is reported after it returns.
@@ -179,6 +219,10 @@ func (m *Manager) Close() {
 	for _, t := range all {
 		t.halt()
 		t.retire()
+	}
+	if m.loop != nil {
+		m.loop.close()
+		m.loop = nil
 	}
 }
 

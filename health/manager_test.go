@@ -324,6 +324,7 @@ func TestManagerGoroutines(t *testing.T) {
 	s := startServer(t, nil, false)
 	base := settledGoroutines()
 	m := NewManager(nil)
+	m.tcpGoroutines = true // a goroutine per target: what this test counts (TestLoopGoroutines: the probe loop)
 	const n = 50
 	keys := make([]TargetKey, n)
 	for i := range keys {
@@ -383,6 +384,12 @@ func waitGoroutines(t *testing.T, want int) {
 func TestManagerJitter(t *testing.T) {
 	t.Parallel()
 	m, _, _ := newScripted(t, true)
+	checkJitter(t, m, anyAddr)
+}
+
+// checkJitter sets 60 targets at addr on m and checks their planned starts.
+func checkJitter(t *testing.T, m *Manager, addr netip.AddrPort) {
+	t.Helper()
 	type plan struct {
 		at   time.Time
 		late bool
@@ -401,7 +408,7 @@ func TestManagerJitter(t *testing.T) {
 	for i := range n {
 		k := TargetKey{"vip", l4.BackendID(fmt.Sprint(i))}
 		setAt[k] = time.Now()
-		_ = m.Set(k, anyAddr, spec)
+		_ = m.Set(k, addr, spec)
 	}
 	time.Sleep(6 * interval)
 	m.Close()

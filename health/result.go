@@ -115,6 +115,13 @@ func (p *probe) describe(err error, what string) string {
 		return "canceled " + what
 	case errors.Is(p.ctx.Err(), context.DeadlineExceeded) || isTimeout(err):
 		return fmt.Sprintf("timeout after %v %s", p.budget, what)
+	}
+	return describeErr(err, what)
+}
+
+// describeErr words an error that is not a timeout or a cancel.
+func describeErr(err error, what string) string {
+	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connect refused"
 	case errors.Is(err, syscall.EHOSTUNREACH):

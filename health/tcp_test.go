@@ -56,19 +56,26 @@ func TestTCPProbePort(t *testing.T) {
 	wantOK(t, check(t, spec, spec.ProbeAddr(backend)))
 }
 
-// TestTCPBlackhole probes an address whose SYNs vanish: inside a fresh
-// namespace, a static neighbour entry sends them to a MAC nobody owns.
-func TestTCPBlackhole(t *testing.T) {
+// blackhole returns a fresh namespace and an address whose SYNs vanish
+// there: a static neighbour entry sends them to a MAC nobody owns.
+func blackhole(t *testing.T) (*testutil.Netns, netip.AddrPort) {
+	t.Helper()
 	testutil.RequirePriv(t, "namespaces for a blackholed address")
 	a := testutil.NewNetns(t, "bh")
 	b := testutil.NewNetns(t, "bhpeer")
 	testutil.Veth(t, a, "v0", "198.18.5.1/24", b, "v1", "")
 	a.MustExec(t, "ip", "neigh", "replace", "198.18.5.99", "lladdr", "02:00:00:00:00:99", "dev", "v0", "nud", "permanent")
+	return a, netip.MustParseAddrPort("198.18.5.99:5432")
+}
+
+// TestTCPBlackhole probes an address whose SYNs vanish.
+func TestTCPBlackhole(t *testing.T) {
+	a, addr := blackhole(t)
 	const timeout = 300 * time.Millisecond
 	ch := mustCheck(t, Spec{Type: l4.CheckTCP, Timeout: timeout})
 	var r Result
 	a.MustDo(t, func() error {
-		r = ch.Check(context.Background(), netip.MustParseAddrPort("198.18.5.99:5432"))
+		r = ch.Check(context.Background(), addr)
 		return nil
 	})
 	wantFail(t, r, "timeout after 300ms connecting")

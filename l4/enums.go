@@ -121,13 +121,19 @@ type Forward uint8
 const (
 	ForwardIPIP Forward = iota // IPIP (or IPv6-in-IPv6) to the backend, routed: the Katran model
 	ForwardL2                  // rewrite the destination MAC: backends on the same segment, the LVS DR model
+	ForwardGUE                 // IP in UDP (GUE variant 1) to [xdp] gue_port, a per-flow source port: Katran's GUE
 )
 
-var forwardNames = [...]string{ForwardIPIP: "ipip", ForwardL2: "l2"}
+var forwardNames = [...]string{ForwardIPIP: "ipip", ForwardL2: "l2", ForwardGUE: "gue"}
+
+// Encapsulates says whether f wraps the packet in an outer header routed
+// to the backend (ipip, gue): the backends decapsulate, and the path to
+// them carries the outer header's bytes too.
+func (f Forward) Encapsulates() bool { return f == ForwardIPIP || f == ForwardGUE }
 
 func (f Forward) String() string { return enumName(f, "forward", forwardNames[:]) }
 
-// ParseForward accepts ipip and l2.
+// ParseForward accepts ipip, l2 and gue.
 func ParseForward(s string) (Forward, error) {
 	return parseEnum[Forward](s, "forward", forwardNames[:])
 }

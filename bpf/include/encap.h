@@ -37,18 +37,20 @@ static __always_inline void *push_l2(struct xdp_md *ctx, __u32 hdr_len, __u32 l3
 }
 
 /* write_outer4 fills the outer IPv4 header: no options, id 0, no DF (the
- * inner packet's own DF and PMTU discovery govern), TTL 64. */
+ * inner packet's own DF and PMTU discovery govern), TTL 64. proto is what
+ * follows it, extra the bytes between it and the inner packet (GUE's UDP
+ * header, else 0). */
 static __always_inline void write_outer4(struct iphdr *ip, const struct packet *p,
-					 const __u8 *src, const __u8 *dst)
+					 const __u8 *src, const __u8 *dst, __u8 proto, __u32 extra)
 {
 	ip->version = 4;
 	ip->ihl = 5;
 	ip->tos = p->tos;
-	ip->tot_len = bpf_htons(p->l3_len + IPV4_HLEN);
+	ip->tot_len = bpf_htons(p->l3_len + IPV4_HLEN + extra);
 	ip->id = 0;
 	ip->frag_off = 0;
 	ip->ttl = OUTER_TTL;
-	ip->protocol = inner_proto(p);
+	ip->protocol = proto;
 	ip->check = 0;
 	__builtin_memcpy(&ip->saddr, src, 4);
 	__builtin_memcpy(&ip->daddr, dst, 4);
@@ -56,17 +58,17 @@ static __always_inline void write_outer4(struct iphdr *ip, const struct packet *
 }
 
 /* write_outer6 fills the outer IPv6 header: traffic class copied, flow
- * label 0, hop limit 64. */
+ * label 0, hop limit 64; proto and extra as for write_outer4. */
 static __always_inline void write_outer6(struct ipv6hdr *ip6, const struct packet *p,
-					 const __u8 *src, const __u8 *dst)
+					 const __u8 *src, const __u8 *dst, __u8 proto, __u32 extra)
 {
 	ip6->version = 6;
 	ip6->priority = p->tos >> 4;
 	ip6->flow_lbl[0] = (p->tos & 0xf) << 4;
 	ip6->flow_lbl[1] = 0;
 	ip6->flow_lbl[2] = 0;
-	ip6->payload_len = bpf_htons(p->l3_len);
-	ip6->nexthdr = inner_proto(p);
+	ip6->payload_len = bpf_htons(p->l3_len + extra);
+	ip6->nexthdr = proto;
 	ip6->hop_limit = OUTER_TTL;
 	__builtin_memcpy(&ip6->saddr, src, 16);
 	__builtin_memcpy(&ip6->daddr, dst, 16);
@@ -84,7 +86,7 @@ static __always_inline void *encap4(struct xdp_md *ctx, const struct packet *p,
 	if ((void *)(ip + 1) > data_end)
 		return NULL;
 	*((__be16 *)ip - 1) = bpf_htons(ETH_P_IP);
-	write_outer4(ip, p, src, dst);
+	write_outer4(ip, p, src, dst, inner_proto(p), 0);
 	return data;
 }
 
@@ -100,7 +102,7 @@ static __always_inline void *encap6(struct xdp_md *ctx, const struct packet *p,
 	if ((void *)(ip6 + 1) > data_end)
 		return NULL;
 	*((__be16 *)ip6 - 1) = bpf_htons(ETH_P_IPV6);
-	write_outer6(ip6, p, src, dst);
+	write_outer6(ip6, p, src, dst, inner_proto(p), 0);
 	return data;
 }
 

@@ -131,5 +131,6 @@ volatile const enum forward anchor_forward;
 volatile const enum flow_flag anchor_flow_flag;
 volatile const enum backend_flag anchor_backend_flag;
 volatile const enum vip_flag anchor_vip_flag;
+volatile const enum encap_flag anchor_encap_flag;
 
 #endif

@@ -81,6 +81,8 @@ enum hash_key {
 enum forward {
 	FORWARD_IPIP = 0,	/* IP-in-IP (v4 or v6 outer by the backend's family) */
 	FORWARD_L2 = 1,		/* rewrite the destination MAC, backend on our segment */
+	FORWARD_GUE = 2,	/* IP in UDP to lb_config.gue_port (GUE variant 1: the inner IP
+				 * header right after the UDP header), per-flow source port */
 };
 
 /* Key of the conntrack map: a flow as the client sent it (client to VIP),
@@ -125,15 +127,15 @@ enum backend_flag {
  * from the kernel's route and neighbour for the backend. A valid entry
  * spares the packet bpf_fib_lookup; without one (absent, or valid = 0 while
  * the neighbour is unresolved) the packet takes bpf_fib_lookup, counted in
- * lb_counters.nexthop_fib. */
+ * lb_counters.nexthop_fib. The outer source comes from the config map on
+ * both paths. */
 struct nexthop {
 	__u8 dmac[6];	/* the next hop's MAC (the backend's, or its gateway's) */
 	__u8 smac[6];	/* the egress interface's MAC */
 	__u32 ifindex;	/* egress interface */
-	__u32 mtu;	/* path MTU: an outer packet above it is drop_too_big, as the FIB says */
+	__u32 mtu;	/* path MTU: an outer packet above it is too big, as the FIB would say */
 	__u8 valid;	/* 1: use this entry; 0: ask bpf_fib_lookup */
 	__u8 pad[3];
-	__u8 src[16];	/* outer source, 16-byte form (IPv4 as ::ffff:a.b.c.d) */
 };
 
 /* The single entry of the config map: the balancer's own addresses, used
@@ -143,6 +145,22 @@ struct lb_config {
 	__u8 src4[4];
 	__u8 src6[16];
 	__u32 syn_interval;	/* ns between admitted SYNs of one source ([xdp] syn_rate_per_source); 0 = off */
+	/* [xdp] source_prefix4/6 (rss.h): with ENCAP_PREFIX4/6 set in
+	 * encap_flags the outer source of a flow is prefix | (flow hash &
+	 * mask) instead of src4/src6; the prefixes need not be assigned to
+	 * the balancer. */
+	__u8 prefix4[4];	/* network bits, host bits zero */
+	__u8 mask4[4];		/* host bits set (network order) */
+	__u8 prefix6[16];	/* network bits, host bits zero */
+	__u8 mask6[8];		/* host bits of the low 64 bits (a prefix is /64 or longer) */
+	__be16 gue_port;	/* UDP destination port of forward = gue ([xdp] gue_port) */
+	__u8 encap_flags;	/* enum encap_flag */
+	__u8 pad;
+};
+
+enum encap_flag {
+	ENCAP_PREFIX4 = 1,	/* IPv4 outer sources from prefix4/mask4 */
+	ENCAP_PREFIX6 = 2,	/* IPv6 outer sources from prefix6/mask6 */
 };
 
 /* Per-VIP counters (per CPU, summed by Go). */
@@ -180,7 +198,7 @@ enum counter {
 	COUNTER_DROP_NO_BACKEND,	/* no table, empty slot, or backend missing/inactive */
 	COUNTER_DROP_NO_SOURCE,		/* outer source address of that family unset */
 	COUNTER_DROP_NO_NEIGH,		/* FIB: next hop has no resolved neighbour */
-	COUNTER_DROP_TOO_BIG,		/* FIB: encapsulated packet above the egress MTU */
+	COUNTER_DROP_TOO_BIG,		/* FIB: encapsulated packet above the egress MTU, not answered (icmp_gen.h says when) */
 	COUNTER_DROP_FIB,		/* FIB: any other failure (no route, forwarding off) */
 	COUNTER_DROP_ENCAP,		/* bpf_xdp_adjust_head failed */
 	COUNTER_TX,			/* forwarded with XDP_TX */
@@ -197,6 +215,7 @@ enum counter {
 	COUNTER_PASS_GUARDED,		/* packet to a guard-only (proxy) VIP that passed its guards */
 	COUNTER_CT_UNTRACKED,		/* flow over the VIP's new_flow_rate: forwarded, not inserted */
 	COUNTER_ACL_ESTABLISHED,	/* denied client, but its flow is in conntrack (admitted before a reload): forwarded */
+	COUNTER_ICMP_TOO_BIG,		/* encapsulated it would exceed the MTU: answered with ICMP frag needed / packet too big (XDP_TX) */
 	COUNTER_MAX,
 };
 
@@ -215,7 +234,15 @@ enum decap_counter {
 	DECAP_PASS_NOT_ENCAP,	/* not IP-in-IP: passed untouched */
 	DECAP_PASS_MALFORMED,	/* truncated, options, fragment, bad length: passed untouched */
 	DECAP_FAILED,		/* bpf_xdp_adjust_head failed: passed untouched */
+	DECAP_GUE_V4,		/* stripped an outer IPv4 + UDP header (GUE to decap_config.gue_port) */
+	DECAP_GUE_V6,		/* stripped an outer IPv6 + UDP header (GUE to decap_config.gue_port) */
 	DECAP_MAX,
+};
+
+/* The single entry of the decap program's decap_config map. */
+struct decap_config {
+	__be16 gue_port;	/* UDP port whose IP-in-UDP (GUE variant 1) is stripped; 0 = none */
+	__u16 pad;
 };
 
 #endif

@@ -1,4 +1,4 @@
-// `l4lb decap`: the backends' side of xdp VIPs with forward = "ipip".
+// `l4lb decap`: the backends' side of xdp VIPs with forward = "ipip" or "gue".
 
 package main
 
@@ -13,13 +13,15 @@ import (
 )
 
 const decapHelp = `Backends of xdp VIPs with forward = "ipip" receive the client's packets
-inside an outer IPv4 (or IPv6) header from the balancer. "attach" runs a
-small XDP program on the backend's interface that strips that header and
-passes the inner packet to the kernel, so no ipip tunnel device is needed.
+inside an outer IPv4 (or IPv6) header from the balancer; with forward =
+"gue", inside an outer IP and UDP header to the balancer's [xdp] gue_port.
+"attach" runs a small XDP program on the backend's interface that strips
+either and passes the inner packet to the kernel, so no tunnel device is
+needed.
 The VIP goes on the backend's loopback (with arp_ignore=1, arp_announce=2,
 rp_filter=0), and the backend answers the client directly.
 
-  l4lb decap attach --iface IF [--mode driver|generic]
+  l4lb decap attach --iface IF [--mode driver|generic] [--gue-port N]
   l4lb decap detach --iface IF
   l4lb decap status --iface IF
 
@@ -35,11 +37,14 @@ replaced (an older version ran there) or moved to the other mode; detach
 with nothing attached says so and exits 0. Another XDP program on
 the interface is never replaced or removed (exit 1). status prints its
 counters. --mode generic works on any interface, much slower.
+--gue-port (default 6080, the balancer's default gue_port) is the UDP
+port whose GUE packets are stripped, any destination address; 0 strips
+only IP-in-IP. Other UDP traffic passes untouched.
 
 With forward = "l2" backends need no decap, only the VIP on lo and the same
 sysctls. MTU: IPIP adds 20 bytes (IPv6: 40); the path from the balancer to
 the backends must carry a full-size client packet plus that, or the
-clients' MSS must be clamped.
+clients' MSS must be clamped. GUE adds 8 bytes more (28, IPv6: 48).
 `
 
 func cmdDecap(args []string, stdout, stderr io.Writer) int {
@@ -51,6 +56,7 @@ func cmdDecap(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("decap", stdout, stderr)
 	iface := f.String("iface", "", "the backend's interface")
 	mode := f.String("mode", "driver", "driver (native XDP) or generic")
+	guePort := f.Uint("gue-port", bpf.DefaultGUEPort, "UDP port whose GUE packets are stripped (0: none)")
 	if code, ok := f.parseNoArgs(args[1:]); !ok {
 		return code
 	}
@@ -65,7 +71,11 @@ func cmdDecap(args []string, stdout, stderr io.Writer) int {
 	}
 	switch verb {
 	case "attach":
-		return decapAttach(ifc, *mode, stdout, stderr)
+		if *guePort > 65535 {
+			f.usageError(fmt.Sprintf("--gue-port %d is not a port (0 to 65535)", *guePort))
+			return 2
+		}
+		return decapAttach(ifc, *mode, uint16(*guePort), stdout, stderr)
 	case "detach":
 		return decapDetach(ifc, stdout, stderr)
 	case "status":
@@ -75,7 +85,7 @@ func cmdDecap(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func decapAttach(ifc *net.Interface, modeName string, stdout, stderr io.Writer) int {
+func decapAttach(ifc *net.Interface, modeName string, guePort uint16, stdout, stderr io.Writer) int {
 	mode, ok := l4.ParseName[bpf.AttachMode](modeName, l4.AttachModeNames())
 	if !ok {
 		fmt.Fprintf(stderr, "l4lb decap attach: --mode %q is not driver or generic\n", modeName)
@@ -87,7 +97,11 @@ func decapAttach(ifc *net.Interface, modeName string, stdout, stderr io.Writer) 
 		return 1
 	}
 	defer d.Close()
-	fmt.Fprintln(stdout, decapAttached(ifc.Name, mode, d))
+	if err := d.SetGUEPort(guePort); err != nil {
+		fmt.Fprintf(stderr, "l4lb decap attach: %s: %v\n", ifc.Name, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s; %s\n", decapAttached(ifc.Name, mode, d), guePortText(guePort))
 	return 0
 }
 
@@ -144,7 +158,20 @@ func decapStatus(ifc *net.Interface, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "l4lb decap status: %s: %v\n", ifc.Name, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "decap on %s: ipv4 outer %d, ipv6 outer %d, not encapsulated %d, malformed %d, failed %d\n",
-		ifc.Name, st.OuterV4, st.OuterV6, st.NotEncap, st.Malformed, st.Failed)
+	port, err := d.GUEPort()
+	if err != nil {
+		fmt.Fprintf(stderr, "l4lb decap status: %s: %v\n", ifc.Name, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "decap on %s (%s): ipv4 outer %d, ipv6 outer %d, gue ipv4 outer %d, gue ipv6 outer %d, not encapsulated %d, malformed %d, failed %d\n",
+		ifc.Name, guePortText(port), st.OuterV4, st.OuterV6, st.GUEV4, st.GUEV6, st.NotEncap, st.Malformed, st.Failed)
 	return 0
+}
+
+// guePortText says which GUE packets the decap strips.
+func guePortText(port uint16) string {
+	if port == 0 {
+		return "gue off"
+	}
+	return fmt.Sprintf("gue on udp port %d", port)
 }

@@ -331,7 +331,8 @@ func TestXDPDetachSaysWhatItDid(t *testing.T) {
 
 // TestDecapAttachSaysWhatItDid: `l4lb decap attach` says whether it
 // attached, kept what ran, or moved it to the other mode; on an interface
-// without native XDP it fails and names --mode generic.
+// without native XDP it fails and names --mode generic; --gue-port
+// reaches the attached program, and status shows it.
 func TestDecapAttachSaysWhatItDid(t *testing.T) {
 	n := newOpsNet(t)
 	for _, step := range []struct {
@@ -349,6 +350,17 @@ func TestDecapAttachSaysWhatItDid(t *testing.T) {
 	}
 	if p := n.xdpOn(t, "x0"); !strings.Contains(p, "xdp_decap") {
 		t.Fatalf("x0 runs %q", p)
+	}
+	// The GUE port reaches the program another process attached (kept).
+	for _, port := range []string{"7000", "0"} {
+		out, code := runIn(t, n.ns, "", "decap", "attach", "--iface", "x0", "--mode", "generic", "--gue-port", port)
+		if code != 0 {
+			t.Fatalf("decap attach --gue-port %s: exit %d\n%s", port, code, out)
+		}
+		want := map[string]string{"7000": "gue on udp port 7000", "0": "gue off"}[port]
+		wantIn(t, "decap attach --gue-port "+port, out, "kept", want)
+		out, _ = runIn(t, n.ns, "", "decap", "status", "--iface", "x0")
+		wantIn(t, "decap status", out, "decap on x0 ("+want+")")
 	}
 	out, code := runIn(t, n.ns, "", "decap", "attach", "--iface", "lo")
 	if code != 1 {

@@ -123,6 +123,22 @@ func (n *Netns) Do(fn func() error) error {
 	return <-errc
 }
 
+// Enter moves the calling goroutine's thread into the namespace for good:
+// for a goroutine that locked its OS thread and never unlocks it (the
+// runtime discards such a thread when the goroutine ends), such as a loop
+// that a test runs inside a namespace.
+func (n *Netns) Enter() error {
+	target, err := netns.GetFromName(n.Name)
+	if err != nil {
+		return fmt.Errorf("netns %s: %w", n.Name, err)
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		return fmt.Errorf("enter netns %s: %w", n.Name, err)
+	}
+	return nil
+}
+
 // MustDo is Do that fails the test on error.
 func (n *Netns) MustDo(t testing.TB, fn func() error) {
 	t.Helper()

@@ -182,7 +182,10 @@ func (p *probeLog) checksUntil(backend string, changedSince, since time.Time, h 
 }
 
 // TestProbersStopOnReloadAndRemoval: removing backends by reload, and the
-// VIP itself, stops their probe goroutines.
+// VIP itself, stops their probes (Remove returns once the probe loop or
+// the probe goroutine has dropped them) and leaks no goroutine. tcp
+// checks run on one probe loop, so the targets are counted, not
+// goroutines.
 func TestProbersStopOnReloadAndRemoval(t *testing.T) {
 	one := map[string]netip.AddrPort{"a": startNamed(t, "a").addr}
 	many := map[string]netip.AddrPort{}
@@ -196,15 +199,21 @@ func TestProbersStopOnReloadAndRemoval(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 
 	apply(t, rt, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(many)))
-	if n := runtime.NumGoroutine(); n < baseline+40 {
-		t.Fatalf("%d goroutines with 41 backends, baseline %d with 1: probes not started?", n, baseline)
+	if n := len(rt.health.Keys()); n != 41 {
+		t.Fatalf("%d probed targets with 41 backends: probes not started?", n)
 	}
 	apply(t, rt, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(one)))
+	if n := len(rt.health.Keys()); n != 1 {
+		t.Fatalf("%d probed targets after a reload to 1 backend", n)
+	}
 	waitGoroutines(t, baseline, "backends removed by reload")
 
 	other := testutil.FreeTCPAddr(t)
 	apply(t, rt, fmt.Sprintf(healthVIP, other, 1, backendsTOML(many)))
 	apply(t, rt, fmt.Sprintf(healthVIP, vip, 1, backendsTOML(one)))
+	if n := len(rt.health.Keys()); n != 1 {
+		t.Fatalf("%d probed targets after the VIP's removal", n)
+	}
 	waitGoroutines(t, baseline, "VIP removed by reload")
 }
 

@@ -91,7 +91,8 @@ func balanceOptions(vc *config.VIP) (balance.Options, error) {
 // xdpOptions are the XDP program's options.
 func xdpOptions(x *config.XDP) xdpplane.Options {
 	return xdpplane.Options{Interface: x.Interface, Attach: x.Attach, PinPath: x.PinPath,
-		ConntrackSize: x.ConntrackSize, WeightRefresh: x.WeightRefresh, SYNRatePerSource: x.SYNRatePerSource}
+		ConntrackSize: x.ConntrackSize, WeightRefresh: x.WeightRefresh, SYNRatePerSource: x.SYNRatePerSource,
+		SourcePrefix4: x.SourcePrefix4, SourcePrefix6: x.SourcePrefix6, GUEPort: x.GUEPort}
 }
 
 // vipOptions are an xdp VIP's plane options.
@@ -110,7 +111,7 @@ func guardOptions(vc *config.VIP) xdpplane.GuardOptions {
 // family). l2 VIPs and the guards of proxy VIPs need no forwarding.
 func ipipFamilies(vips map[l4.VIPKey]*config.VIP) (v4, v6 bool) {
 	for _, vc := range vips {
-		if vc.Mode != l4.ModeXDP || vc.Forward != l4.ForwardIPIP {
+		if vc.Mode != l4.ModeXDP || !vc.Forward.Encapsulates() {
 			continue
 		}
 		for _, b := range vc.Backends {

@@ -293,6 +293,9 @@ pin_path = "/sys/fs/bpf/l4lb-test"
 conntrack_size = 4096
 weight_refresh = "7s"
 syn_rate_per_source = 40
+source_prefix4 = "198.18.200.0/24"
+source_prefix6 = "2001:db8:200::/64"
+gue_port = 6081
 [[vip]]
 name = "x"
 listen = "198.18.100.1:80"
@@ -301,7 +304,8 @@ mode = "xdp"
   address = "198.18.10.11:80"
 `)
 	want := xdpplane.Options{Interface: "veth9", Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
-		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40}
+		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40, SourcePrefix4: netip.MustParsePrefix("198.18.200.0/24"),
+		SourcePrefix6: netip.MustParsePrefix("2001:db8:200::/64"), GUEPort: 6081}
 	if got := xdpOptions(cfg.XDP); got != want {
 		t.Fatalf("xdp options %+v, want %+v", got, want)
 	}

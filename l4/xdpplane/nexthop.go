@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/bpf"
-	"github.com/l4lb/l4lb/l4"
 )
 
 // changeSettle is how long the loop waits after a route, neighbour or link
@@ -20,11 +19,12 @@ import (
 // flap flushes every neighbour) costs one pass.
 const changeSettle = 50 * time.Millisecond
 
-// ipipBackends returns the ipip backends of every plane by index.
+// ipipBackends returns the encapsulated (ipip and gue) backends of every
+// plane by index.
 func ipipBackends(planes []*Plane) map[uint32]netip.Addr {
 	out := map[uint32]netip.Addr{}
 	for _, p := range planes {
-		if p.conf().Forward != l4.ForwardIPIP {
+		if !p.conf().Forward.Encapsulates() {
 			continue
 		}
 		p.mu.Lock()
@@ -53,8 +53,7 @@ func (x *Program) syncNextHops(planes []*Plane) {
 	}
 	for i, a := range want {
 		nh, ok := hops[a]
-		e := bpf.NextHop{DstMAC: nh.DstMAC, SrcMAC: nh.SrcMAC, IfIndex: nh.IfIndex, MTU: nh.MTU, Src: x.sourceFor(a)}
-		x.writeNextHop(i, a, e, ok && e.Src.IsValid())
+		x.writeNextHop(i, a, bpf.NextHop{DstMAC: nh.DstMAC, SrcMAC: nh.SrcMAC, IfIndex: nh.IfIndex, MTU: nh.MTU}, ok)
 	}
 	for i := range x.nhIndexes {
 		if _, ok := want[i]; !ok {
@@ -100,14 +99,4 @@ func (x *Program) clearNextHop(i uint32) {
 		return
 	}
 	delete(x.nhIndexes, i)
-}
-
-// sourceFor is the outer source toward backend a: the XDP interface's
-// primary address of a's family (as the config map holds for the FIB
-// path), invalid when it has none.
-func (x *Program) sourceFor(a netip.Addr) netip.Addr {
-	if a.Is4() {
-		return x.src4
-	}
-	return x.src6
 }

@@ -48,6 +48,12 @@ type Options struct {
 	// second (0: off). A reload may change both (Update).
 	WeightRefresh    time.Duration
 	SYNRatePerSource int
+	// SourcePrefix4/6 (valid: set) are the networks the outer sources of
+	// encapsulated flows come from, one address per flow; GUEPort is the
+	// UDP port of forward = gue (0: bpf.DefaultGUEPort). A reload may
+	// change them (Update).
+	SourcePrefix4, SourcePrefix6 netip.Prefix
+	GUEPort                      int
 }
 
 // xdpRefresh is how often the flow table is read for live-flow counts and
@@ -70,9 +76,6 @@ type Program struct {
 	stop     chan struct{}
 	done     chan struct{}
 	kick     chan struct{} // asks the loop to bring the neighbours in step now
-	// src4, src6: the outer sources of encapsulated packets (set by
-	// prepareHost, then read only).
-	src4, src6 netip.Addr
 	// nhIndexes are the backend indexes whose nexthops entry the loop
 	// wrote (owned by the loop).
 	nhIndexes map[uint32]struct{}
@@ -154,6 +157,22 @@ func Start(cfg Options, backends *IndexPool, log *zap.Logger) (_ *Program, err e
 func (x *Program) Update(o Options) {
 	x.weightRefresh.Store(int64(o.WeightRefresh))
 	x.setSYNRate(o.SYNRatePerSource)
+	x.setEncap(o)
+}
+
+// setEncap writes [xdp] source_prefix4/6 and gue_port (a reload applies
+// them at once).
+func (x *Program) setEncap(o Options) {
+	if x.held.Load() {
+		return
+	}
+	e := bpf.Encap{Prefix4: o.SourcePrefix4, Prefix6: o.SourcePrefix6, GUEPort: uint16(o.GUEPort)}
+	x.using(func() {
+		if err := x.lb.SetEncap(e); err != nil {
+			x.log.Warn("xdp: source_prefix4/6 and gue_port not applied", zap.Stringer("source_prefix4", o.SourcePrefix4),
+				zap.Stringer("source_prefix6", o.SourcePrefix6), zap.Int("gue_port", o.GUEPort), zap.Error(err))
+		}
+	})
 }
 
 // setSYNRate writes [xdp] syn_rate_per_source (a reload applies it at once).
@@ -244,7 +263,6 @@ func (x *Program) prepareHost() error {
 	if err := x.lb.SetSource(v4, v6); err != nil {
 		return fmt.Errorf("xdp: %w", err)
 	}
-	x.src4, x.src6 = v4, v6
 	return nil
 }
 
@@ -415,17 +433,20 @@ func (x *Program) syncBackends() {
 	x.syncNextHops(planes)
 	for _, p := range planes {
 		p.resolveMACs()
-		if p.conf().Forward == l4.ForwardIPIP {
+		if fwd := p.conf().Forward; fwd.Encapsulates() {
 			for _, a := range p.backendAddrs() {
-				x.checkMTU(a)
+				x.checkMTU(a, fwd)
 			}
 		}
 	}
 }
 
+// gueHeader is what GUE adds to IP-in-IP's outer header: its UDP header.
+const gueHeader = 8
+
 // checkMTU warns once per backend when the route to it cannot carry a
-// full-size client packet plus the encapsulation.
-func (x *Program) checkMTU(b netip.Addr) {
+// full-size client packet plus the encapsulation (gue: 8 bytes more).
+func (x *Program) checkMTU(b netip.Addr, fwd l4.Forward) {
 	x.mu.Lock()
 	done := x.mtuChecked[b]
 	x.mtuChecked[b] = true
@@ -433,9 +454,13 @@ func (x *Program) checkMTU(b netip.Addr) {
 	if done {
 		return
 	}
-	if err := x.nl.CheckEncapMTU(b, x.iface.MTU); err != nil && errors.Is(err, netif.ErrMTU) {
-		x.log.Warn("xdp: the path to a backend cannot carry a full-size packet plus the IPIP header: raise the MTU toward backends by 20 (IPv4) or 40 (IPv6) bytes, or clamp the clients' MSS",
-			zap.Stringer("backend", b), zap.Int("client_mtu", x.iface.MTU), zap.Error(err))
+	inner := x.iface.MTU
+	if fwd == l4.ForwardGUE {
+		inner += gueHeader // the UDP header counts as inner bytes here
+	}
+	if err := x.nl.CheckEncapMTU(b, inner); err != nil && errors.Is(err, netif.ErrMTU) {
+		x.log.Warn("xdp: the path to a backend cannot carry a full-size packet plus the outer headers: raise the MTU toward backends by 20 (ipip to IPv4), 40 (ipip to IPv6), 28 or 48 (gue) bytes, or clamp the clients' MSS",
+			zap.Stringer("backend", b), zap.Int("client_mtu", x.iface.MTU), zap.Stringer("forward", fwd), zap.Error(err))
 	}
 }
 
