@@ -35,11 +35,18 @@
 //	ICMP other than v4 type 3 / v6 type 1 or 2,
 //	  or a quote that is not v4 (no options) or
 //	  v6, TCP or UDP, with 4 port bytes            XDP_PASS      pass_icmp
-//	flow (or quoted flow) not in vips              XDP_PASS      pass_not_vip
+//	flow (or quoted flow) not in vips, and not a
+//	  reply to a NAT mapping (nat.h)               XDP_PASS      pass_not_vip
+//	reply to a NAT mapping, back to the client     TX/REDIRECT   nat_reply
+//	nat VIP: ICMP error quoting its flow           XDP_PASS      pass_icmp
 //	client refused by the VIP's access list        XDP_DROP      drop_acl
 //	TCP SYN from a source above the SYN rate       XDP_DROP      drop_syn_rate
 //	guard-only (proxy) VIP, guards passed, or an
 //	  ICMP error quoting such a VIP's flow         XDP_PASS      pass_guarded
+//	mode change xdp -> proxy (ConntrackOnly): a
+//	  SYN, or a flow not in conntrack              XDP_PASS      pass_handover
+//	mode change proxy -> xdp (KernelFlows): TCP,
+//	  not a SYN, not in conntrack                  XDP_PASS      pass_handover
 //	VIP without table, empty slot, backend
 //	  missing or inactive                          XDP_DROP      drop_no_backend
 //	ipip, our source address of that family unset  XDP_DROP      drop_no_source
@@ -49,6 +56,7 @@
 //	ipip, FIB: anything else (no route, forwarding
 //	  disabled in the namespace)                   XDP_DROP      drop_fib
 //	bpf_xdp_adjust_head failed                     XDP_DROP      drop_encap
+//	nat, no free port among those probed           XDP_DROP      drop_nat_exhausted
 //	forwarded out of the ingress interface         XDP_TX        tx
 //	forwarded to another interface                 XDP_REDIRECT  redirect
 //
@@ -90,6 +98,15 @@
 // program sees their packets first, applies the guards and passes the
 // rest to the kernel untouched (pass_guarded), before a refused client
 // costs a socket or a SYN queue slot.
+//
+// A VIP whose mode a reload changes keeps its established flows on the
+// old plane while they drain. Leaving xdp (VIPEntry.ConntrackOnly) the
+// entry forwards only the flows its conntrack holds and passes SYNs (their
+// stale entry deleted, so a reused 4-tuple goes wholly to the kernel) and
+// everything else to the proxy; entering xdp (VIPEntry.KernelFlows) a TCP
+// segment other than a SYN that the conntrack does not know passes to the
+// kernel, where the proxy's established socket takes it. Both cost one
+// flag test on every other VIP (pass_handover counts what they pass).
 //
 // new_flow_rate (VIPEntry.NewFlowRate) caps conntrack inserts per VIP with
 // the same GCRA in vip_rates (one state per VIP index). Over it a new flow

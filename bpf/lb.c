@@ -14,11 +14,17 @@
  *   not TCP/UDP/ICMP                              XDP_PASS      pass_other_proto
  *   ICMP other than v4 type 3 / v6 type 1, 2,
  *     or quote not v4(no options)/v6 TCP/UDP      XDP_PASS      pass_icmp
- *   TCP/UDP/quoted flow not in vips               XDP_PASS      pass_not_vip
+ *   TCP/UDP/quoted flow not in vips (and not a
+ *     reply to a NAT address:port we mapped)      XDP_PASS      pass_not_vip
+ *   reply to a NAT mapping: back to the client    XDP_TX/REDIR  nat_reply (+ tx/redirect)
  *   client refused by the VIP's allow/deny        XDP_DROP      drop_acl
  *   SYN from a source over syn_rate_per_source    XDP_DROP      drop_syn_rate
  *   guard-only (proxy) VIP, guards passed; also
  *     an ICMP error quoting such a VIP's flow     XDP_PASS      pass_guarded
+ *   mode change xdp -> proxy (VIP_CT_ONLY): a SYN,
+ *     or a flow not in conntrack                  XDP_PASS      pass_handover
+ *   mode change proxy -> xdp (VIP_KERNEL_FLOWS):
+ *     TCP, not a SYN, not in conntrack            XDP_PASS      pass_handover
  *   VIP, no table / empty slot / no backend       XDP_DROP      drop_no_backend
  *   ipip, outer source of that family unset       XDP_DROP      drop_no_source
  *   ipip, FIB: neighbour unresolved; l2: no MAC   XDP_DROP      drop_no_neigh
@@ -29,6 +35,8 @@
  *     error, a short packet, over 1000/s          XDP_DROP      drop_too_big
  *   ipip, FIB: anything else                      XDP_DROP      drop_fib
  *   bpf_xdp_adjust_head failed                    XDP_DROP      drop_encap
+ *   nat, no free NAT port among those probed      XDP_DROP      drop_nat_exhausted
+ *   nat, NAT address of that family unset         XDP_DROP      drop_no_source
  *   forwarded out of the ingress interface        XDP_TX        tx
  *   forwarded to another interface                XDP_REDIRECT  redirect
  *
@@ -48,6 +56,7 @@
 #include "forward.h"
 #include "guard.h"
 #include "maps.h"
+#include "nat.h"
 #include "stats.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -63,6 +72,8 @@ static __always_inline int verdict(__u32 reason)
 		return XDP_DROP;
 	if (reason == COUNTER_DROP_ACL || reason == COUNTER_DROP_SYN_RATE)
 		return XDP_DROP;
+	if (reason == COUNTER_DROP_NAT_EXHAUSTED)
+		return XDP_DROP;
 	return XDP_PASS;
 }
 
@@ -77,12 +88,35 @@ static __always_inline struct vip_value *lookup_vip(const struct packet *p)
 	return bpf_map_lookup_elem(&vips, &key);
 }
 
+/* handover_pass says whether a packet of a VIP whose mode a reload changes
+ * belongs to the kernel, where the proxy plane serves, rather than to the
+ * balancer. xdp -> proxy (VIP_CT_ONLY): every SYN (a reused 4-tuple's old
+ * entry deleted, so its next segments pass too) and every flow the
+ * conntrack does not hold. proxy -> xdp (VIP_KERNEL_FLOWS): a TCP segment
+ * other than a SYN that the conntrack does not hold: one of the proxy's
+ * established connections (the balancer pins every flow it takes from
+ * its SYN on). One lookup more, only while the change drains. */
+static __always_inline int handover_pass(const struct packet *p, const struct vip_value *vip)
+{
+	int syn = is_syn(p);
+
+	if (vip->flags & VIP_CT_ONLY) {
+		if (syn) {
+			bpf_map_delete_elem(&conntrack, &p->flow);
+			return 1;
+		}
+	} else if (syn || p->icmp || p->flow.proto != PROTO_TCP) {
+		return 0;
+	}
+	return !bpf_map_lookup_elem(&conntrack, &p->flow);
+}
+
 /* balance forwards a parsed packet for a VIP, or says why not. */
 static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 {
 	struct vip_value *vip = lookup_vip(p);
 	if (!vip)
-		return COUNTER_PASS_NOT_VIP;
+		return nat_reply(ctx, p);
 	if (!p->icmp) {
 		__u32 g = guard(p, vip);
 		if (g != COUNTER_NONE) {
@@ -92,14 +126,20 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	}
 	if (vip->flags & VIP_GUARD_ONLY)
 		return COUNTER_PASS_GUARDED;
+	if ((vip->flags & (VIP_CT_ONLY | VIP_KERNEL_FLOWS)) && handover_pass(p, vip))
+		return COUNTER_PASS_HANDOVER;
+	if (p->icmp && vip->forward == FORWARD_NAT)
+		return COUNTER_PASS_ICMP; /* its quote names the VIP, not the backend's view */
 
 	__u32 idx = 0;
 	__u8 new_flow = 0;
 	__u32 r = COUNTER_DROP_NO_BACKEND;
 	struct backend *be = select_backend(p, vip, &idx, &new_flow);
-	if (be)
+	if (be && vip->forward == FORWARD_NAT)
+		r = nat_forward(ctx, p, be, idx);
+	else if (be)
 		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be)
-						 : forward_ipip(ctx, p, be, idx, vip->forward == FORWARD_GUE);
+					       : forward_ipip(ctx, p, be, idx, vip->forward == FORWARD_GUE);
 	account(p, vip->index, idx, r, new_flow);
 	if (p->icmp && is_forwarded(r))
 		count(COUNTER_ICMP_FORWARDED);

@@ -78,6 +78,8 @@ func sizeMaps(spec *ebpf.CollectionSpec, o Options) {
 	spec.Maps[lbMapConntrack].MaxEntries = o.ConntrackSize
 	spec.Maps[lbMapAcl].MaxEntries = o.ACLSize
 	spec.Maps[lbMapSynSources].MaxEntries = o.SYNSources
+	spec.Maps[lbMapNatFlows].MaxEntries = o.ConntrackSize
+	spec.Maps[lbMapNatReverse].MaxEntries = o.ConntrackSize
 	for _, m := range []string{lbMapVips, lbMapMaglev, lbMapVipStats, lbMapVipRates} {
 		spec.Maps[m].MaxEntries = o.MaxVIPs
 	}
@@ -287,7 +289,7 @@ func (lb *LB) Unpin() error {
 func (lb *LB) pinnedMapObjs() []*ebpf.Map {
 	o := &lb.objs
 	return []*ebpf.Map{o.Vips, o.Conntrack, o.Maglev, o.Backends, o.Config, o.VipStats, o.BackendStats, o.Counters,
-		o.Acl, o.SynSources, o.VipRates}
+		o.Acl, o.SynSources, o.VipRates, o.NatFlows, o.NatReverse}
 }
 
 // PinDir is the directory holding this LB's pins ("" without pinning).

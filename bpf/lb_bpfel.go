@@ -51,39 +51,44 @@ const (
 type lbCounter uint32
 
 const (
-	lbCounterCOUNTER_NONE             lbCounter = 0
-	lbCounterCOUNTER_PASS_NOT_IP      lbCounter = 1
-	lbCounterCOUNTER_PASS_TRUNCATED   lbCounter = 2
-	lbCounterCOUNTER_PASS_BAD_HEADER  lbCounter = 3
-	lbCounterCOUNTER_PASS_BAD_LENGTH  lbCounter = 4
-	lbCounterCOUNTER_PASS_IP_OPTIONS  lbCounter = 5
-	lbCounterCOUNTER_PASS_FRAGMENT    lbCounter = 6
-	lbCounterCOUNTER_PASS_IPV6EXT     lbCounter = 7
-	lbCounterCOUNTER_PASS_OTHER_PROTO lbCounter = 8
-	lbCounterCOUNTER_PASS_ICMP        lbCounter = 9
-	lbCounterCOUNTER_PASS_NOT_VIP     lbCounter = 10
-	lbCounterCOUNTER_DROP_NO_BACKEND  lbCounter = 11
-	lbCounterCOUNTER_DROP_NO_SOURCE   lbCounter = 12
-	lbCounterCOUNTER_DROP_NO_NEIGH    lbCounter = 13
-	lbCounterCOUNTER_DROP_TOO_BIG     lbCounter = 14
-	lbCounterCOUNTER_DROP_FIB         lbCounter = 15
-	lbCounterCOUNTER_DROP_ENCAP       lbCounter = 16
-	lbCounterCOUNTER_TX               lbCounter = 17
-	lbCounterCOUNTER_REDIRECT         lbCounter = 18
-	lbCounterCOUNTER_ICMP_FORWARDED   lbCounter = 19
-	lbCounterCOUNTER_CT_HIT           lbCounter = 20
-	lbCounterCOUNTER_CT_NEW           lbCounter = 21
-	lbCounterCOUNTER_CT_STALE         lbCounter = 22
-	lbCounterCOUNTER_CT_SYN           lbCounter = 23
-	lbCounterCOUNTER_CT_RST           lbCounter = 24
-	lbCounterCOUNTER_CT_FULL          lbCounter = 25
-	lbCounterCOUNTER_DROP_ACL         lbCounter = 26
-	lbCounterCOUNTER_DROP_SYN_RATE    lbCounter = 27
-	lbCounterCOUNTER_PASS_GUARDED     lbCounter = 28
-	lbCounterCOUNTER_CT_UNTRACKED     lbCounter = 29
-	lbCounterCOUNTER_ACL_ESTABLISHED  lbCounter = 30
-	lbCounterCOUNTER_ICMP_TOO_BIG     lbCounter = 31
-	lbCounterCOUNTER_MAX              lbCounter = 32
+	lbCounterCOUNTER_NONE               lbCounter = 0
+	lbCounterCOUNTER_PASS_NOT_IP        lbCounter = 1
+	lbCounterCOUNTER_PASS_TRUNCATED     lbCounter = 2
+	lbCounterCOUNTER_PASS_BAD_HEADER    lbCounter = 3
+	lbCounterCOUNTER_PASS_BAD_LENGTH    lbCounter = 4
+	lbCounterCOUNTER_PASS_IP_OPTIONS    lbCounter = 5
+	lbCounterCOUNTER_PASS_FRAGMENT      lbCounter = 6
+	lbCounterCOUNTER_PASS_IPV6EXT       lbCounter = 7
+	lbCounterCOUNTER_PASS_OTHER_PROTO   lbCounter = 8
+	lbCounterCOUNTER_PASS_ICMP          lbCounter = 9
+	lbCounterCOUNTER_PASS_NOT_VIP       lbCounter = 10
+	lbCounterCOUNTER_DROP_NO_BACKEND    lbCounter = 11
+	lbCounterCOUNTER_DROP_NO_SOURCE     lbCounter = 12
+	lbCounterCOUNTER_DROP_NO_NEIGH      lbCounter = 13
+	lbCounterCOUNTER_DROP_TOO_BIG       lbCounter = 14
+	lbCounterCOUNTER_DROP_FIB           lbCounter = 15
+	lbCounterCOUNTER_DROP_ENCAP         lbCounter = 16
+	lbCounterCOUNTER_TX                 lbCounter = 17
+	lbCounterCOUNTER_REDIRECT           lbCounter = 18
+	lbCounterCOUNTER_ICMP_FORWARDED     lbCounter = 19
+	lbCounterCOUNTER_CT_HIT             lbCounter = 20
+	lbCounterCOUNTER_CT_NEW             lbCounter = 21
+	lbCounterCOUNTER_CT_STALE           lbCounter = 22
+	lbCounterCOUNTER_CT_SYN             lbCounter = 23
+	lbCounterCOUNTER_CT_RST             lbCounter = 24
+	lbCounterCOUNTER_CT_FULL            lbCounter = 25
+	lbCounterCOUNTER_DROP_ACL           lbCounter = 26
+	lbCounterCOUNTER_DROP_SYN_RATE      lbCounter = 27
+	lbCounterCOUNTER_PASS_GUARDED       lbCounter = 28
+	lbCounterCOUNTER_CT_UNTRACKED       lbCounter = 29
+	lbCounterCOUNTER_ACL_ESTABLISHED    lbCounter = 30
+	lbCounterCOUNTER_ICMP_TOO_BIG       lbCounter = 31
+	lbCounterCOUNTER_NAT_NEW            lbCounter = 32
+	lbCounterCOUNTER_NAT_RECLAIMED      lbCounter = 33
+	lbCounterCOUNTER_NAT_REPLY          lbCounter = 34
+	lbCounterCOUNTER_DROP_NAT_EXHAUSTED lbCounter = 35
+	lbCounterCOUNTER_PASS_HANDOVER      lbCounter = 36
+	lbCounterCOUNTER_MAX                lbCounter = 37
 )
 
 type lbEncapFlag uint32
@@ -124,6 +129,7 @@ const (
 	lbForwardFORWARD_IPIP lbForward = 0
 	lbForwardFORWARD_L2   lbForward = 1
 	lbForwardFORWARD_GUE  lbForward = 2
+	lbForwardFORWARD_NAT  lbForward = 3
 )
 
 type lbHashKey uint32
@@ -150,8 +156,43 @@ type lbLbConfig struct {
 
 type lbLbCounters struct {
 	_          structs.HostLayout
-	Reason     [32]uint64
+	Reason     [37]uint64
 	NexthopFib uint64
+}
+
+type lbNatConfig struct {
+	_             structs.HostLayout
+	Addr6         [16]uint8
+	Addr4         [4]uint8
+	PortLo        uint16
+	PortHi        uint16
+	Enabled       uint32
+	Pad           uint32
+	TcpTimeout    uint64
+	UdpTimeout    uint64
+	ClosedTimeout uint64
+}
+
+type lbNatFlag uint32
+
+const (
+	lbNatFlagNAT_CLOSING lbNatFlag = 1
+)
+
+type lbNatMapping struct {
+	_       structs.HostLayout
+	Addr    [16]uint8
+	Port    uint16
+	Pad     uint16
+	Backend uint32
+}
+
+type lbNatReverse struct {
+	_        structs.HostLayout
+	Flow     lbFlowKey
+	LastSeen uint64
+	Flags    uint32
+	Backend  uint32
 }
 
 type lbNexthop struct {
@@ -191,6 +232,8 @@ const (
 	lbVipFlagVIP_ACL          lbVipFlag = 1
 	lbVipFlagVIP_DEFAULT_DENY lbVipFlag = 2
 	lbVipFlagVIP_GUARD_ONLY   lbVipFlag = 4
+	lbVipFlagVIP_CT_ONLY      lbVipFlag = 8
+	lbVipFlagVIP_KERNEL_FLOWS lbVipFlag = 16
 )
 
 type lbVipKey struct {
@@ -233,6 +276,8 @@ const (
 	lbMapCounters          = "counters"
 	lbMapIcmpRate          = "icmp_rate"
 	lbMapMaglev            = "maglev"
+	lbMapNatFlows          = "nat_flows"
+	lbMapNatReverse        = "nat_reverse"
 	lbMapNexthops          = "nexthops"
 	lbMapSynSources        = "syn_sources"
 	lbMapVipRates          = "vip_rates"
@@ -245,7 +290,9 @@ const (
 	lbVarAnchorFlowFlag    = "anchor_flow_flag"
 	lbVarAnchorForward     = "anchor_forward"
 	lbVarAnchorHashKey     = "anchor_hash_key"
+	lbVarAnchorNatFlag     = "anchor_nat_flag"
 	lbVarAnchorVipFlag     = "anchor_vip_flag"
+	lbVarNatCfg            = "nat_cfg"
 )
 
 // loadLb returns the embedded CollectionSpec for lb.
@@ -305,6 +352,8 @@ type lbMapSpecs struct {
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	IcmpRate     *ebpf.MapSpec `ebpf:"icmp_rate"`
 	Maglev       *ebpf.MapSpec `ebpf:"maglev"`
+	NatFlows     *ebpf.MapSpec `ebpf:"nat_flows"`
+	NatReverse   *ebpf.MapSpec `ebpf:"nat_reverse"`
 	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
 	SynSources   *ebpf.MapSpec `ebpf:"syn_sources"`
 	VipRates     *ebpf.MapSpec `ebpf:"vip_rates"`
@@ -322,7 +371,9 @@ type lbVariableSpecs struct {
 	AnchorFlowFlag    *ebpf.VariableSpec `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.VariableSpec `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.VariableSpec `ebpf:"anchor_hash_key"`
+	AnchorNatFlag     *ebpf.VariableSpec `ebpf:"anchor_nat_flag"`
 	AnchorVipFlag     *ebpf.VariableSpec `ebpf:"anchor_vip_flag"`
+	NatCfg            *ebpf.VariableSpec `ebpf:"nat_cfg"`
 }
 
 // lbObjects contains all objects after they have been loaded into the kernel.
@@ -353,6 +404,8 @@ type lbMaps struct {
 	Counters     *ebpf.Map `ebpf:"counters"`
 	IcmpRate     *ebpf.Map `ebpf:"icmp_rate"`
 	Maglev       *ebpf.Map `ebpf:"maglev"`
+	NatFlows     *ebpf.Map `ebpf:"nat_flows"`
+	NatReverse   *ebpf.Map `ebpf:"nat_reverse"`
 	Nexthops     *ebpf.Map `ebpf:"nexthops"`
 	SynSources   *ebpf.Map `ebpf:"syn_sources"`
 	VipRates     *ebpf.Map `ebpf:"vip_rates"`
@@ -370,6 +423,8 @@ func (m *lbMaps) Close() error {
 		m.Counters,
 		m.IcmpRate,
 		m.Maglev,
+		m.NatFlows,
+		m.NatReverse,
 		m.Nexthops,
 		m.SynSources,
 		m.VipRates,
@@ -388,7 +443,9 @@ type lbVariables struct {
 	AnchorFlowFlag    *ebpf.Variable `ebpf:"anchor_flow_flag"`
 	AnchorForward     *ebpf.Variable `ebpf:"anchor_forward"`
 	AnchorHashKey     *ebpf.Variable `ebpf:"anchor_hash_key"`
+	AnchorNatFlag     *ebpf.Variable `ebpf:"anchor_nat_flag"`
 	AnchorVipFlag     *ebpf.Variable `ebpf:"anchor_vip_flag"`
+	NatCfg            *ebpf.Variable `ebpf:"nat_cfg"`
 }
 
 // lbPrograms contains all programs after they have been loaded into the kernel.

@@ -30,6 +30,14 @@ type VIPEntry struct {
 	// list and the SYN rate guard, then pass to the kernel untouched (no
 	// conntrack, no table, no counters but the guards').
 	GuardOnly bool
+	// ConntrackOnly: the VIP leaves xdp mode for proxy mode (a reload)
+	// and its flows drain: only flows in the conntrack are forwarded, SYNs
+	// and every other packet pass to the kernel, where the proxy serves.
+	ConntrackOnly bool
+	// KernelFlows: the VIP comes to xdp mode from proxy mode and the
+	// proxy's connections drain: a TCP segment other than a SYN that the
+	// conntrack does not hold passes to the kernel (the proxy's socket).
+	KernelFlows bool
 	// NewFlowRate caps the flows a second the VIP inserts into the
 	// conntrack (0: no cap); above it new flows are forwarded untracked.
 	// Read back as the program holds it: 1e9 / whole nanoseconds.
@@ -48,6 +56,12 @@ func vipValue(e VIPEntry) lbVipValue {
 	if e.GuardOnly {
 		v.Flags |= uint8(lbVipFlagVIP_GUARD_ONLY)
 	}
+	if e.ConntrackOnly {
+		v.Flags |= uint8(lbVipFlagVIP_CT_ONLY)
+	}
+	if e.KernelFlows {
+		v.Flags |= uint8(lbVipFlagVIP_KERNEL_FLOWS)
+	}
 	if e.ACL != nil {
 		v.Flags |= uint8(lbVipFlagVIP_ACL)
 		if !e.ACL.DefaultAllowed() {
@@ -63,7 +77,8 @@ func vipValue(e VIPEntry) lbVipValue {
 // vipEntry is the inverse of vipValue (without the ACL's networks).
 func vipEntry(v *lbVipValue) VIPEntry {
 	e := VIPEntry{Index: v.Index, HashKey: l4.HashKey(v.HashKey), Forward: l4.Forward(v.Forward),
-		GuardOnly: v.Flags&uint8(lbVipFlagVIP_GUARD_ONLY) != 0, HasACL: v.Flags&uint8(lbVipFlagVIP_ACL) != 0}
+		GuardOnly: v.Flags&uint8(lbVipFlagVIP_GUARD_ONLY) != 0, HasACL: v.Flags&uint8(lbVipFlagVIP_ACL) != 0,
+		ConntrackOnly: v.Flags&uint8(lbVipFlagVIP_CT_ONLY) != 0, KernelFlows: v.Flags&uint8(lbVipFlagVIP_KERNEL_FLOWS) != 0}
 	if v.NewFlowInterval > 0 {
 		e.NewFlowRate = uint32(uint64(time.Second) / uint64(v.NewFlowInterval))
 	}
@@ -153,7 +168,7 @@ func (lb *LB) SetVIP(key l4.VIPKey, e VIPEntry) error {
 	switch {
 	case e.HashKey > l4.HashFiveTuple:
 		return fmt.Errorf("set vip %v: hash key %v unknown", key, e.HashKey)
-	case e.Forward != l4.ForwardIPIP && e.Forward != l4.ForwardL2 && e.Forward != l4.ForwardGUE:
+	case e.Forward > l4.ForwardNAT:
 		return fmt.Errorf("set vip %v: forward %v unknown", key, e.Forward)
 	}
 	v := vipValue(e)

@@ -32,6 +32,7 @@ var pinnedMaps = []string{
 	lbMapVips, lbMapConntrack, lbMapMaglev, lbMapBackends,
 	lbMapConfig, lbMapVipStats, lbMapBackendStats, lbMapCounters,
 	lbMapAcl, lbMapSynSources, lbMapVipRates,
+	lbMapNatFlows, lbMapNatReverse,
 }
 
 // pinDirName is the subdirectory of PinPath for a layout: the version and

@@ -63,6 +63,11 @@ const (
 	CounterCTUntracked    = Counter(lbCounterCOUNTER_CT_UNTRACKED)
 	CounterACLEstablished = Counter(lbCounterCOUNTER_ACL_ESTABLISHED)
 	CounterICMPTooBig     = Counter(lbCounterCOUNTER_ICMP_TOO_BIG)
+	CounterNATNew         = Counter(lbCounterCOUNTER_NAT_NEW)
+	CounterNATReclaimed   = Counter(lbCounterCOUNTER_NAT_RECLAIMED)
+	CounterNATReply       = Counter(lbCounterCOUNTER_NAT_REPLY)
+	CounterDropNATFull    = Counter(lbCounterCOUNTER_DROP_NAT_EXHAUSTED)
+	CounterPassHandover   = Counter(lbCounterCOUNTER_PASS_HANDOVER)
 
 	// NumCounters bounds Counter values; index 0 is never counted.
 	NumCounters = int(lbCounterCOUNTER_MAX)
@@ -102,6 +107,11 @@ var counterNames = [NumCounters]string{
 	CounterCTUntracked:    "conntrack_untracked",
 	CounterACLEstablished: "acl_denied_established",
 	CounterICMPTooBig:     "icmp_too_big_sent",
+	CounterNATNew:         "nat_new",
+	CounterNATReclaimed:   "nat_reclaimed",
+	CounterNATReply:       "nat_reply",
+	CounterDropNATFull:    "drop_nat_exhausted",
+	CounterPassHandover:   "pass_handover",
 }
 
 func (c Counter) String() string {

@@ -200,7 +200,7 @@ type VIP struct {
 	UDPResponses   int           // close a session after this many replies; 0 = unlimited (default), up to 65535; proxy mode only
 
 	// XDP.
-	Forward l4.Forward // ipip | l2 (xdp mode only); default ipip
+	Forward l4.Forward // ipip | l2 | nat (xdp mode only); default ipip
 	// NewFlowRate caps the new flows per second an xdp VIP enters into the
 	// BPF conntrack (0 = no cap, the default; up to 100M). Above it a new
 	// flow is still forwarded by the VIP's Maglev table, only not tracked,
@@ -393,9 +393,13 @@ func (b Backend) ID() string {
 
 // XDP holds fast-path settings ([xdp]).
 type XDP struct {
-	Interface string        // required; a Linux interface name
-	Attach    l4.AttachMode // driver | generic; default driver
-	PinPath   string        // absolute path, or "" (default) = maps are not pinned
+	// Interfaces are the interfaces the program attaches to (required; at
+	// least one Linux interface name, no repeats); Interface is the
+	// first, whose addresses are the outer sources.
+	Interfaces []string
+	Interface  string
+	Attach     l4.AttachMode // driver | generic; default driver
+	PinPath    string        // absolute path, or "" (default) = maps are not pinned
 	// ConntrackSize is the flow table's capacity in flows (an LRU: the
 	// least recently seen flow makes room); default 1048576, about 120
 	// bytes of kernel memory each; 1024..67108864.
@@ -416,6 +420,18 @@ type XDP struct {
 	// GUEPort is the UDP destination port of forward = "gue"; default
 	// 6080 (Katran's).
 	GUEPort int
+	// NATSource4 and NATSource6 are the source addresses forward = "nat"
+	// VIPs give their flows towards the backends (the balancer's own);
+	// the zero Addr (the default) means the interface's primary address
+	// of that family, found when the program starts.
+	NATSource4, NATSource6 netip.Addr
+	// NATPortMin..NATPortMax are the source ports of NAT flows, each held
+	// by one flow per backend address and port at a time; default
+	// 1024..32767 (below Linux's ephemeral range).
+	NATPortMin, NATPortMax uint16
+	// NATTCPTimeout and NATUDPTimeout are how long a NAT mapping may idle
+	// before a new flow may take its port; defaults 3h and 30s.
+	NATTCPTimeout, NATUDPTimeout time.Duration
 }
 
 // MaxRebalanceRate bounds rebalance_rate and `l4lb rebalance --rate`

@@ -377,3 +377,18 @@ func TestRestartWarningsHaveLines(t *testing.T) {
 		t.Fatalf("%v", ws)
 	}
 }
+
+// [xdp] interface takes one name or a list; Interface is the first, and
+// Format writes each spelling back as it came.
+func TestXDPInterfaces(t *testing.T) {
+	const vip = "\n[[vip]]\nname = \"x\"\nlisten = \"198.18.2.20:53\"\nmode = \"xdp\"\n  [[vip.backend]]\n  address = \"198.18.1.21:53\"\n"
+	for _, c := range []struct{ value, want string }{{`"eth0"`, "eth0"}, {`["eth1", "eth0"]`, "eth1 eth0"}} {
+		cfg := mustParse(t, "[xdp]\ninterface = "+c.value+vip)
+		if got := strings.Join(cfg.XDP.Interfaces, " "); got != c.want || cfg.XDP.Interface != cfg.XDP.Interfaces[0] {
+			t.Errorf("interface = %s: Interfaces %q, Interface %q", c.value, cfg.XDP.Interfaces, cfg.XDP.Interface)
+		}
+		if out := string(config.Format(cfg, config.FormatOptions{})); !strings.Contains(out, "interface = "+c.value+"\n") {
+			t.Errorf("interface = %s formatted as:\n%s", c.value, out)
+		}
+	}
+}

@@ -20,7 +20,8 @@ const (
 	// established ones keep what they started with.
 	EffectNewFlows Effect = "new_flows"
 	// EffectVIPRestart: the VIP's mode changes, so it restarts on the
-	// other data plane: its established flows are cut.
+	// other data plane: new flows take it, established flows stay on the
+	// old one until they end or drain_timeout.
 	EffectVIPRestart Effect = "vip_restart"
 	// EffectNextBind: an option of the VIP's listening socket, which is
 	// already bound: it applies when the socket is next opened (a restart

@@ -75,7 +75,8 @@ func all[S any](*key[S]) bool { return true }
 
 func TestDiffKnowsEveryField(t *testing.T) {
 	everyField(t, nil, func(o, v *Global) []Change { return diffGlobal(o, v) })
-	everyField(t, nil, func(o, v *XDP) []Change { return compare(xdpKeys, "", o, v, all) })
+	// XDP.Interface is the first of XDP.Interfaces, read with it.
+	everyField(t, map[string]bool{"Interface": true}, func(o, v *XDP) []Change { return compare(xdpKeys, "", o, v, all) })
 	everyField(t, nil, func(o, v *Health) []Change { return compare(healthKeys, "", o, v, all) })
 	// Compared elsewhere: the key (listen, protocol), health and backends
 	// on their own.
@@ -102,7 +103,8 @@ func TestRestartOnlyKeys(t *testing.T) {
 		}
 	}
 	want := []string{"global.log_format", "global.admin_socket", "global.metrics_listen", "global.pipe_size", "global.workers", "global.drop_capabilities",
-		"xdp.interface", "xdp.attach", "xdp.pin_path", "xdp.conntrack_size"}
+		"xdp.attach", "xdp.pin_path", "xdp.conntrack_size",
+		"xdp.nat_source4", "xdp.nat_source6", "xdp.nat_port_min", "xdp.nat_port_max", "xdp.nat_tcp_timeout", "xdp.nat_udp_timeout"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("restart-only keys %v, want %v", got, want)
 	}
@@ -113,11 +115,11 @@ func TestRestartOnlyKeys(t *testing.T) {
 // still in everything else.
 func TestInForceKeepsRestartOnlySettings(t *testing.T) {
 	running := &Config{Global: Global{LogFormat: l4.LogConsole, AdminSocket: "/run/a.sock", PipeSize: 1 << 20, Workers: 2, LogLevel: l4.LogInfo},
-		XDP: &XDP{Interface: "eth1", Attach: l4.AttachDriver, ConntrackSize: 1000, WeightRefresh: time.Second}}
+		XDP: &XDP{Interface: "eth1", Interfaces: []string{"eth1"}, Attach: l4.AttachDriver, ConntrackSize: 1000, WeightRefresh: time.Second}}
 	next := &Config{Global: Global{LogFormat: l4.LogJSON, AdminSocket: "/run/b.sock", MetricsListen: ":9", PipeSize: 2 << 20, Workers: 4, LogLevel: l4.LogDebug},
-		XDP: &XDP{Interface: "eth2", Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/x", ConntrackSize: 2000, WeightRefresh: 2 * time.Second}}
-	if keys := RestartOnly(running, next); len(keys) != 9 {
-		t.Fatalf("restart-only changes before: %v, want all 9", keys)
+		XDP: &XDP{Interface: "eth2", Interfaces: []string{"eth2"}, Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/x", ConntrackSize: 2000, WeightRefresh: 2 * time.Second}}
+	if keys := RestartOnly(running, next); len(keys) != 8 {
+		t.Fatalf("restart-only changes before: %v, want all 8", keys)
 	}
 	inForce := InForce(running, next)
 	if keys := RestartOnly(running, inForce); len(keys) != 0 {
@@ -126,7 +128,7 @@ func TestInForceKeepsRestartOnlySettings(t *testing.T) {
 	if inForce.Global.LogLevel != l4.LogDebug || inForce.XDP.WeightRefresh != 2*time.Second {
 		t.Fatalf("InForce dropped settings a reload applies: %+v %+v", inForce.Global, inForce.XDP)
 	}
-	if next.Global.PipeSize != 2<<20 || next.XDP.Interface != "eth2" {
+	if next.Global.PipeSize != 2<<20 || next.XDP.PinPath != "/sys/fs/bpf/x" {
 		t.Fatal("InForce modified its argument")
 	}
 }

@@ -234,19 +234,25 @@ udp_responses = 1`),
 		},
 		{
 			name: "xdp keys need a restart once the program runs", running: diffXDPBase,
-			next: edit(t, diffXDPBase, `interface = "veth0"`, "interface = \"veth1\"\nweight_refresh = \"1s\""),
-			want: []string{"~ xdp.interface veth0->veth1 restart", "~ xdp.weight_refresh 5s->1s now"},
+			next: edit(t, diffXDPBase, `interface = "veth0"`, "interface = \"veth0\"\nattach = \"generic\"\nweight_refresh = \"1s\""),
+			want: []string{"~ xdp.attach driver->generic restart", "~ xdp.weight_refresh 5s->1s now"},
 		},
 		{
 			name: "xdp keys apply while no program runs", running: strings.Replace(diffXDPBase, `mode = "xdp"`, `mode = "proxy"`, 1),
-			next: strings.Replace(edit(t, diffXDPBase, `interface = "veth0"`, `interface = "veth1"`), `mode = "xdp"`, `mode = "proxy"`, 1),
-			want: []string{"~ xdp.interface veth0->veth1 now"},
+			next: strings.Replace(edit(t, diffXDPBase, `interface = "veth0"`, "interface = \"veth0\"\nattach = \"generic\""), `mode = "xdp"`, `mode = "proxy"`, 1),
+			want: []string{"~ xdp.attach driver->generic now"},
 		},
 		{
 			name: "xdp keys of a program loaded by an earlier config", opts: config.DiffOptions{XDPLoaded: true},
 			running: strings.Replace(diffXDPBase, `mode = "xdp"`, `mode = "proxy"`, 1),
-			next:    strings.Replace(edit(t, diffXDPBase, `interface = "veth0"`, `interface = "veth1"`), `mode = "xdp"`, `mode = "proxy"`, 1),
-			want:    []string{"~ xdp.interface veth0->veth1 restart"},
+			next:    strings.Replace(edit(t, diffXDPBase, `interface = "veth0"`, "interface = \"veth0\"\nattach = \"generic\""), `mode = "xdp"`, `mode = "proxy"`, 1),
+			want:    []string{"~ xdp.attach driver->generic restart"},
+		},
+		{
+			name: "xdp interfaces: a reload attaches and detaches", running: diffXDPBase,
+			next:  edit(t, diffXDPBase, `interface = "veth0"`, `interface = ["veth1", "veth2"]`),
+			want:  []string{"~ xdp.interface veth0->veth1, veth2 now"},
+			notes: []string{"interfaces added are attached, those removed detached; the others keep forwarding"},
 		},
 		{
 			name: "the [xdp] table removed stays loaded", running: diffXDPBase,
@@ -260,7 +266,7 @@ udp_responses = 1`),
 			next: edit(t, diffXDPBase, `mode = "xdp"`, `mode = "proxy"`, `name = "x1"`, "name = \"x1\"\n  weight = 5"),
 			want: []string{"~vip x mode xdp->proxy vip_restart", "~vip x algorithm maglev->round_robin vip_restart",
 				"~vip x ~backend x1 weight 100->5 vip_restart"},
-			notes: []string{"the VIP restarts: its established flows are cut", "every backend new (health unknown)"},
+			notes: []string{"the VIP restarts on the other plane: its established flows stay on the old one until they end or drain_timeout", "every backend starts new (health unknown)"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -300,14 +306,14 @@ func TestDiffOfFormattedConfigIsEmpty(t *testing.T) {
 func TestRestartOnly(t *testing.T) {
 	running := mustParse(t, diffXDPBase)
 	next := mustParse(t, edit(t, diffXDPBase, `admin_socket = "off"`, "admin_socket = \"off\"\nlog_format = \"json\"\nlog_level = \"warn\"",
-		`interface = "veth0"`, "interface = \"veth1\"\nconntrack_size = 2048"))
-	want := []string{"global.log_format", "xdp.interface", "xdp.conntrack_size"}
+		`interface = "veth0"`, "interface = \"veth0\"\nattach = \"generic\"\nconntrack_size = 2048"))
+	want := []string{"global.log_format", "xdp.attach", "xdp.conntrack_size"}
 	if got := config.RestartOnly(running, next); !slices.Equal(got, want) {
 		t.Fatalf("RestartOnly = %v, want %v", got, want)
 	}
 	// PlanReload: the same keys, and the running values stay in force.
 	inForce, restart, problems := config.PlanReload(running, next)
-	if len(problems) != 0 || !slices.Equal(restart, want) || inForce.XDP.Interface != running.XDP.Interface || inForce.Global.LogLevel != next.Global.LogLevel {
+	if len(problems) != 0 || !slices.Equal(restart, want) || inForce.XDP.Attach != running.XDP.Attach || inForce.Global.LogLevel != next.Global.LogLevel {
 		t.Fatalf("PlanReload: problems %v, restart %v, in force %+v", problems, restart, inForce.Global)
 	}
 }

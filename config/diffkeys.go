@@ -46,7 +46,7 @@ func xdpTable(x *XDP) string {
 	if x == nil {
 		return "(none)"
 	}
-	return fmt.Sprintf("interface %s, attach %s", x.Interface, x.Attach)
+	return fmt.Sprintf("interface %s, attach %s", strings.Join(x.Interfaces, " "), x.Attach)
 }
 
 // vipSettings compares the VIP keys that apply to v (a key that only

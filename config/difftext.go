@@ -39,7 +39,7 @@ func effectText(e Effect, note, flows string) string {
 	case EffectNewFlows:
 		s = "new " + flows + " only"
 	case EffectVIPRestart:
-		s = "the VIP restarts: its established flows are cut" // those of the old plane
+		s = "the VIP restarts on the other plane: its established flows stay on the old one until they end or drain_timeout"
 	case EffectNextBind:
 		s = "when the VIP's socket is next opened"
 	case EffectRestart:

@@ -119,8 +119,13 @@ var hostWarnings = []func(p *problems, c *Config, h Host){
 // warnXDPInterface: the XDP program cannot attach to an interface the
 // host lacks; said only when the program is attached at all.
 func warnXDPInterface(p *problems, c *Config, h Host) {
-	if c.AttachesXDP() && !h.HasInterface(c.XDP.Interface) {
-		p.warn("", "xdp.interface", "this host has no interface %q: `l4lb run` will fail to attach the XDP program", c.XDP.Interface)
+	if !c.AttachesXDP() {
+		return
+	}
+	for _, name := range c.XDP.Interfaces {
+		if !h.HasInterface(name) {
+			p.warn("", "xdp.interface", "this host has no interface %q: `l4lb run` will fail to attach the XDP program", name)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,8 +28,8 @@ var globalKeys = []key[Global]{
 		check: checkMetricsListen, effect: EffectRestart, def: "none: no metrics",
 		doc: `Where Prometheus metrics are served (/metrics), such as "127.0.0.1:9370".`},
 	{name: "drain_timeout", val: durationOf(func(g *Global) *time.Duration { return &g.DrainTimeout }, 30*time.Second, span(0, MaxDrainTimeout)),
-		effect: EffectNow, note: "it bounds the drain of the VIPs this reload removes, and of the next shutdown",
-		doc: `How long shutdown, and a reload that removes a VIP, wait for connections to finish before they are reset.`},
+		effect: EffectNow, note: "it bounds the drain of the VIPs this reload removes, of the planes its mode changes leave, and of the next shutdown",
+		doc: `How long shutdown, and a reload that removes a VIP or changes its mode, wait for connections to finish before they are reset.`},
 	{name: "pipe_size", val: intOf(func(g *Global) *int { return &g.PipeSize }, defaultPipeSize, span[int64](4096, 16<<20)),
 		effect: EffectRestart,
 		doc:    `Bytes per splice pipe (the kernel rounds up to a power of two).`},
@@ -61,9 +62,11 @@ var globalKeys = []key[Global]{
 // xdpKeys are the keys of [xdp]. Those with EffectRestart are read when
 // the XDP program loads; before that, they simply take the new value.
 var xdpKeys = []key[XDP]{
-	{name: "interface", val: stringOf(func(x *XDP) *string { return &x.Interface }, "", func(s string) string { return s }).as(`"IFNAME"`),
-		check: checkXDPInterface, effect: EffectRestart, def: "(required)",
-		doc: `The ingress interface the XDP program attaches to.`},
+	{name: "interface", val: interfacesOf(),
+		check: checkXDPInterface, effect: EffectNow, def: "(required)",
+		note: "interfaces added are attached, those removed detached; the others keep forwarding",
+		doc: "The interface the XDP program attaches to, or a list of them: the same program runs on each (a two-arm host with clients on one and backends on another, NICs of a bond as separate interfaces), and a packet whose backend is reached through another interface leaves there (XDP_REDIRECT). " +
+			"The outer source of encapsulated packets is the first listed interface's address that has one of the family."},
 	{name: "attach", val: enumOf(func(x *XDP) *l4.AttachMode { return &x.Attach }, l4.AttachDriver, l4.AttachModeNames()),
 		effect: EffectRestart,
 		doc:    `Where the program runs: driver, in the NIC driver (native XDP); generic, after the kernel built the packet: works on any interface (lo and bridges need it), at a fraction of the speed.`},
@@ -88,6 +91,24 @@ var xdpKeys = []key[XDP]{
 	{name: "gue_port", val: intOf(func(x *XDP) *int { return &x.GUEPort }, 6080, span[int64](1, 65535)),
 		effect: EffectNow, note: "every packet from then on: backends must strip GUE on the new port first",
 		doc: "The UDP destination port of forward = \"gue\" VIPs (the backends' `l4lb decap attach --gue-port`)."},
+	{name: "nat_source4", val: natSource(func(x *XDP) *netip.Addr { return &x.NATSource4 }, true),
+		effect: EffectRestart, def: "the interface's primary IPv4 address",
+		doc: `The source address forward = "nat" VIPs give IPv4 flows towards their backends: an address of this balancer, which the backends route back through it (never a VIP's address).`},
+	{name: "nat_source6", val: natSource(func(x *XDP) *netip.Addr { return &x.NATSource6 }, false),
+		effect: EffectRestart, def: "the interface's primary IPv6 address",
+		doc: `nat_source4 for IPv6 flows.`},
+	{name: "nat_port_min", val: intOf(func(x *XDP) *uint16 { return &x.NATPortMin }, 1024, span[int64](1, 65535)),
+		effect: EffectRestart,
+		doc:    `The lowest source port of NAT flows. Each port is held by one flow per backend address and port at a time; keep the range clear of the kernel's ephemeral ports (net.ipv4.ip_local_port_range), which the balancer's own connections use.`},
+	{name: "nat_port_max", val: intOf(func(x *XDP) *uint16 { return &x.NATPortMax }, 32767, span[int64](1, 65535)),
+		check: checkNATPorts, effect: EffectRestart,
+		doc: `The highest source port of NAT flows, at least nat_port_min. When every port tried for a new flow is held, the flow is dropped (counter drop_nat_exhausted), never given a port in use.`},
+	{name: "nat_tcp_timeout", val: durationOf(func(x *XDP) *time.Duration { return &x.NATTCPTimeout }, 3*time.Hour, span(10*time.Second, 7*24*time.Hour)),
+		effect: EffectRestart,
+		doc:    `How long a TCP NAT mapping may idle before a new flow may take its port (one that saw a FIN or RST: 60s). Keep it above the clients' TCP keepalive interval (Linux: 2h).`},
+	{name: "nat_udp_timeout", val: durationOf(func(x *XDP) *time.Duration { return &x.NATUDPTimeout }, 30*time.Second, span(time.Second, time.Hour)),
+		effect: EffectRestart,
+		doc:    `How long a UDP NAT mapping may idle before a new flow may take its port.`},
 }
 
 // bgpReload is when a reload applies a [bgp] change: Diff reports the
@@ -190,11 +211,56 @@ func resolversOf() keyValue[Global] {
 }
 
 func checkXDPInterface(l *layer, x *XDP) {
-	switch {
-	case !l.has("interface"):
+	if !l.has("interface") {
 		l.problem("interface", "is required: the interface the XDP program attaches to")
-	case !validIfName(x.Interface):
-		l.problem("interface", "%q is not an interface name (1 to 15 bytes, no /, : or spaces)", x.Interface)
+		return
+	}
+	if l.ok("interface") && len(x.Interfaces) == 0 {
+		l.problem("interface", "must name at least one interface")
+	}
+	for i, name := range x.Interfaces {
+		switch {
+		case !validIfName(name):
+			l.problem("interface", "%q is not an interface name (1 to 15 bytes, no /, : or spaces)", name)
+		case slices.Contains(x.Interfaces[:i], name):
+			l.problem("interface", "lists %q twice", name)
+		}
+	}
+}
+
+// interfacesOf is [xdp] interface: one name, or an array of names.
+// Interface is the first (the outer source's), Interfaces all of them.
+func interfacesOf() keyValue[XDP] {
+	return keyValue[XDP]{
+		resolve: func(l *layer, key string, own, _ rawTable, x *XDP) {
+			v := pick(l, key, get[any](own, key), opt[any]{})
+			switch raw := v.val.(type) {
+			case nil:
+			case string:
+				x.Interfaces = []string{raw}
+			case []any:
+				l.eachString(key, raw, "an interface name", func(_ int, s string) { x.Interfaces = append(x.Interfaces, s) })
+			default:
+				l.problem(key, "must be an interface name or an array of them, not %s", tomlType(raw))
+			}
+			if len(x.Interfaces) > 0 {
+				x.Interface = x.Interfaces[0]
+			}
+		},
+		text: func(x *XDP) string {
+			if len(x.Interfaces) == 0 {
+				return "(none)"
+			}
+			return strings.Join(x.Interfaces, ", ")
+		},
+		toml: func(x *XDP) string {
+			if len(x.Interfaces) == 1 {
+				return quoteTOML(x.Interfaces[0])
+			}
+			return stringList(x.Interfaces)
+		},
+		copy: func(dst, src *XDP) { dst.Interface, dst.Interfaces = src.Interface, slices.Clone(src.Interfaces) },
+		form: `"IFNAME" | ["IFNAME", ...]`,
 	}
 }
 

@@ -27,6 +27,7 @@ func buildVIP(p *problems, i int, own, def rawTable, c *Config) VIP {
 	checkMaglev(l, &v)
 	if v.Mode == l4.ModeXDP {
 		checkXDPVIP(l, &v, c.XDP != nil)
+		checkNATVIP(l, &v, c.XDP)
 	}
 	warnVIP(l, &v, c)
 	return v

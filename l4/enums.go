@@ -122,9 +122,10 @@ const (
 	ForwardIPIP Forward = iota // IPIP (or IPv6-in-IPv6) to the backend, routed: the Katran model
 	ForwardL2                  // rewrite the destination MAC: backends on the same segment, the LVS DR model
 	ForwardGUE                 // IP in UDP (GUE variant 1) to [xdp] gue_port, a per-flow source port: Katran's GUE
+	ForwardNAT                 // rewrite destination and source (a NAT address and port): backends need nothing, the IPVS NAT / LoxiLB fullnat model
 )
 
-var forwardNames = [...]string{ForwardIPIP: "ipip", ForwardL2: "l2", ForwardGUE: "gue"}
+var forwardNames = [...]string{ForwardIPIP: "ipip", ForwardL2: "l2", ForwardGUE: "gue", ForwardNAT: "nat"}
 
 // Encapsulates says whether f wraps the packet in an outer header routed
 // to the backend (ipip, gue): the backends decapsulate, and the path to
@@ -133,7 +134,7 @@ func (f Forward) Encapsulates() bool { return f == ForwardIPIP || f == ForwardGU
 
 func (f Forward) String() string { return enumName(f, "forward", forwardNames[:]) }
 
-// ParseForward accepts ipip, l2 and gue.
+// ParseForward accepts ipip, l2, gue and nat.
 func ParseForward(s string) (Forward, error) {
 	return parseEnum[Forward](s, "forward", forwardNames[:])
 }

@@ -78,6 +78,9 @@
  * counting (bpf.LB.FlowCounts) uses idle cutoffs of many seconds. */
 #define CT_REFRESH_JIFFIES 64
 
+/* NAT mappings (nat.h) refresh their last_seen at most once per this. */
+#define CT_REFRESH_NS 1000000000ULL
+
 /* Default map sizes; the Go loader always overrides them from Options. */
 #define DEFAULT_MAX_VIPS 512
 #define DEFAULT_MAX_BACKENDS 4096

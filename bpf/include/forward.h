@@ -96,6 +96,19 @@ static __always_inline __u32 fib_route(struct xdp_md *ctx, const struct packet *
 	return fib_reason(bpf_fib_lookup(ctx, fib, sizeof(*fib), 0));
 }
 
+/* fib_out gives the frame at eth the FIB's MACs and sends it where the
+ * FIB says: back out of the ingress interface (XDP_TX) or to another. */
+static __always_inline __u32 fib_out(struct xdp_md *ctx, struct ethhdr *eth,
+				     const struct bpf_fib_lookup *fib)
+{
+	__builtin_memcpy(eth->h_dest, fib->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib->smac, ETH_ALEN);
+	if (fib->ifindex == ctx->ingress_ifindex)
+		return COUNTER_TX;
+	bpf_redirect(fib->ifindex, 0);
+	return COUNTER_REDIRECT;
+}
+
 /* encap pushes the outer header for be's family, with constant offsets in
  * each branch so the verifier sees fixed packet ranges. */
 static __always_inline void *encap(struct xdp_md *ctx, const struct packet *p,
@@ -165,12 +178,7 @@ static __always_inline __u32 forward_ipip(struct xdp_md *ctx, const struct packe
 	struct ethhdr *eth = encap(ctx, p, be, &o);
 	if (!eth)
 		return COUNTER_DROP_ENCAP;
-	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
-	if (fib.ifindex == ctx->ingress_ifindex)
-		return COUNTER_TX;
-	bpf_redirect(fib.ifindex, 0);
-	return COUNTER_REDIRECT;
+	return fib_out(ctx, eth, &fib);
 }
 
 /* forward_l2 hands the frame to a backend on this segment: destination MAC

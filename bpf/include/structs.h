@@ -35,6 +35,12 @@ enum vip_flag {
 	VIP_ACL = 1,		/* look the client up in the acl trie under the VIP's index */
 	VIP_DEFAULT_DENY = 2,	/* a client in no network of the ACL is refused (there is an allow list) */
 	VIP_GUARD_ONLY = 4,	/* a proxy-mode VIP: ACL and SYN rate only, then XDP_PASS untouched */
+	/* A reload moves the VIP between modes; the old plane keeps its
+	 * established flows until they end (l4/reconcile's mode change): */
+	VIP_CT_ONLY = 8,	/* xdp -> proxy: only flows in the conntrack are forwarded;
+				 * SYNs (their entry deleted) and misses pass to the kernel */
+	VIP_KERNEL_FLOWS = 16,	/* proxy -> xdp: a TCP segment other than a SYN that the
+				 * conntrack does not hold passes (a proxy connection) */
 };
 
 /* Key of the acl LPM trie. One trie serves every VIP: the VIP's index is
@@ -83,6 +89,7 @@ enum forward {
 	FORWARD_L2 = 1,		/* rewrite the destination MAC, backend on our segment */
 	FORWARD_GUE = 2,	/* IP in UDP to lb_config.gue_port (GUE variant 1: the inner IP
 				 * header right after the UDP header), per-flow source port */
+	FORWARD_NAT = 3,	/* rewrite destination to the backend, source to a NAT address and port (nat.h) */
 };
 
 /* Key of the conntrack map: a flow as the client sent it (client to VIP),
@@ -216,6 +223,11 @@ enum counter {
 	COUNTER_CT_UNTRACKED,		/* flow over the VIP's new_flow_rate: forwarded, not inserted */
 	COUNTER_ACL_ESTABLISHED,	/* denied client, but its flow is in conntrack (admitted before a reload): forwarded */
 	COUNTER_ICMP_TOO_BIG,		/* encapsulated it would exceed the MTU: answered with ICMP frag needed / packet too big (XDP_TX) */
+	COUNTER_NAT_NEW,		/* nat: a flow took a free NAT port */
+	COUNTER_NAT_RECLAIMED,		/* nat: a flow took the NAT port of a mapping idle past its timeout */
+	COUNTER_NAT_REPLY,		/* nat: a backend's reply rewritten back to the client and forwarded */
+	COUNTER_DROP_NAT_EXHAUSTED,	/* nat: no free NAT port among the probed ones: dropped, never shared */
+	COUNTER_PASS_HANDOVER,		/* left to the kernel while a VIP changes mode (VIP_CT_ONLY, VIP_KERNEL_FLOWS) */
 	COUNTER_MAX,
 };
 
@@ -224,6 +236,46 @@ enum counter {
 struct lb_counters {
 	__u64 reason[COUNTER_MAX];	/* indexed by enum counter */
 	__u64 nexthop_fib;		/* ipip packets routed by bpf_fib_lookup: no valid nexthops entry */
+};
+
+/* Value of nat_flows (keyed like conntrack, client -> VIP): the source a
+ * forward = nat flow is given towards its backend. */
+struct nat_mapping {
+	__u8 addr[16];		/* NAT address, 16-byte form */
+	__be16 port;		/* NAT port, network order */
+	__u16 pad;
+	__u32 backend;		/* backend index the mapping was made for */
+};
+
+/* Value of nat_reverse. Its key is a struct flow_key as the backend's
+ * reply carries it: client = backend, vip = NAT address, client_port =
+ * backend port, vip_port = NAT port. The entry owns that NAT port: a port
+ * is given to a flow only by inserting this entry (or by taking over one
+ * idle past its timeout with a compare-and-swap on last_seen). */
+struct nat_reverse {
+	struct flow_key flow;	/* the client -> VIP flow the reply belongs to */
+	__u64 last_seen;	/* either direction, bpf_ktime_get_coarse_ns, refreshed at most once per CT_REFRESH_NS */
+	__u32 flags;		/* enum nat_flag */
+	__u32 backend;		/* backend index */
+};
+
+enum nat_flag {
+	NAT_CLOSING = 1,	/* a FIN or RST was seen (either direction): the closed timeout applies */
+};
+
+/* The NAT settings ([xdp] nat_*), a global the program reads without a
+ * map lookup; Go writes it. enabled = 0 (no forward = nat VIP) keeps the
+ * reply check off the path of packets that are not for a VIP. */
+struct nat_config {
+	__u8 addr6[16];		/* NAT source of IPv6 flows; zero = none */
+	__u8 addr4[4];		/* NAT source of IPv4 flows; zero = none */
+	__u16 port_lo;		/* NAT ports, host order, port_lo <= port_hi */
+	__u16 port_hi;
+	__u32 enabled;
+	__u32 pad;
+	__u64 tcp_timeout;	/* ns a TCP mapping may idle before its port is taken */
+	__u64 udp_timeout;	/* ns for UDP */
+	__u64 closed_timeout;	/* ns for a TCP mapping that saw a FIN or RST */
 };
 
 /* Decap program counters, one u64 per reason in decap_counters. */

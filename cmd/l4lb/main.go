@@ -202,8 +202,8 @@ would change, before anyone sends SIGHUP:
 
 Each change says when it takes effect: at once (flows in progress too); for
 new connections, sessions or flows only (established ones keep what they
-started with); the VIP restarts and its established flows are cut (a mode
-change); when the VIP's socket is next opened (freebind); or only by a
+started with); the VIP restarts on the other data plane (a mode change:
+established flows stay on the old one until they end or drain_timeout); when the VIP's socket is next opened (freebind); or only by a
 restart of l4lb. A VIP is known by its listen address and protocol, a
 backend by its name (else its address): a new address is a new VIP, a
 backend with a new address or name is a new backend. "no changes" when a

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +15,7 @@ import (
 
 const xdpHelp = `With [xdp] pin_path set, a stopped l4lb leaves its XDP program attached
 and its maps pinned, so that the next l4lb adopts them without dropping a
-flow. "l4lb xdp detach" takes the program off the configured interface and
+flow. "l4lb xdp detach" takes the program off the configured interfaces and
 removes the pins, for when no l4lb will come back, and prints what it
 found and did: "nothing detached" when no program was pinned there. It
 never mounts, loads or attaches anything. It refuses while an l4lb answers
@@ -64,7 +65,15 @@ func xdpDetach(cfg *config.Config, stdout io.Writer) error {
 			return fmt.Errorf("an l4lb is running on %s: stop it first", cfg.Global.AdminSocket)
 		}
 	}
-	ifname, root := cfg.XDP.Interface, cfg.XDP.PinPath
+	var errs []error
+	for _, ifname := range cfg.XDP.Interfaces {
+		errs = append(errs, xdpDetachFrom(ifname, cfg.XDP.PinPath, stdout))
+	}
+	return errors.Join(errs...)
+}
+
+// xdpDetachFrom is xdpDetach for one of the interfaces.
+func xdpDetachFrom(ifname, root string, stdout io.Writer) error {
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return fmt.Errorf("interface %q: %w", ifname, err)

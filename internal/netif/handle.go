@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -44,7 +45,11 @@ const dumpRetries = 5
 // methods may be called from any goroutine. Close it when done.
 type Handle struct {
 	nl *netlink.Handle
-	ns netns.NsHandle // the namespace, for subscriptions (Watch)
+	// raw is a second route-netlink socket in the same namespace, for
+	// requests the netlink package cannot express (a neighbour entry's
+	// NDA_PROTOCOL mark: neighproto.go).
+	raw map[int]*nl.SocketHandle
+	ns  netns.NsHandle // the namespace, for subscriptions (Watch)
 }
 
 // Open binds a Handle to the network namespace of the calling thread, as
@@ -78,19 +83,43 @@ func OpenPath(path string) (*Handle, error) {
 	return newHandle(h, ns)
 }
 
-// newHandle takes h and ns over (closing both on failure).
+// newHandle wraps h, opening the raw socket in ns; the Handle keeps ns
+// (both are closed on failure).
 func newHandle(h *netlink.Handle, ns netns.NsHandle) (*Handle, error) {
 	if err := h.SetSocketTimeout(requestTimeout); err != nil {
 		h.Close()
 		ns.Close()
 		return nil, fmt.Errorf("netlink socket timeout: %w", err)
 	}
-	return &Handle{nl: h, ns: ns}, nil
+	raw, err := openRaw(ns)
+	if err != nil {
+		h.Close()
+		ns.Close()
+		return nil, err
+	}
+	return &Handle{nl: h, raw: raw, ns: ns}, nil
 }
 
-// Close releases the netlink socket.
+// openRaw opens a route-netlink socket in ns with the request timeout.
+func openRaw(ns netns.NsHandle) (map[int]*nl.SocketHandle, error) {
+	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink socket: %w", err)
+	}
+	tv := unix.NsecToTimeval(requestTimeout.Nanoseconds())
+	if err := errors.Join(s.SetSendTimeout(&tv), s.SetReceiveTimeout(&tv)); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("netlink socket timeout: %w", err)
+	}
+	return map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: {Socket: s}}, nil
+}
+
+// Close releases the netlink sockets.
 func (h *Handle) Close() {
 	h.nl.Close()
+	for _, s := range h.raw {
+		s.Close()
+	}
 	h.ns.Close()
 }
 

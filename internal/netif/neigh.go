@@ -151,8 +151,12 @@ func (n *Neighbors) keep(t *neighTable, k neighKey) error {
 		delete(n.owned, k) // an administrator's now: never touch it
 		return nil
 	}
+	if e != nil && t.ours(k) {
+		n.owned[k] = struct{}{} // ours, perhaps made by an earlier l4lb
+		return nil
+	}
 	if e != nil && isManaged(e) {
-		return nil // ours already, or another manager's: the kernel keeps it
+		return nil // another manager's: the kernel keeps it
 	}
 	// Missing (new, flushed when its link went down, deleted by hand) or
 	// dynamic (learned from traffic): make it managed.
@@ -202,14 +206,10 @@ func validMAC(e *netlink.Neigh) (net.HardwareAddr, bool) {
 	return e.HardwareAddr, true
 }
 
-// setManaged creates k as a managed entry, or turns a dynamic one into
-// one; the kernel starts resolving it at once.
+// setManaged creates k as a managed entry marked l4lb's (NeighProtocol),
+// or turns a dynamic one into one; the kernel starts resolving it at once.
 func (h *Handle) setManaged(k neighKey) error {
-	err := h.nl.NeighSet(&netlink.Neigh{
-		LinkIndex: k.ifindex,
-		IP:        k.addr.AsSlice(),
-		FlagsExt:  netlink.NTF_EXT_MANAGED,
-	})
+	err := h.setMarked(k)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
 		return fmt.Errorf("managed neighbour %s: %v: %w", k, err, ErrNotSupported)
 	}
@@ -231,15 +231,30 @@ func (h *Handle) deleteNeighbor(k neighKey) error {
 // use, so that an Ensure over many backends costs a few dumps.
 type neighTable struct {
 	h    *Handle
-	byIf map[[2]int][]netlink.Neigh // {ifindex, family}
+	byIf map[[2]int][]neigh // {ifindex, family}
 }
 
 func newNeighTable(h *Handle) *neighTable {
-	return &neighTable{h: h, byIf: map[[2]int][]netlink.Neigh{}}
+	return &neighTable{h: h, byIf: map[[2]int][]neigh{}}
 }
 
 // get returns k's entry, or nil when there is none.
 func (t *neighTable) get(k neighKey) (*netlink.Neigh, error) {
+	e, err := t.entry(k)
+	if e == nil {
+		return nil, err
+	}
+	return &e.Neigh, nil
+}
+
+// ours reports whether k's entry is l4lb's (neigh.ours).
+func (t *neighTable) ours(k neighKey) bool {
+	e, _ := t.entry(k)
+	return e != nil && e.ours()
+}
+
+// entry returns k's entry with its protocol, or nil when there is none.
+func (t *neighTable) entry(k neighKey) (*neigh, error) {
 	fam := netlink.FAMILY_V6
 	if k.addr.Is4() {
 		fam = netlink.FAMILY_V4
@@ -248,7 +263,7 @@ func (t *neighTable) get(k neighKey) (*netlink.Neigh, error) {
 	list, ok := t.byIf[id]
 	if !ok {
 		var err error
-		list, err = dump(func() ([]netlink.Neigh, error) { return t.h.nl.NeighList(k.ifindex, fam) })
+		list, err = dump(func() ([]neigh, error) { return t.h.neighList(k.ifindex, fam) })
 		if err != nil {
 			return nil, fmt.Errorf("neighbours of ifindex %d: %w", k.ifindex, err)
 		}

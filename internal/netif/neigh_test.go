@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -339,5 +341,69 @@ func TestNeighborsConcurrent(t *testing.T) {
 	}
 	if got, want := managedSet(t, d), sorted(d.Backends[0].Addr4, d.Backends[1].Addr4); !slices.Equal(got, want) {
 		t.Errorf("managed entries %v, want %v", got, want)
+	}
+}
+
+// markedSet returns the addresses of the lb's entries that carry
+// l4lb's mark (netif.NeighProtocol), as `ip neigh` shows them, sorted.
+func markedSet(t *testing.T, d *testutil.DSR) []netip.Addr {
+	t.Helper()
+	out := d.Run(t, d.LB.NS, "ip", "neigh", "show", "proto", strconv.Itoa(netif.NeighProtocol))
+	var as []netip.Addr
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) > 0 {
+			as = append(as, netip.MustParseAddr(f[0]))
+		}
+	}
+	slices.SortFunc(as, netip.Addr.Compare)
+	return as
+}
+
+// TestNeighborsSweep: the entries one Neighbors makes carry l4lb's mark;
+// a second one (a restarted l4lb, the first one killed without Close)
+// takes the marked entries it needs as its own and Sweep removes the
+// others, while an operator's static entry and unmarked managed entry for
+// addresses no backend needs stay as they were.
+func TestNeighborsSweep(t *testing.T) {
+	d := testutil.NewDSR(t, testutil.DSROptions{Backends: 2, IPv6: true})
+	be1, be2 := d.Backends[0], d.Backends[1]
+	const static = "02:00:00:00:00:99"
+	d.Run(t, d.LB.NS, "ip", "neigh", "add", nobody4.String(), "dev", d.LB.Link, "lladdr", static, "nud", "permanent")
+	d.Run(t, d.LB.NS, "ip", "neigh", "replace", nobody6.String(), "dev", d.LB.Link, "managed")
+	crashed := openIn(t, d.LB.NS).NewNeighbors()
+	if err := crashed.Ensure(append(be1.Addrs(), be2.Addrs()...)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := markedSet(t, d), sorted(be1.Addr4, be1.Addr6, be2.Addr4, be2.Addr6); !slices.Equal(got, want) {
+		t.Fatalf("marked entries %v, want %v", got, want)
+	}
+
+	n := openIn(t, d.LB.NS).NewNeighbors()
+	if err := n.Ensure(be1.Addrs()); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := n.Sweep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 2 {
+		t.Errorf("Sweep removed %v, want be2's two entries", removed)
+	}
+	if got, want := markedSet(t, d), sorted(be1.Addr4, be1.Addr6); !slices.Equal(got, want) {
+		t.Errorf("after Sweep: marked entries %v, want %v", got, want)
+	}
+	after := neighbors(t, d)
+	if e := after[nobody4]; e.state != netlink.NUD_PERMANENT || e.mac != static {
+		t.Errorf("operator's static entry after Sweep: %+v", e)
+	}
+	if e, ok := after[nobody6]; !ok || !e.managed {
+		t.Errorf("operator's managed entry after Sweep: %+v (present %v)", e, ok)
+	}
+	// The adopted entries are the new Neighbors' own: Close removes them.
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := markedSet(t, d); len(got) != 0 {
+		t.Errorf("after Close: marked entries %v remain", got)
 	}
 }

@@ -49,7 +49,7 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 		fmt.Fprintln(w)
 	}
 	if x := st.XDP; x != nil {
-		fmt.Fprintf(w, "xdp: on %s (%s mode)%s, %d live flows\n", x.Interface, x.Attach, pinned(x.PinPath), x.LiveFlows)
+		fmt.Fprintf(w, "xdp: on %s%s, %d live flows\n", xdpInterfaces(x), pinned(x.PinPath), x.LiveFlows)
 		if len(x.Counters) > 0 {
 			fmt.Fprintf(w, "  counters: %s\n", counterList(x.Counters))
 		}
@@ -62,6 +62,10 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 		}
 		draining := ""
 		switch {
+		case v.ModeChange != nil:
+			m := v.ModeChange
+			draining = fmt.Sprintf("  DRAINING (mode changed to %s: the %s plane keeps its established flows until they end, at most until %s)",
+				m.To, m.From, m.Until.Local().Format(time.TimeOnly))
 		case v.Draining && st.Stopping:
 			draining = "  DRAINING (l4lb is stopping)"
 		case v.Draining:
@@ -331,4 +335,17 @@ func ConfigJSON(w io.Writer, body []byte) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(m)
+}
+
+// xdpInterfaces is "eth0 (driver mode)", one such per interface the
+// program runs on.
+func xdpInterfaces(x *plane.XDPStatus) string {
+	if len(x.Interfaces) == 0 {
+		return fmt.Sprintf("%s (%s mode)", x.Interface, x.Attach)
+	}
+	out := make([]string, len(x.Interfaces))
+	for i, ifc := range x.Interfaces {
+		out[i] = fmt.Sprintf("%s (%s mode)", ifc.Name, ifc.Attach)
+	}
+	return strings.Join(out, ", ")
 }

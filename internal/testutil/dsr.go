@@ -23,6 +23,10 @@ type DSROptions struct {
 	// NoPeerXDP leaves the bridge-side peers without their XDP_PASS
 	// program, to show what native XDP_TX on a veth does without one.
 	NoPeerXDP bool
+	// Unmodified leaves the backends as any host is: no VIP on lo, the
+	// kernel's ARP and rp_filter defaults (forward = "nat", where
+	// backends answer the balancer's own address on the segment).
+	Unmodified bool
 }
 
 // Address plan of a DSR network. Each host has the same last byte in both
@@ -68,8 +72,8 @@ func (h *DSRHost) Addrs() []netip.Addr { return validAddrs(h.Addr4, h.Addr6) }
 //	        (be1: 198.18.10.11, 2001:db8:10::b; MAC 02:4c:34:10:00:<last byte>)
 //
 // The client routes the VIP (198.18.100.1, 2001:db8:100::1) to the lb.
-// Every backend has the VIP on lo and rp_filter=0, arp_ignore=1,
-// arp_announce=2, so it accepts packets for the VIP and answers the client
+// Every backend (unless DSROptions.Unmodified) has the VIP on lo and
+// rp_filter=0, arp_ignore=1, arp_announce=2, so it accepts packets for the VIP and answers the client
 // directly, but never answers ARP for it. The lb forwards (ip_forward,
 // IPv6 forwarding) and sends no redirects; the client accepts none. The lb
 // has neither the VIP nor a route to it (nor a default route): its kernel
@@ -89,6 +93,8 @@ type DSR struct {
 	VIP6     netip.Addr // zero without IPv6
 	Net4     netip.Prefix
 	Net6     netip.Prefix // zero without IPv6
+
+	unmodified bool // DSROptions.Unmodified
 }
 
 // Hosts returns the client, the lb and the backends.
@@ -169,7 +175,7 @@ func (o DSROptions) validate() error {
 
 // planDSR fills in names and addresses; nothing is created yet.
 func planDSR(opts DSROptions) *DSR {
-	d := &DSR{Bridge: dsrBridge, VIP4: dsrVIP4, Net4: dsrNet4}
+	d := &DSR{Bridge: dsrBridge, VIP4: dsrVIP4, Net4: dsrNet4, unmodified: opts.Unmodified}
 	if opts.IPv6 {
 		d.VIP6, d.Net6 = dsrVIP6, dsrNet6
 	}
@@ -255,7 +261,7 @@ func (d *DSR) hostLines(h *DSRHost) []string {
 		for _, vip := range d.VIPs() {
 			lines = append(lines, fmt.Sprintf("route add %s via %s dev %s", netip.PrefixFrom(vip, vip.BitLen()), d.lbAddr(vip), h.Link))
 		}
-	case h != d.LB:
+	case h != d.LB && !d.unmodified:
 		for _, vip := range d.VIPs() {
 			// nodad: an IPv6 address is tentative (bind fails with
 			// "cannot assign requested address") until duplicate address
@@ -291,6 +297,9 @@ func (d *DSR) hostSysctls(t testing.TB) {
 	setSysctls(t, d.Client.NS, "net.ipv4.conf.all.accept_redirects=0", "net.ipv4.conf."+d.Client.Link+".accept_redirects=0",
 		"net.ipv6.conf.all.accept_redirects=0", "net.ipv6.conf."+d.Client.Link+".accept_redirects=0")
 	for _, b := range d.Backends {
+		if d.unmodified {
+			break
+		}
 		var kvs []string
 		for _, dev := range []string{"all", b.Link} {
 			kvs = append(kvs, "net.ipv4.conf."+dev+".rp_filter=0", "net.ipv4.conf."+dev+".arp_ignore=1", "net.ipv4.conf."+dev+".arp_announce=2")

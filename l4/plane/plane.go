@@ -191,3 +191,21 @@ type ListenerHandoff interface {
 	// go on.
 	PauseAccepting(pause bool)
 }
+
+// ModeChange is a plane that takes part in a reload that changes its
+// VIP's mode without cutting the VIP's established flows (the XDP plane):
+// the plane the VIP leaves keeps them until they end or drain_timeout,
+// while the new one takes every new flow, both on the VIP's address. A
+// plane without it leaves by StopAccepting (a proxy plane: its listener
+// closes, its connections go on) and comes in as it always does.
+type ModeChange interface {
+	// Yield stops new flows, as StopAccepting does, but leaves their
+	// packets to the kernel, where the VIP's new plane (the proxy)
+	// listens; the flows it holds go on until Drain ends them.
+	Yield()
+	// Inherit says (true, before the first Publish) that the VIP's old
+	// plane, the proxy, still holds established connections whose
+	// packets reach this host: the plane leaves the packets of flows it
+	// did not open to the kernel. False once they are gone.
+	Inherit(on bool)
+}

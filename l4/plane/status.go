@@ -100,4 +100,13 @@ type XDPStatus struct {
 	// Counters are the program's global counters that are not zero:
 	// packets passed to the kernel and dropped, by reason; flow table events.
 	Counters map[string]uint64 `json:"counters"`
+	// Interfaces lists, when [xdp] names several, each one with the mode
+	// the kernel runs the program in there (Interface is the first).
+	Interfaces []XDPInterface `json:"interfaces,omitempty"`
+}
+
+// XDPInterface is one interface the XDP program runs on.
+type XDPInterface struct {
+	Name   string `json:"name"`
+	Attach string `json:"attach"` // driver | generic, as the kernel reports it
 }

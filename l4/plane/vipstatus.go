@@ -11,9 +11,9 @@ import (
 // VIPStatus describes one running VIP.
 type VIPStatus struct {
 	Name string `json:"name"`
-	// Draining: a reload removed the VIP, or l4lb is stopping; it accepts
-	// nothing and is listed until its last connection ends or
-	// drain_timeout resets it.
+	// Draining: a reload removed the VIP or changed its mode
+	// (ModeChange), or l4lb is stopping; it accepts nothing and is listed
+	// until its last connection ends or drain_timeout resets it.
 	Draining     bool            `json:"draining,omitempty"`
 	Listen       string          `json:"listen"`
 	Protocol     string          `json:"protocol"`
@@ -30,6 +30,9 @@ type VIPStatus struct {
 	// XDPGuard: a proxy VIP the XDP program guards (an [xdp] table, a
 	// concrete listen address).
 	XDPGuard *XDPGuardStatus `json:"xdp_guard,omitempty"`
+	// ModeChange: this draining entry is the plane a reload's mode
+	// change left; the VIP's entry of the same name serves new flows.
+	ModeChange *ModeChangeStatus `json:"mode_change,omitempty"`
 	// Rebalance is the running or last rebalance (l4lb rebalance), if any.
 	Rebalance *RebalanceStatus `json:"rebalance,omitempty"`
 	// SNI is the VIP's SNI routing, when it has [[vip.route]] tables
@@ -50,6 +53,16 @@ type VIPStatus struct {
 	// Names are the DNS names of the VIP's named backends: each one's
 	// last good answer (its backends), its age, and the last error.
 	Names []NameStatus `json:"names,omitempty"`
+}
+
+// ModeChangeStatus is the plane a reload that changed a VIP's mode
+// left: it keeps the flows established before the reload (its entry's
+// active) until they end, or until Until, when the rest are ended.
+type ModeChangeStatus struct {
+	From  string    `json:"from"` // the mode this plane runs: proxy or xdp
+	To    string    `json:"to"`   // the VIP's mode now
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"` // since + drain_timeout
 }
 
 // BackendStatus describes one backend of a VIP.

@@ -49,7 +49,7 @@ func CheckXDPHost(cfg *config.Config) []config.Problem {
 		for i := range cfg.VIPs {
 			vips[cfg.VIPs[i].Key()] = &cfg.VIPs[i]
 		}
-		if err := checkXDPForwarding(o.Interface, vips); err != nil {
+		if err := checkXDPForwarding(o.Interfaces, vips); err != nil {
 			warn("xdp.interface", "`l4lb run` will refuse this config: %v", err)
 		}
 	}

@@ -90,9 +90,11 @@ func balanceOptions(vc *config.VIP) (balance.Options, error) {
 
 // xdpOptions are the XDP program's options.
 func xdpOptions(x *config.XDP) xdpplane.Options {
-	return xdpplane.Options{Interface: x.Interface, Attach: x.Attach, PinPath: x.PinPath,
+	return xdpplane.Options{Interfaces: x.Interfaces, Attach: x.Attach, PinPath: x.PinPath,
 		ConntrackSize: x.ConntrackSize, WeightRefresh: x.WeightRefresh, SYNRatePerSource: x.SYNRatePerSource,
-		SourcePrefix4: x.SourcePrefix4, SourcePrefix6: x.SourcePrefix6, GUEPort: x.GUEPort}
+		SourcePrefix4: x.SourcePrefix4, SourcePrefix6: x.SourcePrefix6, GUEPort: x.GUEPort,
+		NAT: xdpplane.NATOptions{Source4: x.NATSource4, Source6: x.NATSource6, PortMin: x.NATPortMin, PortMax: x.NATPortMax,
+			TCPTimeout: x.NATTCPTimeout, UDPTimeout: x.NATUDPTimeout}}
 }
 
 // vipOptions are an xdp VIP's plane options.
@@ -108,10 +110,11 @@ func guardOptions(vc *config.VIP) xdpplane.GuardOptions {
 
 // ipipFamilies are the families bpf_fib_lookup routes for vips: those of
 // the backends of xdp VIPs with forward = "ipip" (the outer header's
-// family). l2 VIPs and the guards of proxy VIPs need no forwarding.
+// family) or "nat". l2 VIPs and the guards of proxy VIPs need no
+// forwarding.
 func ipipFamilies(vips map[l4.VIPKey]*config.VIP) (v4, v6 bool) {
 	for _, vc := range vips {
-		if vc.Mode != l4.ModeXDP || !vc.Forward.Encapsulates() {
+		if vc.Mode != l4.ModeXDP || vc.Forward == l4.ForwardL2 {
 			continue
 		}
 		for _, b := range vc.Backends {
@@ -127,7 +130,7 @@ func ipipFamilies(vips map[l4.VIPKey]*config.VIP) (v4, v6 bool) {
 
 // checkXDPForwarding refuses xdp VIPs that forward by ipip to backends of
 // a family that iface does not forward (see xdpplane.CheckForwarding).
-func checkXDPForwarding(iface string, vips map[l4.VIPKey]*config.VIP) error {
+func checkXDPForwarding(ifaces []string, vips map[l4.VIPKey]*config.VIP) error {
 	v4, v6 := ipipFamilies(vips)
-	return xdpplane.CheckForwarding(iface, v4, v6)
+	return xdpplane.CheckForwarding(ifaces, v4, v6)
 }

@@ -287,7 +287,7 @@ func TestConfigToPlaneMapping(t *testing.T) {
 func TestXDPOptionsMapping(t *testing.T) {
 	cfg := parse(t, `
 [xdp]
-interface = "veth9"
+interface = ["veth9", "veth8"]
 attach = "generic"
 pin_path = "/sys/fs/bpf/l4lb-test"
 conntrack_size = 4096
@@ -296,6 +296,12 @@ syn_rate_per_source = 40
 source_prefix4 = "198.18.200.0/24"
 source_prefix6 = "2001:db8:200::/64"
 gue_port = 6081
+nat_source4 = "198.18.0.9"
+nat_source6 = "2001:db8::9"
+nat_port_min = 2000
+nat_port_max = 2999
+nat_tcp_timeout = "1h"
+nat_udp_timeout = "10s"
 [[vip]]
 name = "x"
 listen = "198.18.100.1:80"
@@ -303,10 +309,12 @@ mode = "xdp"
   [[vip.backend]]
   address = "198.18.10.11:80"
 `)
-	want := xdpplane.Options{Interface: "veth9", Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
+	want := xdpplane.Options{Interfaces: []string{"veth9", "veth8"}, Attach: l4.AttachGeneric, PinPath: "/sys/fs/bpf/l4lb-test", ConntrackSize: 4096,
 		WeightRefresh: 7 * time.Second, SYNRatePerSource: 40, SourcePrefix4: netip.MustParsePrefix("198.18.200.0/24"),
-		SourcePrefix6: netip.MustParsePrefix("2001:db8:200::/64"), GUEPort: 6081}
-	if got := xdpOptions(cfg.XDP); got != want {
+		SourcePrefix6: netip.MustParsePrefix("2001:db8:200::/64"), GUEPort: 6081,
+		NAT: xdpplane.NATOptions{Source4: netip.MustParseAddr("198.18.0.9"), Source6: netip.MustParseAddr("2001:db8::9"),
+			PortMin: 2000, PortMax: 2999, TCPTimeout: time.Hour, UDPTimeout: 10 * time.Second}}
+	if got := xdpOptions(cfg.XDP); !reflect.DeepEqual(got, want) {
 		t.Fatalf("xdp options %+v, want %+v", got, want)
 	}
 	cfg.XDP.Attach = l4.AttachDriver

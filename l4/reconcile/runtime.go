@@ -54,6 +54,10 @@ type Runtime struct {
 	closed       bool
 	inherit      *ListenSockets // sockets from an earlier l4lb for the next Apply (see Inherit)
 	carry        map[string]map[l4.BackendID]BackendState
+
+	// modeChanges are the mode changes whose old plane still drains, by
+	// VIP key (guarded by mu).
+	modeChanges map[l4.VIPKey]*modeChange
 }
 
 // Options are a Runtime's process-wide settings.
@@ -86,7 +90,7 @@ func New(log *zap.Logger, opts Options) *Runtime {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Runtime{log: log, opts: opts, vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{},
+	r := &Runtime{log: log, opts: opts, vips: make(map[l4.VIPKey]*vip), drainingVIPs: map[*vip]struct{}{}, modeChanges: map[l4.VIPKey]*modeChange{},
 		indexes: xdpplane.NewIndexPool(xdpplane.MaxBackends), names: opts.Names, served: newServedSignal()}
 	r.proxy = proxy.NewPlanes(proxy.PlanesOptions{PipeSize: opts.PipeSize, MaxConns: opts.MaxConns, Workers: opts.Workers}, log)
 	r.openPlane = r.newPlane
@@ -175,8 +179,8 @@ func (r *Runtime) watchNames(cfg *config.Config) error {
 type change struct {
 	desired map[l4.VIPKey]*config.VIP
 	// moved: VIPs whose mode changes; they get a new data plane (they
-	// start anew, the old one is closed and its established flows cut:
-	// the other plane now takes their packets).
+	// start anew) and the old one keeps its established flows while they
+	// drain (modechange.go).
 	moved   map[l4.VIPKey]bool
 	plans   map[l4.VIPKey]*plan // running VIPs that stay, with their update
 	started []*vip              // new VIPs, listening but not serving yet
@@ -196,8 +200,12 @@ func (r *Runtime) prepare(cfg *config.Config) (*change, error) {
 		}
 	}
 	for key, vc := range ch.desired {
-		if v, ok := r.vips[key]; ok && v.cfg().Mode != vc.Mode {
+		v, ok := r.vips[key]
+		if ok && v.cfg().Mode != vc.Mode {
 			ch.moved[key] = true
+		}
+		if !ok || ch.moved[key] {
+			r.endModeChange(key) // the plane an earlier change left must not outlive a new one
 		}
 	}
 	for key, vc := range ch.desired {
@@ -221,8 +229,16 @@ func (r *Runtime) prepare(cfg *config.Config) (*change, error) {
 		abandon()
 		return nil, err
 	}
+	attached, err := r.attachInterfaces(cfg)
+	if err != nil {
+		abandon()
+		return nil, err
+	}
 	started, err := r.startNew(ch.desired, ch.moved)
 	if err != nil {
+		if len(attached) > 0 {
+			r.xdp.DetachInterfaces(attached)
+		}
 		abandon()
 		return nil, err
 	}
@@ -235,11 +251,10 @@ func (r *Runtime) prepare(cfg *config.Config) (*change, error) {
 // routes set first: the first client is routed), then health follows
 // the new backend sets and the process-wide settings take effect.
 func (r *Runtime) commit(cfg *config.Config, ch *change) {
-	for key := range ch.moved {
-		old := r.vips[key]
-		r.log.Warn("vip mode changed: it restarts, and its established flows are cut", zap.String("vip", old.name()),
-			zap.Stringer("from", old.cfg().Mode), zap.Stringer("to", ch.desired[key].Mode))
-		r.remove(key, old, 0)
+	for _, v := range ch.started {
+		if ch.moved[v.key] {
+			r.changeMode(v.key, r.vips[v.key], v, cfg.Global.DrainTimeout)
+		}
 	}
 	for key, v := range r.vips {
 		if _, keep := ch.desired[key]; !keep {
@@ -283,7 +298,7 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKe
 		if _, ok := r.vips[key]; ok && !moved[key] {
 			continue
 		}
-		v, err := r.newVIP(key, vc)
+		v, err := r.newVIP(key, vc, moved[key] && inheritsFlows(r.vips[key]))
 		if err != nil {
 			for _, s := range started {
 				s.closeNow()
@@ -296,8 +311,23 @@ func (r *Runtime) startNew(desired map[l4.VIPKey]*config.VIP, moved map[l4.VIPKe
 }
 
 func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
+	r.detach(key, v, "a reload removed the VIP")
+	r.log.Info("vip removed, draining", zap.String("vip", v.name()), zap.Stringer("listen", key), zap.Duration("drain_timeout", drain))
+	// The listener closes now, not in the drain goroutine, so a reload that
+	// brings the VIP back can bind its address at once.
+	v.stopAccepting()
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	r.drainLater(v, ctx, func(reset int) {
+		cancel()
+		r.log.Info("vip drained", zap.String("vip", v.name()), zap.Int("reset", reset))
+	})
+}
+
+// detach takes v, leaving, out of the running VIPs: its health checks,
+// rebalance and routes stop. why is what a running rebalance hears.
+func (r *Runtime) detach(key l4.VIPKey, v *vip, why string) {
 	delete(r.vips, key)
-	v.stopRebalance("a reload removed or restarted the VIP")
+	v.stopRebalance(why)
 	v.mu.Lock()
 	ids := make([]l4.BackendID, 0, len(v.backends))
 	for id := range v.backends {
@@ -312,20 +342,22 @@ func (r *Runtime) remove(key l4.VIPKey, v *vip, drain time.Duration) {
 	for _, rv := range v.routeVIPs() {
 		r.stopRoute(rv)
 	}
-	r.log.Info("vip removed, draining", zap.String("vip", v.name()), zap.Stringer("listen", key), zap.Duration("drain_timeout", drain))
-	// The listener closes now, not in the drain goroutine, so a reload that
-	// brings the VIP back can bind its address at once.
-	v.stopAccepting()
+}
+
+// drainLater drains v, which accepts nothing any more, in the background
+// until ctx is done; status lists it as draining meanwhile. done runs
+// with the flows it reset once the drain ends, without r.mu.
+func (r *Runtime) drainLater(v *vip, ctx context.Context, done func(reset int)) {
 	r.draining.Add(1)
 	r.drainingVIPs[v] = struct{}{}
 	go func() {
 		defer r.draining.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), drain)
-		defer cancel()
-		reset := v.drain(ctx)
-		r.log.Info("vip drained", zap.String("vip", v.name()), zap.Int("reset", reset))
+		done(v.drain(ctx))
 		r.mu.Lock()
 		delete(r.drainingVIPs, v)
+		if m := r.modeChanges[v.key]; m != nil && m.old == v {
+			delete(r.modeChanges, v.key)
+		}
 		r.mu.Unlock()
 	}()
 }
@@ -353,15 +385,25 @@ func (r *Runtime) ensureXDP(cfg *config.Config) error {
 }
 
 // checkForwarding refuses a config whose ipip xdp VIPs need forwarding
-// that the XDP interface (the running one, or the one cfg starts) lacks.
+// that an XDP interface (cfg's, or the running ones when cfg has no
+// [xdp]) lacks.
 func (r *Runtime) checkForwarding(cfg *config.Config, desired map[l4.VIPKey]*config.VIP) error {
 	switch {
+	case cfg.XDP != nil && (r.xdp != nil || cfg.HasXDPVIP()):
+		return checkXDPForwarding(cfg.XDP.Interfaces, desired)
 	case r.xdp != nil:
-		return checkXDPForwarding(r.xdp.Interface(), desired)
-	case cfg.XDP != nil && cfg.HasXDPVIP():
-		return checkXDPForwarding(cfg.XDP.Interface, desired)
+		return checkXDPForwarding(r.xdp.Interfaces(), desired)
 	}
 	return nil
+}
+
+// attachInterfaces attaches the running XDP program to the interfaces
+// cfg adds (a reload); commit detaches those it drops (Program.Update).
+func (r *Runtime) attachInterfaces(cfg *config.Config) ([]string, error) {
+	if r.xdp == nil || cfg.XDP == nil {
+		return nil, nil
+	}
+	return r.xdp.AttachInterfaces(cfg.XDP.Interfaces)
 }
 
 // rescaleXDP moves the weights of xdp least_conn and least_time VIPs

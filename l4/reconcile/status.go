@@ -44,6 +44,9 @@ func (r *Runtime) Status() plane.Status {
 	for v := range r.drainingVIPs {
 		vs := v.status()
 		vs.Draining = true
+		if m := r.modeChanges[v.key]; m != nil && m.old == v {
+			vs.ModeChange = m.status()
+		}
 		st.VIPs = append(st.VIPs, vs)
 	}
 	sortVIPs(st.VIPs, r.cfg)

@@ -117,8 +117,9 @@ type plan struct {
 }
 
 // newVIP starts VIP vc at key: its backends, its data plane, and its
-// first snapshot.
-func (r *Runtime) newVIP(key l4.VIPKey, vc *config.VIP) (*vip, error) {
+// first snapshot. inherit: the VIP's proxy plane still holds connections
+// (a mode change), which the new plane leaves alone (plane.ModeChange).
+func (r *Runtime) newVIP(key l4.VIPKey, vc *config.VIP, inherit bool) (*vip, error) {
 	v := &vip{key: key, id: key.String(), log: r.log.With(zap.String("vip", vc.Name)), health: r.health, indexes: r.indexes, served: r.served, backends: map[l4.BackendID]*backend{},
 		carry: r.carry[key.String()]}
 	p, err := v.plan(vc)
@@ -129,6 +130,9 @@ func (r *Runtime) newVIP(key l4.VIPKey, vc *config.VIP) (*vip, error) {
 	if v.dp, v.update, err = r.openPlane(key, vc, v); err != nil {
 		p.abandon(v.indexes)
 		return nil, err
+	}
+	if mc, ok := v.dp.(plane.ModeChange); ok && inherit {
+		mc.Inherit(true)
 	}
 	if vc.Mode == l4.ModeProxy && vc.XDPGuardable() {
 		v.guard = xdpplane.NewGuard(key, guardOptions(vc), &r.xdpAt, v.log)

@@ -20,12 +20,14 @@ func CheckPinPath(o Options) error {
 	return bpf.CheckPinPath(o.PinPath)
 }
 
-// CheckAttach reports why o's interface cannot take the program in o's
-// attach mode (nil: no reason known): a loopback interface has no native
-// XDP.
+// CheckAttach reports why one of o's interfaces cannot take the program
+// in o's attach mode (nil: no reason known): a loopback interface has no
+// native XDP.
 func CheckAttach(o Options) error {
-	if ifc, err := net.InterfaceByName(o.Interface); err == nil && ifc.Flags&net.FlagLoopback != 0 && o.Attach == bpf.AttachDriver {
-		return fmt.Errorf("%s is a loopback interface, whose driver has no native XDP: `l4lb run` will fail to attach in driver mode; set attach = \"generic\"", o.Interface)
+	for _, name := range o.Interfaces {
+		if ifc, err := net.InterfaceByName(name); err == nil && ifc.Flags&net.FlagLoopback != 0 && o.Attach == bpf.AttachDriver {
+			return fmt.Errorf("%s is a loopback interface, whose driver has no native XDP: `l4lb run` will fail to attach in driver mode; set attach = \"generic\"", name)
+		}
 	}
 	return nil
 }

@@ -62,6 +62,9 @@ type Guard struct {
 	index   uint32
 	acl     vipACL
 	stopped bool
+	// waiting: the VIP's old xdp plane still owns its entry (a mode
+	// change drains); the guard writes once it is gone (Wait).
+	waiting bool
 }
 
 // NewGuard returns the guard of the proxy VIP at key (a concrete
@@ -91,7 +94,7 @@ func (g *Guard) Write() {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.stopped {
+	if g.stopped || g.waiting {
 		return
 	}
 	x := g.xdp.Load()
@@ -141,6 +144,37 @@ func (g *Guard) Clear() {
 		}
 	})
 	x.vips.Put(g.index)
+}
+
+// Wait keeps the guard from writing (true) while the VIP's old xdp plane
+// owns the VIP's entry in the program (a mode change from xdp drains), or
+// writes it (false) once that plane is gone.
+func (g *Guard) Wait(wait bool) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.waiting = wait
+	g.mu.Unlock()
+	if !wait {
+		g.Write()
+	}
+}
+
+// Yield gives the guard's index back and writes no more, leaving the
+// VIP's entry in the program to the VIP's new xdp plane, which wrote it
+// over the guard's (a mode change to xdp).
+func (g *Guard) Yield() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped = true
+	if g.x != nil {
+		g.x.vips.Put(g.index)
+		g.x = nil
+	}
 }
 
 // FillStatus adds the guard's counters.

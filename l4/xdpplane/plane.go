@@ -24,7 +24,7 @@ import (
 // VIPOptions are what an xdp VIP's plane is made and updated with.
 type VIPOptions struct {
 	HashKey         l4.HashKey // what the flow hash covers
-	Forward         l4.Forward // ipip or l2
+	Forward         l4.Forward // ipip, l2 or nat
 	NewFlowRate     int        // new conntrack entries a second (0: no cap)
 	MaglevTableSize int        // the table's slots, for algorithms without a table of their own
 	Allow, Deny     []netip.Prefix
@@ -50,6 +50,9 @@ type Plane struct {
 	written atomic.Uint64
 	// last is the snapshot last published (Hold writes it again).
 	last atomic.Pointer[snapshot.Snapshot]
+	// kernelFlows: the VIP comes from proxy mode and the proxy's
+	// connections drain (Inherit).
+	kernelFlows atomic.Bool
 
 	mu       sync.Mutex
 	acl      vipACL                 // the access list the maps hold
@@ -130,8 +133,18 @@ func (p *Plane) write(snap *snapshot.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	if err := p.x.lb.SetVIP(p.key, bpf.VIPEntry{Index: p.index, HashKey: vc.HashKey, Forward: vc.Forward,
-		NewFlowRate: uint32(vc.NewFlowRate), ACL: acl}); err != nil {
+	e := bpf.VIPEntry{Index: p.index, HashKey: vc.HashKey, Forward: vc.Forward, NewFlowRate: uint32(vc.NewFlowRate), ACL: acl}
+	if p.kernelFlows.Load() {
+		// Every flow is pinned from its SYN, or its later segments would
+		// pass to the kernel as the proxy's: new_flow_rate waits.
+		e.KernelFlows, e.NewFlowRate = true, 0
+	}
+	if vc.Forward == l4.ForwardNAT {
+		if err := p.x.enableNAT(p.key); err != nil {
+			return err
+		}
+	}
+	if err := p.x.lb.SetVIP(p.key, e); err != nil {
 		return err
 	}
 	p.written.Store(snap.Generation())
@@ -304,6 +317,44 @@ func (p *Plane) StopAccepting() {
 	}
 }
 
+// Yield: a reload moves the VIP to proxy mode. Its entry forwards only
+// the flows in the conntrack, to their backends; SYNs and every other
+// packet pass to the kernel, where the proxy listens. Drain follows
+// (plane.ModeChange).
+func (p *Plane) Yield() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	p.stopped = true // publishes write nothing more; the table stays for stale hits
+	vc := p.conf()
+	var err error
+	if p.x.held.Load() || !p.x.using(func() {
+		err = p.x.lb.SetVIP(p.key, bpf.VIPEntry{Index: p.index, HashKey: vc.HashKey, Forward: vc.Forward, ConntrackOnly: true})
+	}) {
+		return
+	}
+	if err != nil {
+		p.log.Warn("xdp: handing new flows to the proxy failed; they are dropped until the drain ends", zap.Error(err))
+		_ = p.x.lb.SetMaglev(p.index, make([]uint32, vc.MaglevTableSize))
+	}
+}
+
+// Inherit (true) leaves the packets of TCP flows the conntrack does not
+// hold to the kernel: the proxy's connections while they drain after a
+// reload moved the VIP from proxy mode (plane.ModeChange).
+func (p *Plane) Inherit(on bool) {
+	if p.kernelFlows.Swap(on) == on {
+		return
+	}
+	if snap := p.last.Load(); snap != nil {
+		if err := p.Publish(snap); err != nil {
+			p.log.Warn("xdp: rewriting the VIP entry failed", zap.Bool("kernel_flows", on), zap.Error(err))
+		}
+	}
+}
+
 // drain waits for the VIP's flows to end (or ctx), then removes the VIP
 // and its flows from the maps; it returns how many flows it cut.
 func (p *Plane) Drain(ctx context.Context) int {
@@ -397,15 +448,22 @@ func (p *Plane) notePeaks(counts []uint64) {
 }
 
 // fillStatus reads the VIP's and its backends' counters.
-func (p *Plane) FillStatus(s *plane.VIPStatus) { p.x.using(func() { p.readStatus(s) }) }
+func (p *Plane) FillStatus(s *plane.VIPStatus) {
+	p.mu.Lock()
+	index := p.index // 0 once a drain cleared the VIP
+	p.mu.Unlock()
+	if index != 0 {
+		p.x.using(func() { p.readStatus(s, index) })
+	}
+}
 
 // CloseSome: not in xdp mode, where the kernel owns the flows.
 func (p *Plane) CloseSome(*l4.Backend, int, bool) (int, error) {
 	return 0, fmt.Errorf("%w: in xdp mode the kernel forwards the flows and l4lb holds no connection to close; established flows stay on their backend (BPF conntrack), new flows follow the Maglev table", plane.ErrCannotRebalance)
 }
 
-func (p *Plane) readStatus(s *plane.VIPStatus) {
-	st, err := p.x.lb.VIPStats(p.index)
+func (p *Plane) readStatus(s *plane.VIPStatus, index uint32) {
+	st, err := p.x.lb.VIPStats(index)
 	if err != nil {
 		return
 	}

@@ -34,7 +34,11 @@ const MaxBackends = 65535
 // Options are the XDP program's settings ([xdp]); the zero value of each
 // optional one means its default.
 type Options struct {
-	Interface string // the interface the program attaches to (required)
+	// Interfaces are the interfaces the program attaches to (at least
+	// one; a reload may change them: AttachInterfaces, Update). The first
+	// with an address of a family gives encapsulated packets their outer
+	// source of that family.
+	Interfaces []string
 	// Attach is where the program runs: in the driver (the zero value) or
 	// in the kernel's generic XDP path (any interface, a fraction of the
 	// speed).
@@ -54,6 +58,8 @@ type Options struct {
 	// change them (Update).
 	SourcePrefix4, SourcePrefix6 netip.Prefix
 	GUEPort                      int
+	// NAT is what forward = "nat" VIPs need ([xdp] nat_*).
+	NAT NATOptions
 }
 
 // xdpRefresh is how often the flow table is read for live-flow counts and
@@ -70,7 +76,6 @@ type Program struct {
 	lb       *bpf.LB
 	nl       *netif.Handle
 	neigh    *netif.Neighbors
-	iface    netif.Interface
 	vips     *IndexPool // the VIPs' slots in the maps
 	backends *IndexPool // the backends' (the control loop's, shared)
 	stop     chan struct{}
@@ -94,10 +99,23 @@ type Program struct {
 	weightRefresh atomic.Int64 // nanoseconds; a reload may change it
 	rescaled      time.Time    // owned by loop
 
+	// nat is the NAT settings the program holds (natMu guards the
+	// read-modify-write of Enabled).
+	natMu sync.Mutex
+	nat   bpf.NATConfig
+
 	// settled: the entries adopted from an earlier l4lb that the config
 	// no longer has are gone (set by the first Settle; the control loop
 	// serialises its calls).
 	settled bool
+	// sweep: the first Settle asks the loop to remove the neighbour
+	// entries an earlier l4lb left that no backend needs now.
+	sweep atomic.Bool
+
+	// ifMu guards ifaces: the interfaces the program runs on, in the
+	// config's order (the control loop changes them on a reload).
+	ifMu   sync.Mutex
+	ifaces []netif.Interface
 
 	mu         sync.Mutex
 	planes     map[*Plane]struct{}
@@ -123,8 +141,12 @@ func Start(cfg Options, backends *IndexPool, log *zap.Logger) (_ *Program, err e
 			x.release(false)
 		}
 	}()
-	if x.iface, err = x.nl.Lookup(cfg.Interface); err != nil {
-		return nil, fmt.Errorf("xdp: %w", err)
+	for _, name := range cfg.Interfaces {
+		ifc, err := x.nl.Lookup(name)
+		if err != nil {
+			return nil, fmt.Errorf("xdp: %w", err)
+		}
+		x.ifaces = append(x.ifaces, ifc)
 	}
 	x.lb, err = bpf.Load(loadOptions(cfg))
 	if err != nil {
@@ -136,14 +158,13 @@ func Start(cfg Options, backends *IndexPool, log *zap.Logger) (_ *Program, err e
 	if err := x.prepareHost(); err != nil {
 		return nil, err
 	}
-	if err := x.lb.Attach(x.iface.Index, cfg.Attach); err != nil {
-		if errors.Is(err, bpf.ErrNotSupported) && cfg.Attach == bpf.AttachDriver {
-			return nil, fmt.Errorf("xdp: %s: %w; its driver has no native XDP: set attach = \"generic\" in [xdp] (works on any interface, at a fraction of driver mode's speed)", cfg.Interface, err)
+	for _, ifc := range x.ifaces {
+		if err := x.attach(ifc); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("xdp: %s: %w", cfg.Interface, err)
 	}
 	x.neigh = x.nl.NewNeighbors()
-	x.log.Info("xdp program attached", zap.String("interface", cfg.Interface), zap.String("attach", cfg.Attach.String()),
+	x.log.Info("xdp program attached", zap.Strings("interfaces", cfg.Interfaces), zap.String("attach", cfg.Attach.String()),
 		zap.String("pin_path", cfg.PinPath), zap.Int("conntrack_size", cfg.ConntrackSize))
 	if cfg.Attach == bpf.AttachGeneric {
 		x.log.Warn("xdp attached in generic mode: it runs after the kernel allocates each packet, at a fraction of driver mode's speed")
@@ -152,9 +173,12 @@ func Start(cfg Options, backends *IndexPool, log *zap.Logger) (_ *Program, err e
 	return x, nil
 }
 
-// Update applies what a reload may change of o: weight_refresh and
-// syn_rate_per_source (the others need a restart).
+// Update applies what a reload may change of o: weight_refresh,
+// syn_rate_per_source, and the interfaces (it detaches those o no longer
+// names; AttachInterfaces attached the new ones). The others need a
+// restart.
 func (x *Program) Update(o Options) {
+	x.keepInterfaces(o.Interfaces)
 	x.weightRefresh.Store(int64(o.WeightRefresh))
 	x.setSYNRate(o.SYNRatePerSource)
 	x.setEncap(o)
@@ -214,6 +238,7 @@ func (x *Program) adopt() error {
 	if err == nil {
 		err = x.lb.VIPs(func(k l4.VIPKey, e bpf.VIPEntry) bool {
 			x.vips.Reserve(e.Index, k)
+			x.nat.Enabled = x.nat.Enabled || e.Forward == l4.ForwardNAT // their replies keep flowing from the attach on
 			n++
 			return true
 		})
@@ -235,6 +260,8 @@ func (x *Program) Settle() {
 		return
 	}
 	x.settled = true
+	x.sweep.Store(true)
+	x.neighborsChanged()
 	for i := range x.backends.Unreserve() {
 		_ = x.lb.DeleteBackend(i)
 		if _, err := x.lb.PurgeBackend(i); err != nil {
@@ -251,26 +278,45 @@ func (x *Program) Settle() {
 	}
 }
 
-// prepareHost sets the outer source addresses. IP forwarding, which
-// bpf_fib_lookup needs, is the administrator's: CheckForwarding refuses
-// a config that needs it while it is off.
+// prepareHost sets the outer source addresses: of each family, the
+// first interface's that has one. IP forwarding, which bpf_fib_lookup
+// needs, is the administrator's: CheckForwarding refuses a config that
+// needs it while it is off.
 func (x *Program) prepareHost() error {
-	v4, _ := x.iface.PrimaryV4()
-	v6, _ := x.iface.PrimaryV6()
+	var v4, v6 netip.Addr
+	ifaces := x.interfaces()
+	for _, ifc := range ifaces {
+		if a, _ := ifc.PrimaryV4(); !v4.IsValid() {
+			v4 = a
+		}
+		if a, _ := ifc.PrimaryV6(); !v6.IsValid() {
+			v6 = a
+		}
+	}
 	if !v4.IsValid() && !v6.IsValid() {
-		return fmt.Errorf("xdp interface %s has no address to be the source of encapsulated packets", x.iface.Name)
+		return fmt.Errorf("xdp interface %s has no address to be the source of encapsulated packets", ifaceNames(ifaces))
 	}
 	if err := x.lb.SetSource(v4, v6); err != nil {
 		return fmt.Errorf("xdp: %w", err)
 	}
-	return nil
+	return x.setNAT(v4, v6)
 }
 
 // CheckForwarding refuses xdp VIPs that forward by ipip to backends of a
-// family (v4, v6) that iface does not forward: bpf_fib_lookup would
-// answer "forwarding disabled" and every such packet would drop as
-// drop_fib. l4lb writes no sysctl; the error names the one to set.
-func CheckForwarding(iface string, v4, v6 bool) error {
+// family (v4, v6) that one of ifaces does not forward: bpf_fib_lookup
+// would answer "forwarding disabled" for packets arriving there and every
+// such packet would drop as drop_fib. l4lb writes no sysctl; the error
+// names the one to set.
+func CheckForwarding(ifaces []string, v4, v6 bool) error {
+	for _, iface := range ifaces {
+		if err := checkForwarding(iface, v4, v6); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkForwarding(iface string, v4, v6 bool) error {
 	err := netif.CheckForwarding(iface, netif.Forwarding{IPv4: v4, IPv6: v6})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // no such interface: Start says so
@@ -281,8 +327,8 @@ func CheckForwarding(iface string, v4, v6 bool) error {
 	return nil
 }
 
-// Interface is the interface the program runs on.
-func (x *Program) Interface() string { return x.cfg.Interface }
+// Interface is the first interface the program runs on.
+func (x *Program) Interface() string { return x.Interfaces()[0] }
 
 // loop reads the flow table and checks neighbours until stop. It is the
 // only goroutine that uses the neighbours, so shutdown can close them.
@@ -349,7 +395,7 @@ func (x *Program) refresh() {
 // countFlows reads the live flows per backend index. A flow is live when
 // it was seen within the longest idle timeout any VIP has.
 func (x *Program) countFlows() error {
-	counts := make([]uint64, len(x.counts))
+	counts := make([]uint64, MaxBackends+1) // as x.counts, which the loop and a drain both replace
 	total, err := x.lb.FlowCounts(bpf.MonotonicNow(), x.liveWindow(), counts)
 	if err != nil {
 		return err
@@ -431,6 +477,9 @@ func (x *Program) syncBackends() {
 		x.log.Warn("xdp: some backend neighbours cannot be kept resolved (their packets are dropped as no_neigh until they are)", zap.Error(err))
 	}
 	x.syncNextHops(planes)
+	if x.sweep.CompareAndSwap(true, false) {
+		x.sweepNeighbors()
+	}
 	for _, p := range planes {
 		p.resolveMACs()
 		if fwd := p.conf().Forward; fwd.Encapsulates() {
@@ -444,6 +493,19 @@ func (x *Program) syncBackends() {
 // gueHeader is what GUE adds to IP-in-IP's outer header: its UDP header.
 const gueHeader = 8
 
+// sweepNeighbors removes the managed neighbour entries marked l4lb's that
+// no backend of the applied config needs: an l4lb killed before it could
+// remove them left them (netif.Neighbors.Sweep).
+func (x *Program) sweepNeighbors() {
+	removed, err := x.neigh.Sweep()
+	if len(removed) > 0 {
+		x.log.Info("xdp: removed neighbour entries an earlier l4lb left that no backend needs", zap.Strings("entries", removed))
+	}
+	if err != nil {
+		x.log.Warn("xdp: removing neighbour entries an earlier l4lb left failed", zap.Error(err))
+	}
+}
+
 // checkMTU warns once per backend when the route to it cannot carry a
 // full-size client packet plus the encapsulation (gue: 8 bytes more).
 func (x *Program) checkMTU(b netip.Addr, fwd l4.Forward) {
@@ -454,13 +516,17 @@ func (x *Program) checkMTU(b netip.Addr, fwd l4.Forward) {
 	if done {
 		return
 	}
-	inner := x.iface.MTU
+	mtu := 0
+	for _, ifc := range x.interfaces() {
+		mtu = max(mtu, ifc.MTU) // the largest packet a client may send
+	}
+	inner := mtu
 	if fwd == l4.ForwardGUE {
 		inner += gueHeader // the UDP header counts as inner bytes here
 	}
 	if err := x.nl.CheckEncapMTU(b, inner); err != nil && errors.Is(err, netif.ErrMTU) {
 		x.log.Warn("xdp: the path to a backend cannot carry a full-size packet plus the outer headers: raise the MTU toward backends by 20 (ipip to IPv4), 40 (ipip to IPv6), 28 or 48 (gue) bytes, or clamp the clients' MSS",
-			zap.Stringer("backend", b), zap.Int("client_mtu", x.iface.MTU), zap.Stringer("forward", fwd), zap.Error(err))
+			zap.Stringer("backend", b), zap.Int("client_mtu", mtu), zap.Stringer("forward", fwd), zap.Error(err))
 	}
 }
 
@@ -477,7 +543,8 @@ func (x *Program) using(fn func()) bool {
 
 // Status reads the global counters for status.
 func (x *Program) Status() *plane.XDPStatus {
-	st := &plane.XDPStatus{Interface: x.cfg.Interface, Attach: x.cfg.Attach.String(), PinPath: x.cfg.PinPath, Counters: map[string]uint64{}}
+	st := &plane.XDPStatus{Interface: x.Interface(), Attach: x.cfg.Attach.String(), PinPath: x.cfg.PinPath, Counters: map[string]uint64{},
+		Interfaces: x.interfaceStatus()}
 	x.using(func() {
 		if c, err := x.lb.GlobalStats(); err == nil {
 			for i, v := range c {
@@ -514,7 +581,7 @@ func (x *Program) Shutdown() {
 // (checked, or not checkable), or detached it (and why, when pins were
 // configured), or failed to.
 func (x *Program) logShutdown(keep bool, why, detachErr error) {
-	iface, pins := zap.String("interface", x.cfg.Interface), zap.String("pin_path", x.cfg.PinPath)
+	iface, pins := zap.Strings("interfaces", x.Interfaces()), zap.String("pin_path", x.cfg.PinPath)
 	switch {
 	case keep && why == nil:
 		x.log.Info("xdp program left attached with its pinned maps: the next l4lb adopts them; `l4lb xdp detach` removes it", iface, pins)
@@ -533,11 +600,15 @@ func (x *Program) logShutdown(keep bool, why, detachErr error) {
 	}
 }
 
-// balancerAttached reports whether an xdp_lb still runs on the interface
-// (by anyone's link).
+// balancerAttached reports whether an xdp_lb still runs on the
+// interfaces (by anyone's link).
 func (x *Program) balancerAttached() bool {
-	name, _, err := bpf.AttachedProgram(x.iface.Index)
-	return err == nil && bpf.IsBalancer(name)
+	for _, ifc := range x.interfaces() {
+		if name, _, err := bpf.AttachedProgram(ifc.Index); err != nil || !bpf.IsBalancer(name) {
+			return false
+		}
+	}
+	return true
 }
 
 // staysAttached reports whether the program stays attached after this
@@ -547,8 +618,15 @@ func (x *Program) staysAttached() (bool, error) {
 	if x.cfg.PinPath == "" {
 		return false, nil
 	}
-	err := x.lb.LinkOutlivesProcess(x.iface.Index)
-	return err == nil || errors.Is(err, bpf.ErrPinUnverified), err
+	var errs []error
+	for _, ifc := range x.interfaces() {
+		err := x.lb.LinkOutlivesProcess(ifc.Index)
+		if err != nil && !errors.Is(err, bpf.ErrPinUnverified) {
+			return false, err
+		}
+		errs = append(errs, err)
+	}
+	return true, errors.Join(errs...)
 }
 
 // release frees what x holds; keep leaves the program attached, and the
