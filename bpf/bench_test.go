@@ -35,8 +35,14 @@ import (
 )
 
 // benchLB is a balancer with one VIP per family and protocol on a
-// 65537-slot table over 100 backends, in the FIB namespace.
+// 65537-slot table over 100 backends (odd indexes IPv4, even IPv6), in
+// the FIB namespace, with the next hops the control plane would write.
 func benchLB(b *testing.B, fwd l4.Forward) (*LB, *fibNet) {
+	return benchLBOn(b, fwd, func(s int) uint32 { return uint32(s%100 + 1) })
+}
+
+// benchLBOn is benchLB with slot s of every table naming backend slot(s).
+func benchLBOn(b *testing.B, fwd l4.Forward, slot func(s int) uint32) (*LB, *fibNet) {
 	lb := newTestLB(b, Options{ConntrackSize: 1 << 20, MaxVIPs: 16, MaxBackends: 256})
 	fn := newFibNet(b)
 	must(b, lb.SetSource(lbSrc4, lbSrc6))
@@ -49,11 +55,12 @@ func benchLB(b *testing.B, fwd l4.Forward) (*LB, *fibNet) {
 	}
 	table := make([]uint32, 65537)
 	for s := range table {
-		table[s] = uint32(s%100 + 1)
+		table[s] = slot(s)
 	}
 	for i, v := range vips {
 		addVIP(b, lb, v, uint32(i), fwd, l4.HashFiveTuple, table)
 	}
+	benchNextHops(b, lb, fn, 100)
 	return lb, fn
 }
 
@@ -243,6 +250,21 @@ func BenchmarkXDPLB(b *testing.B) {
 			enterNetns(b, fn.ns)
 			onceMedian(b, lb.objs.XdpLb, fn.lb0, func(i int) []byte { return withPort(ack, l3, v6, i) }, xdpTX, timer)
 		})
+		for _, be := range []struct {
+			name string
+			idx  uint32
+		}{{"be4", 1}, {"be6", 2}} {
+			b.Run(v.name+"/hit/ipip-"+be.name+"/once", func(b *testing.B) {
+				lb, fn := benchLBOn(b, l4.ForwardIPIP, func(int) uint32 { return be.idx })
+				enterNetns(b, fn.ns)
+				onceMedian(b, lb.objs.XdpLb, fn.lb0, func(int) []byte { return ack }, xdpTX, timer)
+			})
+			b.Run(v.name+"/new/ipip-"+be.name+"/once", func(b *testing.B) {
+				lb, fn := benchLBOn(b, l4.ForwardIPIP, func(int) uint32 { return be.idx })
+				enterNetns(b, fn.ns)
+				onceMedian(b, lb.objs.XdpLb, fn.lb0, func(i int) []byte { return withPort(ack, l3, v6, i) }, xdpTX, timer)
+			})
+		}
 		b.Run(v.name+"/not-vip/repeat", func(b *testing.B) {
 			lb, _ := benchLB(b, l4.ForwardL2)
 			other := append([]byte{}, ack...)

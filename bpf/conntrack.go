@@ -20,8 +20,9 @@ type FlowEntry struct {
 	Closing bool
 	// LastSeen is when the program last refreshed the entry, on the
 	// CLOCK_MONOTONIC scale of MonotonicNow. It comes from the coarse
-	// clock (a tick behind at most) and is refreshed at most once per
-	// second, so it lags the last packet by up to a second.
+	// clock (a tick behind at most) and is refreshed at most once every
+	// 64 jiffies (64 to 640 ms by the kernel's HZ), so it lags the last
+	// packet by up to that.
 	LastSeen time.Duration
 }
 
@@ -102,7 +103,7 @@ func (lb *LB) Flows(fn func(l4.Flow, FlowEntry) bool) error {
 // zeroes first; indices beyond its length are not counted) and returns
 // the total. A flow is live when it is not closing and was seen within
 // idle before now (MonotonicNow). Keep idle well above a second: entries
-// are refreshed at most once per second.
+// are refreshed at most once every 64 jiffies (up to 640 ms).
 func (lb *LB) FlowCounts(now, idle time.Duration, counts []uint64) (int, error) {
 	clear(counts)
 	cutoff := uint64(max(now-idle, 0))

@@ -51,13 +51,17 @@
 //	  missing or inactive                          XDP_DROP      drop_no_backend
 //	ipip, our source address of that family unset  XDP_DROP      drop_no_source
 //	ipip, FIB: no neighbour; l2: backend has no MAC XDP_DROP     drop_no_neigh
-//	ipip, FIB: encapsulated packet above the MTU   XDP_DROP      drop_too_big
+//	ipip, FIB or the backend's nexthops entry:
+//	  encapsulated packet above the MTU            XDP_DROP      drop_too_big
 //	ipip, FIB: anything else (no route, forwarding
 //	  disabled in the namespace)                   XDP_DROP      drop_fib
 //	bpf_xdp_adjust_head failed                     XDP_DROP      drop_encap
 //	nat, no free port among those probed           XDP_DROP      drop_nat_exhausted
 //	forwarded out of the ingress interface         XDP_TX        tx
 //	forwarded to another interface                 XDP_REDIRECT  redirect
+//
+// "FIB" rows apply to ipip packets whose backend has no valid nexthops
+// entry (see Forwarding).
 //
 // Every XDP_PASS leaves the frame byte for byte as it came.
 //
@@ -145,8 +149,10 @@
 // port, protocol) to a backend index:
 //
 //   - a hit on a backend that exists and is active keeps it (last_seen
-//     refreshed at most once a second, so busy flows do not keep writing
-//     the entry's cache line from several CPUs; FIN marks the flow
+//     refreshed at most once every 64 jiffies, 256 ms at HZ=250, decided
+//     by reading jiffies, not the clock; an ordinary hit writes nothing,
+//     so busy flows do not keep writing the entry's cache line from
+//     several CPUs; FIN marks the flow
 //     closing; RST deletes the entry after forwarding);
 //   - a hit on a backend that is gone or inactive is a miss;
 //   - a TCP SYN without ACK always takes the Maglev choice, rewriting an
@@ -183,9 +189,17 @@
 //
 // # Forwarding
 //
-// ipip asks bpf_fib_lookup (before moving any byte, with tot_len set to
-// the encapsulated size) for the next hop of the outer packet from our
-// source address (SetSource) to the backend; the outer header has TTL 64,
+// ipip sends the packet where the backend's nexthops entry says
+// (SetNextHop: the next hop's and the egress interface's MACs, the egress
+// interface, the path MTU and the outer source, written by the control
+// plane from the kernel's route and neighbour for the backend), with no
+// helper call; an outer packet above the entry's MTU is drop_too_big, as
+// the FIB would say. Without a valid entry (ClearNextHop, or never
+// written) it asks bpf_fib_lookup (before moving any byte, with tot_len
+// set to the encapsulated size) for the next hop of the outer packet from
+// our source address (SetSource) to the backend, and counts that in
+// nexthop_fib (NextHopFIB). SetBackend and DeleteBackend clear the entry
+// of an index whose address changes. The outer header has TTL 64,
 // no DF, id 0, the inner TOS / traffic class, a fresh checksum, protocol 4
 // or 41 by the inner family (so IPv4 VIPs may have IPv6 backends and the
 // reverse). A VLAN tag stays on the frame. The FIB never resolves

@@ -28,7 +28,8 @@
  *   VIP, no table / empty slot / no backend       XDP_DROP      drop_no_backend
  *   ipip, outer source of that family unset       XDP_DROP      drop_no_source
  *   ipip, FIB: neighbour unresolved; l2: no MAC   XDP_DROP      drop_no_neigh
- *   ipip, FIB: encapsulated size above MTU        XDP_TX        icmp_too_big
+ *   ipip, FIB or the backend's nexthops entry:
+ *     encapsulated size above the MTU             XDP_TX        icmp_too_big
  *     (the frame becomes ICMP frag needed / packet
  *     too big to the client, icmp_gen.h); an ICMP
  *     error, a short packet, over 1000/s          XDP_DROP      drop_too_big
@@ -38,6 +39,10 @@
  *   nat, NAT address of that family unset         XDP_DROP      drop_no_source
  *   forwarded out of the ingress interface        XDP_TX        tx
  *   forwarded to another interface                XDP_REDIRECT  redirect
+ *
+ * An ipip packet goes where its backend's nexthops entry says (MACs,
+ * egress, source, MTU: the control plane keeps it in step with routes and
+ * neighbours); without a valid entry it asks bpf_fib_lookup ("FIB" above).
  *
  * Every XDP_PASS leaves the frame byte for byte as it came: the kernel
  * handles it (a proxy-mode VIP may share the address, SSH must work).
@@ -134,7 +139,7 @@ static __always_inline __u32 balance_vip(struct xdp_md *ctx, struct packet *p, s
 		r = nat_forward(ctx, p, be, idx);
 	else if (be)
 		r = vip->forward == FORWARD_L2 ? forward_l2(ctx, be)
-					       : forward_ipip(ctx, p, be, vip->forward == FORWARD_GUE);
+					       : forward_ipip(ctx, p, be, idx, vip->forward == FORWARD_GUE);
 	account(p, vip->index, idx, r, new_flow);
 	if (p->icmp && is_forwarded(r))
 		count(COUNTER_ICMP_FORWARDED);

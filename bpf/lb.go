@@ -37,6 +37,7 @@ type LB struct {
 
 	capMu    sync.Mutex // the capture's VIP flag against SetVIP (capture.go)
 	captured *l4.VIPKey // the VIP a capture samples; nil: none
+	nhMu     sync.Mutex // a backend's address and its next hop change together (SetBackend, SetNextHop)
 
 	aclMu sync.Mutex
 	acls  map[uint32]*guard.ACL // VIP index -> the ACL whose networks the trie holds (nil: none); absent: unknown
@@ -68,7 +69,7 @@ func load(opts Options, version int) (*LB, error) {
 	if err := spec.LoadAndAssign(&lb.objs, &copts); err != nil {
 		return nil, loadError(err)
 	}
-	if lb.percpu, err = newPerCPU(int(spec.Maps[lbMapVipStats].ValueSize)); err != nil {
+	if lb.percpu, err = newPerCPU(int(max(spec.Maps[lbMapVipStats].ValueSize, spec.Maps[lbMapCounters].ValueSize))); err != nil {
 		lb.objs.Close()
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func sizeMaps(spec *ebpf.CollectionSpec, o Options) {
 	for _, m := range []string{lbMapVips, lbMapMaglev, lbMapVipStats, lbMapVipRates} {
 		spec.Maps[m].MaxEntries = o.MaxVIPs
 	}
-	for _, m := range []string{lbMapBackends, lbMapBackendStats} {
+	for _, m := range []string{lbMapBackends, lbMapBackendStats, lbMapNexthops} {
 		spec.Maps[m].MaxEntries = o.MaxBackends
 	}
 }

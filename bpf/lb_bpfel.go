@@ -142,6 +142,8 @@ type lbFlowState struct {
 	LastSeen uint64
 	Backend  uint32
 	Flags    uint32
+	Touched  uint32
+	Pad      uint32
 }
 
 type lbForward uint32
@@ -173,6 +175,12 @@ type lbLbConfig struct {
 	GuePort     uint16
 	EncapFlags  uint8
 	Pad         uint8
+}
+
+type lbLbCounters struct {
+	_          structs.HostLayout
+	Reason     [37]uint64
+	NexthopFib uint64
 }
 
 type lbNatConfig struct {
@@ -208,6 +216,16 @@ type lbNatReverse struct {
 	LastSeen uint64
 	Flags    uint32
 	Backend  uint32
+}
+
+type lbNexthop struct {
+	_       structs.HostLayout
+	Dmac    [6]uint8
+	Smac    [6]uint8
+	Ifindex uint32
+	Mtu     uint32
+	Valid   uint8
+	Pad     [3]uint8
 }
 
 type lbRateState struct {
@@ -287,6 +305,7 @@ const (
 	lbMapMaglev              = "maglev"
 	lbMapNatFlows            = "nat_flows"
 	lbMapNatReverse          = "nat_reverse"
+	lbMapNexthops            = "nexthops"
 	lbMapSynSources          = "syn_sources"
 	lbMapVipRates            = "vip_rates"
 	lbMapVipStats            = "vip_stats"
@@ -366,6 +385,7 @@ type lbMapSpecs struct {
 	Maglev         *ebpf.MapSpec `ebpf:"maglev"`
 	NatFlows       *ebpf.MapSpec `ebpf:"nat_flows"`
 	NatReverse     *ebpf.MapSpec `ebpf:"nat_reverse"`
+	Nexthops       *ebpf.MapSpec `ebpf:"nexthops"`
 	SynSources     *ebpf.MapSpec `ebpf:"syn_sources"`
 	VipRates       *ebpf.MapSpec `ebpf:"vip_rates"`
 	VipStats       *ebpf.MapSpec `ebpf:"vip_stats"`
@@ -421,6 +441,7 @@ type lbMaps struct {
 	Maglev         *ebpf.Map `ebpf:"maglev"`
 	NatFlows       *ebpf.Map `ebpf:"nat_flows"`
 	NatReverse     *ebpf.Map `ebpf:"nat_reverse"`
+	Nexthops       *ebpf.Map `ebpf:"nexthops"`
 	SynSources     *ebpf.Map `ebpf:"syn_sources"`
 	VipRates       *ebpf.Map `ebpf:"vip_rates"`
 	VipStats       *ebpf.Map `ebpf:"vip_stats"`
@@ -442,6 +463,7 @@ func (m *lbMaps) Close() error {
 		m.Maglev,
 		m.NatFlows,
 		m.NatReverse,
+		m.Nexthops,
 		m.SynSources,
 		m.VipRates,
 		m.VipStats,

@@ -243,7 +243,25 @@ func (lb *LB) SetBackend(i uint32, e BackendEntry) error {
 	if err != nil {
 		return fmt.Errorf("set backend %d: %w", i, err)
 	}
-	if err := lb.objs.Backends.Put(i, &b); err != nil {
+	return lb.putBackend(i, &b)
+}
+
+// putBackend writes backend index i; when its address changes, its next
+// hop (resolved for the old address) is cleared first, so no packet to
+// the new address follows the old one's.
+func (lb *LB) putBackend(i uint32, b *lbBackend) error {
+	lb.nhMu.Lock()
+	defer lb.nhMu.Unlock()
+	var old lbBackend
+	if err := lb.objs.Backends.Lookup(i, &old); err != nil {
+		return fmt.Errorf("set backend %d: %w", i, err)
+	}
+	if old.Addr != b.Addr || old.Family != b.Family {
+		if err := lb.clearNextHop(i); err != nil {
+			return fmt.Errorf("set backend %d: %w", i, err)
+		}
+	}
+	if err := lb.objs.Backends.Put(i, b); err != nil {
 		return fmt.Errorf("set backend %d: %w", i, err)
 	}
 	return nil
@@ -278,7 +296,7 @@ func (lb *LB) DeleteBackend(i uint32) error {
 	if err := lb.checkBackendIndex(i); err != nil {
 		return fmt.Errorf("delete backend: %w", err)
 	}
-	if err := lb.objs.Backends.Put(i, &lbBackend{}); err != nil {
+	if err := lb.putBackend(i, &lbBackend{}); err != nil {
 		return fmt.Errorf("delete backend %d: %w", i, err)
 	}
 	return nil

@@ -145,13 +145,11 @@ func (lb *LB) BackendStats(i uint32) (BackendStats, error) {
 
 // GlobalStats returns the global counters summed over CPUs.
 func (lb *LB) GlobalStats() (Counters, error) {
-	var c Counters
-	var v [1]uint64
-	for i := 1; i < NumCounters; i++ {
-		if err := lb.percpu.sum(lb.objs.Counters, uint32(i), v[:]); err != nil {
-			return c, fmt.Errorf("global stats: %w", err)
-		}
-		c[i] = v[0]
+	var v lbLbCounters
+	if err := sumInto(lb.percpu, lb.objs.Counters, 0, &v); err != nil {
+		return Counters{}, fmt.Errorf("global stats: %w", err)
 	}
+	c := Counters(v.Reason)
+	c[0] = 0 // COUNTER_NONE is never counted
 	return c, nil
 }

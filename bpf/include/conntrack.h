@@ -1,6 +1,7 @@
 /* conntrack.h: flow -> backend affinity and the Maglev choice for flows the
  * table does not (or must not) pin. Rules, after Katran and Cilium:
- *   hit, backend usable        -> keep it; refresh last_seen (at most 1/s);
+ *   hit, backend usable        -> keep it; refresh last_seen (at most
+ *                                 every CT_REFRESH_JIFFIES);
  *                                 FIN sets FLOW_FIN; RST deletes the entry
  *   hit, backend gone/inactive -> as a miss (COUNTER_CT_STALE)
  *   TCP SYN without ACK        -> Maglev choice, rewrites an entry in place
@@ -57,8 +58,11 @@ static __always_inline int is_syn(const struct packet *p)
 	       (p->tcp_flags & (TH_SYN | TH_ACK)) == TH_SYN;
 }
 
-/* ct_touch updates a live entry on a hit. */
-static __always_inline void ct_touch(struct flow_state *st, const struct packet *p, __u64 now)
+/* ct_touch updates a live entry on a hit. An ordinary hit writes nothing:
+ * FLOW_FIN is set once, and last_seen only when the entry's jiffies stamp
+ * is CT_REFRESH_JIFFIES old (bpf_jiffies64 is inlined: a load, no clock
+ * read). */
+static __always_inline void ct_touch(struct flow_state *st, const struct packet *p)
 {
 	if (p->tcp_flags & TH_RST) {
 		bpf_map_delete_elem(&conntrack, &p->flow);
@@ -67,8 +71,11 @@ static __always_inline void ct_touch(struct flow_state *st, const struct packet 
 	}
 	if ((p->tcp_flags & TH_FIN) && !(st->flags & FLOW_FIN))
 		st->flags |= FLOW_FIN;
-	if (now - st->last_seen >= CT_REFRESH_NS)
-		st->last_seen = now;
+	__u32 j = bpf_jiffies64();
+	if (j - st->touched >= CT_REFRESH_JIFFIES) {
+		st->touched = j;
+		st->last_seen = bpf_ktime_get_coarse_ns();
+	}
 }
 
 /* ct_insert pins a new flow to idx. */
@@ -76,6 +83,7 @@ static __always_inline void ct_insert(const struct packet *p, __u32 idx, __u64 n
 {
 	struct flow_state st = {
 		.last_seen = now,
+		.touched = bpf_jiffies64(),
 		.backend = idx,
 		.flags = (p->tcp_flags & TH_FIN) ? FLOW_FIN : 0,
 	};
@@ -104,7 +112,7 @@ static __always_inline struct backend *select_backend(const struct packet *p,
 		if (be) {
 			count(COUNTER_CT_HIT);
 			if (!p->icmp)
-				ct_touch(st, p, bpf_ktime_get_coarse_ns());
+				ct_touch(st, p);
 			return be;
 		}
 		count(COUNTER_CT_STALE);
@@ -125,6 +133,7 @@ static __always_inline struct backend *select_backend(const struct packet *p,
 		st->backend = *idx;
 		st->flags = 0;
 		st->last_seen = now;
+		st->touched = bpf_jiffies64();
 		count(COUNTER_CT_SYN);
 	} else if (new_flow_admitted(vip, now)) {
 		ct_insert(p, *idx, now);

@@ -71,10 +71,14 @@
 /* Outer header TTL / hop limit of encapsulated packets. */
 #define OUTER_TTL 64
 
-/* A conntrack hit rewrites last_seen only when it is older than this: one
- * store per flow per second instead of one per packet keeps the entry's
- * cache line shared across CPUs. Flow counting (bpf.LB.FlowCounts) must use
- * an idle cutoff well above it. */
+/* A conntrack hit rewrites last_seen only when its jiffies stamp is this
+ * many ticks old (64 ms at HZ=1000, 256 ms at HZ=250, 640 ms at HZ=100):
+ * an ordinary hit reads jiffies (inlined, no clock call) and writes
+ * nothing, which keeps the entry's cache line shared across CPUs. Flow
+ * counting (bpf.LB.FlowCounts) uses idle cutoffs of many seconds. */
+#define CT_REFRESH_JIFFIES 64
+
+/* NAT mappings (nat.h) refresh their last_seen at most once per this. */
 #define CT_REFRESH_NS 1000000000ULL
 
 /* Default map sizes; the Go loader always overrides them from Options. */

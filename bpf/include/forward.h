@@ -1,5 +1,6 @@
 /* forward.h: sending a packet to its backend, by IP-in-IP (or GUE, IP in
- * UDP) through the FIB or by MAC rewrite on the local segment. Each
+ * UDP) to the backend's next hop (the nexthops map, else the FIB) or by
+ * MAC rewrite on the local segment. Each
  * returns the final counter reason: COUNTER_TX, COUNTER_REDIRECT or a
  * COUNTER_DROP_*. */
 #ifndef L4LB_FORWARD_H
@@ -13,6 +14,7 @@
 #include "maps.h"
 #include "parse.h"
 #include "rss.h"
+#include "stats.h"
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -122,11 +124,41 @@ static __always_inline void *encap(struct xdp_md *ctx, const struct packet *p,
 		    : encap6(ctx, p, o->src, be->addr, ETH_HLEN);
 }
 
-/* forward_ipip encapsulates towards be (in IP, or with gue in UDP) and
- * sends it where the FIB says: back out of the ingress interface (XDP_TX)
- * or to another one. */
+/* outer_len is what the outer headers add for be. */
+static __always_inline __u32 outer_len(const struct backend *be, const struct outer *o)
+{
+	return (be->family == 4 ? IPV4_HLEN : IPV6_HLEN) + o->extra;
+}
+
+/* next_hop fills fib's MACs, egress and MTU from backend idx's nexthops
+ * entry, checking the outer size as bpf_fib_lookup would (FRAG_NEEDED ->
+ * COUNTER_DROP_TOO_BIG), or asks bpf_fib_lookup when the entry is not
+ * valid (counted in nexthop_fib). */
+static __always_inline __u32 next_hop(struct xdp_md *ctx, const struct packet *p,
+				      const struct backend *be, __u32 idx, const struct outer *o,
+				      struct bpf_fib_lookup *fib)
+{
+	struct nexthop *nh = bpf_map_lookup_elem(&nexthops, &idx);
+	if (nh && nh->valid) {
+		fib->mtu_result = nh->mtu;
+		if (p->l3_len + outer_len(be, o) > nh->mtu)
+			return COUNTER_DROP_TOO_BIG;
+		__builtin_memcpy(fib->dmac, nh->dmac, ETH_ALEN);
+		__builtin_memcpy(fib->smac, nh->smac, ETH_ALEN);
+		fib->ifindex = nh->ifindex;
+		return COUNTER_NONE;
+	}
+	struct lb_counters *c = global_counters();
+	if (c)
+		c->nexthop_fib++;
+	return fib_route(ctx, p, be, o, fib);
+}
+
+/* forward_ipip encapsulates towards backend idx (in IP, or with gue in
+ * UDP) and sends it to its next hop (next_hop): back out of the ingress
+ * interface (XDP_TX) or to another one. */
 static __always_inline __u32 forward_ipip(struct xdp_md *ctx, const struct packet *p,
-					  const struct backend *be, int gue)
+					  const struct backend *be, __u32 idx, int gue)
 {
 	__u32 zero = 0;
 	struct lb_config *cfg = bpf_map_lookup_elem(&config, &zero);
@@ -138,10 +170,9 @@ static __always_inline __u32 forward_ipip(struct xdp_md *ctx, const struct packe
 	__u32 r = outer_for(&o, p, be, cfg, gue);
 	if (r != COUNTER_NONE)
 		return r;
-	r = fib_route(ctx, p, be, &o, &fib);
+	r = next_hop(ctx, p, be, idx, &o, &fib);
 	if (r == COUNTER_DROP_TOO_BIG)
-		return answer_too_big(ctx, p, fib.mtu_result,
-				      (be->family == 4 ? IPV4_HLEN : IPV6_HLEN) + o.extra);
+		return answer_too_big(ctx, p, fib.mtu_result, outer_len(be, &o));
 	if (r != COUNTER_NONE)
 		return r;
 	struct ethhdr *eth = encap(ctx, p, be, &o);

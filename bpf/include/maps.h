@@ -77,13 +77,23 @@ struct {
 	__type(value, struct backend_counters);
 } backend_stats SEC(".maps");
 
-/* Global counters, indexed by enum counter. */
+/* Global counters: one record (struct lb_counters) at key 0. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, COUNTER_MAX);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct lb_counters);
 } counters SEC(".maps");
+
+/* Backend index -> its next hop for ipip, written by the control plane
+ * from routes and neighbours (struct nexthop); read on every ipip packet
+ * instead of bpf_fib_lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct nexthop);
+} nexthops SEC(".maps");
 
 /* Access lists of every VIP with one: (VIP index, client network) ->
  * allowed or denied; the longest match decides, as in l4/guard. */

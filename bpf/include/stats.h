@@ -10,12 +10,19 @@
 #define NEW_PINNED 1
 #define NEW_UNTRACKED 2
 
+/* global_counters is the CPU's record of global counters. */
+static __always_inline struct lb_counters *global_counters(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&counters, &zero);
+}
+
 /* count bumps a global counter. */
 static __always_inline void count(__u32 reason)
 {
-	__u64 *c = bpf_map_lookup_elem(&counters, &reason);
-	if (c)
-		*c += 1;
+	struct lb_counters *c = global_counters();
+	if (c && reason < COUNTER_MAX)
+		c->reason[reason] += 1;
 }
 
 /* is_forwarded says whether a final reason sent the packet on. */

@@ -106,9 +106,12 @@ struct flow_key {
 
 /* Value of the conntrack map. */
 struct flow_state {
-	__u64 last_seen;	/* bpf_ktime_get_coarse_ns (CLOCK_MONOTONIC, a tick coarse), refreshed at most once per CT_REFRESH_NS */
+	__u64 last_seen;	/* bpf_ktime_get_coarse_ns (CLOCK_MONOTONIC, a tick coarse), refreshed at most once per CT_REFRESH_JIFFIES */
 	__u32 backend;		/* index into backends */
 	__u32 flags;		/* enum flow_flag */
+	__u32 touched;		/* low 32 bits of jiffies at the last refresh of last_seen: a hit
+				 * compares them (one inlined load) instead of reading the clock */
+	__u32 pad;
 };
 
 enum flow_flag {
@@ -125,6 +128,22 @@ struct backend {
 
 enum backend_flag {
 	BACKEND_ACTIVE = 1,	/* may take flows; a conntrack hit on an inactive backend rehashes */
+};
+
+/* An entry of the nexthops array, indexed like backends: where an
+ * encapsulated packet to that backend goes, as the control plane read it
+ * from the kernel's route and neighbour for the backend. A valid entry
+ * spares the packet bpf_fib_lookup; without one (absent, or valid = 0 while
+ * the neighbour is unresolved) the packet takes bpf_fib_lookup, counted in
+ * lb_counters.nexthop_fib. The outer source comes from the config map on
+ * both paths. */
+struct nexthop {
+	__u8 dmac[6];	/* the next hop's MAC (the backend's, or its gateway's) */
+	__u8 smac[6];	/* the egress interface's MAC */
+	__u32 ifindex;	/* egress interface */
+	__u32 mtu;	/* path MTU: an outer packet above it is too big, as the FIB would say */
+	__u8 valid;	/* 1: use this entry; 0: ask bpf_fib_lookup */
+	__u8 pad[3];
 };
 
 /* The single entry of the config map: the balancer's own addresses, used
@@ -237,6 +256,13 @@ struct capture_record {
 	__u32 reason;		/* enum counter: the final verdict's reason */
 	__u32 action;		/* the XDP action returned (XDP_TX, XDP_DROP ...) */
 	__u8 data[256];		/* the frame's first cap_len bytes (CAPTURE_SNAP) */
+};
+
+/* The single entry of the counters per-CPU array: every global counter in
+ * one record, so a packet finds them with one lookup wherever it counts. */
+struct lb_counters {
+	__u64 reason[COUNTER_MAX];	/* indexed by enum counter */
+	__u64 nexthop_fib;		/* ipip packets routed by bpf_fib_lookup: no valid nexthops entry */
 };
 
 /* Value of nat_flows (keyed like conntrack, client -> VIP): the source a

@@ -1,7 +1,9 @@
 // Package netif is what the XDP control plane asks of the kernel over
 // netlink: interfaces (index, MTU, MAC, addresses, state), the route and
 // source address toward a backend, path MTUs, keeping backend next-hop
-// neighbours resolved, and the forwarding sysctls.
+// neighbours resolved, each backend's resolved next hop (NextHops, for the
+// XDP program's nexthops map), notice of route, neighbour and link changes
+// (Watch), and the forwarding sysctls.
 //
 // # Namespaces
 //

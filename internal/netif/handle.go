@@ -49,16 +49,22 @@ type Handle struct {
 	// requests the netlink package cannot express (a neighbour entry's
 	// NDA_PROTOCOL mark: neighproto.go).
 	raw map[int]*nl.SocketHandle
+	ns  netns.NsHandle // the namespace, for subscriptions (Watch)
 }
 
 // Open binds a Handle to the network namespace of the calling thread, as
 // it is at the time of the call.
 func Open() (*Handle, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	ns, err := netns.Get()
 	if err != nil {
+		return nil, fmt.Errorf("netns of the calling thread: %w", err)
+	}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		ns.Close()
 		return nil, fmt.Errorf("netlink handle: %w", err)
 	}
-	return newHandle(h, netns.None())
+	return newHandle(h, ns)
 }
 
 // OpenPath binds a Handle to the network namespace at path, such as
@@ -69,27 +75,29 @@ func OpenPath(path string) (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns %s: %w", path, err)
 	}
-	defer ns.Close()
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
+		ns.Close()
 		return nil, fmt.Errorf("netlink handle in %s: %w", path, err)
 	}
 	return newHandle(h, ns)
 }
 
-// newHandle wraps h, opening the raw socket in ns (netns.None(): the
-// calling thread's namespace).
+// newHandle wraps h, opening the raw socket in ns; the Handle keeps ns
+// (both are closed on failure).
 func newHandle(h *netlink.Handle, ns netns.NsHandle) (*Handle, error) {
 	if err := h.SetSocketTimeout(requestTimeout); err != nil {
 		h.Close()
+		ns.Close()
 		return nil, fmt.Errorf("netlink socket timeout: %w", err)
 	}
 	raw, err := openRaw(ns)
 	if err != nil {
 		h.Close()
+		ns.Close()
 		return nil, err
 	}
-	return &Handle{nl: h, raw: raw}, nil
+	return &Handle{nl: h, raw: raw, ns: ns}, nil
 }
 
 // openRaw opens a route-netlink socket in ns with the request timeout.
@@ -112,6 +120,7 @@ func (h *Handle) Close() {
 	for _, s := range h.raw {
 		s.Close()
 	}
+	h.ns.Close()
 }
 
 // dump retries fn while the kernel reports the dump as interrupted.

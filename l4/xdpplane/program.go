@@ -82,6 +82,9 @@ type Program struct {
 	done     chan struct{}
 	kick     chan struct{} // asks the loop to bring the neighbours in step now
 	probes   *probeTunnel  // nil: probes of xdp VIPs go to the backends' own addresses
+	// nhIndexes are the backend indexes whose nexthops entry the loop
+	// wrote (owned by the loop).
+	nhIndexes map[uint32]struct{}
 
 	// open is held (read) by every writer of the maps and taken (write)
 	// by shutdown, so that nothing writes to maps it has closed.
@@ -129,7 +132,8 @@ type Program struct {
 // failure leaves nothing attached.
 func Start(cfg Options, backends *IndexPool, log *zap.Logger) (_ *Program, err error) {
 	x := &Program{cfg: cfg, log: log.Named("xdp"), vips: NewIndexPool(xdpMaxVIPs - 1), backends: backends, planes: map[*Plane]struct{}{}, mtuChecked: map[netip.Addr]bool{},
-		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
+		counts: make([]uint64, MaxBackends+1), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		nhIndexes: map[uint32]struct{}{}}
 	if x.nl, err = netif.Open(); err != nil {
 		return nil, fmt.Errorf("xdp: netlink: %w", err)
 	}
@@ -336,15 +340,29 @@ func (x *Program) Interface() string { return x.Interfaces()[0] }
 
 // loop reads the flow table and checks neighbours until stop. It is the
 // only goroutine that uses the neighbours, so shutdown can close them.
+// Route, neighbour and link changes bring the backends' next hops in step
+// within changeSettle; the refresh every xdpRefresh is the safety net.
 func (x *Program) loop() {
 	defer close(x.done)
 	t := time.NewTicker(xdpRefresh)
 	defer t.Stop()
+	changes, err := x.nl.Watch(x.stop)
+	if err != nil {
+		x.log.Warn("xdp: not watching routes and neighbours: backends' next hops follow their changes only every refresh", zap.Duration("refresh", xdpRefresh), zap.Error(err))
+	}
+	var settle <-chan time.Time
 	for {
 		select {
 		case <-x.stop:
 			return
 		case <-x.kick:
+			x.syncBackends()
+		case <-changes:
+			if settle == nil {
+				settle = time.After(changeSettle)
+			}
+		case <-settle:
+			settle = nil
 			x.syncBackends()
 		case <-t.C:
 			x.refresh()
@@ -466,6 +484,7 @@ func (x *Program) syncBackends() {
 	if err := x.neigh.Ensure(addrs); err != nil {
 		x.log.Warn("xdp: some backend neighbours cannot be kept resolved (their packets are dropped as no_neigh until they are)", zap.Error(err))
 	}
+	x.syncNextHops(planes)
 	if x.sweep.CompareAndSwap(true, false) {
 		x.sweepNeighbors()
 	}
@@ -541,6 +560,9 @@ func (x *Program) Status() *plane.XDPStatus {
 					st.Counters[bpf.Counter(i).String()] = v
 				}
 			}
+		}
+		if n, err := x.lb.NextHopFIB(); err == nil && n != 0 {
+			st.Counters["nexthop_fib"] = n
 		}
 	})
 	x.mu.Lock()
