@@ -162,12 +162,8 @@ func runCost(t *testing.T, name string, spec Spec, addr func(int) netip.AddrPort
 
 // proberTimeWaits counts TIME_WAIT sockets whose remote port is in ports.
 func proberTimeWaits(t *testing.T, ports map[uint16]bool) int {
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(procNetTCP(t), "\n") {
 		fs := strings.Fields(line)
 		if len(fs) > 3 && fs[3] == "06" && ports[hexPort(fs[2])] {
 			n++

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,12 +20,7 @@ import (
 // (server side) or remote port (prober side) is port.
 func timeWaits(t *testing.T, port uint16) (server, prober int) {
 	t.Helper()
-	f, err := os.Open("/proc/net/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(strings.NewReader(procNetTCP(t)))
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		if len(fs) < 4 || fs[3] != "06" { // 06 = TIME_WAIT
@@ -38,6 +34,22 @@ func timeWaits(t *testing.T, port uint16) (server, prober int) {
 		}
 	}
 	return server, prober
+}
+
+// procNetTCP reads this thread's /proc/net/tcp. Not /proc/net/tcp: that is
+// /proc/self/net, the namespace of the process's main thread, which a
+// parallel test's goroutine may have locked and moved into a namespace
+// (a probe loop started with Netns.Enter); then it lists that namespace's
+// sockets and none of these.
+func procNetTCP(t *testing.T) string {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b, err := os.ReadFile("/proc/thread-self/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // hexPort reads the port of "0100007F:1F90".

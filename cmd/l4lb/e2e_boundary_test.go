@@ -313,7 +313,14 @@ func TestMySQLRebalanceAtBoundary(t *testing.T) {
 		return wait()
 	}
 
+	// The control: a rebalance cuts a session only when it lands inside
+	// one, which a busy machine may not give within one run; a few runs
+	// are bounded, and at least one cut is still required.
 	done, errs := run("plain", 3306)
+	for attempt := 1; attempt < 3 && len(errs) == 0; attempt++ {
+		t.Logf("app_protocol = none: run %d cut nothing (%d transactions); again", attempt, done)
+		done, errs = run("plain", 3306)
+	}
 	t.Logf("app_protocol = none: %d transactions committed, %d errors (first: %v)", done, len(errs), errors.Join(errs[:min(1, len(errs))]...))
 	if len(errs) == 0 {
 		t.Fatalf("app_protocol = none: %d transactions, no error; want rebalances to cut some", done)
