@@ -27,8 +27,8 @@ eval "$pkt" | tee -a "$raw" >&2
 report=$($GO run ./scripts/bench/xdpreport -cmd "scripts/bench-xdp.sh (REPS=$REPS BENCHTIME=$BENCHTIME), that is: $e2e; $pkt" <"$raw")
 echo "$report"
 if [ -n "$OUT" ]; then
-  # Keep the section scripts/bench-xdp-compare.sh writes (between its markers).
-  kept=$( [ -f "$OUT" ] && sed -n '/^<!-- bench-xdp-compare -->$/,/^<!-- \/bench-xdp-compare -->$/p' "$OUT" || true)
+  # Keep the section scripts/bench-xdp-compare.sh writes and the notes after it.
+  kept=$( [ -f "$OUT" ] && sed -n '/^<!-- bench-xdp-compare -->$/,$p' "$OUT" || true)
   printf '%s\n\nMachine: %s, %s CPUs, kernel %s, on %s.\n' "$report" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(nproc)" "$(uname -r)" "$(date -u +%Y-%m-%d)" >"$OUT"
   [ -z "$kept" ] || printf '\n%s\n' "$kept" >>"$OUT"
   echo "written to $OUT" >&2
