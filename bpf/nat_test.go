@@ -25,7 +25,7 @@ const natLo, natHi = 20000, 20009
 
 // newNATNet is a FIB namespace with routes to the test clients via a
 // router on lb0, and a balancer whose NAT addresses are lb0's.
-func newNATNet(t *testing.T, lo, hi uint16) (*LB, *fibNet, runner) {
+func newNATNet(t testing.TB, lo, hi uint16) (*LB, *fibNet, runner) {
 	t.Helper()
 	lb := newTestLB(t, testOptions)
 	fn := newFibNet(t)
@@ -45,7 +45,7 @@ func newNATNet(t *testing.T, lo, hi uint16) (*LB, *fibNet, runner) {
 }
 
 // natVIP adds v as a nat VIP whose only backend has v's family.
-func natVIP(t *testing.T, lb *LB, v l4.VIPKey, index uint32) netip.Addr {
+func natVIP(t testing.TB, lb *LB, v l4.VIPKey, index uint32) netip.Addr {
 	t.Helper()
 	be, idx := be4Near, uint32(1)
 	if v.Addr.Addr().Is6() {
