@@ -205,13 +205,21 @@ func isVIP(addr netip.Addr, port uint16, proto uint8) bool {
 	return false
 }
 
-// FuzzXDPDecap: always PASS; the frame is unchanged or exactly one outer
-// IPv4 (20 bytes) or IPv6 (40 bytes) header shorter behind the same MACs.
+// FuzzXDPDecap: always PASS; the frame is unchanged, or exactly one outer
+// IPv4 (20 bytes) or IPv6 (40 bytes) header shorter behind the same MACs,
+// or, with GUE on DefaultGUEPort, one outer header and its UDP header
+// (28 or 48 bytes) shorter.
 func FuzzXDPDecap(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
+	for _, v := range vips {
+		frame, ip := frameSpec{flow: flowTo(v), flags: thACK}.build()
+		f.Add(gueEncapsulated(frame, len(frame)-len(ip), len(ip), lbSrc4, be4Near, macNear, macLB, 50000))
+		f.Add(gueEncapsulated(frame, len(frame)-len(ip), len(ip), lbSrc6, be6Near, macNear, macLB, 50001))
+	}
 	objs := testDecap(f)
+	must(f, (&Decap{config: objs.DecapConfig}).SetGUEPort(DefaultGUEPort))
 	r := runner{prog: objs.XdpDecap}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 14 || len(in) > fuzzMaxFrame {
@@ -229,7 +237,7 @@ func FuzzXDPDecap(f *testing.F) {
 			if !bytes.Equal(out, in) {
 				t.Fatalf("frame changed without decapsulation\n in: %x\nout: %x", in, out)
 			}
-		case 20, 40:
+		case 20, 40, 28, 48:
 			hdr, l3 := len(in)-len(out), 14
 			if tpid := uint16(in[12])<<8 | uint16(in[13]); tpid == 0x8100 || tpid == 0x88a8 {
 				l3 = 18
@@ -237,7 +245,11 @@ func FuzzXDPDecap(f *testing.F) {
 			if !bytes.Equal(out[:l3-2], in[:l3-2]) || !bytes.Equal(out[l3:], in[l3+hdr:]) {
 				t.Fatalf("decapsulation changed more than the outer header\n in: %x\nout: %x", in, out)
 			}
-			checkDecapsulated(t, in[l3:], out[l3-2:], hdr)
+			if hdr == 28 || hdr == 48 {
+				checkGUEDecapsulated(t, in[l3:], out[l3-2:], hdr)
+			} else {
+				checkDecapsulated(t, in[l3:], out[l3-2:], hdr)
+			}
 		default:
 			t.Fatalf("length %d -> %d", len(in), len(out))
 		}
@@ -269,5 +281,31 @@ func checkDecapsulated(t *testing.T, outer, out []byte, hdr int) {
 	}
 	if etype := binary.BigEndian.Uint16(out); etype != want.etype {
 		t.Fatalf("EtherType %#04x after decapsulating protocol %d", etype, proto)
+	}
+}
+
+// checkGUEDecapsulated: a GUE strip removed an outer IPv4 (no options, not
+// a fragment) or IPv6 header carrying UDP to DefaultGUEPort whose length
+// covers the rest, and the EtherType names the inner packet's version.
+func checkGUEDecapsulated(t *testing.T, outer, out []byte, hdr int) {
+	t.Helper()
+	ipHdr := hdr - 8
+	switch {
+	case ipHdr == 20 && outer[0] == 0x45 && binary.BigEndian.Uint16(outer[6:])&0x3fff == 0 && outer[9] == 17:
+	case ipHdr == 40 && outer[0]>>4 == 6 && outer[6] == 17:
+	default:
+		t.Fatalf("stripped %d bytes of a header that is not outer IP + UDP: %x", hdr, outer[:hdr])
+	}
+	udp := outer[ipHdr:hdr]
+	if port := binary.BigEndian.Uint16(udp[2:]); port != DefaultGUEPort {
+		t.Fatalf("stripped UDP to port %d, not the GUE port", port)
+	}
+	inner := out[2:]
+	if len(inner) == 0 {
+		t.Fatalf("GUE strip left no inner packet")
+	}
+	want := map[uint8]uint16{4: 0x0800, 6: 0x86dd}[inner[0]>>4]
+	if etype := binary.BigEndian.Uint16(out); want == 0 || etype != want {
+		t.Fatalf("EtherType %#04x after decapsulating GUE carrying version %d", etype, inner[0]>>4)
 	}
 }
