@@ -76,6 +76,10 @@ type Global struct {
 	// that sleeps waits for the hypervisor to wake its vCPU, tens of
 	// microseconds per event (HAProxy's busy-polling answers the same).
 	BusyPoll time.Duration
+	// KernelForwarding: whether established proxied TCP connections are
+	// forwarded inside the kernel (sockmap) by default; a VIP may say
+	// otherwise (kernel_forwarding).
+	KernelForwarding l4.KernelFwd
 	// Resolvers are the DNS servers that named backends are looked up
 	// at, in order; empty (default) = the nameservers of /etc/resolv.conf.
 	// A file value without a port means port 53.
@@ -163,6 +167,10 @@ type VIP struct {
 	// AppProtocol is the application protocol the VIP carries, whose
 	// framing l4lb may read as bytes pass (app_protocol).
 	AppProtocol l4.AppProtocol
+	// KernelForwarding is the VIP's kernel_forwarding, resolved at load:
+	// a VIP that says global (the default) holds [global]'s value, so a
+	// change there is a change of each such VIP.
+	KernelForwarding l4.KernelFwd
 	// QueueTimeout is how long a new connection waits when every backend
 	// is at its max_conns ([[vip.backend]]): it holds its VIP max_conns
 	// slot, is served in arrival order when a backend frees a slot, and

@@ -30,6 +30,9 @@ func buildVIP(p *problems, i int, own, def rawTable, c *Config) VIP {
 		checkNATVIP(l, &v, c.XDP)
 	}
 	warnVIP(l, &v, c)
+	if v.KernelForwarding == l4.KernelFwdGlobal {
+		v.KernelForwarding = c.Global.KernelForwarding
+	}
 	return v
 }
 

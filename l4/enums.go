@@ -476,3 +476,25 @@ func (f LogFormat) String() string { return enumName(f, "log_format", logFormatN
 
 // LogFormatNames lists the formats as the config names them.
 func LogFormatNames() []string { return logFormatNames[:] }
+
+// KernelFwd is whether established proxied TCP connections are forwarded
+// inside the kernel (sockmap; kernel_forwarding).
+type KernelFwd uint8
+
+// Kernel forwarding settings. A VIP's global takes [global]'s.
+const (
+	KernelFwdOff    KernelFwd = iota // splice and copy in l4lb's loops
+	KernelFwdAuto                    // in the kernel when the program loads and the connection allows it
+	KernelFwdGlobal                  // a VIP: as [global] says
+)
+
+var kernelFwdNames = [...]string{KernelFwdOff: "off", KernelFwdAuto: "auto", KernelFwdGlobal: "global"}
+
+func (k KernelFwd) String() string { return enumName(k, "kernel_forwarding", kernelFwdNames[:]) }
+
+// KernelFwdNames lists a VIP's kernel_forwarding values as the config
+// names them; GlobalKernelFwdNames those of [global] (no "global").
+func KernelFwdNames() []string { return kernelFwdNames[:] }
+
+// GlobalKernelFwdNames lists [global]'s kernel_forwarding values.
+func GlobalKernelFwdNames() []string { return kernelFwdNames[:KernelFwdGlobal] }

@@ -20,10 +20,12 @@ var rules = map[string][]string{
 	"l4/pgstartup": {mod, "net", "go.uber.org/zap"},
 	"l4/appframe":  {mod, "net", "go.uber.org/zap"},
 	"l4/proxyhdr":  {mod, "net", "go.uber.org/zap"},
-	"conntrack":    {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
-	"health":       {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
-	"l4/snapshot":  {mod + "config", mod + "health", mod + "l4/proxy", "net"},
-	"l4/proxy":     {mod + "config", mod + "health", mod + "bpf", mod + "l4/xdpplane", mod + "l4/reconcile"},
+	// The kernel-forwarding program and its maps: sockets in, counts out.
+	"l4/sockfwd":  {mod, "go.uber.org/zap"},
+	"conntrack":   {mod + "config", mod + "l4/proxy", mod + "l4/balance", mod + "health", "go.uber.org/zap"},
+	"health":      {mod + "config", mod + "l4/balance", mod + "l4/snapshot", mod + "l4/proxy", "go.uber.org/zap"},
+	"l4/snapshot": {mod + "config", mod + "health", mod + "l4/proxy", "net"},
+	"l4/proxy":    {mod + "config", mod + "health", mod + "bpf", mod + "l4/xdpplane", mod + "l4/reconcile"},
 	// The data-plane contract: no plane, no config, no sockets, no logs.
 	"l4/plane": {mod + "config", mod + "health", mod + "bpf", mod + "conntrack", mod + "internal", mod + "l4/proxy", mod + "l4/xdpplane", mod + "l4/reconcile", "net", "go.uber.org/zap"},
 	// The XDP control half reads its own options, never the config.
@@ -61,7 +63,8 @@ var allowedProject = map[string][]string{
 	"l4/proxyhdr":      {},
 	"health":           {"l4", "l4/proxyhdr"},
 	"l4/snapshot":      {"l4", "l4/balance"},
-	"l4/proxy":         {"l4", "l4/snapshot", "l4/balance", "l4/guard", "l4/sni", "l4/pgstartup", "l4/appframe", "l4/proxyhdr", "conntrack", "l4/plane"},
+	"l4/proxy":         {"l4", "l4/snapshot", "l4/balance", "l4/guard", "l4/sni", "l4/pgstartup", "l4/appframe", "l4/proxyhdr", "conntrack", "l4/plane", "l4/sockfwd"},
+	"l4/sockfwd":       {},
 	"l4/plane":         {"l4", "l4/snapshot", "l4/balance"},                                                               // l4/balance through l4/snapshot
 	"l4/xdpplane":      {"l4", "l4/plane", "l4/balance", "l4/snapshot", "l4/guard", "bpf", "internal/netif", "conntrack"}, // conntrack through bpf
 	"internal/names":   {"config", "l4", "l4/plane", "l4/snapshot", "l4/balance", "internal/resolve"},

@@ -10,6 +10,8 @@ type Status struct {
 	Process ProcessStatus `json:"process"` // filled by the process that serves the status
 	Config  string        `json:"config"`
 	Pipes   PipeStatus    `json:"pipes"`
+	// Kernel is the proxy's kernel forwarding (kernel_forwarding).
+	Kernel KernelStatus `json:"kernel_forwarding"`
 	// Workers holds, per event loop, the TCP connections and UDP sessions
 	// it owns.
 	Workers []WorkerStatus `json:"workers"`
@@ -89,6 +91,16 @@ type PipeStatus struct {
 	Open int64 `json:"open"` // pipes with open descriptors, lent or pooled
 	Lent int64 `json:"lent"` // pipes moving a chunk right now
 	Max  int   `json:"max"`  // cap on open pipes; 0 = none
+}
+
+// KernelStatus is the proxy's kernel forwarding: the program's state and
+// the TCP connections on each path.
+type KernelStatus struct {
+	State     string `json:"state"`      // loaded | not loaded (no connection asked yet) | unavailable: why
+	Conns     int64  `json:"conns"`      // connections forwarded in the kernel now
+	UserConns int64  `json:"user_conns"` // connections (and connects) in l4lb's loops now: splice and copy
+	Total     uint64 `json:"total"`      // connections ever moved into the kernel
+	Failed    uint64 `json:"failed"`     // connections that asked and stayed in user space: the map refused them
 }
 
 // XDPStatus describes the XDP program.

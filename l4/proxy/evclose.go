@@ -121,6 +121,9 @@ func (s *TCPService) closeCandidates(l *loop, b *l4.Backend, n int) []closeCandi
 		if c.svc != s || c.chosen != b || c.state != evOpen || (c.app != nil && c.app.asked) {
 			continue
 		}
+		if c.kernel {
+			c.kernSync(l) // its last activity is the program's
+		}
 		busy := now-c.lastActive() < int64(quietFor) || c.up.pending > 0 || c.down.pending > 0 ||
 			(c.app != nil && !c.app.t.Idle()) // mid-transaction or mid-frame: its close would wait
 		out = append(out, closeCandidate{c: c, gen: c.gen, l: l, busy: busy, since: c.times.dialAt})
@@ -150,6 +153,10 @@ func (c *evConn) startClose(l *loop, how CloseHow) {
 	}
 	c.state = evClosing
 	l.after(c.closeWait(), c, c.gen<<2|timerLinger)
+	if c.kernel {
+		c.kernFlush(l)
+		return
+	}
 	c.pumpClosing(l)
 }
 

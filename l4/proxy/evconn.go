@@ -97,10 +97,11 @@ type evConn struct {
 	times  connTimes
 	in     connSets
 
-	fin   l4.EndReason // whose FIN came first: the end of a connection closed both ways (its log line)
-	stays bool         // an upgrade's new process did not take it: it ends here
-	app   *appConn     // app_protocol VIPs: the server stream's tracker, a close asked (evboundary.go); nil = none
-	freed *freeRecord  // where it was freed (l4lbpoison builds only)
+	fin    l4.EndReason // whose FIN came first: the end of a connection closed both ways (its log line)
+	stays  bool         // an upgrade's new process did not take it: it ends here
+	kernel bool         // forwarded in the kernel: its state is its loop's kern entry (evkernel.go)
+	app    *appConn     // app_protocol VIPs: the server stream's tracker, a close asked (evboundary.go); nil = none
+	freed  *freeRecord  // where it was freed (l4lbpoison builds only)
 }
 
 // connPick is how a connection chooses its backend: what it picks from
@@ -377,6 +378,10 @@ func (c *evConn) onTimer(l *loop, gen uint32) {
 	c.mustLive()
 	switch gen & 3 {
 	case timerKeepAlive:
+		if c.kernel {
+			c.kernTimer(l)
+			return
+		}
 		if c.state == evOpen && c.backendSock.fd >= 0 {
 			setKeepAliveFD(c.backendSock.fd, c.st.KeepAlive, false)
 		}
@@ -603,6 +608,10 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 			c.finish(l, false, false, l4.EndClientReset) // gave up waiting; bytes and a FIN wait for the backend
 		}
 	case evOpen, evClosing:
+		if c.kernel {
+			c.kernEvent(l, sk, events)
+			return
+		}
 		if events&unix.EPOLLERR != 0 {
 			c.failed(l, &sk.reg) // a reset: the other side learns by one too
 			return
@@ -615,6 +624,10 @@ func (c *evConn) onEvent(l *loop, backend bool, events uint32) {
 // that used its turn with more to move goes on the loop's again list.
 func (c *evConn) pump(l *loop) {
 	c.mustLive()
+	if c.kernel {
+		c.kernFlush(l)
+		return
+	}
 	if c.state == evClosing {
 		c.pumpClosing(l)
 		return
@@ -629,6 +642,9 @@ func (c *evConn) pump(l *loop) {
 	if more && c.state == evOpen && !c.queued {
 		c.queued = true
 		l.again = append(l.again, againEntry{t: c, gen: c.gen})
+	}
+	if !more && c.st.KernelForward && c.kernelReady() {
+		c.toKernel(l)
 	}
 }
 
@@ -969,6 +985,9 @@ func (c *evConn) idleCheck(l *loop) {
 	if c.state != evOpen {
 		return
 	}
+	if c.kernel {
+		c.kernSync(l)
+	}
 	quiet := l.now() - c.lastActive()
 	if quiet < c.times.idle {
 		l.after(time.Duration(c.times.idle-quiet), c, c.gen<<2|timerIdle)
@@ -1000,6 +1019,9 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 		why = l4.EndRebalance // whatever ends it, a rebalance began to close it
 	}
 	l.putApp(c)
+	if c.kernel {
+		c.kernEnd(l)
+	}
 	c.state = evClosed
 	c.closeSock(l, &c.clientSock, resetClient)
 	c.closeSock(l, &c.backendSock, resetBackend)

@@ -141,6 +141,7 @@ type loop struct {
 	conns    map[*evConn]struct{}
 	waiting  map[*evConn]struct{}
 	handing  []handingConn
+	kern     map[*evConn]*kernConn // connections forwarded in the kernel (evkernel.go)
 	free     loopFree
 	gen      uint32 // the last generation handed out (nextGen)
 	stopping bool
@@ -244,7 +245,7 @@ func newLoop(id int, pipes *PipePool, base time.Time) (*loop, error) {
 		timers:  timerQueue{compactAt: minCompactTimers},
 		scratch: loopScratch{buf: make([]byte, copyChunk)},
 		pipes:   pipeCache{pool: pipes, shard: pipes.nextShard()},
-		conns:   map[*evConn]struct{}{}, waiting: map[*evConn]struct{}{}}
+		conns:   map[*evConn]struct{}{}, waiting: map[*evConn]struct{}{}, kern: map[*evConn]*kernConn{}}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -1}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &ev); err != nil {
 		l.release()
@@ -453,6 +454,17 @@ func (l *loop) add(fd int, events uint32, h handler) (reg, error) {
 	}
 	l.slots.handlers[slot] = h
 	return reg{fd: fd, slot: slot, events: events}, nil
+}
+
+// modify changes the events r is registered for (same slot, same
+// generation).
+func (l *loop) modify(r *reg, events uint32) error {
+	ev := unix.EpollEvent{Events: events, Fd: r.slot, Pad: int32(l.slots.gens[r.slot])}
+	if err := epollCtl(l.epfd, unix.EPOLL_CTL_MOD, r.fd, &ev); err != nil {
+		return err
+	}
+	r.events = events
+	return nil
 }
 
 // forget frees r's slot; closing the descriptor takes it out of the epoll

@@ -165,7 +165,7 @@ func DetachConns(svcs []*TCPService, flush time.Duration, pipes bool, emit func(
 // returns those ready and how many still hold bytes to flush.
 func (l *loop) detachPass(want map[*TCPService]bool, pipes bool) ([]*DetachedConn, int) {
 	for c := range l.conns {
-		if want[c.svc] && c.state == evOpen && !c.stays {
+		if want[c.svc] && c.state == evOpen && !c.stays && !c.kernel { // kernel-forwarded ones stay here (evkernel.go)
 			held := c.up.pending > 0 || c.down.pending > 0
 			delete(l.conns, c)
 			c.state = evHanding

@@ -26,6 +26,7 @@ type Planes struct {
 	pipes  *PipePool
 	loops  *Loops      // nil: they could not start (NewTCP and NewUDP then fail)
 	budget *ConnBudget // nil = no process-wide cap
+	kernel *KernelFwd  // kernel forwarding, loaded when a connection first asks
 	self   Listeners
 }
 
@@ -42,7 +43,7 @@ type PlanesOptions struct {
 // NewPlanes starts the event loops. If they cannot start, it logs why
 // and every plane it opens fails; the XDP planes are not affected.
 func NewPlanes(o PlanesOptions, log *zap.Logger) *Planes {
-	ps := &Planes{log: log, pipes: NewPipePool(o.PipeSize)}
+	ps := &Planes{log: log, pipes: NewPipePool(o.PipeSize), kernel: NewKernelFwd(log)}
 	if o.MaxConns > 0 {
 		ps.budget = NewConnBudget(o.MaxConns)
 	}
@@ -72,9 +73,12 @@ func (ps *Planes) FillStatus(s *plane.Status) {
 	if ps.loops != nil {
 		sessions := ps.loops.Sessions()
 		s.BusyPoll = ps.loops.BusyPoll()
+		var live int64
 		for i, n := range ps.loops.Conns() {
 			s.Workers = append(s.Workers, plane.WorkerStatus{Conns: n, UDPSessions: sessions[i]})
+			live += n
 		}
+		ps.kernel.fillStatus(s, live)
 	}
 }
 
@@ -83,6 +87,7 @@ func (ps *Planes) Close() {
 	if ps.loops != nil {
 		ps.loops.Close()
 	}
+	ps.kernel.Close()
 	ps.pipes.Close()
 }
 

@@ -57,7 +57,7 @@ func (ps *Planes) NewTCP(v PlaneVIP, s TCPPlaneSettings) (*TCPPlane, error) {
 	}
 	svc, err := NewTCPService(TCPConfig{
 		Listener: ln, Snapshots: v.Snapshots, Pipes: ps.pipes, Settings: st,
-		Log: v.Log, Observer: v.Observer, Budget: ps.budget, Self: &ps.self, Loops: ps.loops,
+		Log: v.Log, Observer: v.Observer, Budget: ps.budget, Self: &ps.self, Loops: ps.loops, Kernel: ps.kernel,
 	})
 	if err != nil {
 		ln.Close()

@@ -66,6 +66,10 @@ type Settings struct {
 	// connections wait this long for a byte back, none answering since,
 	// is reported degraded to a plane.StallObserver; 0 = off (no watch).
 	StallTimeout time.Duration
+	// KernelForward moves an established connection into the kernel
+	// (TCPConfig.Kernel) once nothing it read waits, when it needs no
+	// byte in user space (no AppProtocol, no StallTimeout).
+	KernelForward bool
 	// queuePoll overrides how often a waiting connection looks for room
 	// itself (0 = queuePoll): tests turn it off to prove that the wake-ups
 	// on release and publish are what serve the queue.
@@ -218,6 +222,7 @@ type TCPService struct {
 	budget          *ConnBudget    // process-wide; nil = none
 	self            *Listeners     // process-wide; nil = none
 	ev              *evService     // the listener and connections on the event loops
+	kernel          *KernelFwd     // process-wide; nil = none
 	wildcard        bool           // listening on 0.0.0.0 or ::: each connection's VIP address is read from its socket
 	stop            closer         // closed by Close: ends Serve
 	Stats           ServiceStats
@@ -256,6 +261,8 @@ type TCPConfig struct {
 	Self *Listeners
 	// Loops run the service's connections (required).
 	Loops *Loops
+	// Kernel is the process's kernel forwarding; nil = none.
+	Kernel *KernelFwd
 }
 
 // NewTCPService makes a service that takes the listener over; Serve
@@ -281,7 +288,7 @@ func NewTCPService(cfg TCPConfig) (*TCPService, error) {
 	s.logs.lines.lost = &s.Stats.ConnLogDropped
 	s.logs.accept.every = 5 * time.Second
 	s.logs.limit.every = 5 * time.Second
-	s.budget, s.self = cfg.Budget, cfg.Self
+	s.budget, s.self, s.kernel = cfg.Budget, cfg.Self, cfg.Kernel
 	s.wildcard = s.key.Addr.Addr().IsUnspecified()
 	ev, err := newEvService(s, cfg.Loops)
 	if err != nil {

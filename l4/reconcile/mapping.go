@@ -29,6 +29,7 @@ func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 		QueueTimeout:     vc.QueueTimeout,
 		FailoverHold:     vc.FailoverHold,
 		StallTimeout:     vc.StallTimeout,
+		KernelForward:    vc.KernelForwarding == l4.KernelFwdAuto,
 
 		AffinityTimeout: vc.AffinityTimeout,
 		// Only least_time with the connect metric uses the proxy's own

@@ -25,6 +25,7 @@ type fwdConnDir struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	fwdMapConns     = "conns"
+	fwdMapPeers     = "peers"
 	fwdMapSocks     = "socks"
 	fwdProgSkSkbFwd = "sk_skb_fwd"
 )
@@ -79,6 +80,7 @@ type fwdProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type fwdMapSpecs struct {
 	Conns *ebpf.MapSpec `ebpf:"conns"`
+	Peers *ebpf.MapSpec `ebpf:"peers"`
 	Socks *ebpf.MapSpec `ebpf:"socks"`
 }
 
@@ -109,12 +111,14 @@ func (o *fwdObjects) Close() error {
 // It can be passed to loadFwdObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fwdMaps struct {
 	Conns *ebpf.Map `ebpf:"conns"`
+	Peers *ebpf.Map `ebpf:"peers"`
 	Socks *ebpf.Map `ebpf:"socks"`
 }
 
 func (m *fwdMaps) Close() error {
 	return _FwdClose(
 		m.Conns,
+		m.Peers,
 		m.Socks,
 	)
 }

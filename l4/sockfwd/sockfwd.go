@@ -95,15 +95,16 @@ func (f *Forwarder) Add(a, b int) (Pair, error) {
 		f.Remove(p)
 		return p, fmt.Errorf("conns: %w", err)
 	}
-	// The peer first: an skb on a socket already in the map must find
-	// its peer there.
-	if err = f.objs.Socks.Put(p.B, uint32(b)); err != nil {
-		f.Remove(p)
-		return p, fmt.Errorf("socks: %w", err)
-	}
-	if err = f.objs.Socks.Put(p.A, uint32(a)); err != nil {
-		f.Remove(p)
-		return p, fmt.Errorf("socks: %w", err)
+	// Both into peers first: once a socket is in socks its skbs are
+	// redirected, and a redirect to a socket not (yet) in peers drops.
+	for _, m := range [2]*ebpf.Map{f.objs.Peers, f.objs.Socks} {
+		if err = m.Put(p.A, uint32(a)); err == nil {
+			err = m.Put(p.B, uint32(b))
+		}
+		if err != nil {
+			f.Remove(p)
+			return p, fmt.Errorf("%s: %w", m, err)
+		}
 	}
 	kick(a)
 	kick(b)
@@ -115,11 +116,12 @@ func (f *Forwarder) Add(a, b int) (Pair, error) {
 // for the next skb (tcp_set_rcvlowat calls tcp_data_ready).
 func kick(fd int) { _ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, 1) }
 
-// Remove takes p's sockets out of both maps (closing a socket takes it
-// out of socks by itself; conns needs Remove).
+// Remove takes p's sockets out of the maps (closing a socket takes it
+// out of socks and peers by itself; conns needs Remove).
 func (f *Forwarder) Remove(p Pair) {
 	for _, c := range [2]uint64{p.A, p.B} {
 		_ = f.objs.Socks.Delete(c)
+		_ = f.objs.Peers.Delete(c)
 		_ = f.objs.Conns.Delete(c)
 	}
 }

@@ -110,4 +110,3 @@ func TestForwardBothWays(t *testing.T) {
 		t.Fatal("still in conns after Remove")
 	}
 }
-
