@@ -110,3 +110,33 @@ func TestForwardBothWays(t *testing.T) {
 		t.Fatal("still in conns after Remove")
 	}
 }
+
+// TestStoppedReaderUnbounded holds the limitation docs/design.md states
+// ("Kernel forwarding", what the kernel does not do): with egress
+// redirect, skbs for a peer whose send buffer is full wait in its psock
+// queue, uncharged to any socket, and the sender's window stays open, so
+// a peer that stops reading lets the other side queue far more than any
+// socket buffer. When a kernel bounds that queue this test fails: then
+// the docs (and kernel_forwarding's default) can change.
+func TestStoppedReaderUnbounded(t *testing.T) {
+	f := load(t)
+	_, a := pair(t) // the client end reads nothing
+	server, b := pair(t)
+	if _, err := f.Add(a, b); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	server.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	total := 0
+	for total < 128<<20 {
+		n, err := server.Write(buf)
+		total += n
+		if err != nil {
+			break
+		}
+	}
+	t.Logf("the sender wrote %d MiB while the receiver read nothing", total>>20)
+	if total < 128<<20 {
+		t.Fatalf("the kernel stopped the sender after %d MiB: the psock queue is bounded now; update docs/design.md", total>>20)
+	}
+}
