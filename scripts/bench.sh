@@ -4,7 +4,8 @@
 # up to six paths measured in interleaved rounds: direct (kernel forwarding,
 # no balancer), l4lb, l4lb-log (the same l4lb with log_connections = true on
 # every VIP and log_level = "info", its stderr to a file; it runs T2 only: the
-# cost of the per-connection log), l4lb-poll (opt-in: the same l4lb with
+# cost of the per-connection log), l4lb-kern (opt-in: the same l4lb with
+# [global] kernel_forwarding = "auto"), l4lb-poll (opt-in: the same l4lb with
 # busy_poll = BUSY_POLL), l4lb-alt (opt-in: another build of l4lb, ALT_BIN,
 # with l4lb's config: two builds side by side in one run), iocopy (a plain
 # io.Copy Go proxy, the naive
@@ -527,6 +528,8 @@ TOML
   write_log_config
   sed "s/^drain_timeout = .*/&\nbusy_poll = \"$BUSY_POLL\"/" "$RUN/l4lb.toml" >"$RUN/l4lb-poll.toml"
   inns $LB bin/l4lb check --config "$RUN/l4lb-poll.toml" >&2
+  sed "s/^drain_timeout = .*/&\nkernel_forwarding = \"auto\"/" "$RUN/l4lb.toml" >"$RUN/l4lb-kern.toml"
+  inns $LB bin/l4lb check --config "$RUN/l4lb-kern.toml" >&2
   cp "$RUN/l4lb.toml" "$RUN/l4lb-alt.toml"
 }
 
@@ -573,7 +576,7 @@ lb_start() {
     LBPID=0
     return
     ;;
-  l4lb | l4lb-log | l4lb-poll | l4lb-alt)
+  l4lb | l4lb-log | l4lb-poll | l4lb-kern | l4lb-alt)
     rm -f "$RUN/admin.sock"
     local bin=bin/l4lb
     [ "$path" != l4lb-alt ] || bin=$RUN/alt/l4lb
@@ -615,7 +618,7 @@ lb_start() {
 serves_udp() {
   case $1 in
   direct | nginx) return 0 ;;
-  l4lb | l4lb-poll | l4lb-alt) [ $UDP = 1 ] ;;
+  l4lb | l4lb-poll | l4lb-kern | l4lb-alt) [ $UDP = 1 ] ;;
   *) return 1 ;;
   esac
 }
@@ -745,7 +748,7 @@ paths_gate() {
   local path kept=""
   for path in $PATHS; do
     case $path in
-    direct | l4lb | l4lb-poll | iocopy) ;;
+    direct | l4lb | l4lb-poll | l4lb-kern | iocopy) ;;
     l4lb-log)
       if ! wants T2; then
         echo "PATHS: l4lb-log measures T2 only, which WORKLOADS leaves out; left out" >&2
@@ -762,7 +765,7 @@ paths_gate() {
       ;;
     haproxy | nginx) peer_check "$path" >&2 || continue ;;
     *)
-      echo "PATHS: unknown path $path (known: direct l4lb l4lb-log l4lb-poll l4lb-alt iocopy $PEERS)" >&2
+      echo "PATHS: unknown path $path (known: direct l4lb l4lb-log l4lb-poll l4lb-kern l4lb-alt iocopy $PEERS)" >&2
       exit 1
       ;;
     esac

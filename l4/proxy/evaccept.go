@@ -24,12 +24,13 @@ const acceptBatch = 16
 
 // evService is the event-loop side of a TCPService.
 type evService struct {
-	loops *Loops
-	fd    int             // the listener's descriptor (a dup, owned here)
-	regs  []reg           // the listener's registration, per loop
-	pause []int64         // per loop: accepting paused until then (loop clock), after a failure
-	back  []time.Duration // per loop: the next accept-failure pause
-	live  atomic.Int64    // connections open (proxying)
+	loops  *Loops
+	kernel *KernelFwd      // process-wide kernel forwarding; nil = none
+	fd     int             // the listener's descriptor (a dup, owned here)
+	regs   []reg           // the listener's registration, per loop
+	pause  []int64         // per loop: accepting paused until then (loop clock), after a failure
+	back   []time.Duration // per loop: the next accept-failure pause
+	live   atomic.Int64    // connections open (proxying)
 	// refuse: the final reset of a drain runs; connections that finish
 	// their connect now are ended at once.
 	refuse atomic.Bool

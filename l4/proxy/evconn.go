@@ -643,7 +643,7 @@ func (c *evConn) pump(l *loop) {
 		c.queued = true
 		l.again = append(l.again, againEntry{t: c, gen: c.gen})
 	}
-	if !more && c.st.KernelForward && c.kernelReady() {
+	if !more && c.state == evOpen && c.st.KernelForward && c.kernelReady() {
 		c.toKernel(l)
 	}
 }

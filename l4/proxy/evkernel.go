@@ -101,7 +101,7 @@ type kernConn struct {
 // request clock).
 func (c *evConn) kernelReady() bool {
 	c.mustLive()
-	return c.st.KernelForward && c.svc.kernel != nil && c.state == evOpen && !c.kernel &&
+	return c.st.KernelForward && c.svc.ev.kernel != nil && c.state == evOpen && !c.kernel &&
 		c.app == nil && c.st.AppProtocol == l4.AppNone && c.st.StallTimeout == 0 &&
 		c.up.pending == 0 && c.down.pending == 0 && !c.up.eof && !c.down.eof
 }
@@ -110,7 +110,7 @@ func (c *evConn) kernelReady() bool {
 // before the sockets are in, c goes on in user space.
 func (c *evConn) toKernel(l *loop) {
 	c.mustLive()
-	k := c.svc.kernel
+	k := c.svc.ev.kernel
 	f := k.forwarder()
 	if f == nil {
 		return
@@ -284,7 +284,7 @@ func (c *evConn) kernEnd(l *loop) {
 	kc.f.Remove(kc.pair)
 	delete(l.kern, c)
 	c.kernel = false
-	c.svc.kernel.conns.Add(-1)
+	c.svc.ev.kernel.conns.Add(-1)
 }
 
 // sendTaken is how many bytes fd's send queue has taken in all: those

@@ -222,7 +222,6 @@ type TCPService struct {
 	budget          *ConnBudget    // process-wide; nil = none
 	self            *Listeners     // process-wide; nil = none
 	ev              *evService     // the listener and connections on the event loops
-	kernel          *KernelFwd     // process-wide; nil = none
 	wildcard        bool           // listening on 0.0.0.0 or ::: each connection's VIP address is read from its socket
 	stop            closer         // closed by Close: ends Serve
 	Stats           ServiceStats
@@ -288,13 +287,14 @@ func NewTCPService(cfg TCPConfig) (*TCPService, error) {
 	s.logs.lines.lost = &s.Stats.ConnLogDropped
 	s.logs.accept.every = 5 * time.Second
 	s.logs.limit.every = 5 * time.Second
-	s.budget, s.self, s.kernel = cfg.Budget, cfg.Self, cfg.Kernel
+	s.budget, s.self = cfg.Budget, cfg.Self
 	s.wildcard = s.key.Addr.Addr().IsUnspecified()
 	ev, err := newEvService(s, cfg.Loops)
 	if err != nil {
 		return nil, fmt.Errorf("tcp service %s: %w", s.key.Addr, err)
 	}
 	s.ev = ev
+	ev.kernel = cfg.Kernel
 	s.queue.token.t = time.AfterFunc(time.Hour, s.tokenDue)
 	s.queue.token.t.Stop()
 	s.stop.ch = make(chan struct{})

@@ -193,7 +193,8 @@ namespace's kernel forwarding; **l4lb** = bin/l4lb with one VIP per service;
 **l4lb-log** = the same with ` + "`log_connections = true`" + ` on every VIP at log_level
 info, its stderr to a file (T2 only: what the per-connection log costs);
 **l4lb-poll** (only when PATHS asks for it) = the same as l4lb with ` + "`busy_poll`" + ` set
-in [global] (BUSY_POLL); **l4lb-alt** (only when PATHS asks for it) = another
+in [global] (BUSY_POLL); **l4lb-kern** (only when PATHS asks for it) = the same
+as l4lb with ` + "`kernel_forwarding = \"auto\"`" + ` in [global]; **l4lb-alt** (only when PATHS asks for it) = another
 build of l4lb (ALT_BIN) with l4lb's config, to compare two builds in one run;
 **iocopy** = scripts/bench/iocopy, a plain io.Copy proxy (the naive Go
 baseline); and the peers, each when it is installed: **haproxy** = HAProxy
