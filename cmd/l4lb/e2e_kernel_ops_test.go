@@ -60,8 +60,9 @@ func TestKernelForwardRebalance(t *testing.T) {
 	}
 }
 
-// TestKernelForwardDisableResets: `l4lb disable` resets a
-// kernel-forwarded connection to the backend: the client sees a reset,
+// TestKernelForwardDisableResets: status shows a kernel-forwarded
+// connection on the kernel path, and `l4lb disable` resets it
+// (the connection to the backend): the client sees a reset,
 // not an EOF, and the kernel holds no connection after.
 func TestKernelForwardDisableResets(t *testing.T) {
 	tp := testutil.NewTopology(t, 1)
@@ -76,6 +77,9 @@ func TestKernelForwardDisableResets(t *testing.T) {
 	fmt.Fprintf(c, "ping\n")
 	if line, err := c.r.ReadString('\n'); err != nil || line != "ping\n" {
 		t.Fatalf("echo through the kernel: %q, %v", line, err)
+	}
+	if out := lb.statusText(t); !strings.Contains(out, "kernel forwarding: loaded; TCP connections in the kernel 1, in the loops 0") {
+		t.Fatalf("status does not show the connection on the kernel path:\n%s", out)
 	}
 	if out := lb.verb(t, "disable", "a", "be0"); !strings.Contains(out, "1 established reset") {
 		t.Fatalf("disable: %s", out)

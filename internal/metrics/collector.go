@@ -54,6 +54,8 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 		"pipes_open":  d("pipes_open", "Splice pipes with open descriptors.", nil),
 		"pipes_lent":  d("pipes_in_use", "Splice pipes moving a chunk now.", nil),
 		"pipes_max":   d("pipes_max", "Cap on open splice pipes (max_pipes); 0 = none.", nil),
+		"kern_conns":  d("kernel_forwarded_connections", "TCP connections forwarded inside the kernel now (kernel_forwarding).", nil),
+		"kern_total":  d("kernel_forwarded_connections_total", "TCP connections ever moved into the kernel (kernel_forwarding).", nil),
 		"worker_conn": d("worker_connections", "TCP connections an event loop proxies now.", []string{"worker"}),
 		"worker_udp":  d("worker_udp_sessions", "UDP sessions an event loop owns now.", []string{"worker"}),
 		"b_live":      d("backend_live_flows", "Live flows on the backend.", backendLabels),
@@ -139,6 +141,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_open"], gauge, float64(st.Pipes.Open))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_lent"], gauge, float64(st.Pipes.Lent))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
+	ch <- prometheus.MustNewConstMetric(c.descs["kern_conns"], gauge, float64(st.Kernel.Conns))
+	ch <- prometheus.MustNewConstMetric(c.descs["kern_total"], prometheus.CounterValue, float64(st.Kernel.Total))
 	for i, wk := range st.Workers {
 		ch <- prometheus.MustNewConstMetric(c.descs["worker_conn"], gauge, float64(wk.Conns), strconv.Itoa(i))
 		ch <- prometheus.MustNewConstMetric(c.descs["worker_udp"], gauge, float64(wk.UDPSessions), strconv.Itoa(i))

@@ -31,6 +31,10 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 		pipeCap = fmt.Sprint(st.Pipes.Max)
 	}
 	fmt.Fprintf(w, "splice pipes: %d open, %d in use, max %s\n", st.Pipes.Open, st.Pipes.Lent, pipeCap)
+	if k := st.Kernel; k.State != "" && (k.State != "not loaded" || k.Total > 0) {
+		fmt.Fprintf(w, "kernel forwarding: %s; TCP connections in the kernel %d, in the loops %d (%d moved in, %d refused)\n",
+			k.State, k.Conns, k.UserConns, k.Total, k.Failed)
+	}
 	if len(st.Workers) > 0 {
 		conns, sessions := make([]string, len(st.Workers)), make([]string, len(st.Workers))
 		var udp int64
