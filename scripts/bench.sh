@@ -595,6 +595,7 @@ lb_start() {
   LBPID=$!
   local prog=${path%-log}
   prog=${prog%-poll}
+  prog=${prog%-kern}
   track $LBPID "${prog%-alt}"
   echo $LBPID >"$RUN/lb.pid"
   if ! client bin/loadgen probe -kind http -addr $VIP:$HTTP_PORT -timeout 10s ||

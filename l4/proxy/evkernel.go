@@ -91,7 +91,8 @@ type kernConn struct {
 	// client's (down).
 	base [2]uint64
 	seen [2]uint64     // the program's counts already added to the stats
-	wait time.Duration // the next poll's wait for a FIN that waits on the kernel; 0 = none armed
+	wait time.Duration // the last poll's wait for a FIN that waits on the kernel (backs off)
+	due  int64         // loop clock when the armed poll fires; 0 = none armed
 	ka   bool          // the backend's keepalive is set
 }
 
@@ -198,10 +199,11 @@ func (c *evConn) kernFlush(l *loop) {
 	case c.ended():
 	case closing && c.up.done && c.down.done && c.up.eof && c.down.eof:
 		c.finish(l, false, false, l4.EndRebalance)
-	case waiting:
+	case waiting && kc.due == 0: // one poll armed at a time
 		kc.wait = min(max(2*kc.wait, time.Millisecond), kernPollMax)
+		kc.due = l.now() + int64(kc.wait)
 		l.after(kc.wait, c, c.gen<<2|timerKeepAlive)
-	default:
+	case !waiting:
 		kc.wait = 0
 	}
 }
@@ -240,7 +242,8 @@ func (c *evConn) kernTimer(l *loop) {
 		kc.ka = true
 		setKeepAliveFD(c.backendSock.fd, c.st.KeepAlive, false)
 	}
-	if kc.wait > 0 {
+	if kc.due != 0 && l.now() >= kc.due {
+		kc.due = 0
 		c.kernFlush(l)
 	}
 }
