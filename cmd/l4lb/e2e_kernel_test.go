@@ -44,7 +44,8 @@ func kernBulkSize(t *testing.T) int64 {
 //	   client's bytes are read to EOF; their SHA-256 follows, then a FIN.
 //	'E': every byte is echoed until EOF, then a FIN.
 //	'R' n(8): n bytes of stream(9, n), then a reset.
-//	'W': reads until EOF or a reset, and reports which on result.
+//	'W': answers one byte, then reads until EOF or a reset and reports
+//	   which on result.
 func kernBackend(t *testing.T, tp *testutil.Topology, result chan<- error) {
 	var ln net.Listener
 	tp.Backends[0].MustDo(t, func() (err error) {
@@ -84,6 +85,10 @@ func kernBackend(t *testing.T, tp *testutil.Topology, result chan<- error) {
 			io.Copy(c, stream(9, int64(binary.BigEndian.Uint64(hdr[:]))))
 			c.(*net.TCPConn).SetLinger(0)
 		case 'W':
+			if _, err := c.Write([]byte{'k'}); err != nil {
+				result <- err
+				return
+			}
 			_, err := io.Copy(io.Discard, c)
 			result <- err
 		}
@@ -263,6 +268,11 @@ func TestKernelForwardIntegrity(t *testing.T) {
 		for i := range 20 {
 			c := kdial(t, tp)
 			c.Write([]byte{'W'})
+			// The backend's answer: the connection is through (and, a pump
+			// later, in the kernel) before the reset.
+			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+				t.Fatalf("round %d: no answer from the backend: %v", i, err)
+			}
 			buf := make([]byte, 1+rand.IntN(1<<20))
 			c.Write(buf)
 			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
@@ -333,8 +343,8 @@ func TestKernelForwardIdleTimeout(t *testing.T) {
 	c := kdial(t, tp)
 	c.Write([]byte{'E'})
 	echoExchanges(t, c, 10, []int{100}, 7)
+	start := time.Now() // the last byte moved: idle from here
 	kernelConns(t, lb, 1)
-	start := time.Now()
 	c.SetReadDeadline(time.Now().Add(15 * time.Second))
 	_, err := io.ReadAll(c)
 	if took := time.Since(start); err != nil || took < 800*time.Millisecond || took > 10*time.Second {

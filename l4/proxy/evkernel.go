@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,7 +105,8 @@ func (c *evConn) kernelReady() bool {
 	c.mustLive()
 	return c.st.KernelForward && c.svc.ev.kernel != nil && c.state == evOpen && !c.kernel &&
 		c.app == nil && c.st.AppProtocol == l4.AppNone && c.st.StallTimeout == 0 &&
-		c.up.pending == 0 && c.down.pending == 0 && !c.up.eof && !c.down.eof
+		c.up.pending == 0 && c.down.pending == 0 && !c.up.eof && !c.down.eof &&
+		!c.clientSock.rdhup && !c.backendSock.rdhup
 }
 
 // toKernel puts c's sockets into the forwarding map. On any failure
@@ -126,7 +128,9 @@ func (c *evConn) toKernel(l *loop) {
 	}
 	if err != nil {
 		k.fails.Add(1)
-		c.svc.rateLog("kernel forwarding refused a connection: it stays in user space", zap.Error(err))
+		if !errors.Is(err, unix.EOPNOTSUPP) { // a socket no longer established (a FIN came): expected, not logged
+			c.svc.rateLog("kernel forwarding refused a connection: it stays in user space", zap.Error(err))
+		}
 		return
 	}
 	c.kernel = true

@@ -143,6 +143,7 @@ var mappingRows = []mappingRow{
 		path: "TCP.Service.AcceptProxyFrom", want: prefixes("198.18.5.0/24")},
 	{key: "first_byte_timeout", set: func(v *config.VIP) { v.FirstByteTimeout = 1500 * time.Millisecond }, path: "TCP.Service.FirstByteTimeout", want: 1500 * time.Millisecond},
 	{key: "stall_timeout", set: func(v *config.VIP) { v.StallTimeout = 2 * time.Second }, path: "TCP.Service.StallTimeout", want: 2 * time.Second},
+	{key: "kernel_forwarding = auto", set: func(v *config.VIP) { v.KernelForwarding = l4.KernelFwdAuto }, path: "TCP.Service.KernelForward", want: true},
 	{key: "queue_timeout", set: func(v *config.VIP) { v.QueueTimeout = 250 * time.Millisecond }, path: "TCP.Service.QueueTimeout", want: 250 * time.Millisecond},
 	{key: "failover_hold", set: func(v *config.VIP) { v.FailoverHold = 5 * time.Second }, path: "TCP.Service.FailoverHold", want: 5 * time.Second},
 	{key: "affinity_timeout", set: func(v *config.VIP) { v.AffinityTimeout = 3 * time.Second }, path: "TCP.Service.AffinityTimeout", want: 3 * time.Second},
