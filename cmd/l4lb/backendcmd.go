@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/l4lb/l4lb/internal/admin"
@@ -46,8 +47,29 @@ removal ends them. A file backend removed stays out until a reload changes
 it in the file; an added one is gone.
 `
 
+// backendVerb finds the verb (add, set or remove) among args, where flags
+// may come before it, and returns args without it.
+func backendVerb(args []string) (string, []string) {
+	takesValue := map[string]bool{"--socket": true, "--config": true, "--name": true, "--weight": true, "--max-conns": true, "--timeout": true,
+		"-socket": true, "-config": true, "-name": true, "-weight": true, "-max-conns": true, "-timeout": true}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--":
+			return "", args
+		case takesValue[a]:
+			i++
+		case a == "add" || a == "set" || a == "remove":
+			return a, append(append([]string{}, args[:i]...), args[i+1:]...)
+		case !strings.HasPrefix(a, "-"):
+			return "", args
+		}
+	}
+	return "", args
+}
+
 func cmdBackend(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "add" && args[0] != "set" && args[0] != "remove") {
+	verb, args := backendVerb(args)
+	if verb == "" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			fmt.Fprint(stdout, commandHelp(commandNamed("backend")))
 			return 0
@@ -55,7 +77,6 @@ func cmdBackend(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, commandHelp(commandNamed("backend")))
 		return 2
 	}
-	verb := args[0]
 	f := newFlags("backend", stdout, stderr)
 	socket := socketFlags(f)
 	asJSON := f.Bool("json", false, "print the API's JSON answer")
@@ -77,7 +98,7 @@ func cmdBackend(args []string, stdout, stderr io.Writer) int {
 		weight = f.Int("weight", 0, "the backend's weight, 0..1000 (add: default 100)")
 		maxConns = f.Int("max-conns", 0, "the backend's max_conns, 0 = no cap (tcp VIPs in proxy mode)")
 	}
-	if code, ok := f.parse(args[1:]); !ok {
+	if code, ok := f.parse(args); !ok {
 		return code
 	}
 	if len(f.args) != 2 {

@@ -71,3 +71,28 @@ func ChangeWords(c *l4.BackendChange) string {
 	}
 	return s
 }
+
+// printRunTime is status's lines on the state file and the run-time
+// backend changes.
+func printRunTime(w io.Writer, st plane.Status) {
+	if sf := st.StateFile; sf != nil {
+		fmt.Fprintf(w, "state file: %s", sf.Path)
+		if !sf.Written.IsZero() {
+			fmt.Fprintf(w, ", written %s", sf.Written.Format(time.RFC3339))
+		}
+		if sf.Error != "" {
+			fmt.Fprintf(w, ", LAST WRITE FAILED: %s", sf.Error)
+		}
+		switch {
+		case sf.Refused != "":
+			fmt.Fprintf(w, "; at start REFUSED: %s", sf.Refused)
+		case sf.Restored != "":
+			fmt.Fprintf(w, "; restored at start: %s", sf.Restored)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(st.BackendChanges) > 0 {
+		fmt.Fprintf(w, "run-time backend changes on top of the file (%d):\n", len(st.BackendChanges))
+		BackendChanges(w, st.BackendChanges)
+	}
+}
