@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -331,4 +332,73 @@ func TestBackendRunTimeReloadAndWords(t *testing.T) {
 	if !errors.As(err, &se) || se.Status != http.StatusNotFound {
 		t.Fatalf("set of an unknown backend: %v, want 404", err)
 	}
+}
+
+// TestBackendRunTimeXDP: the same verbs on an xdp VIP (IPIP to the
+// backends, DSR), under redis-benchmark from the client: be2 added takes
+// SETs, be1 at weight 0 takes (almost) none of the later ones, be0
+// removed none after its removal, every round exits 0 and the servers
+// saw every SET exactly once.
+func TestBackendRunTimeXDP(t *testing.T) {
+	testutil.RequireTool(t, "redis-benchmark", "redis-cli")
+	n := newXDPNet(t, 3)
+	servers := map[*testutil.Netns]*testutil.Redis{}
+	var rs []*testutil.Redis
+	for _, b := range n.Backends {
+		r := testutil.StartRedisIn(t, b.NS, "0.0.0.0:6379", "")
+		servers[b.NS] = r
+		rs = append(rs, r)
+	}
+	sets := func(i int) int { return redisCalls(t, n.Backends[i].NS, rs[i])["set"][0] }
+	name := func(i int) string { return n.Backends[i].Name }
+	c := newConf(`drain_timeout = "2s"`).raw(n.xdpTable(""))
+	c.vip("r", netip.AddrPortFrom(n.vip4.Addr(), 6379).String(), `mode = "xdp"`, `algorithm = "maglev"`).health(xdpProbe...)
+	lb := startLBIn(t, n.LB.NS, n.backendsOn(c, 6379, false, 0, 1).String())
+	lb.waitHealth(t, "r", name(1), "up")
+
+	load := startBenchLoop(t, n.Client.NS, n.vip4.Addr().String(), 6379)
+	load.waitRounds(t, 1)
+	lb.verb(t, "backend", "add", "r", netip.AddrPortFrom(n.Backends[2].Addr4, 6379).String(), "--name", name(2))
+	lb.waitHealth(t, "r", name(2), "up")
+	load.waitRounds(t, 2)
+	if got := sets(2); got == 0 {
+		t.Fatalf("be2, added, took no SET in two rounds")
+	}
+
+	lb.verb(t, "backend", "set", "r", name(1), "--weight", "0")
+	load.waitRounds(t, 1) // the round under way may have picked be1
+	be1, all := sets(1), setTotal(t, servers)
+	load.waitRounds(t, 2)
+	if more, total := sets(1)-be1, setTotal(t, servers)-all; more*100 > total {
+		t.Fatalf("be1 at weight 0 took %d of %d SETs, want none (1%% for a reused port's pinned flow)", more, total)
+	}
+
+	lb.verb(t, "backend", "remove", "r", name(0), "--timeout", "5s")
+	if b := backendOf(lb.status(t), "r", name(0)); b.ID != "" {
+		t.Fatalf("be0 still listed after its removal: %+v", b)
+	}
+	load.waitRounds(t, 1)
+	be0 := sets(0)
+	load.waitRounds(t, 1)
+	rounds, failures := load.finish()
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d redis-benchmark rounds failed:\n%s", len(failures), rounds, strings.Join(failures, "\n"))
+	}
+	if got := sets(0); got != be0 {
+		t.Fatalf("be0 took %d SETs after its removal", got-be0)
+	}
+	if total, bad := setCalls(t, servers); total != rounds*benchRequests || bad != 0 {
+		t.Fatalf("servers saw %d SETs (%d rejected or failed), want %d rounds x %d and none", total, bad, rounds, benchRequests)
+	}
+	if st := lb.status(t); len(st.BackendChanges) != 3 || backendOf(st, "r", name(2)).Change != "added" {
+		t.Fatalf("changes %+v", st.BackendChanges)
+	}
+	t.Logf("xdp: %d redis-benchmark rounds across add, set weight 0 and remove: 0 errors; SETs be0 %d, be1 %d, be2 %d", rounds, sets(0), sets(1), sets(2))
+}
+
+// setTotal is the SETs all servers saw.
+func setTotal(t *testing.T, servers map[*testutil.Netns]*testutil.Redis) int {
+	t.Helper()
+	n, _ := setCalls(t, servers)
+	return n
 }
