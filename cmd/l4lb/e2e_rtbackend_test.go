@@ -301,6 +301,60 @@ func TestBackendRunTimeReloadAndWords(t *testing.T) {
 		t.Fatalf("after --reset: changes %+v", st.BackendChanges)
 	}
 
+	// remove drains first: while a connection to be0 is open the backend
+	// stays, drained (no new connection), and the remove waits; it
+	// returns once that connection ends, well before its deadline.
+	held := dialBackend(t, tp, 80, "be0")
+	type removal struct {
+		res  plane.BackendChangeResult
+		err  string
+		code int
+	}
+	removed := make(chan removal, 1)
+	go func() {
+		out, errOut, code := lb.run(t, "backend", "remove", "a", "be0", "--timeout", "60s", "--json")
+		var r removal
+		r.code, r.err = code, errOut
+		_ = json.Unmarshal([]byte(out), &r.res)
+		removed <- r
+	}()
+	lb.waitStatus(t, 10*time.Second, "be0 drained by the remove", func(st plane.Status) bool { return backendOf(st, "a", "be0").Override == "drain" })
+	if seen := backendsSeen(t, tp, 80, 20); seen["be0"] != 0 {
+		t.Fatalf("be0, draining for its removal, took new connections: %v", seen)
+	}
+	time.Sleep(time.Second)
+	select {
+	case r := <-removed:
+		t.Fatalf("remove returned while be0 still had a connection: %+v %s", r.res, r.err)
+	default:
+	}
+	if err := held.echo("still here"); err != nil {
+		t.Fatalf("the connection to be0 broke during its drain: %v", err)
+	}
+	held.Close()
+	select {
+	case r := <-removed:
+		if r.code != 0 || r.res.Change != "removed" || r.res.DrainedFrom != 1 || r.res.LeftFlows != 0 || r.res.Waited < 1 || r.res.Waited > 30 {
+			t.Fatalf("remove after the drain: exit %d %+v %s", r.code, r.res, r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("remove did not return after be0's last connection closed")
+	}
+	if b := backendOf(lb.status(t), "a", "be0"); b.ID != "" {
+		t.Fatalf("be0 listed after its removal: %+v", b)
+	}
+	// At the deadline the backend goes with its connection still open,
+	// which carries on as after a reload's removal.
+	held = dialBackend(t, tp, 80, "be2")
+	out := lb.verb(t, "backend", "remove", "a", "be2", "--timeout", "1s", "--json")
+	var res plane.BackendChangeResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.LeftFlows != 1 || res.Waited < 1 {
+		t.Fatalf("remove at the deadline: %v %+v", err, res)
+	}
+	if err := held.echo("after the removal"); err != nil {
+		t.Fatalf("be2's open connection broke at its removal: %v", err)
+	}
+
 	// The file's words for the same mistakes.
 	for _, tc := range []struct {
 		name  string
