@@ -456,3 +456,22 @@ func setTotal(t *testing.T, servers map[*testutil.Netns]*testutil.Redis) int {
 	n, _ := setCalls(t, servers)
 	return n
 }
+
+// TestBackendRunTimeUpgrade: without a state file, `l4lb upgrade` hands
+// the run-time backend changes to the new process with the backends'
+// state: the added backend and the weight set stay in force there.
+func TestBackendRunTimeUpgrade(t *testing.T) {
+	tp := testutil.NewTopology(t, 3)
+	namedEchoes(t, tp)
+	lb := startUpgradable(t, tp.LB, newConf().vip("a", ":80", `algorithm = "round_robin"`).health(`type = "none"`).backends(2, 7000).String())
+	lb.verb(t, "backend", "add", "a", tp.BackendIP(2).String()+":7000", "--name", "be2")
+	lb.verb(t, "backend", "set", "a", "be1", "--weight", "0")
+	pid, _ := lb.upgradeOK(t)
+	st := lb.status(t)
+	if st.Process.PID != pid || len(st.BackendChanges) != 2 || backendOf(st, "a", "be2").Change != "added" || backendOf(st, "a", "be1").Weight != 0 {
+		t.Fatalf("after the upgrade (pid %d): pid %d, changes %+v", pid, st.Process.PID, st.BackendChanges)
+	}
+	if seen := backendsSeen(t, tp, 80, 20); seen["be1"] != 0 || seen["be2"] == 0 {
+		t.Fatalf("new connections after the upgrade: %v, want be0 and be2 only", seen)
+	}
+}

@@ -132,7 +132,7 @@ var directProject = map[string][]string{
 	"l4/plane":           {"l4", "l4/snapshot"},
 	"l4/reconcile":       {"config", "health", "l4", "l4/balance", "l4/plane", "l4/proxy", "l4/snapshot", "l4/xdpplane"},
 	"internal/report":    {"config", "internal/admin", "l4", "l4/plane"},
-	"internal/upgrade":   {"config", "internal/admin", "l4/proxy", "l4/reconcile"},
+	"internal/upgrade":   {"config", "internal/admin", "l4", "l4/proxy", "l4/reconcile"},
 	"internal/daemon":    {"config", "internal/admin", "internal/announce", "internal/metrics", "internal/names", "internal/privs", "internal/upgrade", "l4", "l4/plane", "l4/proxy", "l4/reconcile", "internal/statefile"},
 	"internal/statefile": {"l4", "l4/reconcile"},
 }

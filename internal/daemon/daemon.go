@@ -223,6 +223,9 @@ func (d *daemon) startVIPs(cfg *config.Config) error {
 		}
 		d.log.Info("upgrade: took the old process's sockets", zap.Int("sockets", ls.Len()), zap.Int("backends", len(backends)), zap.Int("pid", os.Getpid()))
 		d.rt.Inherit(ls, backends)
+		if changes := d.up.BackendChanges(); len(changes) > 0 {
+			d.rt.RestoreBackendChanges(changes) // the old process's, fresher than any state file
+		}
 	}
 	if err := d.rt.Apply(cfg); err != nil {
 		if d.up != nil {
