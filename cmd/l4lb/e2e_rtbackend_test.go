@@ -214,7 +214,9 @@ func TestBackendRunTimeRedisBenchmark(t *testing.T) {
 		t.Errorf("check --diff with the file unchanged: exit %d\n%s%s", code, diff, errOut)
 	}
 
-	// The state file survives a SIGKILL: the next l4lb restores the changes.
+	// The state file survives a SIGKILL: the next l4lb restores the
+	// changes, and the drain an operator set.
+	lb.verb(t, "drain", "redis", "r1", "--reason", "disk swap")
 	lb.signal(t, syscall.SIGKILL)
 	<-lb.exited
 	lb = startLB(t, tp, config)
@@ -226,8 +228,8 @@ func TestBackendRunTimeRedisBenchmark(t *testing.T) {
 		t.Fatalf("after a restart: changes %+v, state file %+v, backends %+v", st.BackendChanges, st.StateFile, mustVIP(t, st, "redis").Backends)
 	}
 	oneRound(t, tp.Client, tp.VIP.String(), 6379)
-	if b := lb.backend(t, "redis", "r1"); b.Flows != 0 {
-		t.Fatalf("r1 (weight 0 restored) took %d connections", b.Flows)
+	if b := lb.backend(t, "redis", "r1"); b.Flows != 0 || b.Override != "drain" || !strings.Contains(b.OverrideBy, "disk swap") {
+		t.Fatalf("r1 (weight 0 and a drain restored) took %d connections; override %q by %q", b.Flows, b.Override, b.OverrideBy)
 	}
 
 	// A corrupt state file: refused, kept aside, l4lb starts from the file.

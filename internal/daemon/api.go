@@ -37,8 +37,13 @@ func (d *daemon) Status() plane.Status { return d.status() }
 func (d *daemon) ConfigTOML() []byte { return config.Format(d.rt.Config(), config.FormatOptions{}) }
 
 // SetOverride is the admin API's drain, disable and enable.
+// With a state file, the override is on disk before the answer.
 func (d *daemon) SetOverride(vip, backend string, o l4.Override, by string, force bool) (plane.OverrideResult, error) {
-	return d.rt.SetOverride(vip, backend, o, by, force)
+	res, err := d.rt.SetOverride(vip, backend, o, by, force)
+	if err == nil && !res.Unchanged {
+		d.flushState()
+	}
+	return res, err
 }
 
 // Explain is the admin API's GET /vips/{vip}/explain.

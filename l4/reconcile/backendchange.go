@@ -222,10 +222,13 @@ func setChange(file *config.Config, list []l4.BackendChange, vipName, id string,
 	if s.Reset || c.Weight == nil && c.MaxConns == nil && !c.Removed {
 		return next, &l4.BackendChange{VIP: vipName, Backend: id}, nil
 	}
-	if i >= 0 && !sameChange(c, list[i]) {
+	if i < 0 {
+		return append(next, c), &c, nil // a new change goes last
+	}
+	if !sameChange(c, list[i]) {
 		c.By, c.Since = by, now
 	}
-	return slices.Insert(next, min(max(i, 0), len(next)), c), &c, nil
+	return slices.Insert(next, i, c), &c, nil // in its place
 }
 
 // pick is v when set, else old.
