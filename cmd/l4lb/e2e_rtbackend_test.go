@@ -370,13 +370,22 @@ func TestBackendRunTimeReloadAndWords(t *testing.T) {
 	} {
 		_, errOut, code := lb.run(t, "backend", append([]string{"add", "a"}, tc.args...)...)
 		bad := filepath.Join(t.TempDir(), "bad.toml")
-		if err := os.WriteFile(bad, []byte(file(40)+"  [[vip.backend]]\n  "+tc.toml+"\n"), 0o600); err != nil {
+		src := strings.Replace(file(40), "@ADMIN@", "/run/l4lb-test-unused.sock", 1) + "  [[vip.backend]]\n  " + tc.toml + "\n"
+		if err := os.WriteFile(bad, []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		_, fileErr, fileCode := l4lbCmd(t, "check", bad)
-		msg := fileErr[strings.LastIndex(fileErr, ": ")+2:]
-		if code != 1 || fileCode != 1 || !strings.Contains(errOut, strings.TrimSpace(msg)) || !strings.Contains(errOut, tc.words) {
-			t.Errorf("%s: backend add exit %d %q; check of the file exit %d %q", tc.name, code, errOut, fileCode, fileErr)
+		// The file's problem line, "FILE:LINE: vip "a": KEY: MESSAGE":
+		// the change's error must hold the same message.
+		var msg string
+		for _, line := range strings.Split(fileErr, "\n") {
+			if strings.Contains(line, tc.words) && strings.HasPrefix(line, bad) {
+				msg = line[strings.Index(line, ".backend[2].")+len(".backend[2]."):]
+				msg = msg[strings.Index(msg, ": ")+2:]
+			}
+		}
+		if code != 1 || fileCode != 1 || msg == "" || !strings.Contains(errOut, msg) {
+			t.Errorf("%s: backend add exit %d %q; check of the file exit %d %q (message %q)", tc.name, code, errOut, fileCode, fileErr, msg)
 		}
 	}
 	_, err := admin.Client{Socket: lb.sock}.Do(context.Background(), "POST", admin.BackendsPath("a"), admin.BackendAddRequest{Address: "nonsense"}, nil)
@@ -449,7 +458,7 @@ func TestBackendRunTimeXDP(t *testing.T) {
 	if st := lb.status(t); len(st.BackendChanges) != 3 || backendOf(st, "r", name(2)).Change != "added" {
 		t.Fatalf("changes %+v", st.BackendChanges)
 	}
-	t.Logf("xdp: %d redis-benchmark rounds across add, set weight 0 and remove: 0 errors; SETs be0 %d, be1 %d, be2 %d", rounds, sets(0), sets(1), sets(2))
+	t.Logf("xdp: %d redis-benchmark rounds across add, set weight 0 and remove: 0 errors; SETs %s %d, %s %d, %s %d", rounds, name(0), sets(0), name(1), sets(1), name(2), sets(2))
 }
 
 // setTotal is the SETs all servers saw.
