@@ -101,7 +101,7 @@ func hostile() *plane.Status {
 			Name: img, Listen: "198.18.2.10:80", Protocol: "tcp", Algorithm: "round_robin", Eligible: 2, Active: 3, Accepted: 10,
 			Backends: []plane.BackendStatus{
 				{ID: name, Address: "198.18.1.11:80", Health: "up", Weight: 100, EffectiveWeight: 100, LiveFlows: 2, Flows: 6, LastCheck: img},
-				{ID: "be1", Address: "198.18.1.12:80", Health: "up", Weight: 100, Override: "drain", OverrideBy: name, Reason: img, OverrideSince: time.Now()},
+				{ID: "be1", Address: "198.18.1.12:80", Health: "up", Weight: 100, Override: "drain", OverrideBy: "root: " + img, Reason: name, OverrideSince: time.Now()},
 				{ID: "be2", Address: "198.18.1.13:80", Health: "down", Weight: 100, LastCheck: "connect: connection refused"},
 				{ID: "be3", Address: "198.18.1.14:80", Health: "up", Weight: 100, EffectiveWeight: 100, Backup: true},
 			},
@@ -153,7 +153,7 @@ func TestPageInChromium(t *testing.T) {
 	if texts.Injected != nil || texts.Imgs != 0 || texts.Bolds != 0 || texts.Scripts != 1 {
 		t.Errorf("hostile text became markup: injected %v, %d img, %d b, %d script elements", texts.Injected, texts.Imgs, texts.Bolds, texts.Scripts)
 	}
-	if texts.Names[0] != h.VIPs[0].Backends[0].ID || texts.VIP != h.VIPs[0].Name || !strings.Contains(texts.Override, h.VIPs[0].Backends[1].Reason) {
+	if texts.Names[0] != h.VIPs[0].Backends[0].ID || texts.VIP != h.VIPs[0].Name || !strings.Contains(texts.Override, h.VIPs[0].Backends[1].OverrideBy) {
 		t.Errorf("page shows %q / %q / %q, want the names and reason as text", texts.Names, texts.VIP, texts.Override)
 	}
 

@@ -139,10 +139,11 @@
       tr.dataset.state = s;
       let override = "";
       if (b.override) override = b.override + (b.override_by ? " by " + b.override_by : "") + (b.override_since ? ", " + ago(b.override_since) : "");
-      if (b.reason) override += (override ? ": " : "") + b.reason;
       const stateCell = el("td", "text");
       stateCell.append(el("span", "st st-" + s, s));
       let check = b.last_check || "";
+      if (b.reason && b.reason !== check) check = b.reason + (check ? "; last check: " + check : "");
+      if (b.trial) check = "trial" + (check ? "; " + check : "");
       if (b.degraded) check = "degraded: " + b.degraded + (check ? "; " + check : "");
       const lag = b.replica_lag_seconds !== undefined ? "lag " + b.replica_lag_seconds.toFixed(1) + "s" : (b.replica_lag_unknown ? "lag unknown (" + b.replica_lag_unknown + ")" : "");
       if (lag) check += (check ? "; " : "") + lag;
