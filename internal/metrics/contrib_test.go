@@ -288,3 +288,77 @@ func fixtureOutcomes(t *testing.T) (fired, quiet map[string]bool) {
 	}
 	return fired, quiet
 }
+
+// The dashboard is one Grafana can import: panel ids unique, every panel
+// on the 24-column grid without overlapping another, every query panel
+// on the dashboard's data source variable with at least one query, and
+// that variable declared.
+func TestDashboardLayout(t *testing.T) {
+	data, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type grid struct{ H, W, X, Y int }
+	var d struct {
+		UID, Title string
+		Panels     []struct {
+			ID         int
+			Type       string
+			Title      string
+			GridPos    grid
+			Datasource struct{ UID string }
+			Targets    []struct {
+				Expr       string
+				Datasource struct{ UID string }
+			}
+		}
+		Templating struct {
+			List []struct{ Name, Type string }
+		}
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.UID == "" || d.Title == "" {
+		t.Errorf("dashboard uid %q title %q", d.UID, d.Title)
+	}
+	hasDS := false
+	for _, v := range d.Templating.List {
+		hasDS = hasDS || v.Name == "datasource" && v.Type == "datasource"
+	}
+	if !hasDS {
+		t.Error("no datasource variable: the panels' ${datasource} has nothing to name")
+	}
+	ids := map[int]string{}
+	var placed []grid
+	for _, p := range d.Panels {
+		if prev, dup := ids[p.ID]; dup || p.ID == 0 {
+			t.Errorf("panel %q: id %d (also %q)", p.Title, p.ID, prev)
+		}
+		ids[p.ID] = p.Title
+		g := p.GridPos
+		if g.W <= 0 || g.H <= 0 || g.X < 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q: grid %+v off the 24 columns", p.Title, g)
+		}
+		for _, o := range placed {
+			if g.X < o.X+o.W && o.X < g.X+g.W && g.Y < o.Y+o.H && o.Y < g.Y+g.H {
+				t.Errorf("panel %q at %+v overlaps one at %+v", p.Title, g, o)
+			}
+		}
+		placed = append(placed, g)
+		if p.Type == "row" {
+			continue
+		}
+		if p.Datasource.UID != "${datasource}" || len(p.Targets) == 0 {
+			t.Errorf("panel %q: data source %q, %d queries", p.Title, p.Datasource.UID, len(p.Targets))
+		}
+		for _, tg := range p.Targets {
+			if tg.Datasource.UID != "${datasource}" || tg.Expr == "" {
+				t.Errorf("panel %q: query %q on %q", p.Title, tg.Expr, tg.Datasource.UID)
+			}
+		}
+	}
+	if len(placed) < 20 {
+		t.Errorf("%d panels", len(placed))
+	}
+}
