@@ -68,12 +68,19 @@ func TestStatusPageInChromium(t *testing.T) {
 			}
 		}
 	}
+	// The page counts its redraws on #updated; an observer notes the
+	// count of the first redraw that shows be1 draining, as it happens.
+	b.Eval(t, nil, `window.__seenAt = null;
+		const up = document.getElementById("updated");
+		new MutationObserver(() => {
+			const r = document.querySelector('tr[data-vip="web"][data-backend="be1"]');
+			if (window.__seenAt === null && r && r.dataset.state === "draining") window.__seenAt = Number(up.dataset.refreshes);
+		}).observe(up, {attributes: true});
+		return null`)
 	lb.verb(t, "drain", "--reason", "<b>kernel upgrade</b>", "web", "be1")
 	var before int
 	b.Eval(t, &before, `return Number(document.getElementById("updated").dataset.refreshes)`)
-	b.WaitTrue(t, 20*time.Second, "web/be1 draining", `const r = document.querySelector('tr[data-vip="web"][data-backend="be1"]');
-		if (!r || r.dataset.state !== "draining") return false;
-		window.__seenAt = Number(document.getElementById("updated").dataset.refreshes); return true`)
+	b.WaitTrue(t, 20*time.Second, "web/be1 draining", `return window.__seenAt !== null`)
 	var seenAt int
 	b.Eval(t, &seenAt, `return window.__seenAt`)
 	if seenAt-before > 2 {
