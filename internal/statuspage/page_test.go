@@ -173,3 +173,85 @@ func TestPageInChromium(t *testing.T) {
 		t.Errorf("browser errors:\n%s", errs)
 	}
 }
+
+// everything is a status with every optional part the page draws: the
+// XDP program, BGP, an xdp VIP, a UDP VIP, a VIP with SNI routes and
+// named backends, a replica's lag, a mode change, a stopping process.
+func everything() *plane.Status {
+	lag := 1.5
+	now := time.Now()
+	be := func(id string) plane.BackendStatus {
+		return plane.BackendStatus{ID: id, Address: "198.18.1.11:80", Health: "up", Weight: 100, EffectiveWeight: 100, Since: now}
+	}
+	replica := be("replica")
+	replica.ReplicaLag = plane.ReplicaLag{Seconds: &lag}
+	degraded := be("slow")
+	degraded.Degraded, degraded.DegradedSince = "3 of 4 connections: no reply for 5s", now
+	trial := be("trial")
+	trial.Health, trial.Trial = "unknown", true
+	return &plane.Status{
+		Process:  plane.ProcessStatus{Version: "v1", PID: 1, Started: now, LastReload: &plane.ReloadStatus{Time: now, OK: true}},
+		Stopping: true,
+		XDP:      &plane.XDPStatus{Interface: "veth0", Attach: "driver", LiveFlows: 3, Counters: map[string]uint64{"tx": 9, "drop_no_neigh": 2}},
+		BGP: &plane.BGPStatus{ASN: 65001, Announced: []string{"198.18.0.10/32"}, Peers: []plane.BGPPeerStatus{
+			{Address: "198.18.0.254", State: "established", Up: true}, {Address: "198.18.0.253", State: "active"}}},
+		VIPs: []plane.VIPStatus{
+			{Name: "x", Listen: "198.18.0.10:80", Protocol: "tcp", Algorithm: "maglev", Eligible: 1, XDP: &plane.XDPVIPStatus{Packets: 5}, Backends: []plane.BackendStatus{be("a")}},
+			{Name: "u", Listen: "198.18.0.10:53", Protocol: "udp", Algorithm: "random", Eligible: 1, UDP: &plane.UDPStatus{}, Serving: "backups", Backends: []plane.BackendStatus{trial, {ID: "b", Health: "up", Backup: true}}},
+			{Name: "pg", Listen: "198.18.0.10:5432", Protocol: "tcp", Algorithm: "least_conn", TCP: &plane.TCPStatus{}, Backends: []plane.BackendStatus{replica, degraded},
+				SNI:   &plane.SNIStatus{Routes: []plane.RouteStatus{{Name: "reports", Databases: []string{"reports"}, Routed: 4, Eligible: 1, Backends: []plane.BackendStatus{be("r0")}}}},
+				Names: []plane.NameStatus{{Backend: "db", Lookup: "db.example.test:5432", Addresses: []string{"198.18.1.11:5432"}, AnswerAge: 3, Error: "no such host", FailingFor: 30, Errors: 2}}},
+			{Name: "pg", Listen: "198.18.0.10:5432", Protocol: "tcp", Draining: true, Eligible: 0, TCP: &plane.TCPStatus{},
+				ModeChange: &plane.ModeChangeStatus{From: "proxy", To: "xdp", Since: now, Until: now.Add(time.Minute)}},
+		},
+	}
+}
+
+// Every part of a full status draws without an error (a script error
+// would show in the page's error line, not the console), each in its
+// place: the routes' and names' tables, the XDP and BGP lines, the
+// degraded, trial and backup rows, and the VIP titles' colours.
+func TestPageDrawsEverything(t *testing.T) {
+	var st atomic.Pointer[plane.Status]
+	st.Store(everything())
+	srv := serve(t, &st)
+	b := testutil.NewBrowser(t, nil, 1280, 800)
+	b.Open(t, srv.URL+"/")
+	b.WaitTrue(t, 20*time.Second, "the VIPs or an error", `return document.querySelectorAll("section.vip").length === 4 || !document.getElementById("error").hidden`)
+	var got struct {
+		Error, Plane, Process string
+		States                []string
+		Classes               []string
+		Tables                int
+	}
+	b.Eval(t, &got, `const e = document.getElementById("error"); return {
+		Error: e.hidden ? "" : e.textContent,
+		Plane: document.getElementById("plane").textContent,
+		Process: document.getElementById("process").textContent,
+		States: Array.from(document.querySelectorAll("tr[data-backend]"), (r) => r.dataset.backend + "=" + r.dataset.state),
+		Classes: Array.from(document.querySelectorAll("section.vip"), (s) => s.className),
+		Tables: document.querySelectorAll("table.names").length}`)
+	if got.Error != "" {
+		t.Fatalf("the page failed to draw: %s", got.Error)
+	}
+	for _, want := range []string{"veth0 (driver), 3 live flows, 2 packets dropped", "198.18.0.254 established", "198.18.0.253 active", "last reload: applied"} {
+		if !strings.Contains(got.Plane, want) {
+			t.Errorf("plane line %q lacks %q", got.Plane, want)
+		}
+	}
+	if !strings.Contains(got.Process, "stopping") {
+		t.Errorf("process line %q does not say stopping", got.Process)
+	}
+	if s := strings.Join(got.States, " "); s != "a=up trial=unknown b=backup replica=up slow=degraded r0=up" {
+		t.Errorf("rows %s", s)
+	}
+	if c := strings.Join(got.Classes, ","); c != "vip,vip vip-backups,vip vip-none,vip vip-draining" {
+		t.Errorf("VIP classes %s", c)
+	}
+	if got.Tables != 1 {
+		t.Errorf("%d tables of names, want 1", got.Tables)
+	}
+	if errs := b.Errors(t); errs != "" {
+		t.Errorf("browser errors:\n%s", errs)
+	}
+}

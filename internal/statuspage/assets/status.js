@@ -239,12 +239,21 @@
 
   async function refresh() {
     try {
-      const r = await fetch("status.json", { cache: "no-store", credentials: "omit" });
-      if (!r.ok) throw new Error("status.json: HTTP " + r.status);
-      render(await r.json(), performance.now());
-      showError("");
-    } catch (err) {
-      showError("cannot read the status (" + err.message + "); the tables show the last good read");
+      let st;
+      try {
+        const r = await fetch("status.json", { cache: "no-store", credentials: "omit" });
+        if (!r.ok) throw new Error("status.json: HTTP " + r.status);
+        st = await r.json();
+      } catch (err) {
+        showError("cannot read the status (" + err.message + "); the tables show the last good read");
+        return;
+      }
+      try {
+        render(st, performance.now());
+        showError("");
+      } catch (err) {
+        showError("cannot draw the status (" + err.message + "): a bug of this page, please report it");
+      }
     } finally {
       window.setTimeout(refresh, every * 1000);
     }
