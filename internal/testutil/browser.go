@@ -13,7 +13,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,17 +45,48 @@ type BrowserLog struct {
 func NewBrowser(t testing.TB, ns *Netns, width, height int) *Browser {
 	t.Helper()
 	RequireTool(t, "chromium", "chromedriver")
-	hc := &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{DialContext: browserDial(ns)}}
+	profile := t.TempDir() // before the driver: removed after its cleanup has ended Chromium
+	b := &Browser{hc: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{DialContext: browserDial(ns)}}}
+	base, logFile := startDriver(t, ns, b.hc)
+	var created struct {
+		SessionID string `json:"sessionId"`
+	}
+	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
+		"browserName": "chrome",
+		"goog:chromeOptions": map[string]any{"args": []string{
+			"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+			"--disable-extensions", "--disable-background-networking", "--disable-component-update",
+			fmt.Sprintf("--window-size=%d,%d", width, height), "--user-data-dir=" + profile,
+		}},
+		"goog:loggingPrefs": map[string]string{"browser": "ALL"}, // console and load errors, for Logs
+	}}}
+	if err := b.call(http.MethodPost, base+"/session", caps, &created); err != nil {
+		out, _ := os.ReadFile(logFile)
+		t.Fatalf("chromedriver new session: %v\n%s", err, out)
+	}
+	b.session = base + "/session/" + created.SessionID
+	t.Cleanup(func() { _ = b.call(http.MethodDelete, b.session, nil, nil) })
+	return b
+}
+
+// startDriver runs chromedriver on a free port of 127.0.0.1 in ns (nil:
+// here) until the test ends, waits until it answers through hc, and
+// returns its base URL and the file it logs to.
+func startDriver(t testing.TB, ns *Netns, hc *http.Client) (base, logFile string) {
+	t.Helper()
 	port := freePort(t, ns)
 	args := []string{"chromedriver", "--port=" + strconv.Itoa(port), "--allowed-ips=127.0.0.1"}
-	var cmd *exec.Cmd
+	cmd := exec.Command(args[0], args[1:]...)
 	if ns != nil {
 		cmd = ns.Command(args...)
-	} else {
-		cmd = exec.Command(args[0], args[1:]...)
 	}
-	var logBuf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
+	logFile = filepath.Join(t.TempDir(), "chromedriver.log")
+	out, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close() // the process has its own descriptor
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Chromium joins its group: the cleanup ends them together
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("chromedriver: %v", err)
@@ -63,7 +96,7 @@ func NewBrowser(t testing.TB, ns *Netns, width, height int) *Browser {
 		_ = syscall.Kill(-pid, syscall.SIGKILL) // the group this test made: chromedriver and its Chromium
 		_ = cmd.Wait()
 	})
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	base = fmt.Sprintf("http://127.0.0.1:%d", port)
 	Eventually(t, 30*time.Second, "chromedriver to answer", func() bool {
 		resp, err := hc.Get(base + "/status")
 		if err == nil {
@@ -71,25 +104,7 @@ func NewBrowser(t testing.TB, ns *Netns, width, height int) *Browser {
 		}
 		return err == nil
 	})
-	b := &Browser{hc: hc}
-	var created struct {
-		SessionID string `json:"sessionId"`
-	}
-	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
-		"browserName": "chrome",
-		"goog:chromeOptions": map[string]any{"args": []string{
-			"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-			"--disable-extensions", "--disable-background-networking", "--disable-component-update",
-			fmt.Sprintf("--window-size=%d,%d", width, height), "--user-data-dir=" + t.TempDir(),
-		}},
-		"goog:loggingPrefs": map[string]string{"browser": "ALL"},
-	}}}
-	if err := b.call(http.MethodPost, base+"/session", caps, &created); err != nil {
-		t.Fatalf("chromedriver new session: %v\n%s", err, logBuf.String())
-	}
-	b.session = base + "/session/" + created.SessionID
-	t.Cleanup(func() { _ = b.call(http.MethodDelete, b.session, nil, nil) })
-	return b
+	return base, logFile
 }
 
 // browserDial dials from namespace ns (nil: from here).
