@@ -27,8 +27,8 @@ const costTargets = 1000
 
 // peakSampleEvery is how often the measurement samples the prober's open
 // sockets (a readdir and a readlink per descriptor of /proc/self/fd, all
-// charged to the prober): every 20 ms that was a third of the loop's
-// measured CPU while it held 1000 sockets open.
+// charged to the prober): every 20 ms it was most of the measured CPU
+// of a loop that held its 1000 sockets open.
 const peakSampleEvery = 500 * time.Millisecond
 
 // TestCostServer is the listener process of TestProbeCost: 1000 listeners
