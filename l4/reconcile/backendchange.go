@@ -67,7 +67,19 @@ func (r *Runtime) RestoreBackendChanges(list []l4.BackendChange) {
 func (r *Runtime) applyFile(file *config.Config) error {
 	cfg, kept, dropped := config.RebaseBackendChanges(file, r.changesNow().list)
 	if err := r.applyLocked(cfg); err != nil {
-		return err
+		if len(kept) == 0 {
+			return err
+		}
+		// The changes must never keep the file from applying (nor l4lb
+		// from starting with what a state file kept): the file alone.
+		r.log.Error("the run-time backend changes cannot be applied with this file: applying the file alone", zap.Error(err))
+		if err := r.applyLocked(file); err != nil {
+			return err
+		}
+		for _, c := range kept {
+			dropped = append(dropped, config.DroppedChange{Change: c, Why: "applying it failed: " + err.Error()})
+		}
+		kept = nil
 	}
 	for _, d := range dropped {
 		r.log.Info("run-time backend change ended", zap.String("vip", d.Change.VIP), zap.String("backend", d.Change.Backend),

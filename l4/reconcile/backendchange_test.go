@@ -16,6 +16,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testutil"
 	"github.com/l4lb/l4lb/l4"
+	"github.com/l4lb/l4lb/l4/xdpplane"
 )
 
 func TestBackendChangesOnRuntime(t *testing.T) {
@@ -111,5 +112,31 @@ func TestBackendChangesOnRuntime(t *testing.T) {
 	}
 	if pokes.Load() == 0 || rt.Stopping() {
 		t.Fatalf("state changed %d times, stopping %v", pokes.Load(), rt.Stopping())
+	}
+}
+
+// TestBackendChangesNeverBlockTheFile: changes restored from a state file
+// that cannot be applied with the file (here: no backend index left for
+// the backends they add) are dropped and the file applies alone: l4lb
+// starts.
+func TestBackendChangesNeverBlockTheFile(t *testing.T) {
+	s1, s2 := startNamed(t, "s1"), startNamed(t, "s2")
+	rt := New(zaptest.NewLogger(t), Options{})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rt.Shutdown(ctx)
+	})
+	rt.indexes = xdpplane.NewIndexPool(2) // the file's two backends, no more
+	rt.RestoreBackendChanges([]l4.BackendChange{
+		{VIP: "a", Backend: "s3", Added: true, Name: "s3", Address: "127.0.0.1:1"},
+		{VIP: "a", Backend: "s4", Added: true, Name: "s4", Address: "127.0.0.1:2"},
+	})
+	apply(t, rt, fmt.Sprintf(overrideVIP, testutil.FreeTCPAddr(t), s1.addr, s2.addr, 100))
+	if got := rt.BackendChanges(); len(got) != 0 {
+		t.Fatalf("changes kept: %+v", got)
+	}
+	if seen := names(t, rt, 10); seen["s1"]+seen["s2"] != 10 {
+		t.Fatalf("the file's backends do not serve: %v", seen)
 	}
 }
