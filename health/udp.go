@@ -35,7 +35,7 @@ type udpChecker struct {
 	// replies: done reports whether the reply decides (then err is
 	// the failure, nil for a pass).
 	request func() ([]byte, func(reply []byte) (done bool, err error), error)
-	opts connOpts // its timeout and route (a PROXY header is never sent)
+	opts    connOpts // its timeout and route (a PROXY header is never sent)
 }
 
 func newUDP(s Spec) *udpChecker {
