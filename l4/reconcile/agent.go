@@ -41,7 +41,9 @@ func sameAgent(running, next *config.VIP) bool {
 func (v *vip) setAgent(id l4.BackendID, st health.AgentState, changed bool) {
 	v.mu.Lock()
 	b, ok := v.backends[id]
-	if !ok {
+	if !ok || v.cfg().Health.AgentPort == 0 {
+		// A reload just took the agent away: a reply in flight before its
+		// loop stopped must not bring back a state nothing will lift.
 		v.mu.Unlock()
 		return
 	}
