@@ -68,8 +68,9 @@ type agentChecker struct {
 }
 
 func newAgentChecker(s Spec) *agentChecker {
-	o := optsOf(s)
-	o.timeout, o.proxy = s.Agent.Timeout, 0 // agents take no PROXY header
+	// Agents take no PROXY header, and listen on the backend host's own
+	// address: never through the data plane's route to the VIP there.
+	o := connOpts{timeout: s.Agent.Timeout}
 	return &agentChecker{opts: o, send: bytes.Clone(s.Agent.Send)}
 }
 
