@@ -150,3 +150,48 @@ func TestTLSCheckThroughVIP(t *testing.T) {
 		t.Fatalf("the plain backend got %d connections", f)
 	}
 }
+
+// TestUDPCheckThroughVIP: a udp VIP with udp checks (send "ping",
+// expect "pong") over two UDP servers: the one that answers "pong" is
+// up, the one that answers something else is down with the reply as the
+// reason, and every client datagram through the VIP is answered by the
+// first.
+func TestUDPCheckThroughVIP(t *testing.T) {
+	tp := testutil.NewTopology(t, 2)
+	for i, answer := range []string{"pong from be0", "nope"} {
+		var pc *net.UDPConn
+		tp.Backends[i].MustDo(t, func() (err error) {
+			pc, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(tp.BackendIP(i), 7000)))
+			return err
+		})
+		t.Cleanup(func() { _ = pc.Close() })
+		go testutil.ServeDatagrams(pc, func([]byte) []byte { return []byte(answer) })
+	}
+	cfg := newConf().vip("udp", ":7000", `protocol = "udp"`, `session_timeout = "1s"`).
+		health(`type = "udp"`, `send = "ping"`, `expect = "pong"`, `interval = "300ms"`, `timeout = "300ms"`, "rise = 1", "fall = 1").
+		backends(2, 7000).String()
+	lb := startLB(t, tp, cfg)
+	lb.waitHealth(t, "udp", "be0", "up")
+	lb.waitHealth(t, "udp", "be1", "down")
+	if r := lb.backend(t, "udp", "be1").Reason; r != `reply "nope" does not start with "pong"` {
+		t.Fatalf("be1 down for %q", r)
+	}
+	for i := range 10 {
+		var c net.Conn
+		tp.Client.MustDo(t, func() (err error) {
+			c, err = net.Dial("udp", netip.AddrPortFrom(tp.VIP, 7000).String())
+			return err
+		})
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		buf := make([]byte, 64)
+		_, err := c.Write([]byte("hello"))
+		n, rerr := c.Read(buf)
+		c.Close()
+		if err != nil || rerr != nil || string(buf[:n]) != "pong from be0" {
+			t.Fatalf("client %d: %q %v %v", i, buf[:n], err, rerr)
+		}
+	}
+	if f := lb.backend(t, "udp", "be1").Flows; f != 0 {
+		t.Fatalf("the failing backend got %d sessions", f)
+	}
+}
