@@ -148,7 +148,9 @@ func TestAgentApplied(t *testing.T) {
 		return slices.Contains(fake.events, "down a") && slices.Contains(fake.events, fmt.Sprintf("reset %v", l4.EndOnDown))
 	})
 	agents.say(0, "garbage\n")
-	b = wait("garbage", func(b plane.BackendStatus) bool { return b.Agent != nil && strings.Contains(b.Agent.Error, "not understood") })
+	b = wait("garbage", func(b plane.BackendStatus) bool {
+		return b.Agent != nil && strings.Contains(b.Agent.Error, "not understood")
+	})
 	if b.Agent.State != "down ready 50% maxconn:7" {
 		t.Fatalf("garbage changed the state: %+v", b.Agent)
 	}
