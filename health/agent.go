@@ -46,7 +46,7 @@ func (a AgentSpec) withDefaults(s Spec) AgentSpec {
 }
 
 // validate checks a defaulted agent spec.
-func (a AgentSpec) validate(time.Duration) error {
+func (a AgentSpec) validate() error {
 	switch {
 	case a.Interval < 0 || a.Timeout < 0:
 		return errors.New("negative interval or timeout")

@@ -180,7 +180,7 @@ func (s Spec) Validate() error {
 	if s.TLSVerify && s.Type == l4.CheckTLS && s.TLSServerName == "" {
 		bad("tls_verify needs a server name to verify the certificate against")
 	}
-	if err := s.Agent.validate(s.Timeout); err != nil {
+	if err := s.Agent.validate(); err != nil {
 		bad("agent: %w", err)
 	}
 	if s.PostgresSSLMode != "prefer" && s.PostgresSSLMode != "disable" {

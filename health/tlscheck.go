@@ -67,7 +67,12 @@ func (ch *tlsChecker) describe(p *probe, err error) string {
 	case strings.Contains(err.Error(), "x509:"):
 		return "certificate not trusted: " + err.Error()
 	}
-	return p.describe(err, "waiting for the TLS handshake")
+	const what = "waiting for the TLS handshake"
+	msg := p.describe(err, what)
+	if rest, ok := strings.CutPrefix(msg, what+": "); ok {
+		return "TLS handshake failed: " + rest // the server answered, but not as TLS wants
+	}
+	return msg
 }
 
 // handshakeTimer notes the first byte of the server's reply (the

@@ -82,12 +82,15 @@ func TestTLSCheck(t *testing.T) {
 }
 
 // TestTLSCheckPlainServer: a server that speaks plain TCP fails the
-// check, whether it answers with bytes that are no TLS record or waits
-// silently for a request of its own protocol.
+// check, whether it answers with bytes that are no TLS record, waits
+// silently for a request of its own protocol, or echoes the ClientHello.
 func TestTLSCheckPlainServer(t *testing.T) {
 	banner := startServer(t, []byte("220 ready, no TLS here\r\n"), false)
 	wantFail(t, check(t, Spec{Type: l4.CheckTLS}, banner.addr()), "no TLS handshake: the server answered")
 	quiet := startServer(t, nil, false)
 	wantFail(t, check(t, Spec{Type: l4.CheckTLS, Timeout: 300 * time.Millisecond}, quiet.addr()), "timeout after 300ms waiting for the TLS handshake")
 	wantFail(t, check(t, Spec{Type: l4.CheckTLS}, closedPort(t)), "connect refused")
+	echo := listen(t) // echoes the ClientHello back: a handshake record, but no ServerHello
+	testutil.ServeConns(echo, testutil.Echo)
+	wantFail(t, check(t, Spec{Type: l4.CheckTLS}, addrOf(echo)), "TLS handshake failed: tls: received unexpected handshake message")
 }
