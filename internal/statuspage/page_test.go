@@ -176,7 +176,8 @@ func TestPageInChromium(t *testing.T) {
 
 // everything is a status with every optional part the page draws: the
 // XDP program, BGP, an xdp VIP, a UDP VIP, a VIP with SNI routes and
-// named backends, a replica's lag, a mode change, a stopping process.
+// named backends, a replica's lag, agents that drain and take a backend
+// down, a mode change, a stopping process.
 func everything() *plane.Status {
 	lag := 1.5
 	now := time.Now()
@@ -189,6 +190,9 @@ func everything() *plane.Status {
 	degraded.Degraded, degraded.DegradedSince = "3 of 4 connections: no reply for 5s", now
 	trial := be("trial")
 	trial.Health, trial.Trial = "unknown", true
+	agentDrain, agentDown := be("r0"), be("r1")
+	agentDrain.Agent = &plane.AgentStatus{State: "up drain 50%", Reply: "drain\n", Error: "timeout after 1s waiting for the agent's reply"}
+	agentDown.Agent = &plane.AgentStatus{State: "down ready", Why: "agent said down: disk full"}
 	return &plane.Status{
 		Process:  plane.ProcessStatus{Version: "v1", PID: 1, Started: now, LastReload: &plane.ReloadStatus{Time: now, OK: true}},
 		Stopping: true,
@@ -199,7 +203,7 @@ func everything() *plane.Status {
 			{Name: "x", Listen: "198.18.0.10:80", Protocol: "tcp", Algorithm: "maglev", Eligible: 1, XDP: &plane.XDPVIPStatus{Packets: 5}, Backends: []plane.BackendStatus{be("a")}},
 			{Name: "u", Listen: "198.18.0.10:53", Protocol: "udp", Algorithm: "random", Eligible: 1, UDP: &plane.UDPStatus{}, Serving: "backups", Backends: []plane.BackendStatus{trial, {ID: "b", Health: "up", Backup: true}}},
 			{Name: "pg", Listen: "198.18.0.10:5432", Protocol: "tcp", Algorithm: "least_conn", TCP: &plane.TCPStatus{}, Backends: []plane.BackendStatus{replica, degraded},
-				SNI:   &plane.SNIStatus{Routes: []plane.RouteStatus{{Name: "reports", Databases: []string{"reports"}, Routed: 4, Eligible: 1, Backends: []plane.BackendStatus{be("r0")}}}},
+				SNI:   &plane.SNIStatus{Routes: []plane.RouteStatus{{Name: "reports", Databases: []string{"reports"}, Routed: 4, Eligible: 1, Backends: []plane.BackendStatus{agentDrain, agentDown}}}},
 				Names: []plane.NameStatus{{Backend: "db", Lookup: "db.example.test:5432", Addresses: []string{"198.18.1.11:5432"}, AnswerAge: 3, Error: "no such host", FailingFor: 30, Errors: 2}}},
 			{Name: "pg", Listen: "198.18.0.10:5432", Protocol: "tcp", Draining: true, Eligible: 0, TCP: &plane.TCPStatus{},
 				ModeChange: &plane.ModeChangeStatus{From: "proxy", To: "xdp", Since: now, Until: now.Add(time.Minute)}},
@@ -223,6 +227,7 @@ func TestPageDrawsEverything(t *testing.T) {
 		States                []string
 		Classes               []string
 		Tables                int
+		Agent                 string
 	}
 	b.Eval(t, &got, `const e = document.getElementById("error"); return {
 		Error: e.hidden ? "" : e.textContent,
@@ -230,7 +235,8 @@ func TestPageDrawsEverything(t *testing.T) {
 		Process: document.getElementById("process").textContent,
 		States: Array.from(document.querySelectorAll("tr[data-backend]"), (r) => r.dataset.backend + "=" + r.dataset.state),
 		Classes: Array.from(document.querySelectorAll("section.vip"), (s) => s.className),
-		Tables: document.querySelectorAll("table.names").length}`)
+		Tables: document.querySelectorAll("table.names").length,
+		Agent: document.querySelector("tr[data-backend=r0]").textContent}`)
 	if got.Error != "" {
 		t.Fatalf("the page failed to draw: %s", got.Error)
 	}
@@ -242,11 +248,14 @@ func TestPageDrawsEverything(t *testing.T) {
 	if !strings.Contains(got.Process, "stopping") {
 		t.Errorf("process line %q does not say stopping", got.Process)
 	}
-	if s := strings.Join(got.States, " "); s != "a=up trial=unknown b=backup replica=up slow=degraded r0=up" {
+	if s := strings.Join(got.States, " "); s != "a=up trial=unknown b=backup replica=up slow=degraded r0=draining r1=down" {
 		t.Errorf("rows %s", s)
 	}
 	if c := strings.Join(got.Classes, ","); c != "vip,vip vip-backups,vip vip-none,vip vip-draining" {
 		t.Errorf("VIP classes %s", c)
+	}
+	if !strings.Contains(got.Agent, "agent up drain 50%, last agent check: timeout after 1s") {
+		t.Errorf("agent row %q", got.Agent)
 	}
 	if got.Tables != 1 {
 		t.Errorf("%d tables of names, want 1", got.Tables)

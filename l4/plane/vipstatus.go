@@ -133,6 +133,8 @@ type BackendStatus struct {
 	Change      string    `json:"change,omitempty"`
 	ChangeBy    string    `json:"change_by,omitempty"`
 	ChangeSince time.Time `json:"change_since,omitzero"`
+	// Agent is the backend's agent check (agent_port); absent without one.
+	Agent *AgentStatus `json:"agent,omitempty"`
 }
 
 // ReplicaLag is a replica's replication lag as its last check read it

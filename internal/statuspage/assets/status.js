@@ -75,7 +75,9 @@
     if (b.removed) return "removed";
     if (b.override === "disable") return "disabled";
     if (b.health === "down") return "down";
-    if (b.override === "drain") return "draining";
+    const agent = b.agent ? b.agent.state.split(" ") : [];
+    if (agent[0] === "down") return "down";
+    if (b.override === "drain" || agent[1] === "drain" || agent[1] === "maint") return "draining";
     if (b.degraded && !b.degraded_kept) return "degraded";
     if (b.backup) return "backup";
     return b.health === "up" ? "up" : "unknown";
@@ -148,6 +150,8 @@
       if (b.degraded) check = "degraded: " + b.degraded + (check ? "; " + check : "");
       const lag = b.replica_lag_seconds !== undefined ? "lag " + b.replica_lag_seconds.toFixed(1) + "s" : (b.replica_lag_unknown ? "lag unknown (" + b.replica_lag_unknown + ")" : "");
       if (lag) check += (check ? "; " : "") + lag;
+      if (b.agent) check += (check ? "; " : "") + "agent " + b.agent.state + (b.agent.why ? " (" + b.agent.why + ")" : "") +
+        (b.agent.error ? ", last agent check: " + b.agent.error : "");
       tr.append(td(b.id, "text name"), td(b.address, "text"), stateCell, td(override, "note override"),
         td(b.effective_weight === b.weight ? b.weight : b.effective_weight + "/" + b.weight),
         td(rtt(b.rtt_ns)), td(b.live_flows), td(b.max_flows || "–"), td(b.flows),
