@@ -29,6 +29,7 @@ func TestConfigEnumNames(t *testing.T) {
 		{LogLevelNames(), func(v uint8) string { return LogLevel(v).String() }},
 		{LogFormatNames(), func(v uint8) string { return LogFormat(v).String() }},
 		{KernelFwdNames(), func(v uint8) string { return KernelFwd(v).String() }},
+		{DNSTypeNames(), func(v uint8) string { return DNSType(v).String() }},
 	} {
 		seen := map[string]bool{}
 		for i, n := range e.names {

@@ -39,6 +39,7 @@ func (r *Runtime) Status() plane.Status {
 			}
 		}
 		r.sniStatus(v, &vs)
+		r.changeStatus(&vs)
 		st.VIPs = append(st.VIPs, vs)
 	}
 	for v := range r.drainingVIPs {
@@ -50,6 +51,7 @@ func (r *Runtime) Status() plane.Status {
 		st.VIPs = append(st.VIPs, vs)
 	}
 	sortVIPs(st.VIPs, r.cfg)
+	st.BackendChanges = r.BackendChanges()
 	return st
 }
 
@@ -101,6 +103,7 @@ func (v *vip) status() plane.VIPStatus {
 		bs := b.status()
 		bs.EffectiveWeight = effective[b.b]
 		bs.Backup = b.conf.Backup
+		bs.Agent = agentStatus(vc.Health.AgentPort != 0, b.agent)
 		s.Backends = append(s.Backends, bs)
 		if b.conf.Backup && s.Serving == "" {
 			_, s.Serving = servingSet(v.backends, vc)
