@@ -34,7 +34,8 @@ func commands() []command {
 		{"rebalance", "close connections on overloaded backends, gradually, until each holds its share", "[--socket PATH | --config FILE] [--rate N] [--reset] [--wait | --dry-run | --stop] [--json] VIP", rebalanceHelp, cmdRebalance},
 		{"upgrade", "hand a running l4lb's sockets and connections to a new binary", "[--socket PATH | --config FILE] [--binary PATH] [--timeout 1m] [--json]", upgradeHelp, cmdUpgrade},
 		{"xdp", "take off the XDP program a stopped l4lb left pinned; capture an xdp VIP's packets", "detach [--config] FILE | capture [--socket PATH | --config FILE] [--backend B] [--count N] [--rate R] [--timeout D] --write FILE VIP", xdpHelp, cmdXDP},
-		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
+		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic] [--gue-port PORT]", decapHelp, cmdDecap},
+		{"completion", "print a bash or zsh completion script", "bash|zsh", completionHelp, cmdCompletion},
 		{"version", "print version, commit, Go version and build date", "", versionHelp, cmdVersion},
 		{"help", "print help for a command", "[COMMAND]", "", nil},
 	}
@@ -51,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdHelp(args[1:], stdout, stderr)
 	case "--version", "-v":
 		name = "version"
+	case "__complete": // the completion scripts' helper; not in the table
+		return cmdComplete(args[1:], stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == name && c.run != nil {
