@@ -52,12 +52,15 @@ fuzz:
 generate:
 	$(GO) generate ./...
 
-# docs: docs/configuration.md from the key tables of config/keys_*.go and
+# docs: docs/configuration.md and the man page l4lb.toml(5) from the key
+# tables of config/keys_*.go, l4lb(8) from cmd/l4lb's command table, and
 # docs/counters.md from the tags of l4/plane's status types (both also
 # part of generate); each generator's test fails while its page in the
 # tree differs.
 docs:
 	$(GO) run ./config/cmd/configdoc -o docs/configuration.md
+	$(GO) run ./config/cmd/configdoc -format man -o docs/man/l4lb.toml.5
+	$(GO) run ./cmd/l4lb __man > docs/man/l4lb.8
 	$(GO) run ./l4/plane/cmd/counterdoc -o docs/counters.md
 
 # The generated BPF objects and bindings are committed (go build needs no

@@ -25,7 +25,11 @@ and **Reload** (when ` + "`l4lb reload`" + ` applies a changed value; ` + "`l4lb
 says the same for a given file). A commented example is
 [examples/l4lb.toml](../examples/l4lb.toml).
 
-- Durations are strings in Go's syntax: "500ms", "2s", "1h30m"; never
+` + conventions
+
+// conventions: what every value shares (the man page's too), one
+// Markdown list item a paragraph.
+const conventions = `- Durations are strings in Go's syntax: "500ms", "2s", "1h30m"; never
   negative. Every duration but 0 needs a unit: "30" is refused, since nginx
   would read it as seconds and HAProxy as milliseconds.
 - Sizes and counts are integers; addresses are ip:port, IPv6 in brackets
