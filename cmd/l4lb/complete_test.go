@@ -107,6 +107,7 @@ func TestBashCompletion(t *testing.T) {
 // on the socket given by --socket and by --config.
 func TestBashCompletionNames(t *testing.T) {
 	testutil.RequirePriv(t, "runs l4lb in a network namespace")
+	testutil.RequireTool(t, "zsh")
 	tp := testutil.NewTopology(t, 3)
 	namedEchoes(t, tp)
 	conf := newConf(`drain_timeout = "1s"`).
@@ -122,6 +123,7 @@ func TestBashCompletionNames(t *testing.T) {
 	wantWords(t, "l4lb enable --config F web b<TAB>", bashComplete(t, script, "enable", "--config", lb.cfg, "web", "b"), "be0", "be1")
 	wantWords(t, "l4lb rebalance --socket S <TAB>", bashComplete(t, script, "rebalance", "--socket", lb.sock, ""), "web", "cache")
 	wantWords(t, "l4lb drain --socket S web be0 <TAB>", bashComplete(t, script, "drain", "--socket", lb.sock, "web", "be0", ""))
+	wantWords(t, "zsh: l4lb drain --socket S web <TAB>", zshComplete(t, completionScript(t, "zsh"), "drain", "--socket", lb.sock, "web", ""), "be0", "be1")
 	wantWords(t, "l4lb xdp capture --socket S --backend <TAB>", bashComplete(t, script, "xdp", "capture", "--socket", lb.sock, "--backend", "r"), "redis-1")
 }
 
@@ -152,16 +154,47 @@ func TestUsageNamesEveryFlag(t *testing.T) {
 	}
 }
 
-// TestZshCompletionParses: the zsh script is valid zsh (zsh -n); its
-// function is the bash one's twin, asking `l4lb __complete` the same way.
-func TestZshCompletionParses(t *testing.T) {
+// zshComplete completes the last of words (after "l4lb") with the zsh
+// script's function: words and CURRENT set as the completion system sets
+// them, compadd and _files standing in for its builtins (they print what
+// they are given).
+func zshComplete(t *testing.T, script string, words ...string) []string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("compdef() { :; }\ncompadd() { [[ $1 == -- ]] && shift; print -rl -- \"$@\"; }\n_files() { print -r -- FILES; }\n")
+	b.WriteString("source " + script + "\nwords=(l4lb")
+	for _, w := range words {
+		b.WriteString(" '" + strings.ReplaceAll(w, "'", `'\''`) + "'")
+	}
+	fmt.Fprintf(&b, ")\nCURRENT=%d\n_l4lb || : # nonzero: no match, as completion functions say it\n", len(words)+1)
+	cmd := exec.Command("zsh", "-f", "-c", b.String())
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(mustBin(t))+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("zsh completion of %q: %v\n%s", words, err, out)
+	}
+	var got []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l != "" {
+			got = append(got, l)
+		}
+	}
+	slices.Sort(got)
+	return got
+}
+
+// TestZshCompletion: the zsh script is valid zsh and its function gives
+// what the bash one gives: commands, flags, values, files, no names
+// without a daemon.
+func TestZshCompletion(t *testing.T) {
 	testutil.RequireTool(t, "zsh")
 	script := completionScript(t, "zsh")
 	if out, err := exec.Command("zsh", "-n", script).CombinedOutput(); err != nil {
 		t.Fatalf("zsh -n: %v\n%s", err, out)
 	}
-	data, _ := os.ReadFile(script)
-	if !strings.HasPrefix(string(data), "#compdef l4lb\n") || !strings.Contains(string(data), "__complete") {
-		t.Fatalf("the zsh script is not a compdef function asking l4lb __complete:\n%s", data)
-	}
+	wantWords(t, "zsh: l4lb d<TAB>", zshComplete(t, script, "d"), "drain", "disable", "decap")
+	wantWords(t, "zsh: l4lb enable --<TAB>", zshComplete(t, script, "enable", "--"), "--config", "--json", "--reason", "--socket")
+	wantWords(t, "zsh: l4lb run --log-format <TAB>", zshComplete(t, script, "run", "--log-format", ""), "console", "json")
+	wantWords(t, "zsh: l4lb check <TAB>", zshComplete(t, script, "check", ""), "FILES")
+	wantWords(t, "zsh: VIPs with no l4lb", zshComplete(t, script, "drain", "--socket", filepath.Join(t.TempDir(), "none.sock"), ""))
 }

@@ -40,7 +40,7 @@ func man(secs []config.Section) []byte {
 	m.Section("FILES")
 	m.Tagged("/etc/l4lb/l4lb.toml", "The configuration the packaged service (l4lb.service) runs with.")
 	m.Tagged("/usr/share/doc/l4lb/examples/", "One commented file per common job; l4lb.toml there shows every key.")
-	m.Tagged("/usr/share/doc/l4lb/configuration.md", "This reference as Markdown, generated from the same key tables.")
+	m.Tagged("/usr/share/doc/l4lb/docs/configuration.md", "This reference as Markdown, generated from the same key tables.")
 	m.Section("SEE ALSO")
 	m.Raw(".BR l4lb (8)\n")
 	return m.Bytes()

@@ -23,7 +23,9 @@ key the file may hold, table by table, each in nginx's form: **Syntax**,
 **Default**, **Context** (the tables that take it, and where it applies)
 and **Reload** (when ` + "`l4lb reload`" + ` applies a changed value; ` + "`l4lb check --diff`" + `
 says the same for a given file). A commented example is
-[examples/l4lb.toml](../examples/l4lb.toml).
+[examples/l4lb.toml](../examples/l4lb.toml); the same reference is the man
+page l4lb.toml(5) ([man/l4lb.toml.5](man/l4lb.toml.5), ` + "`man l4lb.toml`" + ` once the
+package is installed).
 
 ` + conventions
 
