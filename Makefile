@@ -101,7 +101,9 @@ soak: build
 	SOAK_TIME=$(SOAK_TIME) scripts/soak.sh
 
 # install puts the binary, the systemd unit (its paths rewritten for
-# SBINDIR and SYSCONFDIR), the README and the example config in place. The
+# SBINDIR and SYSCONFDIR), the README, docs/, examples/, the Grafana
+# dashboard and alert rules (contrib/), the man pages, bash and zsh
+# completion and the example config in place. The
 # config is installed only where none is: an operator's file is never
 # overwritten. Then: systemctl daemon-reload && systemctl enable --now l4lb
 install: build
@@ -114,6 +116,8 @@ install: build
 	$(INSTALL) -d -m 0755 $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs
 	$(INSTALL) -m 0644 examples/*.toml $(DESTDIR)$(DOCDIR)/examples/
 	$(INSTALL) -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(DOCDIR)/contrib
+	$(INSTALL) -m 0644 contrib/grafana/l4lb.json contrib/prometheus/l4lb-rules.yml $(DESTDIR)$(DOCDIR)/contrib/
 	$(INSTALL) -d -m 0755 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
 	$(INSTALL) -m 0644 docs/man/l4lb.toml.5 $(DESTDIR)$(MANDIR)/man5/l4lb.toml.5
 	$(INSTALL) -m 0644 docs/man/l4lb.8 $(DESTDIR)$(MANDIR)/man8/l4lb.8
@@ -131,7 +135,7 @@ install: build
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/l4lb $(DESTDIR)$(UNITDIR)/l4lb.service
 	rm -f $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/l4lb.toml
-	rm -rf $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs
+	rm -rf $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/contrib
 	rm -f $(DESTDIR)$(MANDIR)/man5/l4lb.toml.5 $(DESTDIR)$(MANDIR)/man8/l4lb.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/l4lb $(DESTDIR)$(ZSHCOMPDIR)/_l4lb
 	rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true

@@ -58,7 +58,7 @@ func TestDebPackage(t *testing.T) {
 		"usr/share/man/man8/l4lb.8.gz", "usr/share/man/man5/l4lb.toml.5.gz",
 		"usr/share/bash-completion/completions/l4lb", "usr/share/zsh/vendor-completions/_l4lb",
 		"usr/share/doc/l4lb/README.md", "usr/share/doc/l4lb/docs/configuration.md", "usr/share/doc/l4lb/copyright",
-		"usr/share/doc/l4lb/examples/postgres-primary-replicas.toml"} {
+		"usr/share/doc/l4lb/examples/postgres-primary-replicas.toml", "usr/share/doc/l4lb/contrib/l4lb.json"} {
 		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
 			t.Errorf("not installed: %v", err)
 		}
