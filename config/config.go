@@ -46,6 +46,9 @@ type Global struct {
 	// path, default /run/l4lb/admin.sock. The file value "off" disables the
 	// API and reads here as "".
 	AdminSocket string
+	// StateFile is where run-time backend changes, overrides and health
+	// are kept across a restart ([global] state_file); "" = none.
+	StateFile string
 	// MetricsListen is host:port for Prometheus metrics; "" = off (default).
 	MetricsListen string
 	// DrainTimeout bounds how long shutdown and removed VIPs wait for

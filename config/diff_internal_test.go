@@ -102,7 +102,7 @@ func TestRestartOnlyKeys(t *testing.T) {
 			got = append(got, "xdp."+k.name)
 		}
 	}
-	want := []string{"global.log_format", "global.admin_socket", "global.metrics_listen", "global.pipe_size", "global.workers", "global.drop_capabilities",
+	want := []string{"global.log_format", "global.admin_socket", "global.state_file", "global.metrics_listen", "global.pipe_size", "global.workers", "global.drop_capabilities",
 		"xdp.attach", "xdp.pin_path", "xdp.conntrack_size",
 		"xdp.nat_source4", "xdp.nat_source6", "xdp.nat_port_min", "xdp.nat_port_max", "xdp.nat_tcp_timeout", "xdp.nat_udp_timeout"}
 	if !reflect.DeepEqual(got, want) {

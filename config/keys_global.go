@@ -24,6 +24,9 @@ var globalKeys = []key[Global]{
 	{name: "admin_socket", val: adminSocket(), check: checkAdminSocket,
 		effect: EffectRestart,
 		doc:    "The Unix socket of the admin API (`l4lb status`, `reload`, `drain`...; root only): an absolute path of at most 107 bytes, or \"off\"."},
+	{name: "state_file", val: stringOf(func(g *Global) *string { return &g.StateFile }, "", quoteOrNone).as(`"PATH"`).omitIf(func(g *Global) bool { return g.StateFile == "" }),
+		check: checkStateFile, effect: EffectRestart, def: "none: run-time changes and health last until l4lb stops",
+		doc: "A file where l4lb keeps what a restart or an upgrade must not forget (HAProxy's server-state-file): the run-time backend changes (`l4lb backend add|set|remove`), drains and disables, and which backends health took down. Written atomically on every change; read at start, where a corrupt file, or one of another host or schema, is refused with a log line and l4lb starts from the file alone. An absolute path."},
 	{name: "metrics_listen", val: stringOf(func(g *Global) *string { return &g.MetricsListen }, "", offIfEmpty).as(`"HOST:PORT"`).omitIf(func(g *Global) bool { return g.MetricsListen == "" }),
 		check: checkMetricsListen, effect: EffectRestart, def: "none: no metrics",
 		doc: `Where Prometheus metrics are served (/metrics), such as "127.0.0.1:9370".`},
@@ -152,6 +155,14 @@ var peerKeys = []key[BGPPeer]{
 		doc: `hold_time for this peer.`},
 	{name: "port", val: intOf(func(p *BGPPeer) *uint16 { return &p.Port }, 179, span[int64](1, 65535)), reload: bgpReload,
 		doc: `The router's BGP port.`},
+}
+
+// checkStateFile: state_file is an absolute path.
+func checkStateFile(l *layer, g *Global) {
+	if g.StateFile != "" && !strings.HasPrefix(g.StateFile, "/") {
+		l.problem("state_file", "%q must be an absolute path", g.StateFile)
+		g.StateFile = ""
+	}
 }
 
 // adminSocket is admin_socket: "off" is "" in the Config.

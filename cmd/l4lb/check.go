@@ -107,6 +107,9 @@ type diffReport struct {
 	PID     int    `json:"pid,omitempty"`
 	Changed bool   `json:"changed"`
 	config.Changes
+	// BackendChanges are the run-time backend changes on top of the file
+	// that runs, and whether a reload with this file keeps each.
+	BackendChanges []runTimeChange `json:"backend_changes,omitempty"`
 }
 
 // checkDiff prints what a reload of the l4lb on sock with cfg would
@@ -126,10 +129,14 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 		fmt.Fprintf(stderr, "l4lb check --diff: cannot read the config of the l4lb on %s: %v\n", sock, err)
 		return 1
 	}
-	var st plane.Status // best effort: the pid, whether XDP is loaded, the live flows
+	var st plane.Status // best effort: the pid, whether XDP is loaded, the live flows, the run-time changes
 	if body, err := adminGet(sock, "/status"); err == nil {
 		_ = json.Unmarshal(body, &st)
 	}
+	// A reload lays the run-time backend changes it keeps over the file:
+	// the diff is from what runs to that.
+	file := cfg
+	cfg, kept, dropped := config.RebaseBackendChanges(file, st.BackendChanges)
 	// The same warnings as check without --diff: the file's, the host's,
 	// the names', and the settings only a restart applies; then what the
 	// drain guard would say of the backends the reload takes out.
@@ -141,8 +148,9 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 		return 1
 	}
 	changes := config.Diff(running, cfg, config.DiffOptions{XDPLoaded: st.XDP != nil})
+	runTime := runTimeDiff(kept, dropped)
 	if asJSON {
-		return printDiffJSON(stdout, stderr, diffReport{File: cfg.Path, Socket: sock, PID: st.Process.PID, Changed: !changes.Empty(), Changes: changes})
+		return printDiffJSON(stdout, stderr, diffReport{File: file.Path, Socket: sock, PID: st.Process.PID, Changed: !changes.Empty(), Changes: changes, BackendChanges: runTime})
 	}
 	fmt.Fprintf(stdout, "%s: ok, %s, %s\n", cfg.Path, config.Plural(len(cfg.VIPs), "VIP"), config.Plural(len(warnings), "warning"))
 	pid := ""
@@ -150,6 +158,7 @@ func checkDiff(cfg *config.Config, warnings []config.Problem, sock string, asJSO
 		pid = fmt.Sprintf(" (pid %d)", st.Process.PID)
 	}
 	fmt.Fprintf(stdout, "a reload of the l4lb on %s%s with this file:\n%s", sock, pid, changes.Text())
+	printRunTimeDiff(stdout, runTime)
 	return 0
 }
 

@@ -154,8 +154,8 @@ func valueCandidates(form usageForm, fl *flag.Flag, positional []string, cur str
 	if placeholder == "" && len(form.args) > 0 {
 		placeholder = form.args[0] // "[--config] FILE": the flag's value is the argument
 	}
-	if strings.Contains(placeholder, "|") {
-		return filterPrefix(strings.Split(placeholder, "|"), cur)
+	if strings.Contains(placeholder, "|") && strings.ToLower(placeholder) == placeholder {
+		return filterPrefix(strings.Split(placeholder, "|"), cur) // console|json
 	}
 	if placeholder == "B" || placeholder == "BACKEND" {
 		vip := "*"
@@ -182,6 +182,13 @@ func argCandidates(placeholder string, positional []string, cur string, sock fun
 		return filterPrefix(names(sock(), positional[0]), cur)
 	case "COMMAND":
 		return completions(nil, cur, names)
+	}
+	if alts := strings.Split(placeholder, "|"); len(alts) > 1 { // ADDRESS|BACKEND
+		var out []string
+		for _, a := range alts {
+			out = append(out, argCandidates(a, positional, cur, sock, names)...)
+		}
+		return out
 	}
 	return nil
 }

@@ -82,6 +82,8 @@ func TestBashCompletion(t *testing.T) {
 	wantWords(t, "l4lb enable --<TAB>", bashComplete(t, script, "enable", "--"), "--config", "--json", "--reason", "--socket")
 	wantWords(t, "l4lb run --log-format <TAB>", bashComplete(t, script, "run", "--log-format", ""), "console", "json")
 	wantWords(t, "l4lb xdp <TAB>", bashComplete(t, script, "xdp", ""), "detach", "capture")
+	wantWords(t, "l4lb backend <TAB>", bashComplete(t, script, "backend", ""), "add", "set", "remove")
+	wantWords(t, "l4lb backend remove --<TAB>", bashComplete(t, script, "backend", "remove", "--"), "--config", "--force", "--json", "--socket", "--timeout")
 	wantWords(t, "l4lb xdp capture --w<TAB>", bashComplete(t, script, "xdp", "capture", "--w"), "--write")
 	wantWords(t, "l4lb decap attach --mode g<TAB>", bashComplete(t, script, "decap", "attach", "--mode", "g"), "generic")
 	wantWords(t, "l4lb completion <TAB>", bashComplete(t, script, "completion", ""), "bash", "zsh")
@@ -121,33 +123,36 @@ func TestBashCompletionNames(t *testing.T) {
 	wantWords(t, "l4lb drain --socket S web <TAB>", bashComplete(t, script, "drain", "--socket", lb.sock, "web", ""), "be0", "be1")
 	wantWords(t, "l4lb disable --json --socket S cache <TAB>", bashComplete(t, script, "disable", "--json", "--socket", lb.sock, "cache", ""), "redis-1", fmt.Sprintf(topoBackend+":7001", 11))
 	wantWords(t, "l4lb enable --config F web b<TAB>", bashComplete(t, script, "enable", "--config", lb.cfg, "web", "b"), "be0", "be1")
+	wantWords(t, "l4lb backend remove --socket S web <TAB>", bashComplete(t, script, "backend", "remove", "--socket", lb.sock, "web", ""), "be0", "be1")
 	wantWords(t, "l4lb rebalance --socket S <TAB>", bashComplete(t, script, "rebalance", "--socket", lb.sock, ""), "web", "cache")
 	wantWords(t, "l4lb drain --socket S web be0 <TAB>", bashComplete(t, script, "drain", "--socket", lb.sock, "web", "be0", ""))
 	wantWords(t, "zsh: l4lb drain --socket S web <TAB>", zshComplete(t, completionScript(t, "zsh"), "drain", "--socket", lb.sock, "web", ""), "be0", "be1")
 	wantWords(t, "l4lb xdp capture --socket S --backend <TAB>", bashComplete(t, script, "xdp", "capture", "--socket", lb.sock, "--backend", "r"), "redis-1")
 }
 
-// TestUsageNamesEveryFlag: the usage line of each command (and sub-verb)
-// names exactly the flags its flag set has, so the help, the man page and
-// the completion's values agree with what the command parses.
+// TestUsageNamesEveryFlag: the usage line of each command names exactly
+// the flags its flag sets have (a form shared by sub-verbs, such as
+// "add|set|remove ...", names the union of theirs), so the help, the man
+// page and the completion's values agree with what the command parses.
 func TestUsageNamesEveryFlag(t *testing.T) {
 	for _, c := range commands() {
-		vs := verbs(c)
-		if len(vs) == 0 {
-			vs = []string{""}
-		}
-		for _, v := range vs {
-			form := formFor(c, v)
+		for _, form := range parseUsage(c.usage) {
+			vs := form.verbs
+			if len(vs) == 0 {
+				vs = []string{""}
+			}
 			have := map[string]bool{}
-			for _, fl := range commandFlags(c, v) {
-				have[fl.Name] = true
-				if _, ok := form.flags[fl.Name]; !ok {
-					t.Errorf("l4lb %s %s: --%s is not in the usage line %q", c.name, v, fl.Name, c.usage)
+			for _, v := range vs {
+				for _, fl := range commandFlags(c, v) {
+					have[fl.Name] = true
+					if _, ok := form.flags[fl.Name]; !ok {
+						t.Errorf("l4lb %s %s: --%s is not in the usage line %q", c.name, v, fl.Name, c.usage)
+					}
 				}
 			}
 			for name := range form.flags {
 				if !have[name] {
-					t.Errorf("l4lb %s %s: the usage line names --%s, which it does not take", c.name, v, name)
+					t.Errorf("l4lb %s %v: the usage line names --%s, which it does not take", c.name, vs, name)
 				}
 			}
 		}

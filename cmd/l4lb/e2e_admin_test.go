@@ -155,7 +155,16 @@ func TestAdminAPIEveryEndpoint(t *testing.T) {
 			}
 			continue
 		}
-		body, err := c.Do(ctx, e.Method, path, nil, nil)
+		var in any // the run-time backend verbs want a body: add a backend, set its weight, remove it at once
+		switch {
+		case strings.HasSuffix(e.Path, "/backends"):
+			in = admin.BackendAddRequest{Address: "198.18.1.99:7000", Name: "extra"}
+		case strings.HasSuffix(e.Path, "/set"):
+			in, path = admin.BackendSetRequest{Weight: new(int)}, admin.BackendPath("a", "extra", "set")
+		case strings.HasSuffix(e.Path, "/remove"):
+			in, path = admin.BackendRemoveRequest{Timeout: "0s"}, admin.BackendPath("a", "extra", "remove")
+		}
+		body, err := c.Do(ctx, e.Method, path, in, nil)
 		if err != nil || len(body) == 0 {
 			t.Fatalf("%s %s: %v %s", e.Method, path, err, body)
 		}

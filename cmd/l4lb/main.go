@@ -29,6 +29,7 @@ func commands() []command {
 		{"drain", "stop new flows to a backend; established flows continue", "[--socket PATH | --config FILE] [--reason TEXT] [--force] [--json] VIP BACKEND", drainHelp, cmdOverride("drain")},
 		{"disable", "stop new flows to a backend and reset its established flows", "[--socket PATH | --config FILE] [--reason TEXT] [--force] [--json] VIP BACKEND", disableHelp, cmdOverride("disable")},
 		{"enable", "clear a drain or disable: health and the file decide again", "[--socket PATH | --config FILE] [--reason TEXT] [--json] VIP BACKEND", enableHelp, cmdOverride("enable")},
+		{"backend", "add, set the weight or cap of, or remove a running VIP's backend, on top of the file", "add|set|remove [--socket PATH | --config FILE] [--json] VIP ADDRESS|BACKEND [--name N --weight N --max-conns N --backup | --reset | --timeout 30s --force]", backendHelp, cmdBackend},
 		{"reload", "make a running l4lb reload its config file and print the result", "[--socket PATH | --config FILE] [--json]", reloadHelp, cmdReload},
 		{"explain", "say which backend a client's flow has or would get, and why", "[--socket PATH | --config FILE] [--json] VIP CLIENT_IP[:PORT]", explainHelp, cmdExplain},
 		{"rebalance", "close connections on overloaded backends, gradually, until each holds its share", "[--socket PATH | --config FILE] [--rate N] [--reset] [--wait | --dry-run | --stop] [--json] VIP", rebalanceHelp, cmdRebalance},

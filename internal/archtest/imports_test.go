@@ -42,6 +42,8 @@ var rules = map[string][]string{
 	"internal/metrics":  {mod + "cmd", mod + "internal/daemon", mod + "internal/upgrade", mod + "internal/announce", mod + "internal/report", mod + "internal/admin", mod + "internal/bgp"},
 	"internal/announce": {mod + "cmd", mod + "internal/daemon", mod + "internal/upgrade", mod + "internal/metrics", mod + "internal/report", mod + "internal/admin"},
 	"internal/report":   {mod + "cmd", mod + "internal/daemon", mod + "internal/upgrade", mod + "internal/metrics", mod + "internal/announce", mod + "internal/bgp"},
+	// The state file keeps the runtime's state; it starts nothing.
+	"internal/statefile": {mod + "cmd", mod + "internal/daemon", mod + "internal/upgrade", mod + "internal/admin", mod + "internal/report", mod + "internal/bgp"},
 }
 
 // onlyBGP are imports that the BGP speaker package alone may bring in:
@@ -128,12 +130,13 @@ func TestProjectImportsAllowed(t *testing.T) {
 // wire types; the upgrade protocol moves the runtime's sockets and the
 // proxy's connections; only the daemon wires the others.
 var directProject = map[string][]string{
-	"internal/admin":   {"l4", "l4/plane", "l4/reconcile"},
-	"l4/plane":         {"l4", "l4/snapshot"},
-	"l4/reconcile":     {"config", "health", "l4", "l4/balance", "l4/plane", "l4/proxy", "l4/snapshot", "l4/xdpplane"},
-	"internal/report":  {"config", "internal/admin", "l4/plane"},
-	"internal/upgrade": {"config", "internal/admin", "l4/proxy", "l4/reconcile"},
-	"internal/daemon":  {"config", "internal/admin", "internal/announce", "internal/metrics", "internal/names", "internal/privs", "internal/upgrade", "l4", "l4/plane", "l4/proxy", "l4/reconcile"},
+	"internal/admin":     {"l4", "l4/plane", "l4/reconcile"},
+	"l4/plane":           {"l4", "l4/snapshot"},
+	"l4/reconcile":       {"config", "health", "l4", "l4/balance", "l4/plane", "l4/proxy", "l4/snapshot", "l4/xdpplane"},
+	"internal/report":    {"config", "internal/admin", "l4", "l4/plane"},
+	"internal/upgrade":   {"config", "internal/admin", "l4", "l4/proxy", "l4/reconcile"},
+	"internal/daemon":    {"config", "internal/admin", "internal/announce", "internal/metrics", "internal/names", "internal/privs", "internal/upgrade", "l4", "l4/plane", "l4/proxy", "l4/reconcile", "internal/statefile"},
+	"internal/statefile": {"l4", "l4/reconcile"},
 }
 
 func TestDirectImportsAllowed(t *testing.T) {

@@ -37,8 +37,13 @@ func (d *daemon) Status() plane.Status { return d.status() }
 func (d *daemon) ConfigTOML() []byte { return config.Format(d.rt.Config(), config.FormatOptions{}) }
 
 // SetOverride is the admin API's drain, disable and enable.
+// With a state file, the override is on disk before the answer.
 func (d *daemon) SetOverride(vip, backend string, o l4.Override, by string, force bool) (plane.OverrideResult, error) {
-	return d.rt.SetOverride(vip, backend, o, by, force)
+	res, err := d.rt.SetOverride(vip, backend, o, by, force)
+	if err == nil && !res.Unchanged {
+		d.flushState()
+	}
+	return res, err
 }
 
 // Explain is the admin API's GET /vips/{vip}/explain.
@@ -73,6 +78,7 @@ func (d *daemon) status() plane.Status {
 	last := d.lastReload
 	d.mu.Unlock()
 	st.BGP = d.bgpNow().Status()
+	st.StateFile = d.stateStatus()
 	st.Process = plane.ProcessStatus{
 		Version: d.build.Version, Commit: d.build.Commit, GoVersion: d.build.GoVersion, BuildDate: d.build.BuildDate,
 		PID: os.Getpid(), Started: d.started, UptimeSeconds: time.Since(d.started).Seconds(), LastReload: last,

@@ -136,6 +136,9 @@ type daemon struct {
 	// signal loop use it, one after the other.
 	warned map[config.Problem]bool
 
+	// state is [global] state_file's keeper (nil: none); set at start.
+	state *stateKeeper
+
 	mu          sync.Mutex
 	lastReload  *plane.ReloadStatus // nil until the first SIGHUP
 	capsDropped bool                // drop_capabilities took effect
@@ -205,7 +208,12 @@ func (d *daemon) startVIPs(cfg *config.Config) error {
 	workers := eventLoops(cfg.Global.Workers)
 	d.log.Info("event loops", zap.Int("workers", workers), zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
 	rlog := d.log.Named("runtime")
-	d.rt = reconcile.New(rlog, reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: workers, Names: names.New(rlog)})
+	saved := d.openState(cfg)
+	rt := reconcile.New(rlog, reconcile.Options{PipeSize: cfg.Global.PipeSize, MaxConns: maxConns, Workers: workers, Names: names.New(rlog), StateChanged: d.pokeState})
+	d.mu.Lock()
+	d.rt = rt
+	d.mu.Unlock()
+	d.restoreState(saved)
 	if d.up != nil {
 		// An upgrade: the VIPs the old process serves take its sockets.
 		ls, backends, err := d.up.Listeners()
@@ -215,6 +223,9 @@ func (d *daemon) startVIPs(cfg *config.Config) error {
 		}
 		d.log.Info("upgrade: took the old process's sockets", zap.Int("sockets", ls.Len()), zap.Int("backends", len(backends)), zap.Int("pid", os.Getpid()))
 		d.rt.Inherit(ls, backends)
+		if changes := d.up.BackendChanges(); len(changes) > 0 {
+			d.rt.RestoreBackendChanges(changes) // the old process's, fresher than any state file
+		}
 	}
 	if err := d.rt.Apply(cfg); err != nil {
 		if d.up != nil {

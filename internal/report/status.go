@@ -55,6 +55,7 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 		}
 	}
 	printBGP(w, st.BGP)
+	printRunTime(w, st)
 	fmt.Fprintln(w)
 	for i, v := range st.VIPs {
 		if i > 0 {
@@ -175,6 +176,10 @@ func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus
 		if b.Override != "" {
 			health += "/" + strings.ToUpper(b.Override)
 			last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))
+		}
+		if b.Change != "" {
+			health += "/RUNTIME"
+			last = strings.TrimSpace(fmt.Sprintf("%s (%s at run time by %s at %s)", last, b.Change, b.ChangeBy, b.ChangeSince.Format(time.RFC3339)))
 		}
 		fails := strconv.FormatUint(b.ConnectFails, 10)
 		if udp {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
@@ -39,7 +40,13 @@ type New struct {
 	adminPath string
 	metricsLn net.Listener
 	metrics   string
+	// changes are the old process's run-time backend changes.
+	changes []l4.BackendChange
 }
+
+// BackendChanges returns the run-time backend changes the old process
+// passed with its backends (after Listeners).
+func (n *New) BackendChanges() []l4.BackendChange { return n.changes }
 
 // FromEnv returns the upgrade this process was started for, or nil for an
 // ordinary start. The variable is removed, so that this process's own
@@ -107,6 +114,7 @@ func (n *New) Listeners() (*reconcile.ListenSockets, []reconcile.BackendState, e
 			return fail(err)
 		}
 		backends = append(backends, m.Backends...)
+		n.changes = append(n.changes, m.Changes...)
 		switch {
 		case m.Last && op == opListeners:
 			op = opBackends

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/admin"
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
@@ -33,6 +34,7 @@ type Runtime interface {
 	PauseAccepting(pause bool)
 	ExportListeners() (*reconcile.ListenSockets, error)
 	ExportBackends() []reconcile.BackendState
+	BackendChanges() []l4.BackendChange
 	DetachSessions() []*proxy.DetachedSession
 	DetachConns(flush time.Duration, pipes bool, emit func([]*proxy.DetachedConn) error) (proxy.HandoverStats, error)
 	AdoptConn(st proxy.ConnState, fds []int) error
@@ -399,6 +401,9 @@ func (o *oldSide) sendBackends() error {
 	for i := 0; ; {
 		n := min(len(all)-i, backendsPerMsg)
 		m := &handoffMsg{Op: opBackends, Backends: all[i : i+n], Last: i+n == len(all)}
+		if i == 0 {
+			m.Changes = o.Runtime.BackendChanges() // the run-time backend changes: with the first
+		}
 		if err := o.child.conn.send(m, nil); err != nil {
 			return err
 		}

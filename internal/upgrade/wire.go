@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/l4"
 	"github.com/l4lb/l4lb/l4/proxy"
 	"github.com/l4lb/l4lb/l4/reconcile"
 )
@@ -66,6 +67,9 @@ type handoffMsg struct {
 	Last    bool           `json:"last,omitempty"`    // the last message of its kind
 
 	Backends []reconcile.BackendState `json:"backends,omitempty"`
+	// Changes (the first backends message): the run-time backend changes
+	// (`l4lb backend`), which the new process lays over its file.
+	Changes []l4.BackendChange `json:"backend_changes,omitempty"`
 
 	Conns    []proxy.ConnState    `json:"conns,omitempty"`    // descriptors each as its FDCount says: client, backend, pipes
 	Sessions []proxy.SessionState `json:"sessions,omitempty"` // one descriptor each: the backend socket

@@ -3,7 +3,11 @@
 
 package plane
 
-import "time"
+import (
+	"time"
+
+	"github.com/l4lb/l4lb/l4"
+)
 
 // Status is the runtime's state at one moment.
 type Status struct {
@@ -24,6 +28,13 @@ type Status struct {
 	// listed as draining until their connections end.
 	Stopping bool        `json:"stopping,omitempty"`
 	VIPs     []VIPStatus `json:"vips"`
+	// BackendChanges are the operators' run-time changes to backends
+	// (`l4lb backend add|set|remove`) laid over the file, in order; a
+	// reload keeps each while the file leaves its backend as it was.
+	BackendChanges []l4.BackendChange `json:"backend_changes,omitempty"`
+	// StateFile is [global] state_file's last write and what the start
+	// restored from it (absent: no state_file).
+	StateFile *StateFileStatus `json:"state_file,omitempty"`
 }
 
 // BGPStatus is what l4lb announces and to whom.

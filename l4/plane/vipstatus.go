@@ -127,6 +127,12 @@ type BackendStatus struct {
 	LastCheck     string    `json:"last_check,omitempty"`
 	Since         time.Time `json:"since,omitzero"`
 	ReplicaLag
+	// Change is an operator's run-time change to the backend (`l4lb
+	// backend add|set`), on top of the file: "added", "weight 7 (file
+	// 100)", "max_conns 30 (file 0)"; with who made it and when.
+	Change      string    `json:"change,omitempty"`
+	ChangeBy    string    `json:"change_by,omitempty"`
+	ChangeSince time.Time `json:"change_since,omitzero"`
 	// Agent is the backend's agent check (agent_port); absent without one.
 	Agent *AgentStatus `json:"agent,omitempty"`
 }

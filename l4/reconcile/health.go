@@ -84,6 +84,7 @@ func (r *Runtime) onHealth(ev health.Event) {
 	}
 	if ev.Changed() {
 		v.setHealth(ev.Key.Backend, ev.New, ev.Reason)
+		r.stateChanged()
 	}
 }
 

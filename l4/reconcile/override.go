@@ -38,7 +38,11 @@ func (r *Runtime) SetOverride(vipName, ref string, o l4.Override, by string, for
 	if v == nil {
 		return plane.OverrideResult{}, fmt.Errorf("vip %q: %w", vipName, ErrNoVIP)
 	}
-	return v.setOverride(ref, o, by, force)
+	res, err := v.setOverride(ref, o, by, force)
+	if err == nil && !res.Unchanged {
+		r.stateChanged()
+	}
+	return res, err
 }
 
 // vipNamed returns the running VIP called name, or nil.

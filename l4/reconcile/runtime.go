@@ -58,6 +58,10 @@ type Runtime struct {
 	// modeChanges are the mode changes whose old plane still drains, by
 	// VIP key (guarded by mu).
 	modeChanges map[l4.VIPKey]*modeChange
+
+	// changes are the operators' run-time backend changes and the file
+	// they lie on (backendchange.go); stored under applyMu.
+	changes atomic.Pointer[backendChanges]
 }
 
 // Options are a Runtime's process-wide settings.
@@ -72,6 +76,10 @@ type Options struct {
 	// Names looks up the names of named backends (names.New); nil: a
 	// config with named backends is refused.
 	Names Names
+	// StateChanged, when set, is called after what a state file keeps
+	// changed: a run-time backend change, an override, a health
+	// transition. It must not block.
+	StateChanged func()
 }
 
 // pipeCap is the cap on open splice pipes for a config: max_pipes when
@@ -126,9 +134,16 @@ func (r *Runtime) Config() *config.Config {
 // accepting and drain in the background, kept VIPs take the new settings
 // and backends for new connections while established ones continue. If a
 // new VIP cannot start, Apply changes nothing and returns the error.
+// Run-time backend changes in force are laid over cfg, the file
+// (backendchange.go).
 func (r *Runtime) Apply(cfg *config.Config) error {
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
+	return r.applyFile(cfg)
+}
+
+// applyLocked applies cfg as it is (applyMu held).
+func (r *Runtime) applyLocked(cfg *config.Config) error {
 	if err := r.watchNames(cfg); err != nil {
 		return err
 	}

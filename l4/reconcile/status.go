@@ -39,6 +39,7 @@ func (r *Runtime) Status() plane.Status {
 			}
 		}
 		r.sniStatus(v, &vs)
+		r.changeStatus(&vs)
 		st.VIPs = append(st.VIPs, vs)
 	}
 	for v := range r.drainingVIPs {
@@ -50,6 +51,7 @@ func (r *Runtime) Status() plane.Status {
 		st.VIPs = append(st.VIPs, vs)
 	}
 	sortVIPs(st.VIPs, r.cfg)
+	st.BackendChanges = r.BackendChanges()
 	return st
 }
 

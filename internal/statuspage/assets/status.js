@@ -141,6 +141,7 @@
       tr.dataset.state = s;
       let override = "";
       if (b.override) override = b.override + (b.override_by ? " by " + b.override_by : "") + (b.override_since ? ", " + ago(b.override_since) : "");
+      if (b.change) override += (override ? "; " : "") + b.change + " at run time" + (b.change_by ? " by " + b.change_by : "") + (b.change_since ? ", " + ago(b.change_since) : "");
       const stateCell = el("td", "text");
       stateCell.append(el("span", "st st-" + s, s));
       let check = b.last_check || "";
