@@ -55,6 +55,10 @@ func (f *flags) parse(args []string) (code int, ok bool) {
 	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+		if col, ok := f.stdout.(*flagCollector); ok {
+			col.set = f.FlagSet // commandFlags: the flags, not their text
+			return 0, false
+		}
 		fmt.Fprint(f.stdout, commandHelp(f.cmd), "\nflags:\n")
 		f.printFlags(f.stdout)
 		return 0, false

@@ -224,20 +224,21 @@ mode = "xdp"
 // line (`l4lb help NAME`), and `NAME --help` lists them with defaults.
 func TestHelpNamesEveryFlag(t *testing.T) {
 	flagsOf := map[string][]string{
-		"run":       {"--config", "--log-format"},
-		"check":     {"--config", "--diff", "--socket", "--json"},
-		"status":    {"--socket", "--config", "--json", "--show-config", "--capabilities"},
-		"xdp":       {"--config", "--socket", "--write", "--count", "--backend", "--rate", "--timeout"},
-		"decap":     {"--iface", "--mode"},
-		"version":   nil,
-		"drain":     {"--socket", "--config", "--reason", "--force", "--json"},
-		"disable":   {"--socket", "--config", "--reason", "--force", "--json"},
-		"enable":    {"--socket", "--config", "--reason", "--json"},
-		"reload":    {"--socket", "--config", "--json"},
-		"explain":   {"--socket", "--config", "--json"},
-		"rebalance": {"--socket", "--config", "--rate", "--reset", "--wait", "--dry-run", "--stop", "--json"},
-		"upgrade":   {"--socket", "--config", "--binary", "--timeout", "--json"},
-		"backend":   {"--socket", "--config", "--json", "--name", "--weight", "--max-conns", "--backup", "--reset", "--timeout", "--force"},
+		"run":        {"--config", "--log-format"},
+		"check":      {"--config", "--diff", "--socket", "--json"},
+		"status":     {"--socket", "--config", "--json", "--show-config", "--capabilities"},
+		"xdp":        {"--config", "--socket", "--write", "--count", "--backend", "--rate", "--timeout"},
+		"decap":      {"--iface", "--mode"},
+		"version":    nil,
+		"completion": nil,
+		"drain":      {"--socket", "--config", "--reason", "--force", "--json"},
+		"disable":    {"--socket", "--config", "--reason", "--force", "--json"},
+		"enable":     {"--socket", "--config", "--reason", "--json"},
+		"reload":     {"--socket", "--config", "--json"},
+		"explain":    {"--socket", "--config", "--json"},
+		"rebalance":  {"--socket", "--config", "--rate", "--reset", "--wait", "--dry-run", "--stop", "--json"},
+		"upgrade":    {"--socket", "--config", "--binary", "--timeout", "--json"},
+		"backend":    {"--socket", "--config", "--json", "--name", "--weight", "--max-conns", "--backup", "--reset", "--timeout", "--force"},
 	}
 	for _, c := range commands() {
 		if c.name == "help" {

@@ -73,6 +73,11 @@ func TestMakeInstall(t *testing.T) {
 	wantFile(t, conf, 0o640, "[global]", "[[vip]]")
 	wantFile(t, doc+"/README.md", 0o644, "make install")
 	wantFile(t, doc+"/l4lb.toml", 0o644)
+	wantFile(t, doc+"/examples/redis-affinity.toml", 0o644, "[[vip]]")
+	wantFile(t, dest+"/usr/local/share/man/man8/l4lb.8", 0o644, ".TH \"L4LB\" 8")
+	wantFile(t, dest+"/usr/local/share/man/man5/l4lb.toml.5", 0o644, ".TH \"L4LB.TOML\" 5")
+	wantFile(t, dest+"/usr/local/share/bash-completion/completions/l4lb", 0o644, "complete -F _l4lb l4lb")
+	wantFile(t, dest+"/usr/local/share/zsh/site-functions/_l4lb", 0o644, "#compdef l4lb")
 	if out, err := exec.Command(sbin, "version").CombinedOutput(); err != nil || !strings.Contains(string(out), "l4lb ") {
 		t.Errorf("installed l4lb version: %v\n%s", err, out)
 	}
@@ -91,7 +96,7 @@ func TestMakeInstall(t *testing.T) {
 
 	// uninstall takes back what install put, and leaves the config.
 	makeIn(t, bin, "uninstall", "DESTDIR="+dest)
-	for _, p := range []string{sbin, unit, doc} {
+	for _, p := range []string{sbin, unit, doc, dest + "/usr/local/share/man/man8/l4lb.8", dest + "/usr/local/share/bash-completion/completions/l4lb"} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s still there after uninstall", p)
 		}

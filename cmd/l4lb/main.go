@@ -35,7 +35,8 @@ func commands() []command {
 		{"rebalance", "close connections on overloaded backends, gradually, until each holds its share", "[--socket PATH | --config FILE] [--rate N] [--reset] [--wait | --dry-run | --stop] [--json] VIP", rebalanceHelp, cmdRebalance},
 		{"upgrade", "hand a running l4lb's sockets and connections to a new binary", "[--socket PATH | --config FILE] [--binary PATH] [--timeout 1m] [--json]", upgradeHelp, cmdUpgrade},
 		{"xdp", "take off the XDP program a stopped l4lb left pinned; capture an xdp VIP's packets", "detach [--config] FILE | capture [--socket PATH | --config FILE] [--backend B] [--count N] [--rate R] [--timeout D] --write FILE VIP", xdpHelp, cmdXDP},
-		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic]", decapHelp, cmdDecap},
+		{"decap", "strip the balancer's IPIP header on a backend (xdp VIPs)", "attach|detach|status --iface IF [--mode driver|generic] [--gue-port PORT]", decapHelp, cmdDecap},
+		{"completion", "print a bash or zsh completion script", "bash|zsh", completionHelp, cmdCompletion},
 		{"version", "print version, commit, Go version and build date", "", versionHelp, cmdVersion},
 		{"help", "print help for a command", "[COMMAND]", "", nil},
 	}
@@ -52,6 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdHelp(args[1:], stdout, stderr)
 	case "--version", "-v":
 		name = "version"
+	case "__complete": // the completion scripts' helper; not in the table
+		return cmdComplete(args[1:], stdout, stderr)
+	case "__man": // l4lb(8) for `make docs`; not in the table
+		return cmdMan(args[1:], stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == name && c.run != nil {
@@ -81,9 +86,12 @@ func usage() string {
 	}
 	b.WriteString("\n`l4lb help COMMAND` or `l4lb COMMAND --help` describes one command.\n" +
 		"A config file is the argument or --config FILE (default " + defaultConfigPath + ").\n" +
-		"Exit status: 0 ok, 1 failed (a bad config, no l4lb answering), 2 a word l4lb does not expect.\n")
+		exitStatusHelp)
 	return b.String()
 }
+
+// exitStatusHelp is what every command's exit status means.
+const exitStatusHelp = "Exit status: 0 ok, 1 failed (a bad config, no l4lb answering), 2 a word l4lb does not expect.\n"
 
 // cmdHelp prints the top-level help, or one command's.
 func cmdHelp(args []string, stdout, stderr io.Writer) int {
@@ -130,7 +138,21 @@ l4lb's own listener counts as a failed backend. The admin API ("l4lb
 status") listens on admin_socket (root only); Prometheus metrics on
 metrics_listen when set.
 
-Signals:
+` + signalsHelp + `
+Settings that need a restart (a reload logs a warning and keeps the running
+value): [global] admin_socket, metrics_listen, pipe_size, workers and
+log_format; [xdp] interface, attach, pin_path and conntrack_size, once the
+XDP program is loaded. Everything else takes effect on reload.
+
+Under systemd (Type=notify, see scripts/l4lb.service) it sends READY=1 once
+every VIP listens, RELOADING=1 while a SIGHUP is applied (so systemctl
+reload returns when the new config is live) and STOPPING=1 when the drain
+starts. FILE defaults to /etc/l4lb/l4lb.toml.
+`
+
+// signalsHelp: what each signal makes l4lb run do (l4lb help run, and
+// SIGNALS in l4lb(8)).
+const signalsHelp = `Signals:
   SIGHUP           reload the file. A file that does not parse or validate is
                    refused (logged) and the running config stays. A good file
                    is applied as a diff: new VIPs start; removed VIPs stop
@@ -149,16 +171,6 @@ Signals:
                    signal cuts the drain short.
 Signals that arrive while l4lb is still starting are acted on once it has
 started.
-
-Settings that need a restart (a reload logs a warning and keeps the running
-value): [global] admin_socket, metrics_listen, pipe_size, workers and
-log_format; [xdp] interface, attach, pin_path and conntrack_size, once the
-XDP program is loaded. Everything else takes effect on reload.
-
-Under systemd (Type=notify, see scripts/l4lb.service) it sends READY=1 once
-every VIP listens, RELOADING=1 while a SIGHUP is applied (so systemctl
-reload returns when the new config is live) and STOPPING=1 when the drain
-starts. FILE defaults to /etc/l4lb/l4lb.toml.
 `
 
 const checkHelp = `Validates FILE like "nginx -t": prints every problem as file:line and

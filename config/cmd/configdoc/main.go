@@ -13,8 +13,13 @@ import (
 
 func main() {
 	out := flag.String("o", "", "write the page to this file (default: standard output)")
+	format := flag.String("format", "markdown", "markdown (docs/configuration.md) or man (l4lb.toml(5))")
 	flag.Parse()
-	if err := docpage.Write(*out, markdown(config.Reference())); err != nil {
+	render := markdown
+	if *format == "man" {
+		render = man
+	}
+	if err := docpage.Write(*out, render(config.Reference())); err != nil {
 		fmt.Fprintln(os.Stderr, "configdoc:", err)
 		os.Exit(1)
 	}

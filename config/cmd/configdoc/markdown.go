@@ -23,9 +23,15 @@ key the file may hold, table by table, each in nginx's form: **Syntax**,
 **Default**, **Context** (the tables that take it, and where it applies)
 and **Reload** (when ` + "`l4lb reload`" + ` applies a changed value; ` + "`l4lb check --diff`" + `
 says the same for a given file). A commented example is
-[examples/l4lb.toml](../examples/l4lb.toml).
+[examples/l4lb.toml](../examples/l4lb.toml); the same reference is the man
+page l4lb.toml(5) ([man/l4lb.toml.5](man/l4lb.toml.5), ` + "`man l4lb.toml`" + ` once the
+package is installed).
 
-- Durations are strings in Go's syntax: "500ms", "2s", "1h30m"; never
+` + conventions
+
+// conventions: what every value shares (the man page's too), one
+// Markdown list item a paragraph.
+const conventions = `- Durations are strings in Go's syntax: "500ms", "2s", "1h30m"; never
   negative. Every duration but 0 needs a unit: "30" is refused, since nginx
   would read it as seconds and HAProxy as milliseconds.
 - Sizes and counts are integers; addresses are ip:port, IPv6 in brackets
