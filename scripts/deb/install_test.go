@@ -1,7 +1,7 @@
 // `make install` and `make uninstall`: what goes where, with which mode,
 // and that an operator's config is never overwritten or removed.
 
-package main
+package deb
 
 import (
 	"io/fs"

@@ -3,7 +3,7 @@
 // chrooted there), runs, upgrades over itself keeping the operator's
 // config, and is removed (config kept) and purged (config gone).
 
-package main
+package deb
 
 import (
 	"os"
