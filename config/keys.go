@@ -384,6 +384,8 @@ func tableKeys(path string) map[string]bool {
 		return keyNames(bgpKeys, nil)
 	case "bgp.peer":
 		return keyNames(peerKeys, nil)
+	case "bgp.peer.bfd":
+		return keyNames(bfdKeys, nil)
 	case "defaults":
 		return keyNames(vipKeys, func(k *key[VIP]) bool { return !k.ownOnly })
 	case "vip":

@@ -53,6 +53,8 @@ func Reference() []Section {
 	resolveKeys(throwaway, bgpKeys, nil, nil, &bgp)
 	var peer BGPPeer
 	resolveKeys(throwaway, peerKeys, nil, nil, &peer)
+	var bfd BFD
+	resolveKeys(throwaway, bfdKeys, nil, nil, &bfd)
 	return []Section{
 		{Header: "[global]", About: aboutGlobal, Keys: refKeys(globalKeys, &global, nil, "[global]")},
 		{Header: "[defaults]", About: aboutDefaults},
@@ -63,6 +65,7 @@ func Reference() []Section {
 		{Header: "[xdp]", About: aboutXDP, Keys: refKeys(xdpKeys, &xdp, nil, "[xdp]")},
 		{Header: "[bgp]", About: aboutBGP, Keys: refKeys(bgpKeys, &bgp, nil, "[bgp]")},
 		{Header: "[[bgp.peer]]", About: aboutPeer, Keys: refKeys(peerKeys, &peer, nil, "[[bgp.peer]]")},
+		{Header: "[bgp.peer.bfd]", About: aboutBFD, Keys: refKeys(bfdKeys, &bfd, nil, "[bgp.peer.bfd]")},
 	}
 }
 
@@ -145,4 +148,13 @@ const (
 		`l4lb only dials its peers; nothing listens on port 179.`
 
 	aboutPeer = `A router l4lb dials (at least one).`
+
+	aboutBFD = `A BFD session (RFC 5880/5881: single hop, asynchronous mode, no ` +
+		`authentication) with the peer, usually written inline: ` +
+		"`bfd = { interval = \"100ms\", multiplier = 3 }`" + `. Packets go from a ` +
+		`source port in 49152..65535 to UDP 3784 with TTL 255, and only packets ` +
+		`that arrive with TTL 255 count. When the session goes from up to down ` +
+		`(not by the router's own AdminDown) l4lb resets the BGP session; the ` +
+		`router, with BFD on in its BGP protocol, drops the routes as soon as it ` +
+		`misses multiplier packets. A peer without the table has no BFD.`
 )

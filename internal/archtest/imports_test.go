@@ -35,6 +35,7 @@ var rules = map[string][]string{
 	"l4/reconcile":     {mod + "cmd"},
 	"internal/admin":   {mod + "cmd"},
 	"internal/bgp":     {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", mod + "internal/"},
+	"internal/bfd":     {mod},
 	// What main was split into: the daemon starts the others; none of
 	// them reaches back into it, into each other's jobs, or into cmd.
 	"internal/daemon":   {mod + "cmd", mod + "internal/report"},
@@ -72,10 +73,11 @@ var allowedProject = map[string][]string{
 	"internal/docpage": {},
 	"internal/pcapng":  {},
 	"internal/bgp":     {"l4"},
+	"internal/bfd":     {},
 	// The metrics read the status wire types alone; the BGP wiring joins
 	// the speaker, the [bgp] table and those types, never the runtime.
 	"internal/metrics":  {"l4/plane", "l4", "l4/snapshot", "l4/balance"},
-	"internal/announce": {"config", "internal/bgp", "l4/plane", "l4", "l4/snapshot", "l4/balance"},
+	"internal/announce": {"config", "internal/bgp", "internal/bfd", "l4/plane", "l4", "l4/snapshot", "l4/balance"},
 }
 
 func deps(t *testing.T, pkg string) []string {

@@ -270,6 +270,21 @@ func (s *Speaker) Stop() {
 	s.srv.Stop()
 }
 
+// ResetPeer closes the BGP session with peer (a NOTIFICATION, Cease /
+// Administrative Reset, with why as its communication, when the path
+// still carries it); GoBGP dials it again after its idle hold time.
+func (s *Speaker) ResetPeer(ctx context.Context, peer netip.Addr, why string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	if err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: peer.String(), Communication: why}); err != nil {
+		return fmt.Errorf("bgp: reset %v: %w", peer, err)
+	}
+	return nil
+}
+
 // PeerStates returns every peer's session, in configured order.
 func (s *Speaker) PeerStates() []PeerState {
 	// Under the lock: a stopped server never answers, so ListPeer must

@@ -69,6 +69,13 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 		"bgp_peer_up": d("bgp_peer_up", "1 while the BGP session with the peer is established.", []string{"peer"}),
 		"bgp_sent":    d("bgp_peer_prefixes_sent", "Routes sent to the BGP peer.", []string{"peer"}),
 		"bgp_routes":  d("bgp_announced_prefixes", "Host routes l4lb announces (VIP addresses with an eligible backend).", nil),
+		"bfd_up":      d("bfd_session_up", "1 while the BFD session with the BGP peer is up.", []string{"peer"}),
+		"bfd_state":   d("bfd_session_state", "The BFD session's state: 0 admindown, 1 down, 2 init, 3 up.", []string{"peer"}),
+		"bfd_downs":   d("bfd_session_downs_total", "Times the BFD session went from up to down.", []string{"peer"}),
+		"bfd_sent":    d("bfd_packets_sent_total", "BFD control packets sent to the peer.", []string{"peer"}),
+		"bfd_recv":    d("bfd_packets_received_total", "BFD control packets received from the peer.", []string{"peer"}),
+		"bfd_resets":  d("bfd_bgp_resets_total", "BGP sessions reset because their BFD session failed.", []string{"peer"}),
+		"bfd_dropped": d("bfd_packets_dropped_total", "BFD packets that reached no session, by reason: malformed, ttl (not 255), no_session.", []string{"reason"}),
 		"announced":   d("vip_announced", "1 while the VIP's address is announced over BGP; absent without [bgp].", vipLabels),
 	}}
 	c.declareCounters(d)
@@ -259,6 +266,19 @@ func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st plane.Statu
 	for _, p := range b.Peers {
 		ch <- prometheus.MustNewConstMetric(c.descs["bgp_peer_up"], prometheus.GaugeValue, boolGauge(p.Up), p.Address)
 		ch <- prometheus.MustNewConstMetric(c.descs["bgp_sent"], prometheus.GaugeValue, float64(p.PrefixesSent), p.Address)
+		if f := p.BFD; f != nil {
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_up"], prometheus.GaugeValue, boolGauge(f.State == "up"), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_state"], prometheus.GaugeValue, bfdStateValue(f.State), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_downs"], prometheus.CounterValue, float64(f.Downs), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_sent"], prometheus.CounterValue, float64(f.Sent), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_recv"], prometheus.CounterValue, float64(f.Received), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_resets"], prometheus.CounterValue, float64(f.BGPResets), p.Address)
+		}
+	}
+	if d := b.BFDDropped; d != nil {
+		ch <- prometheus.MustNewConstMetric(c.descs["bfd_dropped"], prometheus.CounterValue, float64(d.Malformed), "malformed")
+		ch <- prometheus.MustNewConstMetric(c.descs["bfd_dropped"], prometheus.CounterValue, float64(d.TTL), "ttl")
+		ch <- prometheus.MustNewConstMetric(c.descs["bfd_dropped"], prometheus.CounterValue, float64(d.NoSession), "no_session")
 	}
 	ch <- prometheus.MustNewConstMetric(c.descs["bgp_routes"], prometheus.GaugeValue, float64(len(b.Announced)))
 	seen := map[[2]string]bool{}
@@ -270,6 +290,19 @@ func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st plane.Statu
 		seen[[2]string{v.Name, v.Protocol}] = true
 		ch <- prometheus.MustNewConstMetric(c.descs["announced"], prometheus.GaugeValue, boolGauge(announcedAddr(b, ap.Addr())), v.Name, v.Protocol)
 	}
+}
+
+// bfdStateValue is a BFD state's wire value (RFC 5880 section 4.1).
+func bfdStateValue(s string) float64 {
+	switch s {
+	case "down":
+		return 1
+	case "init":
+		return 2
+	case "up":
+		return 3
+	}
+	return 0
 }
 
 // announcedAddr reports whether addr's host route is announced.

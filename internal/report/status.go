@@ -321,7 +321,26 @@ func printBGP(w io.Writer, b *plane.BGPStatus) {
 			up = " for " + secondsString(p.UptimeSeconds)
 		}
 		fmt.Fprintf(w, "  peer %s as %d  %s%s  prefixes sent %d\n", p.Address, p.ASN, p.State, up, p.PrefixesSent)
+		printBFD(w, p.BFD)
 	}
+	if d := b.BFDDropped; d != nil && (d.Malformed+d.TTL+d.NoSession) > 0 {
+		fmt.Fprintf(w, "  bfd dropped: malformed %d, ttl %d, no-session %d\n", d.Malformed, d.TTL, d.NoSession)
+	}
+}
+
+// printBFD shows a peer's BFD session under its BGP line.
+func printBFD(w io.Writer, b *plane.BFDStatus) {
+	if b == nil {
+		return
+	}
+	fmt.Fprintf(w, "    bfd %s (remote %s)  %s x %d", b.State, b.RemoteState, b.Interval, b.Multiplier)
+	if b.DetectTime > 0 {
+		fmt.Fprintf(w, ", detect %s", b.DetectTime)
+	}
+	if b.Diag != "none" {
+		fmt.Fprintf(w, ", last diag %s", b.Diag)
+	}
+	fmt.Fprintf(w, "  sent %d received %d  ups %d downs %d  bgp resets %d\n", b.Sent, b.Received, b.Ups, b.Downs, b.BGPResets)
 }
 
 // ConfigJSON prints the config in force (TOML, as the admin API answers

@@ -29,6 +29,7 @@ type BirdNeighbor struct {
 	Name string
 	Addr netip.Addr
 	ASN  uint32
+	BFD  bool // bfd on: BFD down closes the session (a protocol bfd must run: BirdBFD)
 }
 
 // BirdConfig is a router that learns host routes from its neighbours
@@ -39,7 +40,12 @@ func BirdConfig(routerID netip.Addr, asn uint32, holdSeconds int, neighbors ...B
 	fmt.Fprintf(&b, "router id %s;\nprotocol device { scan time 1; }\n", routerID)
 	b.WriteString("protocol kernel { ipv4 { import none; export all; }; merge paths on; }\n")
 	for _, n := range neighbors {
+		bfd := ""
+		if n.BFD {
+			bfd = "\tbfd on;\n"
+		}
 		fmt.Fprintf(&b, `protocol bgp %s {
+%s
 	local as %d;
 	neighbor %s as %d;
 	passive on;
@@ -47,7 +53,7 @@ func BirdConfig(routerID netip.Addr, asn uint32, holdSeconds int, neighbors ...B
 	keepalive time %d;
 	ipv4 { import all; export none; };
 }
-`, n.Name, asn, n.Addr, n.ASN, holdSeconds, max(holdSeconds/3, 1))
+`, n.Name, bfd, asn, n.Addr, n.ASN, holdSeconds, max(holdSeconds/3, 1))
 	}
 	return b.String()
 }
