@@ -55,6 +55,8 @@ func Reference() []Section {
 	resolveKeys(throwaway, peerKeys, nil, nil, &peer)
 	var bfd BFD
 	resolveKeys(throwaway, bfdKeys, nil, nil, &bfd)
+	var fs FlowSync
+	resolveKeys(throwaway, flowSyncKeys, nil, nil, &fs)
 	return []Section{
 		{Header: "[global]", About: aboutGlobal, Keys: refKeys(globalKeys, &global, nil, "[global]")},
 		{Header: "[defaults]", About: aboutDefaults},
@@ -66,6 +68,7 @@ func Reference() []Section {
 		{Header: "[bgp]", About: aboutBGP, Keys: refKeys(bgpKeys, &bgp, nil, "[bgp]")},
 		{Header: "[[bgp.peer]]", About: aboutPeer, Keys: refKeys(peerKeys, &peer, nil, "[[bgp.peer]]")},
 		{Header: "[bgp.peer.bfd]", About: aboutBFD, Keys: refKeys(bfdKeys, &bfd, nil, "[bgp.peer.bfd]")},
+		{Header: "[flow_sync]", About: aboutFlowSync, Keys: refKeys(flowSyncKeys, &fs, nil, "[flow_sync]")},
 	}
 }
 
@@ -157,4 +160,16 @@ const (
 		`(not by the router's own AdminDown) l4lb resets the BGP session; the ` +
 		`router, with BFD on in its BGP protocol, drops the routes as soon as it ` +
 		`misses multiplier packets. A peer without the table has no BFD.`
+
+	aboutFlowSync = `Flow-state sync between balancers (xdp VIPs): every interval, ` +
+		`each balancer sends the flows it pinned in its XDP flow table that saw a packet ` +
+		`since the last round (client, VIP, backend address, age) to its peers, ` +
+		`in UDP datagrams of a small versioned protocol authenticated with key ` +
+		`(HMAC-SHA256; a sequence number and a timestamp refuse replays). A peer ` +
+		`installs each flow whose VIP it serves in xdp mode with the same backend, ` +
+		`with its age, unless it has the flow; then a flow keeps its backend when ` +
+		`the router moves it to that peer, even after the backend sets changed. ` +
+		`Garbage, replays and flows for VIPs or backends the peer does not have ` +
+		`are dropped and counted. Proxy-mode connections end in their balancer ` +
+		`and cannot move: the table syncs xdp flows only.`
 )

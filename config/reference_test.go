@@ -33,7 +33,7 @@ func tablesOfFile(t *testing.T) map[string]string {
 		}
 	}
 	walk("")
-	if len(out) != 13 {
+	if len(out) != 14 {
 		t.Fatalf("tables of a file: %v", out)
 	}
 	return out
