@@ -76,6 +76,11 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 		"bfd_recv":    d("bfd_packets_received_total", "BFD control packets received from the peer.", []string{"peer"}),
 		"bfd_resets":  d("bfd_bgp_resets_total", "BGP sessions reset because their BFD session failed.", []string{"peer"}),
 		"bfd_dropped": d("bfd_packets_dropped_total", "BFD packets that reached no session, by reason: malformed, ttl (not 255), no_session.", []string{"reason"}),
+		"fs_sent":     d("flow_sync_flows_sent_total", "Pinned flows flow sync sent to the peers (each to every peer).", nil),
+		"fs_limited":  d("flow_sync_flows_unsent_total", "Pinned flows a round left out for max_rate.", nil),
+		"fs_recv":     d("flow_sync_flows_received_total", "Peers' flows by what became of them: installed, known (the table had it), foreign_vip, unknown_backend, failed, rate_limited (max_rate), table_full (max_entries).", []string{"result"}),
+		"fs_dropped":  d("flow_sync_datagrams_dropped_total", "Flow sync datagrams (or flows in them) dropped: malformed, version, auth (HMAC), replay (seen before or too far from this clock).", []string{"reason"}),
+		"fs_peers":    d("flow_sync_peer_flows", "Flow table entries installed from peers (as of the last round).", nil),
 		"announced":   d("vip_announced", "1 while the VIP's address is announced over BGP; absent without [bgp].", vipLabels),
 	}}
 	c.declareCounters(d)
@@ -143,6 +148,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.collectBGP(ch, st)
+	c.collectFlowSync(ch, st.FlowSync)
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_open"], gauge, float64(st.Pipes.Open))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_lent"], gauge, float64(st.Pipes.Lent))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
@@ -290,6 +296,32 @@ func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st plane.Statu
 		seen[[2]string{v.Name, v.Protocol}] = true
 		ch <- prometheus.MustNewConstMetric(c.descs["announced"], prometheus.GaugeValue, boolGauge(announcedAddr(b, ap.Addr())), v.Name, v.Protocol)
 	}
+}
+
+// collectFlowSync reports flow sync's counters.
+func (c *statusCollector) collectFlowSync(ch chan<- prometheus.Metric, f *plane.FlowSyncStatus) {
+	if f == nil {
+		return
+	}
+	counter := func(name string, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.descs[name], prometheus.CounterValue, float64(v), labels...)
+	}
+	counter("fs_sent", f.Sent)
+	counter("fs_limited", f.SendRateLimited)
+	for _, r := range []struct {
+		v uint64
+		l string
+	}{{f.Installed, "installed"}, {f.Known, "known"}, {f.ForeignVIP, "foreign_vip"}, {f.UnknownBackend, "unknown_backend"},
+		{f.InstallFailed, "failed"}, {f.InstallRateLimited, "rate_limited"}, {f.TableFull, "table_full"}} {
+		counter("fs_recv", r.v, r.l)
+	}
+	for _, r := range []struct {
+		v uint64
+		l string
+	}{{f.Malformed, "malformed"}, {f.BadVersion, "version"}, {f.BadAuth, "auth"}, {f.Replays, "replay"}} {
+		counter("fs_dropped", r.v, r.l)
+	}
+	ch <- prometheus.MustNewConstMetric(c.descs["fs_peers"], prometheus.GaugeValue, float64(f.FromPeers))
 }
 
 // bfdStateValue is a BFD state's wire value (RFC 5880 section 4.1).

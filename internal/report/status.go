@@ -55,6 +55,7 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 		}
 	}
 	printBGP(w, st.BGP)
+	printFlowSync(w, st.FlowSync)
 	fmt.Fprintln(w)
 	for i, v := range st.VIPs {
 		if i > 0 {
@@ -325,6 +326,20 @@ func printBGP(w io.Writer, b *plane.BGPStatus) {
 	}
 	if d := b.BFDDropped; d != nil && (d.Malformed+d.TTL+d.NoSession) > 0 {
 		fmt.Fprintf(w, "  bfd dropped: malformed %d, ttl %d, no-session %d\n", d.Malformed, d.TTL, d.NoSession)
+	}
+}
+
+// printFlowSync shows flow sync's peers and counters.
+func printFlowSync(w io.Writer, f *plane.FlowSyncStatus) {
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "flow sync: listen %s, peers %s, every %s\n", f.Listen, strings.Join(f.Peers, " "), f.Interval)
+	fmt.Fprintf(w, "  sent %d flows (%d datagrams, %d unsent for max_rate)  from peers: installed %d, known %d, foreign-vip %d, unknown-backend %d, in table %d\n",
+		f.Sent, f.DatagramsSent, f.SendRateLimited, f.Installed, f.Known, f.ForeignVIP, f.UnknownBackend, f.FromPeers)
+	if dropped := f.Malformed + f.BadVersion + f.BadAuth + f.Replays + f.InstallRateLimited + f.TableFull + f.InstallFailed + f.SendErrors; dropped > 0 {
+		fmt.Fprintf(w, "  dropped: malformed %d, version %d, auth %d, replay %d, rate-limited %d, table-full %d, failed %d, send-errors %d\n",
+			f.Malformed, f.BadVersion, f.BadAuth, f.Replays, f.InstallRateLimited, f.TableFull, f.InstallFailed, f.SendErrors)
 	}
 }
 

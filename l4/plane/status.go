@@ -20,6 +20,8 @@ type Status struct {
 	// BGP is the speaker's sessions and routes (filled by the process
 	// that runs the speaker; nil: no [bgp]).
 	BGP *BGPStatus `json:"bgp,omitempty"`
+	// FlowSync is flow sync's counters (nil: no [flow_sync]).
+	FlowSync *FlowSyncStatus `json:"flow_sync,omitempty"`
 	// Stopping: l4lb is shutting down; its VIPs accept nothing and are
 	// listed as draining until their connections end.
 	Stopping bool        `json:"stopping,omitempty"`

@@ -62,7 +62,7 @@ func (x *Program) PinnedFlows(within time.Duration, fn func(plane.SyncedFlow) bo
 // InstallFlows implements plane.FlowTable.
 func (x *Program) InstallFlows(flows []plane.SyncedFlow, results []plane.InstallResult) {
 	_, byVIP := x.backendMaps()
-	if !x.using(func() {
+	if x.held.Load() || !x.using(func() { // held: another l4lb takes the maps over
 		now := bpf.MonotonicNow()
 		for i, f := range flows {
 			results[i] = x.install(byVIP, now, f)
