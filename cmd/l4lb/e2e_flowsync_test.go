@@ -15,7 +15,9 @@ import (
 const flowSyncKey = "l4lb-test-flow-sync-key"
 
 // flowSyncAddr is balancer i's flow sync address.
-func flowSyncAddr(e *testutil.ECMP, i int) netip.AddrPort { return netip.AddrPortFrom(e.LBAddr(i), 7946) }
+func flowSyncAddr(e *testutil.ECMP, i int) netip.AddrPort {
+	return netip.AddrPortFrom(e.LBAddr(i), 7946)
+}
 
 // flowSyncConfig is xdpBGPConfig over the first n backends, with
 // [flow_sync] to the other balancer when sync is set.
