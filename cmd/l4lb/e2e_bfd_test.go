@@ -80,7 +80,8 @@ func birdBFDSessions(t *testing.T, rtr *testutil.Bird) map[string]string {
 // link set down on the router's side: its process and TCP session live
 // on) each take the path out of the router's kernel table within
 // 3 x 100ms + 100ms; the silent balancer's own BFD session goes down
-// with "detection-time-expired" and it resets its BGP session.
+// with "detection-time-expired" and it resets its BGP session; when the
+// link comes back, so do BFD, BGP and the path.
 func TestBGPBFD(t *testing.T) {
 	testutil.RequirePriv(t, "network namespaces, BIRD")
 	e := testutil.NewECMP(t, 2, 3, bgpVIP)
@@ -163,5 +164,15 @@ func TestBGPBFD(t *testing.T) {
 	})
 	if log := lbs[1].log.String(); !strings.Contains(log, "bfd session failed: resetting the bgp session") {
 		t.Errorf("balancer 1 did not log the reset")
+	}
+
+	// The link comes back: BFD, then BGP (after BIRD's error wait of 1s
+	// and l4lb's connect_retry), then the path.
+	start = time.Now()
+	e.Router.MustExec(t, "ip", "link", "set", "xl1", "up")
+	d = routes.WaitNextHops(t, host(bgpVIP), start, 20*time.Second, e.LBAddr(1))
+	t.Logf("link back: path of balancer 1 in the router again after %v", d)
+	if b := peerBFD(t, lbs[1]); b.State != "up" || b.Ups != 2 {
+		t.Errorf("balancer 1's BFD after the link came back: %+v", b)
 	}
 }

@@ -137,6 +137,9 @@ func (s *Speaker) apiPeer(p Peer) *api.Peer {
 			ConnectRetry:      seconds(s.set.ConnectRetry),
 			HoldTime:          hold,
 			KeepaliveInterval: keep,
+			// After ResetPeer (a BFD failure), dial again as soon as
+			// after any failed attempt, not after GoBGP's 30s.
+			IdleHoldTimeAfterReset: seconds(s.set.ConnectRetry),
 		}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
 		AfiSafis:  afis,
@@ -272,7 +275,7 @@ func (s *Speaker) Stop() {
 
 // ResetPeer closes the BGP session with peer (a NOTIFICATION, Cease /
 // Administrative Reset, with why as its communication, when the path
-// still carries it); GoBGP dials it again after its idle hold time.
+// still carries it); GoBGP dials it again after connect_retry.
 func (s *Speaker) ResetPeer(ctx context.Context, peer netip.Addr, why string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
