@@ -124,11 +124,16 @@ func TestBGPBFD(t *testing.T) {
 	soak := bfdSoak(t)
 	for end := time.Now().Add(soak); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if got := routes.NextHops(t, host(bgpVIP)); len(got) != 2 {
+			for i, lb := range lbs {
+				t.Logf("balancer %d: bfd %+v", i, peerBFD(t, lb))
+			}
 			t.Fatalf("a path left the router during the fault-free run: %v\n%s", got, rtr.Show(t, "show", "bfd", "sessions"))
 		}
 	}
 	for i, lb := range lbs {
-		if b := peerBFD(t, lb); b.State != "up" || b.Ups != 1 || b.Downs != 0 {
+		b := peerBFD(t, lb)
+		t.Logf("balancer %d: longest gap between two BFD packets sent while up: %v", i, b.MaxTxGap)
+		if b.State != "up" || b.Ups != 1 || b.Downs != 0 {
 			t.Fatalf("balancer %d flapped over %v: %+v", i, soak, b)
 		}
 	}

@@ -102,6 +102,6 @@ func bfdStatus(srv *bfd.Server, resets map[netip.Addr]uint64, st *plane.BGPStatu
 			Interval: s.Config.Interval, Multiplier: int(s.Config.Multiplier), TxInterval: s.TxInterval, DetectTime: s.DetectTime,
 			LocalDiscr: s.LocalDiscr, RemoteDiscr: s.RemoteDiscr, Since: s.Since,
 			Sent: s.Sent, Received: s.Received, Dropped: s.Dropped, SendErrors: s.SendErrors,
-			Ups: s.Ups, Downs: s.Downs, BGPResets: resets[addr]}
+			Ups: s.Ups, Downs: s.Downs, BGPResets: resets[addr], MaxTxGap: s.MaxTxGap}
 	}
 }

@@ -61,6 +61,11 @@ type SessionStatus struct {
 	SendErrors  uint64
 	Dropped     uint64 // received and discarded (A bit, session AdminDown, full queue)
 	Ups, Downs  uint64 // transitions into Up, and from Up to Down
+	// MaxTxGap is the longest time between two packets sent while the
+	// session was up: near the interval, unless this process was not
+	// scheduled (a gap past the router's detection time takes the
+	// session down there).
+	MaxTxGap time.Duration
 }
 
 // Session is one running session.
@@ -73,6 +78,8 @@ type Session struct {
 	done     chan struct{}
 
 	sent, received, sendErrors, dropped, ups, downs atomic.Uint64
+	maxTxGap                                        atomic.Int64
+	lastTx                                          time.Time // owned by run
 
 	mu    sync.Mutex // guards what follows
 	f     fsm
@@ -230,6 +237,13 @@ func (s *Session) send(buf *[PacketLen]byte) {
 	}
 	p := s.f.packet()
 	s.mu.Unlock()
+	now := time.Now()
+	if p.State == StateUp && !s.lastTx.IsZero() {
+		if gap := int64(now.Sub(s.lastTx)); gap > s.maxTxGap.Load() {
+			s.maxTxGap.Store(gap)
+		}
+	}
+	s.lastTx = now
 	p.Encode(buf)
 	if _, err := s.conn.Write(buf[:]); err != nil {
 		s.sendErrors.Add(1) // ICMP unreachable while the peer is away: the timers go on
@@ -254,5 +268,6 @@ func (s *Session) Status() SessionStatus {
 	s.mu.Unlock()
 	st.Sent, st.Received, st.SendErrors, st.Dropped = s.sent.Load(), s.received.Load(), s.sendErrors.Load(), s.dropped.Load()
 	st.Ups, st.Downs = s.ups.Load(), s.downs.Load()
+	st.MaxTxGap = time.Duration(s.maxTxGap.Load())
 	return st
 }

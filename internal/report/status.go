@@ -355,7 +355,7 @@ func printBFD(w io.Writer, b *plane.BFDStatus) {
 	if b.Diag != "none" {
 		fmt.Fprintf(w, ", last diag %s", b.Diag)
 	}
-	fmt.Fprintf(w, "  sent %d received %d  ups %d downs %d  bgp resets %d\n", b.Sent, b.Received, b.Ups, b.Downs, b.BGPResets)
+	fmt.Fprintf(w, "  sent %d received %d  ups %d downs %d  bgp resets %d  max gap %s\n", b.Sent, b.Received, b.Ups, b.Downs, b.BGPResets, b.MaxTxGap.Round(time.Millisecond))
 }
 
 // ConfigJSON prints the config in force (TOML, as the admin API answers

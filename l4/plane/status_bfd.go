@@ -25,6 +25,10 @@ type BFDStatus struct {
 	Ups         uint64        `json:"ups"`
 	Downs       uint64        `json:"downs"`      // from up to down
 	BGPResets   uint64        `json:"bgp_resets"` // BGP sessions reset because BFD failed
+	// MaxTxGap is the longest gap between two packets sent while up: if
+	// it passed the router's detection time, a flap was this process not
+	// being scheduled, not the path.
+	MaxTxGap time.Duration `json:"max_tx_gap_ns"`
 }
 
 // BFDDrops counts BFD packets that reached no session.
