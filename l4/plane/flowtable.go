@@ -26,7 +26,7 @@ type InstallResult uint8
 const (
 	Installed             InstallResult = iota
 	InstallKnown                        // the table has the flow already: the local entry wins
-	InstallForeignVIP                   // no xdp VIP here has the flow's address, port and protocol
+	InstallForeignVIP                   // no xdp VIP here has the flow's address, port and protocol (or it is a NAT VIP)
 	InstallUnknownBackend               // the VIP here has no such backend (or it is retired)
 	InstallFailed                       // the map refused the write
 )

@@ -14,12 +14,18 @@ import (
 
 var _ plane.FlowTable = (*Program)(nil)
 
-// backendsByIndex maps every live (not retired) backend entry of the xdp
+// backendMaps maps every live (not retired) backend entry of the xdp
 // VIPs to its address, and each VIP to its planes' backends by address.
+// NAT VIPs are left out: a NAT flow's replies come back to the address of
+// the balancer that translated it, so it cannot move to a peer (and its
+// peer has no NAT state for it).
 func (x *Program) backendMaps() (byIndex map[uint32]netip.AddrPort, byVIP map[l4.VIPKey]map[netip.AddrPort]uint32) {
 	byIndex = map[uint32]netip.AddrPort{}
 	byVIP = map[l4.VIPKey]map[netip.AddrPort]uint32{}
 	for _, p := range x.planeList() {
+		if p.conf().Forward == l4.ForwardNAT {
+			continue
+		}
 		p.mu.Lock()
 		if !p.stopped {
 			m := map[netip.AddrPort]uint32{}
