@@ -4,16 +4,15 @@
 package bfd
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -48,10 +47,12 @@ type Server struct {
 
 	malformed, ttl, noSession atomic.Uint64
 
+	closing atomic.Bool // the receiving threads stop
+
 	mu       sync.Mutex // guards what follows
 	sessions map[netip.Addr]*Session
 	byDiscr  map[uint32]*Session
-	rx4, rx6 *net.UDPConn
+	rx4, rx6 int // the receiving sockets; -1 until the first session of the family
 	closed   bool
 }
 
@@ -67,7 +68,7 @@ func NewServer(opts Options) *Server {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	return &Server{opts: opts, log: opts.Log, sessions: map[netip.Addr]*Session{}, byDiscr: map[uint32]*Session{}}
+	return &Server{opts: opts, log: opts.Log, sessions: map[netip.Addr]*Session{}, byDiscr: map[uint32]*Session{}, rx4: -1, rx6: -1}
 }
 
 // ErrClosed: the server was closed.
@@ -134,60 +135,90 @@ func (s *Server) removeLocked(peer netip.Addr) {
 	s.log.Info("bfd session stopped", zap.Stringer("peer", peer))
 }
 
-// listenLocked opens the receiving socket of the family, with TTL (hop
-// limit) reported on every datagram.
+// rxTimeout is how long the receiving thread blocks in recvmsg before
+// it looks whether the server closed.
+const rxTimeout = 100 * time.Millisecond
+
+// listenLocked opens the receiving socket of the family (blocking, with
+// TTL or hop limit reported on every datagram) and its thread.
 func (s *Server) listenLocked(v4 bool) error {
-	if (v4 && s.rx4 != nil) || (!v4 && s.rx6 != nil) {
+	if (v4 && s.rx4 >= 0) || (!v4 && s.rx6 >= 0) {
 		return nil
 	}
-	network, level, opt, addr := "udp4", unix.IPPROTO_IP, unix.IP_RECVTTL, s.opts.ListenAddr4
-	if !v4 {
-		network, level, opt, addr = "udp6", unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, s.opts.ListenAddr6
-	}
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), level, opt, 1)
-			if serr == nil { // a successor of `l4lb upgrade` binds while this process still runs
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-			}
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	bind := netip.AddrPortFrom(addr, s.opts.ListenPort).String()
-	if !addr.IsValid() {
-		bind = fmt.Sprintf(":%d", s.opts.ListenPort)
-	}
-	pc, err := lc.ListenPacket(context.Background(), network, bind)
+	fd, err := rxSocket(v4, s.opts)
 	if err != nil {
-		return fmt.Errorf("bfd: listen %s %s: %w", network, bind, err)
+		return err
 	}
-	conn := pc.(*net.UDPConn)
 	if v4 {
-		s.rx4 = conn
+		s.rx4 = fd
 	} else {
-		s.rx6 = conn
+		s.rx6 = fd
 	}
 	s.wg.Add(1)
-	go s.receive(conn)
+	go s.receive(fd)
 	return nil
 }
 
-// receive reads datagrams until the socket closes.
-func (s *Server) receive(conn *net.UDPConn) {
-	defer s.wg.Done()
-	buf := make([]byte, 512)
-	oob := make([]byte, 128)
-	for {
-		n, oobn, _, from, err := conn.ReadMsgUDPAddrPort(buf, oob)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
+// rxSocket is a blocking UDP socket bound to the listen port, with
+// IP_RECVTTL (IPV6_RECVHOPLIMIT), SO_REUSEPORT (the successor of `l4lb
+// upgrade` binds while this process still runs) and a receive timeout.
+func rxSocket(v4 bool, o Options) (int, error) {
+	family, level, opt, addr := unix.AF_INET, unix.IPPROTO_IP, unix.IP_RECVTTL, o.ListenAddr4
+	if !v4 {
+		family, level, opt, addr = unix.AF_INET6, unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, o.ListenAddr6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, fmt.Errorf("bfd: socket: %w", err)
+	}
+	tv := unix.NsecToTimeval(int64(rxTimeout))
+	var sa unix.Sockaddr
+	if v4 {
+		sa4 := &unix.SockaddrInet4{Port: int(o.ListenPort)}
+		if addr.IsValid() {
+			sa4.Addr = addr.As4()
+		}
+		sa = sa4
+	} else {
+		sa6 := &unix.SockaddrInet6{Port: int(o.ListenPort)}
+		if addr.IsValid() {
+			sa6.Addr = addr.As16()
+		}
+		sa = sa6
+	}
+	for _, step := range []func() error{
+		func() error { return unix.SetsockoptInt(fd, level, opt, 1) },
+		func() error { return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) },
+		func() error {
+			if v4 {
+				return nil
 			}
-			continue
+			return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+		},
+		func() error { return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv) },
+		func() error { return unix.Bind(fd, sa) },
+	} {
+		if err := step(); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("bfd: listen on port %d: %w", o.ListenPort, err)
+		}
+	}
+	return fd, nil
+}
+
+// receive reads datagrams on its own thread (locked, nice -20 where
+// allowed, blocked in the kernel) and applies each to its session at
+// once, until the server closes.
+func (s *Server) receive(fd int) {
+	runtime.LockOSThread() // the thread ends with the goroutine
+	highPriority()
+	defer s.wg.Done()
+	var buf [512]byte
+	var oob [128]byte
+	for !s.closing.Load() {
+		n, oobn, _, from, err := unix.Recvmsg(fd, buf[:], oob[:], 0)
+		if err != nil {
+			continue // the receive timeout (EAGAIN), an interrupt
 		}
 		if ttl, ok := receivedTTL(oob[:oobn]); !ok || ttl != TTL {
 			s.ttl.Add(1)
@@ -198,7 +229,7 @@ func (s *Server) receive(conn *net.UDPConn) {
 			s.malformed.Add(1)
 			continue
 		}
-		src := from.Addr().Unmap()
+		src := sockaddrAddr(from)
 		s.mu.Lock()
 		var sess *Session
 		if p.YourDiscr != 0 {
@@ -214,6 +245,17 @@ func (s *Server) receive(conn *net.UDPConn) {
 		}
 		sess.deliver(p)
 	}
+}
+
+// sockaddrAddr is the address of a received datagram's source.
+func sockaddrAddr(sa unix.Sockaddr) netip.Addr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrFrom4(a.Addr)
+	case *unix.SockaddrInet6:
+		return netip.AddrFrom16(a.Addr).Unmap()
+	}
+	return netip.Addr{}
 }
 
 // receivedTTL reads the IP_TTL or IPV6_HOPLIMIT control message.
@@ -276,11 +318,12 @@ func (s *Server) Close() {
 	for peer := range s.sessions {
 		s.removeLocked(peer)
 	}
-	for _, c := range []*net.UDPConn{s.rx4, s.rx6} {
-		if c != nil {
-			c.Close()
+	s.mu.Unlock()
+	s.closing.Store(true)
+	s.wg.Wait() // within rxTimeout
+	for _, fd := range []int{s.rx4, s.rx6} {
+		if fd >= 0 {
+			unix.Close(fd)
 		}
 	}
-	s.mu.Unlock()
-	s.wg.Wait()
 }

@@ -1,5 +1,5 @@
 // One BFD session: its sending socket, its timers (with jitter) and the
-// state machine they drive.
+// state machine they drive, on a thread of its own.
 
 package bfd
 
@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -59,7 +60,7 @@ type SessionStatus struct {
 	Sent        uint64
 	Received    uint64
 	SendErrors  uint64
-	Dropped     uint64 // received and discarded (A bit, session AdminDown, full queue)
+	Dropped     uint64 // received and discarded (A bit, session AdminDown)
 	Ups, Downs  uint64 // transitions into Up, and from Up to Down
 	// MaxTxGap is the longest time between two packets sent while the
 	// session was up: near the interval, unless this process was not
@@ -68,22 +69,34 @@ type SessionStatus struct {
 	MaxTxGap time.Duration
 }
 
-// Session is one running session.
+// timerTick bounds how long the session's thread sleeps at once: the
+// granularity at which it notices a rearmed transmit time or a stop.
+const timerTick = 10 * time.Millisecond
+
+// Session is one running session. Its timers run on a thread of its own
+// (locked, at nice -20 where allowed) that sleeps in the kernel, not on Go
+// timers: a busy host or runtime delays the packets that keep the router's
+// session up as little as possible. Received packets are applied by the
+// server's receiving thread; state changes reach OnChange from a goroutine
+// of the session's, never from those threads.
 type Session struct {
 	cfg      SessionConfig
 	conn     *net.UDPConn
-	onChange func(Change)
-	rx       chan Packet
-	stop     chan struct{}
-	done     chan struct{}
+	changes  chan Change
+	stop     atomic.Bool
+	done     chan struct{} // the timer thread ended
+	notified chan struct{} // the notifier ended
 
 	sent, received, sendErrors, dropped, ups, downs atomic.Uint64
 	maxTxGap                                        atomic.Int64
-	lastTx                                          time.Time // owned by run
 
-	mu    sync.Mutex // guards what follows
-	f     fsm
-	since time.Time
+	mu     sync.Mutex // guards what follows
+	closed bool       // close ran: nothing more is applied or reported
+	f      fsm
+	since  time.Time
+	next   time.Time // the next periodic packet
+	lastTx time.Time // the last packet sent while up; zero after one sent otherwise
+	buf    [PacketLen]byte
 }
 
 // dialSession opens the sending socket: source port in 49152..65535,
@@ -123,18 +136,17 @@ func dialSession(cfg SessionConfig, peerPort uint16) (*net.UDPConn, error) {
 }
 
 func newSession(cfg SessionConfig, discr uint32, conn *net.UDPConn, onChange func(Change)) *Session {
-	return &Session{cfg: cfg, conn: conn, onChange: onChange, rx: make(chan Packet, 16),
-		stop: make(chan struct{}), done: make(chan struct{}),
+	s := &Session{cfg: cfg, conn: conn, changes: make(chan Change, 64), done: make(chan struct{}), notified: make(chan struct{}),
 		f: newFSM(discr, cfg.Interval, cfg.Multiplier), since: time.Now()}
-}
-
-// deliver hands a received packet to the session; a full queue drops it.
-func (s *Session) deliver(p Packet) {
-	select {
-	case s.rx <- p:
-	default:
-		s.dropped.Add(1)
-	}
+	go func() {
+		defer close(s.notified)
+		for c := range s.changes {
+			if onChange != nil {
+				onChange(c)
+			}
+		}
+	}()
+	return s
 }
 
 // jitter is the wait before the next periodic packet: 75..100% of d, or
@@ -150,102 +162,104 @@ func jitter(d time.Duration, mult uint8) time.Duration {
 	return d*3/4 + rand.N(spread)
 }
 
+// highPriority raises the calling thread's priority (nice -20); best
+// effort: without CAP_SYS_NICE it stays as it is.
+func highPriority() { _ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20) }
+
+// run is the session's timer thread: periodic packets and the detection
+// timer, until stop. The thread ends with it (it stays locked).
 func (s *Session) run() {
+	runtime.LockOSThread()
+	highPriority()
 	defer close(s.done)
-	var buf [PacketLen]byte
-	tx := time.NewTimer(0)
-	defer tx.Stop()
-	detect := time.NewTimer(time.Hour)
-	detect.Stop()
-	defer detect.Stop()
-	for {
-		select {
-		case <-s.stop:
-			s.mu.Lock()
-			s.f.adminDown()
-			s.mu.Unlock()
-			s.send(&buf) // tell the peer this is no failure
-			return
-		case p := <-s.rx:
-			now := time.Now()
-			s.mu.Lock()
-			o := s.f.receive(now, &p)
-			dt := s.f.detectTime()
-			s.mu.Unlock()
-			if o.dropped {
-				s.dropped.Add(1)
-				continue
-			}
-			s.received.Add(1)
-			if dt > 0 {
-				detect.Reset(dt)
-			}
-			s.after(o, now, &buf, tx)
-		case <-detect.C:
-			now := time.Now()
-			s.mu.Lock()
-			o := s.f.expire(now)
-			dt, last := s.f.detectTime(), s.f.lastRx
-			s.mu.Unlock()
-			if dt > 0 { // a packet came in between: wait the rest
-				detect.Reset(dt - now.Sub(last))
-			}
-			s.after(o, now, &buf, tx)
-		case <-tx.C:
-			s.send(&buf)
-			s.mu.Lock()
-			next := jitter(s.f.txInterval(), s.f.mult)
-			s.mu.Unlock()
-			tx.Reset(next)
+	s.mu.Lock()
+	s.next = time.Now()
+	s.mu.Unlock()
+	for !s.stop.Load() {
+		now := time.Now()
+		s.mu.Lock()
+		o := s.f.expire(now)
+		s.afterLocked(o, now)
+		if !now.Before(s.next) {
+			s.sendLocked(now)
+			s.next = now.Add(jitter(s.f.txInterval(), s.f.mult))
 		}
+		wait := s.next.Sub(now)
+		if dt := s.f.detectTime(); dt > 0 {
+			wait = min(wait, s.f.lastRx.Add(dt).Sub(now))
+		}
+		s.mu.Unlock()
+		// In the kernel, not on a Go timer: woken at the time whatever
+		// the rest of the process does.
+		ts := unix.NsecToTimespec(int64(min(max(wait, 50*time.Microsecond), timerTick)))
+		_ = unix.Nanosleep(&ts, nil)
 	}
+	s.mu.Lock()
+	s.f.adminDown()
+	s.sendLocked(time.Now()) // tell the peer this is no failure
+	s.mu.Unlock()
 }
 
-// after reports a state change and sends what the state machine asked.
-func (s *Session) after(o outcome, now time.Time, buf *[PacketLen]byte, tx *time.Timer) {
+// deliver applies a received packet (on the server's receiving thread).
+func (s *Session) deliver(p Packet) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.stop.Load() {
+		return
+	}
+	o := s.f.receive(now, &p)
+	if o.dropped {
+		s.dropped.Add(1)
+		return
+	}
+	s.received.Add(1)
+	s.afterLocked(o, now)
+}
+
+// afterLocked reports a state change and sends what the state machine
+// asked at once; the periodic packets go on from there.
+func (s *Session) afterLocked(o outcome, now time.Time) {
 	if o.changed {
-		s.mu.Lock()
 		s.since = now
 		c := Change{Peer: s.cfg.Peer, From: o.from, To: s.f.state, Diag: s.f.diag, RemoteState: s.f.remoteState}
-		s.mu.Unlock()
 		switch {
 		case c.To == StateUp:
 			s.ups.Add(1)
 		case c.From == StateUp:
 			s.downs.Add(1)
 		}
-		if s.onChange != nil {
-			s.onChange(c)
+		select {
+		case s.changes <- c:
+		default: // the notifier is 64 changes behind: drop the report, not the session
 		}
 	}
 	if o.send {
-		s.send(buf)
-		// The periodic packets go on at the (maybe new) rate from here.
-		s.mu.Lock()
-		next := jitter(s.f.txInterval(), s.f.mult)
-		s.mu.Unlock()
-		tx.Reset(next)
+		s.sendLocked(now)
+		s.next = now.Add(jitter(s.f.txInterval(), s.f.mult))
 	}
 }
 
-// send writes the next Control packet, unless the remote asked for none.
-func (s *Session) send(buf *[PacketLen]byte) {
-	s.mu.Lock()
+// sendLocked writes the next Control packet, unless the remote asked for
+// none.
+func (s *Session) sendLocked(now time.Time) {
 	if !s.f.mayTransmit() {
-		s.mu.Unlock()
 		return
 	}
 	p := s.f.packet()
-	s.mu.Unlock()
-	now := time.Now()
-	if p.State == StateUp && !s.lastTx.IsZero() {
+	switch {
+	case p.State != StateUp:
+		s.lastTx = time.Time{}
+	case !s.lastTx.IsZero():
 		if gap := int64(now.Sub(s.lastTx)); gap > s.maxTxGap.Load() {
 			s.maxTxGap.Store(gap)
 		}
+		fallthrough
+	default:
+		s.lastTx = now
 	}
-	s.lastTx = now
-	p.Encode(buf)
-	if _, err := s.conn.Write(buf[:]); err != nil {
+	p.Encode(&s.buf)
+	if _, err := s.conn.Write(s.buf[:]); err != nil {
 		s.sendErrors.Add(1) // ICMP unreachable while the peer is away: the timers go on
 		return
 	}
@@ -254,8 +268,13 @@ func (s *Session) send(buf *[PacketLen]byte) {
 
 // close stops the session: one AdminDown packet, then its socket closes.
 func (s *Session) close() {
-	close(s.stop)
+	s.stop.Store(true)
 	<-s.done
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	close(s.changes)
+	<-s.notified
 	s.conn.Close()
 }
 
