@@ -6,7 +6,10 @@
 // A Server owns the receiving sockets (UDP 3784, every packet must arrive
 // with TTL or hop limit 255: the GTSM check of RFC 5881 section 5) and
 // one Session per peer, each with its own sending socket (source port
-// 49152..65535, TTL 255). A session's state machine (fsm.go) is pure and
+// 49152..65535, TTL 255). The timers and the receiving run on threads of
+// their own (locked, nice -20, sleeping in the kernel), not on Go timers:
+// a packet late by more than the router's detection time takes the
+// session down there. A session's state machine (fsm.go) is pure and
 // driven by packets and timers the session feeds it, so that it is tested
 // against the RFC's tables without sockets; the codec (packet.go) is
 // fuzzed.
