@@ -61,6 +61,12 @@ func BirdConfig(routerID netip.Addr, asn uint32, holdSeconds int, neighbors ...B
 // StartBird runs bird with conf in ns until the test ends (killed by PID).
 func StartBird(t testing.TB, ns *Netns, conf string) *Bird {
 	t.Helper()
+	return startBird(t, ns, conf)
+}
+
+// startBird runs bird with conf in ns, under the prefix command (nice...).
+func startBird(t testing.TB, ns *Netns, conf string, prefix ...string) *Bird {
+	t.Helper()
 	RequireTool(t, "bird", "birdc")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "bird.conf")
@@ -68,7 +74,7 @@ func StartBird(t testing.TB, ns *Netns, conf string) *Bird {
 		t.Fatal(err)
 	}
 	b := &Bird{Sock: filepath.Join(dir, "bird.ctl"), ns: ns, done: make(chan struct{})}
-	b.cmd = ns.Command("bird", "-f", "-c", cfg, "-s", b.Sock, "-P", filepath.Join(dir, "bird.pid"))
+	b.cmd = ns.Command(append(prefix, "bird", "-f", "-c", cfg, "-s", b.Sock, "-P", filepath.Join(dir, "bird.pid"))...)
 	out := &strings.Builder{}
 	b.cmd.Stdout, b.cmd.Stderr = out, out
 	if err := b.cmd.Start(); err != nil {
