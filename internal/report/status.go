@@ -170,6 +170,9 @@ func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus
 			}
 			last = strings.TrimSpace(fmt.Sprintf("%s (degraded since %s: %s%s)", last, b.DegradedSince.Format(time.RFC3339), b.Degraded, kept))
 		}
+		if b.Agent != nil {
+			last = strings.TrimSpace(last + " (" + b.Agent.Text() + ")")
+		}
 		if b.Override != "" {
 			health += "/" + strings.ToUpper(b.Override)
 			last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))
