@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +12,25 @@ import (
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
-// bfdInterval and bfdMult are the sessions of the BFD tests, both ends:
-// the router must drop a dead balancer within bfdInterval x bfdMult plus
-// the 100 ms the issue allows for BIRD's reaction and the kernel.
-const (
-	bfdInterval = 100 * time.Millisecond
-	bfdMult     = 3
-	bfdBound    = bfdMult*bfdInterval + 100*time.Millisecond
-)
+// bfdMult is the detect multiplier of the BFD tests, both ends; the
+// interval is bfdIntervalOf's. The router must drop a dead balancer
+// within interval x bfdMult plus the 100 ms the issue allows for BIRD's
+// reaction and the kernel.
+const bfdMult = 3
+
+// bfdIntervalOf is the sessions' interval: L4LB_BFD_INTERVAL (a Go
+// duration, for long runs at other rates), else the issue's 100ms.
+func bfdIntervalOf(t *testing.T) time.Duration {
+	v := os.Getenv("L4LB_BFD_INTERVAL")
+	if v == "" {
+		return 100 * time.Millisecond
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 10*time.Millisecond {
+		t.Fatalf("L4LB_BFD_INTERVAL=%q: want a duration of 10ms or more", v)
+	}
+	return d
+}
 
 // bfdSoak is how long TestBGPBFD watches a fault-free pair of sessions
 // for a flap: L4LB_BFD_SOAK (a Go duration; "10m" for the issue's long
@@ -39,10 +49,10 @@ func bfdSoak(t *testing.T) time.Duration {
 
 // bfdConfig is bgpConfig with a BFD session to the router and metrics on
 // the balancer's own address.
-func bfdConfig(e *testutil.ECMP, i int, bfd bool) string {
+func bfdConfig(e *testutil.ECMP, i int, bfd bool, interval time.Duration) string {
 	peer := ""
 	if bfd {
-		peer = fmt.Sprintf("  bfd = { interval = %q, multiplier = %d }\n", bfdInterval, bfdMult)
+		peer = fmt.Sprintf("  bfd = { interval = %q, multiplier = %d }\n", interval, bfdMult)
 	}
 	return newConf(`drain_timeout = "1s"`, fmt.Sprintf("metrics_listen = %q", netip.AddrPortFrom(e.LBAddr(i), 9370))).
 		raw(bgpTable(e, i, `shutdown_grace = "1s"`)+peer).
@@ -84,11 +94,13 @@ func birdBFDSessions(t *testing.T, rtr *testutil.Bird) map[string]string {
 // link comes back, so do BFD, BGP and the path.
 func TestBGPBFD(t *testing.T) {
 	testutil.RequirePriv(t, "network namespaces, BIRD")
+	bfdInterval := bfdIntervalOf(t)
+	bfdBound := bfdMult*bfdInterval + 100*time.Millisecond
 	e := testutil.NewECMP(t, 2, 3, bgpVIP)
 	rtr := e.StartRouterBFD(t, 65001, 9, bfdInterval, bfdMult)
 	routes := testutil.WatchRoutes(t, e.Router)
 	startBackendSet(t, e)
-	lbs := []*lbProcess{startLBIn(t, e.LBs[0], bfdConfig(e, 0, true)), startLBIn(t, e.LBs[1], bfdConfig(e, 1, true))}
+	lbs := []*lbProcess{startLBIn(t, e.LBs[0], bfdConfig(e, 0, true, bfdInterval)), startLBIn(t, e.LBs[1], bfdConfig(e, 1, true, bfdInterval))}
 	routes.WaitNextHops(t, host(bgpVIP), time.Now(), 20*time.Second, e.LBAddr(0), e.LBAddr(1))
 
 	testutil.Eventually(t, 10*time.Second, "both BFD sessions up at both ends", func() bool {
@@ -108,7 +120,7 @@ func TestBGPBFD(t *testing.T) {
 			t.Fatalf("balancer %d: bfd status %+v", i, b)
 		}
 		text := lb.statusText(t)
-		if !regexp.MustCompile(`bfd up \(remote up\)  100ms x 3, detect 300ms`).MatchString(text) {
+		if !strings.Contains(text, fmt.Sprintf("bfd up (remote up)  %v x %d, detect %v", bfdInterval, bfdMult, bfdMult*bfdInterval)) {
 			t.Errorf("balancer %d: l4lb status shows no bfd line:\n%s", i, text)
 		}
 		m := scrape(t, e.LBs[i], netip.AddrPortFrom(e.LBAddr(i), 9370), "/metrics")
