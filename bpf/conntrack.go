@@ -24,6 +24,8 @@ type FlowEntry struct {
 	// 64 jiffies (64 to 640 ms by the kernel's HZ), so it lags the last
 	// packet by up to that.
 	LastSeen time.Duration
+	// Synced says flow sync wrote the entry from a peer balancer's.
+	Synced bool
 }
 
 func flowEntryOf(s *lbFlowState) FlowEntry {
@@ -31,6 +33,7 @@ func flowEntryOf(s *lbFlowState) FlowEntry {
 		Backend:  s.Backend,
 		Closing:  s.Flags&uint32(lbFlowFlagFLOW_FIN) != 0,
 		LastSeen: time.Duration(s.LastSeen),
+		Synced:   s.Flags&uint32(lbFlowFlagFLOW_SYNCED) != 0,
 	}
 }
 

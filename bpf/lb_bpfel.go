@@ -124,7 +124,8 @@ const (
 type lbFlowFlag uint32
 
 const (
-	lbFlowFlagFLOW_FIN lbFlowFlag = 1
+	lbFlowFlagFLOW_FIN    lbFlowFlag = 1
+	lbFlowFlagFLOW_SYNCED lbFlowFlag = 2
 )
 
 type lbFlowKey struct {

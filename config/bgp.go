@@ -45,6 +45,7 @@ type BGPPeer struct {
 	Password string        // TCP MD5 signature; "" = none
 	HoldTime time.Duration // 0 = BGP.HoldTime
 	Port     uint16        // default 179
+	BFD      *BFD          // nil: no BFD session
 }
 
 // CommunityString formats a community as "ASN:value".
@@ -87,6 +88,7 @@ func buildBGPPeers(p *problems, raws []rawTable) []BGPPeer {
 		l := newLayer(p, "", fmt.Sprintf("bgp.peer[%d]", i), "")
 		var peer BGPPeer
 		resolveKeys(l, peerKeys, raw, nil, &peer)
+		peer.BFD = buildBFD(l, raw)
 		if a := peer.Address; a.IsValid() && seen[a] {
 			l.problem("address", "%s is already a peer", a)
 			peer.Address = netip.Addr{}
@@ -111,6 +113,7 @@ func formatBGP(w *tomlWriter, b *BGP, opts FormatOptions) {
 		}
 		w.array("bgp.peer")
 		writeKeys(w, peerKeys, &p)
+		formatBFD(w, p.BFD)
 	}
 }
 
@@ -150,6 +153,7 @@ func bgpSummary(b *BGP) string {
 		if p.Password != "" {
 			fmt.Fprintf(&sb, " password %s", Redacted)
 		}
+		sb.WriteString(bfdSummary(p.BFD))
 	}
 	return sb.String()
 }

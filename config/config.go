@@ -16,6 +16,8 @@ type Config struct {
 	XDP *XDP
 	// BGP is set only when the file has a [bgp] table.
 	BGP *BGP
+	// FlowSync is set only when the file has a [flow_sync] table.
+	FlowSync *FlowSync
 	// Warnings are what the file allows but is probably wrong (a VIP whose
 	// weights are all 0, say): `l4lb check` prints them, run logs them.
 	Warnings []Problem

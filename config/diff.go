@@ -114,7 +114,7 @@ func Diff(running, next *Config, opts DiffOptions) Changes {
 // diffSettings compares the process-wide tables: [global], [xdp], [bgp].
 func diffSettings(running, next *Config, opts DiffOptions) []Change {
 	loaded := opts.XDPLoaded || running.HasXDPVIP()
-	return slices.Concat(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, next.HasXDPVIP()), diffBGP(running.BGP, next.BGP))
+	return slices.Concat(diffGlobal(&running.Global, &next.Global), diffXDP(running.XDP, next.XDP, loaded, next.HasXDPVIP()), diffBGP(running.BGP, next.BGP), diffFlowSync(running.FlowSync, next.FlowSync))
 }
 
 // RestartOnly lists the keys (global.pipe_size, xdp.interface...) whose

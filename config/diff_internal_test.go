@@ -28,6 +28,8 @@ func bump(f reflect.Value) bool {
 		f.SetFloat(f.Float() + 0.25)
 	case reflect.Slice:
 		f.Set(reflect.MakeSlice(f.Type(), 1, 1)) // one zero element: a list that differs from none
+	case reflect.Pointer: // an optional table (a peer's bfd): one that is there
+		f.Set(reflect.New(f.Type().Elem()))
 	case reflect.Struct:
 		switch f.Interface().(type) {
 		case netip.AddrPort:

@@ -31,6 +31,7 @@ func Format(c *Config, opts FormatOptions) []byte {
 		writeKeys(w, xdpKeys, c.XDP)
 	}
 	formatBGP(w, c.BGP, opts)
+	formatFlowSync(w, c.FlowSync, opts)
 	for i := range c.VIPs {
 		formatVIP(w, &c.VIPs[i], opts)
 	}

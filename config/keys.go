@@ -375,7 +375,7 @@ func subTable[S any](form string, text func(s *S) string, copyIt func(dst, src *
 func tableKeys(path string) map[string]bool {
 	switch path {
 	case "":
-		return map[string]bool{"global": true, "defaults": true, "vip": true, "xdp": true, "bgp": true}
+		return map[string]bool{"global": true, "defaults": true, "vip": true, "xdp": true, "bgp": true, "flow_sync": true}
 	case "global":
 		return keyNames(globalKeys, nil)
 	case "xdp":
@@ -384,6 +384,10 @@ func tableKeys(path string) map[string]bool {
 		return keyNames(bgpKeys, nil)
 	case "bgp.peer":
 		return keyNames(peerKeys, nil)
+	case "bgp.peer.bfd":
+		return keyNames(bfdKeys, nil)
+	case "flow_sync":
+		return keyNames(flowSyncKeys, nil)
 	case "defaults":
 		return keyNames(vipKeys, func(k *key[VIP]) bool { return !k.ownOnly })
 	case "vip":

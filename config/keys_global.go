@@ -158,6 +158,8 @@ var peerKeys = []key[BGPPeer]{
 		doc: `hold_time for this peer.`},
 	{name: "port", val: intOf(func(p *BGPPeer) *uint16 { return &p.Port }, 179, span[int64](1, 65535)), reload: bgpReload,
 		doc: `The router's BGP port.`},
+	{name: "bfd", val: subTable[BGPPeer]("[bgp.peer.bfd]", nil, func(dst, src *BGPPeer) { dst.BFD = src.BFD }), reload: bgpReload, def: "none: no BFD",
+		doc: "A BFD session with the router beside the BGP session, such as `bfd = { interval = \"100ms\", multiplier = 3 }`: the router's BGP protocol must have BFD on (BIRD: `bfd on`); it then drops this balancer's routes within interval x multiplier of the balancer going silent, and l4lb resets the BGP session when BFD goes down."},
 }
 
 // checkStateFile: state_file is an absolute path.

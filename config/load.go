@@ -48,9 +48,10 @@ func Parse(path string, data []byte) (*Config, error) {
 // build resolves and checks the whole file.
 func build(p *problems, file rawTable) *Config {
 	c := &Config{
-		Global: buildGlobal(p, file.table("global")),
-		XDP:    buildXDP(p, file),
-		BGP:    buildBGP(p, file),
+		Global:   buildGlobal(p, file.table("global")),
+		XDP:      buildXDP(p, file),
+		BGP:      buildBGP(p, file),
+		FlowSync: buildFlowSync(p, file),
 	}
 	vips := file.tables("vip")
 	if len(vips) == 0 {

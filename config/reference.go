@@ -53,6 +53,10 @@ func Reference() []Section {
 	resolveKeys(throwaway, bgpKeys, nil, nil, &bgp)
 	var peer BGPPeer
 	resolveKeys(throwaway, peerKeys, nil, nil, &peer)
+	var bfd BFD
+	resolveKeys(throwaway, bfdKeys, nil, nil, &bfd)
+	var fs FlowSync
+	resolveKeys(throwaway, flowSyncKeys, nil, nil, &fs)
 	return []Section{
 		{Header: "[global]", About: aboutGlobal, Keys: refKeys(globalKeys, &global, nil, "[global]")},
 		{Header: "[defaults]", About: aboutDefaults},
@@ -63,6 +67,8 @@ func Reference() []Section {
 		{Header: "[xdp]", About: aboutXDP, Keys: refKeys(xdpKeys, &xdp, nil, "[xdp]")},
 		{Header: "[bgp]", About: aboutBGP, Keys: refKeys(bgpKeys, &bgp, nil, "[bgp]")},
 		{Header: "[[bgp.peer]]", About: aboutPeer, Keys: refKeys(peerKeys, &peer, nil, "[[bgp.peer]]")},
+		{Header: "[bgp.peer.bfd]", About: aboutBFD, Keys: refKeys(bfdKeys, &bfd, nil, "[bgp.peer.bfd]")},
+		{Header: "[flow_sync]", About: aboutFlowSync, Keys: refKeys(flowSyncKeys, &fs, nil, "[flow_sync]")},
 	}
 }
 
@@ -145,4 +151,25 @@ const (
 		`l4lb only dials its peers; nothing listens on port 179.`
 
 	aboutPeer = `A router l4lb dials (at least one).`
+
+	aboutBFD = `A BFD session (RFC 5880/5881: single hop, asynchronous mode, no ` +
+		`authentication) with the peer, usually written inline: ` +
+		"`bfd = { interval = \"100ms\", multiplier = 3 }`" + `. Packets go from a ` +
+		`source port in 49152..65535 to UDP 3784 with TTL 255, and only packets ` +
+		`that arrive with TTL 255 count. When the session goes from up to down ` +
+		`(not by the router's own AdminDown) l4lb resets the BGP session; the ` +
+		`router, with BFD on in its BGP protocol, drops the routes as soon as it ` +
+		`misses multiplier packets. A peer without the table has no BFD.`
+
+	aboutFlowSync = `Flow-state sync between balancers (xdp VIPs): every interval, ` +
+		`each balancer sends the flows it pinned in its XDP flow table that saw a packet ` +
+		`since the last round (client, VIP, backend address, age) to its peers, ` +
+		`in UDP datagrams of a small versioned protocol authenticated with key ` +
+		`(HMAC-SHA256; a sequence number and a timestamp refuse replays). A peer ` +
+		`installs each flow whose VIP it serves in xdp mode with the same backend, ` +
+		`with its age, unless it has the flow; then a flow keeps its backend when ` +
+		`the router moves it to that peer, even after the backend sets changed. ` +
+		`Garbage, replays and flows for VIPs or backends the peer does not have ` +
+		`are dropped and counted. Proxy-mode connections end in their balancer ` +
+		`and cannot move: the table syncs xdp flows only.`
 )

@@ -33,7 +33,7 @@ func tablesOfFile(t *testing.T) map[string]string {
 		}
 	}
 	walk("")
-	if len(out) != 12 {
+	if len(out) != 14 {
 		t.Fatalf("tables of a file: %v", out)
 	}
 	return out
@@ -50,7 +50,7 @@ func setIn(path, key string, isTable bool, headers map[string]string) string {
 	switch {
 	case !isTable:
 		b.WriteString(key + " = 0\n")
-	case key == "health":
+	case key == "health" || key == "bfd":
 		b.WriteString(key + " = {}\n")
 	default:
 		b.WriteString(key + " = [{}]\n")

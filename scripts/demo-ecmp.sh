@@ -4,10 +4,15 @@
 # both (ECMP, a hash of the 5-tuple); three backends behind the balancers.
 # Requests from many source ports land on both balancers and, because both
 # build the same Maglev table, each flow reaches the same backend whichever
-# balancer takes it. Then one balancer is killed (kill -9): its BGP session
-# dies with it, the router drops its path at once, and the requests go on
-# through the other. Everything is removed again at the end (also on
-# Ctrl-C). Needs only Go, iproute2 and bird2.
+# balancer takes it. BFD runs beside each BGP session: a balancer that goes
+# silent (its link cut on the router's side) is out of the router's table
+# in about 300 ms, not after the 9 s hold time. Then one balancer is killed
+# (kill -9): its BGP session dies with it, the router drops its path at
+# once, and the requests go on through the other. Part 2 runs the VIP in
+# xdp mode with flow sync: long-lived connections keep their backend
+# through a balancer's death even after a backend was added under them.
+# Everything is removed again at the end (also on Ctrl-C). Needs only Go,
+# iproute2 and bird2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "make demo-ecmp needs root (it creates network namespaces)"; exit 1; }
@@ -68,13 +73,14 @@ for i in 1 2 3; do
   PIDS+=($!)
 done
 
-step "router: BIRD 2 with one eBGP session per balancer; 'merge paths on' installs one route with both next hops"
+step "router: BIRD 2 with one eBGP session per balancer, each with BFD (100 ms x 3); 'merge paths on' installs one route with both next hops"
 cat > "$TMP/bird.conf" <<CONF
 router id 198.18.3.1;
 protocol device { scan time 1; }
 protocol kernel { ipv4 { import none; export all; }; merge paths on; }
-protocol bgp lb1 { local as 65000; neighbor 198.18.3.11 as 65001; passive on; hold time 9; ipv4 { import all; export none; }; }
-protocol bgp lb2 { local as 65000; neighbor 198.18.3.12 as 65001; passive on; hold time 9; ipv4 { import all; export none; }; }
+protocol bfd { interface "*" { interval 100 ms; multiplier 3; }; }
+protocol bgp lb1 { local as 65000; neighbor 198.18.3.11 as 65001; passive on; hold time 9; bfd on; error wait time 1, 5; ipv4 { import all; export none; }; }
+protocol bgp lb2 { local as 65000; neighbor 198.18.3.12 as 65001; passive on; hold time 9; bfd on; error wait time 1, 5; ipv4 { import all; export none; }; }
 CONF
 sed 's/^/  bird.conf| /' "$TMP/bird.conf"
 ip netns exec $RTR bird -f -c "$TMP/bird.conf" -s "$TMP/bird.ctl" -P "$TMP/bird.pid" > "$TMP/bird.log" 2>&1 &
@@ -96,6 +102,7 @@ shutdown_grace = "1s"
   [[bgp.peer]]
   address = "198.18.3.1"
   asn = 65000
+  bfd = { interval = "100ms", multiplier = 3 }
 
 [[vip]]
 name = "web"
@@ -147,8 +154,11 @@ step "client: 40 HTTP requests, each from a new source port"
 requests 40 | cut -d: -f1 | sort | uniq -c | sed 's/^/  /'
 echo "  connections per balancer: l4lb-1 $(accepted 1), l4lb-2 $(accepted 2)"
 
-step "bin/l4lb status of l4lb-1: the BGP session and what it announces"
+for _ in $(seq 100); do [ "$(birdc show bfd sessions | grep -c ' Up ')" = 2 ] && break; sleep 0.1; done
+step "bin/l4lb status of l4lb-1: the BGP session, its BFD session and what it announces"
 bin/l4lb status --socket "$TMP/admin-1.sock" | sed -n '/^bgp:/,/^$/{/^$/!p}' | sed 's/^/  /'
+step "router: birdc show bfd sessions"
+birdc show bfd sessions | sed 's/^/  birdc| /'
 
 step "the same flow through either balancer reaches the same backend: identical Maglev tables"
 for port in 40001 40002 40003; do
@@ -159,6 +169,20 @@ for port in 40001 40002 40003; do
     printf '  client port %s via l4lb-%s: %s\n' $port $i "${b:-not determined}"
   done
 done
+
+step "silent death of l4lb-2: its link cut on the router's side; its process and TCP session live on, unheard"
+inns $RTR ip link set xl2 down
+t0=$(date +%s%N)
+for _ in $(seq 500); do [ "$(route | grep -c nexthop)" = 0 ] && break; sleep 0.005; done
+echo "  path gone after $(( ($(date +%s%N) - t0) / 1000000 )) ms (BFD: 3 x 100 ms; BGP alone would wait for its 9 s hold time):"
+route | sed 's/^/  /'
+birdc show bfd sessions | grep 198.18.3.12 | sed 's/^/  birdc| /'
+bin/l4lb status --socket "$TMP/admin-2.sock" | grep '    bfd' | sed 's/^/  l4lb-2| /'
+inns $RTR ip link set xl2 up
+t0=$(date +%s%N)
+for _ in $(seq 600); do [ "$(route | grep -c nexthop)" = 2 ] && break; sleep 0.05; done
+echo "  link back up: BFD, then BGP (BIRD's error wait 1 s, l4lb's connect_retry 1 s), then the path:"
+echo "  $(route | grep -c nexthop) next hops again after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 
 step "kill -9 l4lb-1: its BGP session dies with it, the router drops its path"
 kill -9 "${LBPIDS[0]}"; wait "${LBPIDS[0]}" 2>/dev/null || true
@@ -178,5 +202,113 @@ for _ in $(seq 50); do route | grep -q . || break; sleep 0.05; done
 echo "  route to $VIP after the withdraw: '$(route)' (l4lb-2 still running: $(kill -0 "${LBPIDS[1]}" 2>/dev/null && echo yes || echo no))"
 wait "${LBPIDS[1]}" 2>/dev/null || true
 grep -E "withdrawn|stopped" "$TMP/l4lb-2.log" | cut -c1-160 | sed 's/^/  l4lb-2| /'
+
+# Part 2: xdp mode and flow sync.
+step "part 2, xdp: the balancers forward in XDP (Maglev, a flow table, IPIP to the backends, which answer the client directly)"
+for ns in "${LBS[@]}"; do inns "$ns" ip addr del $VIP/32 dev lo; done
+inns $RTR sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.br1.rp_filter=0
+for i in 1 2 3; do
+  ns=${BACKENDS[$((i-1))]}
+  # A DSR backend: the VIP on lo, never answering ARP for it; decap strips
+  # the balancer's IPIP header; an echo server on the VIP's port.
+  inns "$ns" ip addr add $VIP/32 dev lo
+  inns "$ns" sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.b0.rp_filter=0
+  echo "  backend-$i: $(inns "$ns" bin/l4lb decap attach --iface b0 --mode generic)"
+  ip netns exec "$ns" bin/testserver -http "" -echo 0.0.0.0:80 > "$TMP/echo-$i.log" 2>&1 &
+  PIDS+=($!)
+done
+for i in 1 2; do inns ${LBS[$((i-1))]} sysctl -qw net.ipv4.ip_forward=1; done
+xdp_conf() { # xdp_conf I BACKENDS: balancer I's config over the first BACKENDS backends
+  cat <<TOML
+[global]
+admin_socket = "$TMP/xadmin-$1.sock"
+drain_timeout = "1s"
+
+[xdp]
+interface = "x0"
+attach = "generic"   # veth peers without XDP programs; keep "driver" on a real NIC
+
+[bgp]
+asn = 65001
+router_id = "198.18.3.1$1"
+shutdown_grace = "1s"
+  [[bgp.peer]]
+  address = "198.18.3.1"
+  asn = 65000
+  bfd = { interval = "100ms", multiplier = 3 }
+
+[flow_sync]
+listen = "198.18.3.1$1:7946"
+peers = ["198.18.3.1$((3-$1)):7946"]
+key = "demo-ecmp flow sync key"
+interval = "500ms"
+
+[[vip]]
+name = "web"
+listen = "$VIP:80"
+mode = "xdp"
+algorithm = "maglev"
+  [vip.health]
+  type = "tcp"
+  interval = "500ms"
+  timeout = "300ms"
+TOML
+  for j in $(seq "$2"); do printf '  [[vip.backend]]\n  name = "backend-%s"\n  address = "198.18.1.2%s:80"\n' "$j" "$j"; done
+}
+XPIDS=()
+for i in 1 2; do
+  xdp_conf $i 2 > "$TMP/xdp-$i.toml"
+  ip netns exec ${LBS[$((i-1))]} bin/l4lb run --config "$TMP/xdp-$i.toml" > "$TMP/xdp-$i.log" 2>&1 &
+  XPIDS+=($!); PIDS+=($!)
+done
+for i in 1 2; do wait_running "$TMP/xdp-$i.log" "${XPIDS[$((i-1))]}" "l4lb-$i (xdp)"; done
+sed -n '/^\[flow_sync\]/,/^$/p' "$TMP/xdp-1.toml" | sed '/^$/d; s/^/  xdp-1.toml| /'
+for _ in $(seq 300); do [ "$(route | grep -c nexthop)" = 2 ] && break; sleep 0.05; done
+echo "  $(route | grep -c nexthop) next hops for $VIP; backends: backend-1, backend-2"
+
+step "client: 40 long-lived connections, each says hello and gets its echo"
+cat > "$TMP/holder.sh" <<'HOLDER'
+# holder.sh VIP DIR: 40 connections held open; each exchanges a line now and
+# another once DIR/go exists; the second round's tally goes to DIR/result.
+vip=$1 dir=$2 fds=() ok=0
+for i in $(seq 40); do
+  exec {fd}<>/dev/tcp/$vip/80 || exit 1
+  fds+=($fd)
+  printf 'hello %s\n' $i >&$fd
+  read -r -t 3 line <&$fd && [ "$line" = "hello $i" ] && ok=$((ok+1))
+done
+echo $ok > "$dir/ready"
+while [ ! -e "$dir/go" ]; do sleep 0.1; done
+ok=0
+for i in $(seq 40); do
+  fd=${fds[$((i-1))]}
+  printf 'still here %s\n' $i >&$fd 2>/dev/null
+  read -r -t 3 line <&$fd 2>/dev/null && [ "$line" = "still here $i" ] && ok=$((ok+1))
+done
+echo $ok > "$dir/result"
+HOLDER
+inns $CLI bash "$TMP/holder.sh" $VIP "$TMP" &
+HOLDER=$!; PIDS+=($HOLDER)
+for _ in $(seq 200); do [ -e "$TMP/ready" ] && break; sleep 0.1; done
+newflows() { bin/l4lb status --socket "$TMP/xadmin-$1.sock" --json | sed -n 's/.*"new_flows": *\([0-9]*\).*/\1/p' | head -1; }
+echo "  $(cat "$TMP/ready" 2>/dev/null || echo 0) of 40 echoed; new flows pinned: l4lb-1 $(newflows 1), l4lb-2 $(newflows 2)"
+
+step "reload both with backend-3 added: the Maglev tables change under the established flows"
+for i in 1 2; do xdp_conf $i 3 > "$TMP/xdp-$i.toml"; kill -HUP "${XPIDS[$((i-1))]}"; done
+sleep 2   # the reloads, and a few flow sync rounds
+for i in 1 2; do
+  echo "  l4lb-$i serves $(bin/l4lb status --socket "$TMP/xadmin-$i.sock" --json | grep -c '"name": "backend-') backends now"
+  bin/l4lb status --socket "$TMP/xadmin-$i.sock" | awk '/^flow sync:/ {p=1; print; next} p && /^  / {print; next} {p=0}' | sed 's/^/  l4lb-'$i'| /'
+done
+
+step "kill -9 l4lb-1: its connections move to l4lb-2, which has them pinned from l4lb-1's flow sync datagrams"
+before=$(newflows 2)
+kill -9 "${XPIDS[0]}"; wait "${XPIDS[0]}" 2>/dev/null || true
+for _ in $(seq 100); do [ "$(route | grep -c nexthop)" = 0 ] && break; sleep 0.02; done
+touch "$TMP/go"
+wait $HOLDER 2>/dev/null || true
+echo "  $(cat "$TMP/result" 2>/dev/null || echo 0) of 40 connections answered byte for byte through l4lb-2; new flows it pinned after the failover: $(( $(newflows 2) - before ))"
+echo "  (without [flow_sync], about a quarter of l4lb-1's connections would now hash to backend-3 and be reset: TestFlowSyncXDP)"
+kill -TERM "${XPIDS[1]}"; wait "${XPIDS[1]}" 2>/dev/null || true
 
 step "done: namespaces and files are removed"

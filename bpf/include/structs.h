@@ -116,6 +116,8 @@ struct flow_state {
 
 enum flow_flag {
 	FLOW_FIN = 1,	/* a FIN was seen: the flow is closing and no longer counts as live */
+	FLOW_SYNCED = 2,	/* written by flow sync from a peer balancer's entry, not pinned
+				 * here (the program keeps it as any other; a SYN rewrites it) */
 };
 
 /* An entry of the backends array. Index 0 is reserved: "no backend". */

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/l4lb/l4lb/config"
+	"github.com/l4lb/l4lb/internal/bfd"
 	"github.com/l4lb/l4lb/internal/bgp"
 	"github.com/l4lb/l4lb/l4/plane"
 )
@@ -42,11 +43,13 @@ type Announcer struct {
 	conf      *config.BGP
 	sp        *bgp.Speaker // nil: no [bgp]
 	withdrawn bool         // the shutdown withdrew everything
+	bfd       *bfd.Server  // nil: no peer has BFD
+	bgpResets map[netip.Addr]uint64
 }
 
 // Start starts the announcer (and the speaker, when conf is not nil).
 func Start(log *zap.Logger, rt Served, conf *config.BGP) (*Announcer, error) {
-	a := &Announcer{log: log, rt: rt, stop: make(chan struct{}), done: make(chan struct{})}
+	a := &Announcer{log: log, rt: rt, stop: make(chan struct{}), done: make(chan struct{}), bgpResets: map[netip.Addr]uint64{}}
 	if err := a.Reconfigure(conf); err != nil {
 		return nil, err
 	}
@@ -65,13 +68,19 @@ func settings(c *config.BGP) bgp.Settings {
 
 // Reconfigure applies a (re)loaded [bgp]: unchanged peers keep their
 // sessions and every VIP stays announced; a changed ASN, router id, next
-// hop or community list restarts the speaker (its sessions flap).
+// hop or community list restarts the speaker (its sessions flap). BFD
+// sessions follow the peers' bfd tables; an unchanged one stays up.
 func (a *Announcer) Reconfigure(conf *config.BGP) error {
 	if a == nil {
 		return nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	err := a.reconfigureLocked(conf)
+	return errors.Join(err, a.setBFDLocked(a.conf))
+}
+
+func (a *Announcer) reconfigureLocked(conf *config.BGP) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	switch {
@@ -163,6 +172,10 @@ func (a *Announcer) Close() {
 	<-a.done
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.bfd != nil { // AdminDown first: the router takes it for no failure
+		a.bfd.Close()
+		a.bfd = nil
+	}
 	if a.sp != nil {
 		a.sp.Stop()
 		a.sp = nil
@@ -175,7 +188,11 @@ func (a *Announcer) Status() *plane.BGPStatus {
 		return nil
 	}
 	a.mu.Lock()
-	sp, conf, withdrawn := a.sp, a.conf, a.withdrawn
+	sp, conf, withdrawn, bs := a.sp, a.conf, a.withdrawn, a.bfd
+	resets := make(map[netip.Addr]uint64, len(a.bgpResets))
+	for k, v := range a.bgpResets {
+		resets[k] = v
+	}
 	a.mu.Unlock()
 	if sp == nil || conf == nil {
 		return nil
@@ -192,5 +209,6 @@ func (a *Announcer) Status() *plane.BGPStatus {
 		}
 		st.Peers = append(st.Peers, ps)
 	}
+	bfdStatus(bs, resets, st)
 	return st
 }

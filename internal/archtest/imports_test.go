@@ -29,14 +29,16 @@ var rules = map[string][]string{
 	// The data-plane contract: no plane, no config, no sockets, no logs.
 	"l4/plane": {mod + "config", mod + "health", mod + "bpf", mod + "conntrack", mod + "internal", mod + "l4/proxy", mod + "l4/xdpplane", mod + "l4/reconcile", "net", "go.uber.org/zap"},
 	// The XDP control half reads its own options, never the config.
-	"l4/xdpplane":      {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal/names", mod + "internal/resolve"},
-	"internal/names":   {mod + "l4/reconcile", mod + "l4/proxy", mod + "l4/xdpplane", mod + "bpf", mod + "health"},
-	"internal/netif":   {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", "go.uber.org/zap"},
-	"bpf":              {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal", "go.uber.org/zap"},
-	"internal/resolve": {mod, "go.uber.org/zap"},
-	"l4/reconcile":     {mod + "cmd"},
-	"internal/admin":   {mod + "cmd"},
-	"internal/bgp":     {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", mod + "internal/"},
+	"l4/xdpplane":       {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal/names", mod + "internal/resolve"},
+	"internal/names":    {mod + "l4/reconcile", mod + "l4/proxy", mod + "l4/xdpplane", mod + "bpf", mod + "health"},
+	"internal/netif":    {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", "go.uber.org/zap"},
+	"bpf":               {mod + "config", mod + "health", mod + "l4/proxy", mod + "l4/reconcile", mod + "internal", "go.uber.org/zap"},
+	"internal/resolve":  {mod, "go.uber.org/zap"},
+	"l4/reconcile":      {mod + "cmd"},
+	"internal/admin":    {mod + "cmd"},
+	"internal/bgp":      {mod + "config", mod + "l4/", mod + "health", mod + "bpf", mod + "conntrack", mod + "internal/"},
+	"internal/bfd":      {mod},
+	"internal/flowsync": {mod + "config", mod + "cmd", mod + "internal/", mod + "bpf", mod + "l4/xdpplane", mod + "l4/reconcile"},
 	// What main was split into: the daemon starts the others; none of
 	// them reaches back into it, into each other's jobs, or into cmd.
 	"internal/daemon":   {mod + "cmd", mod + "internal/report"},
@@ -77,12 +79,15 @@ var allowedProject = map[string][]string{
 	"internal/docpage": {},
 	"internal/pcapng":  {},
 	"internal/bgp":     {"l4"},
+	"internal/bfd":     {},
+	// Flow sync sees the flow tables through l4/plane alone.
+	"internal/flowsync": {"l4", "l4/plane", "l4/snapshot", "l4/balance"},
 	// The metrics read the status wire types alone; the BGP wiring joins
 	// the speaker, the [bgp] table and those types, never the runtime.
 	"internal/metrics": {"l4/plane", "l4", "l4/snapshot", "l4/balance", "internal/statuspage"},
 	// The status page reads the status wire types alone.
 	"internal/statuspage": {"l4/plane", "l4", "l4/snapshot", "l4/balance"},
-	"internal/announce":   {"config", "internal/bgp", "l4/plane", "l4", "l4/snapshot", "l4/balance"},
+	"internal/announce":   {"config", "internal/bgp", "internal/bfd", "l4/plane", "l4", "l4/snapshot", "l4/balance"},
 }
 
 func deps(t *testing.T, pkg string) []string {
@@ -138,7 +143,7 @@ var directProject = map[string][]string{
 	"l4/reconcile":       {"config", "health", "l4", "l4/balance", "l4/plane", "l4/proxy", "l4/snapshot", "l4/xdpplane"},
 	"internal/report":    {"config", "internal/admin", "l4", "l4/plane"},
 	"internal/upgrade":   {"config", "internal/admin", "l4", "l4/proxy", "l4/reconcile"},
-	"internal/daemon":    {"config", "internal/admin", "internal/announce", "internal/metrics", "internal/names", "internal/privs", "internal/upgrade", "l4", "l4/plane", "l4/proxy", "l4/reconcile", "internal/statefile"},
+	"internal/daemon":    {"config", "internal/admin", "internal/announce", "internal/metrics", "internal/names", "internal/flowsync", "internal/privs", "internal/upgrade", "l4", "l4/plane", "l4/proxy", "l4/reconcile", "internal/statefile"},
 	"internal/statefile": {"l4", "l4/reconcile"},
 }
 

@@ -14,6 +14,6 @@
 // next hop is the session's local address unless one is configured.
 //
 // Non-goals: receiving routes (everything a peer sends is ignored), BFD
-// (GoBGP has none: an ungraceful death that leaves the TCP session open,
-// such as a lost link, is seen only when the hold timer expires).
+// (GoBGP has none; internal/bfd runs it beside the speaker, and
+// internal/announce resets a peer's session here when its BFD fails).
 package bgp

@@ -137,6 +137,9 @@ func (s *Speaker) apiPeer(p Peer) *api.Peer {
 			ConnectRetry:      seconds(s.set.ConnectRetry),
 			HoldTime:          hold,
 			KeepaliveInterval: keep,
+			// After ResetPeer (a BFD failure), dial again as soon as
+			// after any failed attempt, not after GoBGP's 30s.
+			IdleHoldTimeAfterReset: seconds(s.set.ConnectRetry),
 		}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
 		AfiSafis:  afis,
@@ -268,6 +271,21 @@ func (s *Speaker) Stop() {
 		s.log.Warn("bgp stop", zap.Error(err))
 	}
 	s.srv.Stop()
+}
+
+// ResetPeer closes the BGP session with peer (a NOTIFICATION, Cease /
+// Administrative Reset, with why as its communication, when the path
+// still carries it); GoBGP dials it again after connect_retry.
+func (s *Speaker) ResetPeer(ctx context.Context, peer netip.Addr, why string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	if err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: peer.String(), Communication: why}); err != nil {
+		return fmt.Errorf("bgp: reset %v: %w", peer, err)
+	}
+	return nil
 }
 
 // PeerStates returns every peer's session, in configured order.

@@ -79,6 +79,7 @@ func (d *daemon) status() plane.Status {
 	d.mu.Unlock()
 	st.BGP = d.bgpNow().Status()
 	st.StateFile = d.stateStatus()
+	st.FlowSync = d.flowSyncNow().status()
 	st.Process = plane.ProcessStatus{
 		Version: d.build.Version, Commit: d.build.Commit, GoVersion: d.build.GoVersion, BuildDate: d.build.BuildDate,
 		PID: os.Getpid(), Started: d.started, UptimeSeconds: time.Since(d.started).Seconds(), LastReload: last,

@@ -113,6 +113,7 @@ type daemon struct {
 	build   Build
 	rt      *reconcile.Runtime
 	bgp     *announce.Announcer // announces the served VIPs over BGP; set once start succeeds
+	fsync   *flowSync           // flow sync with the peer balancers; set once start succeeds
 	admin   *admin.Server
 	metrics *http.Server
 	notify  notifier
@@ -310,10 +311,24 @@ func (d *daemon) startBGP(cfg *config.Config) error {
 		d.rt.Shutdown(context.Background())
 		return fmt.Errorf("bgp: %w", err)
 	}
+	fs := &flowSync{log: d.log.Named("flowsync"), table: d.rt.FlowTable}
+	if err := fs.apply(cfg.FlowSync); err != nil {
+		a.Close()
+		d.stopServers()
+		d.rt.Shutdown(context.Background())
+		return err
+	}
 	d.mu.Lock()
-	d.bgp = a
+	d.bgp, d.fsync = a, fs
 	d.mu.Unlock()
 	return nil
+}
+
+// flowSyncNow is the daemon's flow sync; nil before start finished.
+func (d *daemon) flowSyncNow() *flowSync {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fsync
 }
 
 // tellManager logs a failed service-manager notification: l4lb keeps

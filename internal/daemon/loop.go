@@ -93,6 +93,7 @@ func (d *daemon) stop(cfg *config.Config, sig os.Signal) {
 	d.bgp.Withdraw()
 	d.shutdown(cfg.Global.DrainTimeout, nil, 1)
 	d.bgp.Close()
+	d.fsync.close()
 }
 
 // exitAfterUpgrade stops this process once a new one took over: its
@@ -109,6 +110,7 @@ func (d *daemon) exitAfterUpgrade(cfg *config.Config, next *upgrade.Successor) {
 	// now (without a withdraw: the new process announces the same
 	// routes as soon as its session is up).
 	d.bgp.Close()
+	d.fsync.close() // the new process syncs (and holds the socket) now
 	d.shutdown(cfg.Global.DrainTimeout, next, stops)
 	next.Close()
 }

@@ -93,6 +93,9 @@ func (d *daemon) applyFile(running *config.Config) (cfg *config.Config, warnings
 	if err := d.bgpNow().Reconfigure(cfg.BGP); err != nil {
 		d.log.Error("reload: bgp settings not fully applied", zap.Error(err))
 	}
+	if err := d.flowSyncNow().apply(cfg.FlowSync); err != nil {
+		d.log.Error("reload: flow sync not running", zap.Error(err))
+	}
 	return cfg, warnings, restart, nil
 }
 

@@ -76,6 +76,18 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 		"bgp_peer_up": d("bgp_peer_up", "1 while the BGP session with the peer is established.", []string{"peer"}),
 		"bgp_sent":    d("bgp_peer_prefixes_sent", "Routes sent to the BGP peer.", []string{"peer"}),
 		"bgp_routes":  d("bgp_announced_prefixes", "Host routes l4lb announces (VIP addresses with an eligible backend).", nil),
+		"bfd_up":      d("bfd_session_up", "1 while the BFD session with the BGP peer is up.", []string{"peer"}),
+		"bfd_state":   d("bfd_session_state", "The BFD session's state: 0 admindown, 1 down, 2 init, 3 up.", []string{"peer"}),
+		"bfd_downs":   d("bfd_session_downs_total", "Times the BFD session went from up to down.", []string{"peer"}),
+		"bfd_sent":    d("bfd_packets_sent_total", "BFD control packets sent to the peer.", []string{"peer"}),
+		"bfd_recv":    d("bfd_packets_received_total", "BFD control packets received from the peer.", []string{"peer"}),
+		"bfd_resets":  d("bfd_bgp_resets_total", "BGP sessions reset because their BFD session failed.", []string{"peer"}),
+		"bfd_dropped": d("bfd_packets_dropped_total", "BFD packets that reached no session, by reason: malformed, ttl (not 255), no_session.", []string{"reason"}),
+		"fs_sent":     d("flow_sync_flows_sent_total", "Pinned flows flow sync sent to the peers (each to every peer).", nil),
+		"fs_limited":  d("flow_sync_flows_unsent_total", "Pinned flows a round left out for max_rate.", nil),
+		"fs_recv":     d("flow_sync_flows_received_total", "Peers' flows by what became of them: installed, known (the table had it), foreign_vip, unknown_backend, failed, rate_limited (max_rate), table_full (max_entries).", []string{"result"}),
+		"fs_dropped":  d("flow_sync_datagrams_dropped_total", "Flow sync datagrams (or flows in them) dropped: malformed, version, auth (HMAC), replay (seen before or too far from this clock).", []string{"reason"}),
+		"fs_peers":    d("flow_sync_peer_flows", "Flow table entries installed from peers (as of the last round).", nil),
 		"announced":   d("vip_announced", "1 while the VIP's address is announced over BGP; absent without [bgp].", vipLabels),
 	}
 	c.declareCounters(d)
@@ -143,6 +155,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.collectBGP(ch, st)
+	c.collectFlowSync(ch, st.FlowSync)
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_open"], gauge, float64(st.Pipes.Open))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_lent"], gauge, float64(st.Pipes.Lent))
 	ch <- prometheus.MustNewConstMetric(c.descs["pipes_max"], gauge, float64(st.Pipes.Max))
@@ -268,6 +281,19 @@ func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st plane.Statu
 	for _, p := range b.Peers {
 		ch <- prometheus.MustNewConstMetric(c.descs["bgp_peer_up"], prometheus.GaugeValue, boolGauge(p.Up), p.Address)
 		ch <- prometheus.MustNewConstMetric(c.descs["bgp_sent"], prometheus.GaugeValue, float64(p.PrefixesSent), p.Address)
+		if f := p.BFD; f != nil {
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_up"], prometheus.GaugeValue, boolGauge(f.State == "up"), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_state"], prometheus.GaugeValue, bfdStateValue(f.State), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_downs"], prometheus.CounterValue, float64(f.Downs), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_sent"], prometheus.CounterValue, float64(f.Sent), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_recv"], prometheus.CounterValue, float64(f.Received), p.Address)
+			ch <- prometheus.MustNewConstMetric(c.descs["bfd_resets"], prometheus.CounterValue, float64(f.BGPResets), p.Address)
+		}
+	}
+	if d := b.BFDDropped; d != nil {
+		ch <- prometheus.MustNewConstMetric(c.descs["bfd_dropped"], prometheus.CounterValue, float64(d.Malformed), "malformed")
+		ch <- prometheus.MustNewConstMetric(c.descs["bfd_dropped"], prometheus.CounterValue, float64(d.TTL), "ttl")
+		ch <- prometheus.MustNewConstMetric(c.descs["bfd_dropped"], prometheus.CounterValue, float64(d.NoSession), "no_session")
 	}
 	ch <- prometheus.MustNewConstMetric(c.descs["bgp_routes"], prometheus.GaugeValue, float64(len(b.Announced)))
 	seen := map[[2]string]bool{}
@@ -279,6 +305,45 @@ func (c *statusCollector) collectBGP(ch chan<- prometheus.Metric, st plane.Statu
 		seen[[2]string{v.Name, v.Protocol}] = true
 		ch <- prometheus.MustNewConstMetric(c.descs["announced"], prometheus.GaugeValue, boolGauge(announcedAddr(b, ap.Addr())), v.Name, v.Protocol)
 	}
+}
+
+// collectFlowSync reports flow sync's counters.
+func (c *statusCollector) collectFlowSync(ch chan<- prometheus.Metric, f *plane.FlowSyncStatus) {
+	if f == nil {
+		return
+	}
+	counter := func(name string, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.descs[name], prometheus.CounterValue, float64(v), labels...)
+	}
+	counter("fs_sent", f.Sent)
+	counter("fs_limited", f.SendRateLimited)
+	for _, r := range []struct {
+		v uint64
+		l string
+	}{{f.Installed, "installed"}, {f.Known, "known"}, {f.ForeignVIP, "foreign_vip"}, {f.UnknownBackend, "unknown_backend"},
+		{f.InstallFailed, "failed"}, {f.InstallRateLimited, "rate_limited"}, {f.TableFull, "table_full"}} {
+		counter("fs_recv", r.v, r.l)
+	}
+	for _, r := range []struct {
+		v uint64
+		l string
+	}{{f.Malformed, "malformed"}, {f.BadVersion, "version"}, {f.BadAuth, "auth"}, {f.Replays, "replay"}} {
+		counter("fs_dropped", r.v, r.l)
+	}
+	ch <- prometheus.MustNewConstMetric(c.descs["fs_peers"], prometheus.GaugeValue, float64(f.FromPeers))
+}
+
+// bfdStateValue is a BFD state's wire value (RFC 5880 section 4.1).
+func bfdStateValue(s string) float64 {
+	switch s {
+	case "down":
+		return 1
+	case "init":
+		return 2
+	case "up":
+		return 3
+	}
+	return 0
 }
 
 // announcedAddr reports whether addr's host route is announced.

@@ -60,6 +60,7 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 	}
 	printBGP(w, st.BGP)
 	printRunTime(w, st)
+	printFlowSync(w, st.FlowSync)
 	fmt.Fprintln(w)
 	for i, v := range st.VIPs {
 		if i > 0 {
@@ -333,7 +334,40 @@ func printBGP(w io.Writer, b *plane.BGPStatus) {
 			up = " for " + secondsString(p.UptimeSeconds)
 		}
 		fmt.Fprintf(w, "  peer %s as %d  %s%s  prefixes sent %d\n", p.Address, p.ASN, p.State, up, p.PrefixesSent)
+		printBFD(w, p.BFD)
 	}
+	if d := b.BFDDropped; d != nil && (d.Malformed+d.TTL+d.NoSession) > 0 {
+		fmt.Fprintf(w, "  bfd dropped: malformed %d, ttl %d, no-session %d\n", d.Malformed, d.TTL, d.NoSession)
+	}
+}
+
+// printFlowSync shows flow sync's peers and counters.
+func printFlowSync(w io.Writer, f *plane.FlowSyncStatus) {
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "flow sync: listen %s, peers %s, every %s\n", f.Listen, strings.Join(f.Peers, " "), f.Interval)
+	fmt.Fprintf(w, "  sent %d flows (%d datagrams, %d unsent for max_rate)  from peers: installed %d, known %d, foreign-vip %d, unknown-backend %d, in table %d\n",
+		f.Sent, f.DatagramsSent, f.SendRateLimited, f.Installed, f.Known, f.ForeignVIP, f.UnknownBackend, f.FromPeers)
+	if dropped := f.Malformed + f.BadVersion + f.BadAuth + f.Replays + f.InstallRateLimited + f.TableFull + f.InstallFailed + f.SendErrors; dropped > 0 {
+		fmt.Fprintf(w, "  dropped: malformed %d, version %d, auth %d, replay %d, rate-limited %d, table-full %d, failed %d, send-errors %d\n",
+			f.Malformed, f.BadVersion, f.BadAuth, f.Replays, f.InstallRateLimited, f.TableFull, f.InstallFailed, f.SendErrors)
+	}
+}
+
+// printBFD shows a peer's BFD session under its BGP line.
+func printBFD(w io.Writer, b *plane.BFDStatus) {
+	if b == nil {
+		return
+	}
+	fmt.Fprintf(w, "    bfd %s (remote %s)  %s x %d", b.State, b.RemoteState, b.Interval, b.Multiplier)
+	if b.DetectTime > 0 {
+		fmt.Fprintf(w, ", detect %s", b.DetectTime)
+	}
+	if b.Diag != "none" {
+		fmt.Fprintf(w, ", last diag %s", b.Diag)
+	}
+	fmt.Fprintf(w, "  sent %d received %d  ups %d downs %d  bgp resets %d  max gap %s\n", b.Sent, b.Received, b.Ups, b.Downs, b.BGPResets, b.MaxTxGap.Round(time.Millisecond))
 }
 
 // ConfigJSON prints the config in force (TOML, as the admin API answers

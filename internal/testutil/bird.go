@@ -29,6 +29,7 @@ type BirdNeighbor struct {
 	Name string
 	Addr netip.Addr
 	ASN  uint32
+	BFD  bool // bfd on: BFD down closes the session (a protocol bfd must run: BirdBFD)
 }
 
 // BirdConfig is a router that learns host routes from its neighbours
@@ -39,7 +40,12 @@ func BirdConfig(routerID netip.Addr, asn uint32, holdSeconds int, neighbors ...B
 	fmt.Fprintf(&b, "router id %s;\nprotocol device { scan time 1; }\n", routerID)
 	b.WriteString("protocol kernel { ipv4 { import none; export all; }; merge paths on; }\n")
 	for _, n := range neighbors {
+		bfd := ""
+		if n.BFD {
+			bfd = "\tbfd on;\n"
+		}
 		fmt.Fprintf(&b, `protocol bgp %s {
+%s
 	local as %d;
 	neighbor %s as %d;
 	passive on;
@@ -47,13 +53,19 @@ func BirdConfig(routerID netip.Addr, asn uint32, holdSeconds int, neighbors ...B
 	keepalive time %d;
 	ipv4 { import all; export none; };
 }
-`, n.Name, asn, n.Addr, n.ASN, holdSeconds, max(holdSeconds/3, 1))
+`, n.Name, bfd, asn, n.Addr, n.ASN, holdSeconds, max(holdSeconds/3, 1))
 	}
 	return b.String()
 }
 
 // StartBird runs bird with conf in ns until the test ends (killed by PID).
 func StartBird(t testing.TB, ns *Netns, conf string) *Bird {
+	t.Helper()
+	return startBird(t, ns, conf)
+}
+
+// startBird runs bird with conf in ns, under the prefix command (nice...).
+func startBird(t testing.TB, ns *Netns, conf string, prefix ...string) *Bird {
 	t.Helper()
 	RequireTool(t, "bird", "birdc")
 	dir := t.TempDir()
@@ -62,7 +74,7 @@ func StartBird(t testing.TB, ns *Netns, conf string) *Bird {
 		t.Fatal(err)
 	}
 	b := &Bird{Sock: filepath.Join(dir, "bird.ctl"), ns: ns, done: make(chan struct{})}
-	b.cmd = ns.Command("bird", "-f", "-c", cfg, "-s", b.Sock, "-P", filepath.Join(dir, "bird.pid"))
+	b.cmd = ns.Command(append(prefix, "bird", "-f", "-c", cfg, "-s", b.Sock, "-P", filepath.Join(dir, "bird.pid"))...)
 	out := &strings.Builder{}
 	b.cmd.Stdout, b.cmd.Stderr = out, out
 	if err := b.cmd.Start(); err != nil {

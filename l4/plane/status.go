@@ -26,6 +26,8 @@ type Status struct {
 	// BGP is the speaker's sessions and routes (filled by the process
 	// that runs the speaker; nil: no [bgp]).
 	BGP *BGPStatus `json:"bgp,omitempty"`
+	// FlowSync is flow sync's counters (nil: no [flow_sync]).
+	FlowSync *FlowSyncStatus `json:"flow_sync,omitempty"`
 	// Stopping: l4lb is shutting down; its VIPs accept nothing and are
 	// listed as draining until their connections end.
 	Stopping bool        `json:"stopping,omitempty"`
@@ -48,17 +50,21 @@ type BGPStatus struct {
 	// Withdrawn: the shutdown withdrew every route; nothing is announced
 	// again.
 	Withdrawn bool `json:"withdrawn,omitempty"`
+	// BFDDropped counts BFD packets that reached no session (nil: no
+	// peer has BFD).
+	BFDDropped *BFDDrops `json:"bfd_dropped,omitempty"`
 }
 
 // BGPPeerStatus is one BGP session.
 type BGPPeerStatus struct {
-	Address       string    `json:"address"`
-	ASN           uint32    `json:"asn"`
-	State         string    `json:"state"` // idle, connect, active, opensent, openconfirm, established
-	Up            bool      `json:"up"`
-	Since         time.Time `json:"since,omitzero"` // when the session came up
-	UptimeSeconds float64   `json:"uptime_seconds,omitempty"`
-	PrefixesSent  int       `json:"prefixes_sent"`
+	Address       string     `json:"address"`
+	ASN           uint32     `json:"asn"`
+	State         string     `json:"state"` // idle, connect, active, opensent, openconfirm, established
+	Up            bool       `json:"up"`
+	Since         time.Time  `json:"since,omitzero"` // when the session came up
+	UptimeSeconds float64    `json:"uptime_seconds,omitempty"`
+	PrefixesSent  int        `json:"prefixes_sent"`
+	BFD           *BFDStatus `json:"bfd,omitempty"` // nil: the peer has no BFD
 }
 
 // ProcessStatus describes the l4lb process: its build, age and last reload.
