@@ -178,7 +178,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if v.XDP == nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["log_drop"], counter, float64(v.ConnLogDropped), vl...)
 		}
-		for _, cs := range [][]plane.Counter{plane.Counters(v.TCP), plane.Counters(v.XDP), plane.Counters(v.XDPGuard), plane.Counters(v.UDP)} {
+		for _, cs := range [][]plane.Counter{plane.Counters(v.TCP), plane.Counters(v.XDP), plane.Counters(v.XDPGuard), plane.Counters(v.UDP), plane.Counters(v.Failover)} {
 			c.collectCounters(ch, vl, cs)
 		}
 		c.collectBackends(ch, v.Name, v.XDP != nil, v.UDP != nil, v.Backends)

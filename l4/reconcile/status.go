@@ -102,8 +102,8 @@ func (v *vip) status() plane.VIPStatus {
 		bs.EffectiveWeight = effective[b.b]
 		bs.Backup = b.conf.Backup
 		s.Backends = append(s.Backends, bs)
-		if b.conf.Backup && s.Serving == "" {
-			_, s.Serving = servingSet(v.backends, vc)
+		if b.conf.Backup || vc.BackupMode == l4.BackupSticky || v.serving == servingPanic {
+			s.Serving = v.serving
 		}
 	}
 	s.Backends = append(s.Backends, v.retiredStatusLocked()...)
@@ -117,6 +117,7 @@ func (v *vip) status() plane.VIPStatus {
 		st := rb.statusWith(rows)
 		s.Rebalance = &st
 	}
+	s.Failover = v.failoverStatus()
 	slices.SortFunc(s.Backends, func(a, b plane.BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
 	v.dp.FillStatus(&s)
 	v.guard.FillStatus(&s)
@@ -169,5 +170,8 @@ func (b *backend) status() plane.BackendStatus {
 		bs.Override, bs.OverrideBy, bs.OverrideSince = b.override.state.String(), b.override.by, b.override.since
 	}
 	b.stallStatus(&bs)
+	if b.ejectKept {
+		bs.EjectKept = true
+	}
 	return bs
 }
