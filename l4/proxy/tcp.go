@@ -28,12 +28,15 @@ import (
 // values they started with.
 type Settings struct {
 	Name           string
-	ConnectTimeout time.Duration   // 0 = 2s
-	Retries        int             // extra backends to try after a failed connect
-	IdleTimeout    time.Duration   // 0 = none
-	KeepAlive      time.Duration   // TCP keepalive idle on both sides; 0 = off
-	MaxConns       int             // 0 = unlimited
-	ProxyProtocol  l4.ProxyVersion // PROXY header sent to backends; ProxyOff = none
+	ConnectTimeout time.Duration // 0 = 2s
+	Retries        int           // extra backends to try after a failed connect
+	// RetryOnReset: when a backend that accepted and then reset (or
+	// closed) before sending a byte is retried under Retries (evretry.go).
+	RetryOnReset  l4.RetryOnReset
+	IdleTimeout   time.Duration   // 0 = none
+	KeepAlive     time.Duration   // TCP keepalive idle on both sides; 0 = off
+	MaxConns      int             // 0 = unlimited
+	ProxyProtocol l4.ProxyVersion // PROXY header sent to backends; ProxyOff = none
 	// AppProtocol is the application protocol the VIP declares; features
 	// that read its framing check it (AppNone: opaque bytes).
 	AppProtocol l4.AppProtocol
@@ -131,6 +134,9 @@ type ServiceStats struct {
 	// Retries counts connects begun on another backend after one failed
 	// (retries; HAProxy's redispatches): the client did not see the failure.
 	Retries atomic.Uint64
+	// EarlyResetRetries counts those of them after a backend accepted and
+	// then reset or closed before sending a byte (evretry.go).
+	EarlyResetRetries atomic.Uint64
 	// SNI routing (a VIP with routes): clients whose ClientHello was not
 	// TLS or malformed, had no server name or one no route lists, or was
 	// not complete within sni_timeout; and those the VIP's own backends
