@@ -92,6 +92,7 @@ func (c *evConn) startReplay(l *loop) {
 // endReplay stops keeping the client's bytes: the backend answered, the
 // client sent more than replayMax, or the connection ends.
 func (c *evConn) endReplay(l *loop) {
+	c.mustLive()
 	if !c.pick.replaying {
 		return
 	}

@@ -131,12 +131,7 @@ type ServiceStats struct {
 	StallDegraded atomic.Uint64
 	QueueStats
 	HoldStats
-	// Retries counts connects begun on another backend after one failed
-	// (retries; HAProxy's redispatches): the client did not see the failure.
-	Retries atomic.Uint64
-	// EarlyResetRetries counts those of them after a backend accepted and
-	// then reset or closed before sending a byte (evretry.go).
-	EarlyResetRetries atomic.Uint64
+	RetryStats
 	// SNI routing (a VIP with routes): clients whose ClientHello was not
 	// TLS or malformed, had no server name or one no route lists, or was
 	// not complete within sni_timeout; and those the VIP's own backends
@@ -149,6 +144,15 @@ type ServiceStats struct {
 	// (evstartup.go).
 	Startup StartupStats
 	AppStats
+}
+
+// RetryStats count connects begun on another backend after one failed
+// (retries; HAProxy's redispatches): the client did not see the failure;
+// and of them, those after a backend accepted and then reset or closed
+// before sending a byte (retry_on_reset, evretry.go).
+type RetryStats struct {
+	Retries           atomic.Uint64
+	EarlyResetRetries atomic.Uint64
 }
 
 // ProxyHeaderStats count the PROXY headers refused
