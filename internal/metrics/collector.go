@@ -79,7 +79,7 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 // (plane.Counter): one per metric name, split by its label if it has
 // one, with the help of the first field that names it.
 func (c *statusCollector) declareCounters(d func(name, help string, labels []string) *prometheus.Desc) {
-	for _, s := range []any{&plane.TCPStatus{}, &plane.UDPStatus{}, &plane.XDPVIPStatus{}, &plane.StartupStatus{}} {
+	for _, s := range []any{&plane.TCPStatus{}, &plane.UDPStatus{}, &plane.XDPVIPStatus{}, &plane.StartupStatus{}, &plane.FailoverStatus{}} {
 		for _, k := range plane.Counters(s) {
 			if k.Metric == "" || c.descs[k.Metric] != nil {
 				continue

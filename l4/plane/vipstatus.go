@@ -53,8 +53,7 @@ type VIPStatus struct {
 	// "sticky" and is not in panic.
 	Serving string `json:"serving,omitempty"`
 	// Failover counts panic mode, passive marks max_ejected overruled and
-	// the backups' connections on_backup_recovered ended; absent while
-	// all are 0.
+	// the backups' connections on_backup_recovered ended.
 	Failover *FailoverStatus `json:"failover,omitempty"`
 	// Names are the DNS names of the VIP's named backends: each one's
 	// last good answer (its backends), its age, and the last error.

@@ -246,11 +246,8 @@ func (v *vip) closeBackups(backups []*l4.Backend, how l4.OnBackupRecovered) {
 	v.log.Info("primaries back: the backups' connections reset (on_backup_recovered = close)", zap.Int("reset", n))
 }
 
-// failoverStatus is the VIP's failover counters for status.
+// failoverStatus is the VIP's failover counters for status: always
+// there, so that the metrics' series exist before the first event.
 func (v *vip) failoverStatus() *plane.FailoverStatus {
-	st := &plane.FailoverStatus{Panics: v.panics.Load(), EjectionsCapped: v.ejectCapped.Load(), BackupCloses: v.backupCloses.Load()}
-	if *st == (plane.FailoverStatus{}) {
-		return nil
-	}
-	return st
+	return &plane.FailoverStatus{Panics: v.panics.Load(), EjectionsCapped: v.ejectCapped.Load(), BackupCloses: v.backupCloses.Load()}
 }
