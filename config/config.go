@@ -280,9 +280,9 @@ type Health struct {
 	FailTimeout time.Duration
 	SlowStart   time.Duration // ramp the weight over this after recovery; 0 = off (default); up to 1h
 	OnDown      l4.OnDown     // keep | reset | graceful; default keep
-	// MaxEjected caps, in percent of the VIP's backends, how many passive
-	// marks take out at once (Envoy's max_ejection_percent); default 50;
-	// 0..100 (100 = no cap).
+	// MaxEjected caps, in percent of the VIP's backends (rounded down, at
+	// least one unless 0), how many passive marks take out at once
+	// (Envoy's max_ejection_percent); default 50; 0..100 (100 = no cap).
 	MaxEjected int
 	// PanicMode: when health would leave the VIP no backend for new
 	// flows, the backends down by health take them anyway (Envoy's panic

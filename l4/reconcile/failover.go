@@ -131,7 +131,8 @@ func panicSet(bs map[l4.BackendID]*backend, vc *config.VIP) []*backend {
 }
 
 // capEjections keeps in the backends that passive marks took out beyond
-// max_ejected percent of the VIP's backends: the earliest marks eject,
+// max_ejected percent of the VIP's backends (rounded down, at least one
+// unless it is 0): the earliest marks eject,
 // later ones are kept until an earlier one ends. It returns the backends
 // newly kept in (for the log) and whether any backend's state changed.
 func capEjections(bs map[l4.BackendID]*backend, vc *config.VIP) (kept []*backend, changed bool) {
@@ -147,6 +148,9 @@ func capEjections(bs map[l4.BackendID]*backend, vc *config.VIP) (kept []*backend
 		return cmp.Or(a.downAt.Compare(b.downAt), cmp.Compare(a.b.ID, b.b.ID))
 	})
 	allowed := len(bs) * vc.Health.MaxEjected / 100
+	if vc.Health.MaxEjected > 0 {
+		allowed = max(allowed, 1) // as Envoy: at least one, so a single backend's marks still count
+	}
 	for i, b := range marked {
 		keep := i >= allowed
 		if keep != b.ejectKept {

@@ -104,6 +104,10 @@ func TestCapEjections(t *testing.T) {
 	if got := fmt.Sprint(kept()); got != "[]" {
 		t.Fatalf("max_ejected 100: kept %s, want none", got)
 	}
+	vc.Health.MaxEjected = 10 // 10% of 4 rounds to 0: at least one all the same
+	if got := fmt.Sprint(kept()); got != "[a c]" {
+		t.Fatalf("max_ejected 10: kept %s, want [a c] (b, the earliest, out)", got)
+	}
 	vc.Health.MaxEjected = 0
 	if got := fmt.Sprint(kept()); got != "[a b c]" {
 		t.Fatalf("max_ejected 0: kept %s, want every passive mark", got)
