@@ -319,6 +319,25 @@ type Health struct {
 	// MaxLag, scales its weight down from there. 0 = off.
 	MaxLag    time.Duration
 	LagWeight time.Duration
+
+	// udp: Send (required), Expect or ExpectRegex as for send_expect, in
+	// one datagram each way. dns: a query for DNSName (a DNS name, lower
+	// case without the trailing dot) of type DNSType, answered NOERROR.
+	DNSName string
+	DNSType l4.DNSType
+	// tls: the ClientHello's server name ("" = none; a route's check
+	// defaults to its first exact server name), and whether the
+	// certificate is verified against the system's roots and that name.
+	TLSServerName string
+	TLSVerify     bool
+
+	// Agent check (HAProxy agent-check), beside any type: AgentPort 0 =
+	// off. AgentInterval and AgentTimeout default to Interval and
+	// Timeout; AgentSend is written on connect (at most 1024 bytes).
+	AgentPort     int
+	AgentInterval time.Duration
+	AgentTimeout  time.Duration
+	AgentSend     []byte
 }
 
 // Backend is one backend of a VIP ([[vip.backend]]).

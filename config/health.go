@@ -16,9 +16,10 @@ const maxPayload = 4096
 // [defaults.health] (def). The built-in check type is tcp for TCP VIPs
 // and none (passive marks from ICMP errors only) for UDP VIPs: a UDP
 // service need not listen on TCP. proxyProtocol is the header version
-// the VIP sends its backends.
-func buildHealth(l *layer, own, def rawTable, protocol l4.Protocol, proxyProtocol l4.ProxyVersion) Health {
-	h := Health{Type: l4.CheckTCP, SendProxy: proxyProtocol}
+// the VIP sends its backends; sni is the server name a tls check sends
+// unless the table sets one ("" for a VIP, a route's first exact name).
+func buildHealth(l *layer, own, def rawTable, protocol l4.Protocol, proxyProtocol l4.ProxyVersion, sni string) Health {
+	h := Health{Type: l4.CheckTCP, SendProxy: proxyProtocol, TLSServerName: sni}
 	if protocol == l4.UDP {
 		h.Type = l4.CheckNone
 	}
@@ -31,7 +32,7 @@ func buildHealth(l *layer, own, def rawTable, protocol l4.Protocol, proxyProtoco
 		l.problem(key, "timeout %s must not exceed interval %s", fmtDuration(h.Timeout), fmtDuration(h.Interval))
 	}
 	if protocol == l4.UDP && h.Type.Database() {
-		l.problem("type", "%s is a TCP service: a udp VIP cannot front it (use none, tcp, http or send_expect with port)", h.Type)
+		l.problem("type", "%s is a TCP service: a udp VIP cannot front it (use none, udp, dns, or tcp, http, send_expect or tls with port)", h.Type)
 	}
 	checkHealthScopes(l, &h)
 	return h

@@ -17,11 +17,11 @@ import (
 // healthKeys are the keys of a health check table, in the order Format
 // writes them. buildHealth fills Type and SendProxy with what they
 // default to (by the VIP's protocol and proxy_protocol) before resolving.
-var healthKeys = []key[Health]{
+var healthKeys = append([]key[Health]{
 	{name: "type", val: enumBy(func(h *Health) *l4.CheckType { return &h.Type }, func(h *Health) l4.CheckType { return h.Type }, l4.CheckTypeNames()),
 		effect: EffectNow, note: "every backend's health starts again at unknown (eligible) until its first probe",
 		def: `"tcp" (udp VIPs: "none")`,
-		doc: `The check: none, passive marks only (proxy connect failures, ICMP port unreachable); tcp, the handshake; send_expect, bytes sent and a reply expected; postgres, mysql, redis, the protocol's handshake or a login; http, a GET (or a WebSocket upgrade).`},
+		doc: `The check: none, passive marks only (proxy connect failures, ICMP port unreachable); tcp, the handshake; send_expect, bytes sent and a reply expected; postgres, mysql, redis, the protocol's handshake or a login; http, a GET (or a WebSocket upgrade); udp, a datagram sent and a reply datagram expected; dns, a DNS query over UDP answered with its ID and NOERROR; tls, a TLS handshake (ClientHello sent, ServerHello and the rest of the handshake expected).`},
 	{name: "interval", val: durationOf(func(h *Health) *time.Duration { return &h.Interval }, 2*time.Second, span(100*time.Millisecond, time.Hour)),
 		effect: EffectNow, note: probesRestart,
 		doc: `Time between checks of a backend (jittered; probes start at random points of it).`},
@@ -58,17 +58,17 @@ var healthKeys = []key[Health]{
 		doc: `When health (checks or passive marks) would leave the VIP no backend for new flows, the backends down by health take them anyway, balanced as usual (Envoy's panic routing at 0% healthy), logged as an error and shown in status (serving "panic") until one is up again, so that a broken check cannot black-hole the service. Off by default: down means down (HAProxy), a role check's down replica must not take writes, and failover_hold can wait for a backend instead. Backends an operator disabled or drained, or with weight 0, stay out.`},
 	{name: "send", scope: sendExpect, val: healthSend(),
 		effect: EffectNow, note: probesRestart,
-		doc: `send_expect: the bytes sent, as text (send and send_hex are one setting: at most one of them, at most 4096 bytes).`},
+		doc: `send_expect, udp: the bytes sent, as text (send and send_hex are one setting: at most one of them, at most 4096 bytes); udp: the datagram, required.`},
 	{name: "send_hex", scope: sendExpect, val: hexOf(func(h *Health) []byte { return h.Send }), reload: "as send",
-		doc: `send_expect: the bytes sent, as hex ("50 49 4e 47", spaces allowed).`},
+		doc: `send_expect, udp: the bytes sent, as hex ("50 49 4e 47", spaces allowed).`},
 	{name: "expect", scope: sendExpect, val: healthExpect(),
 		effect: EffectNow, note: probesRestart,
-		doc: `send_expect: the reply must start with this text (expect, expect_hex and expect_regex are one setting: at most one of them).`},
+		doc: `send_expect, udp: the reply must start with this text (expect, expect_hex and expect_regex are one setting: at most one of them). udp without one: any reply datagram passes.`},
 	{name: "expect_hex", scope: sendExpect, val: hexOf(expectBytes), reload: "as expect",
-		doc: `send_expect: the reply must start with these bytes, as hex.`},
+		doc: `send_expect, udp: the reply must start with these bytes, as hex.`},
 	{name: "expect_regex", scope: sendExpect, val: healthExpectRegex(), check: checkNotEmptyCheck,
 		effect: EffectNow, note: probesRestart,
-		doc: `send_expect: the reply must match this regular expression (RE2 syntax). A send_expect check needs send, an expect or both.`},
+		doc: `send_expect, udp: the reply must match this regular expression (RE2 syntax). A send_expect check needs send, an expect or both.`},
 	{name: "path", scope: httpCheck, val: healthToken(func(h *Health) *string { return &h.Path }, "/", "%q must start with / and hold no spaces or control characters"),
 		effect: EffectNow, note: probesRestart,
 		doc: `http: the path requested; starts with /.`},
@@ -101,10 +101,10 @@ var healthKeys = []key[Health]{
 	{name: "lag_weight", scope: replicaCheck, refused: replicaOnly, val: durationOf(func(h *Health) *time.Duration { return &h.LagWeight }, 0, orOff(100*time.Millisecond, 24*time.Hour)),
 		check: checkLagWeight, effect: EffectNow, note: "weights follow at once",
 		doc: `postgres, mysql with role = "replica": above this lag a replica's weight falls linearly, to a tenth of it (at least 1) at max_lag, composed with slow_start; below max_lag, which it needs; 0 = off.`},
-	{name: "send_proxy", scope: notNone, val: healthSendProxy(),
+	{name: "send_proxy", scope: tcpChecks, val: healthSendProxy(),
 		effect: EffectNow, note: probesRestart, def: `true when the VIP sends a PROXY header (proxy_protocol) and port = 0, else false`,
 		doc: `Every check connection starts with the VIP's PROXY header (HAProxy's check-send-proxy): a backend that requires it for traffic requires it for checks too. Set false for a check port that takes no header.`},
-}
+}, probeKeys...) // keys_probe.go: the udp, dns, tls and agent keys
 
 const probesRestart = "probes restart with it; health states are kept"
 
@@ -116,11 +116,11 @@ func (s healthScope) String() string         { return "health type " + typeNames
 
 // The scopes of health keys.
 var (
-	sendExpect    = healthScope{l4.CheckSendExpect}
+	sendExpect    = healthScope{l4.CheckSendExpect, l4.CheckUDP}
 	httpCheck     = healthScope{l4.CheckHTTP}
 	database      = healthScope{l4.CheckPostgres, l4.CheckMySQL, l4.CheckRedis}
 	postgresMySQL = healthScope{l4.CheckPostgres, l4.CheckMySQL}
-	notNone       = healthScope{l4.CheckTCP, l4.CheckSendExpect, l4.CheckPostgres, l4.CheckMySQL, l4.CheckRedis, l4.CheckHTTP}
+	tcpChecks     = healthScope{l4.CheckTCP, l4.CheckSendExpect, l4.CheckPostgres, l4.CheckMySQL, l4.CheckRedis, l4.CheckHTTP, l4.CheckTLS}
 )
 
 // replicaScope is the checks that read a replica's lag: postgres and
@@ -288,6 +288,15 @@ func healthCString(f func(h *Health) *string) keyValue[Health] {
 // checkNotEmptyCheck refuses a send_expect check with nothing to send
 // and nothing to expect.
 func checkNotEmptyCheck(l *layer, h *Health) {
+	if h.Type == l4.CheckUDP && len(h.Send) == 0 && !anyFailed(l, "send", "send_hex") {
+		key := "type"
+		if l.has("send_hex") {
+			key = "send_hex"
+		} else if l.has("send") {
+			key = "send"
+		}
+		l.problem(key, "a udp check sends a datagram and waits for the reply: set send or send_hex to something (a DNS server: type = \"dns\" with dns_name)")
+	}
 	if h.Type == l4.CheckSendExpect && len(h.Send) == 0 && len(h.Expect) == 0 && h.ExpectRegex == "" && !anyFailed(l, payloadKeys...) {
 		l.problem(emptyCheckKey(l), "send_expect with nothing to send and nothing to expect is only a TCP connect: set send (or send_hex), expect, expect_hex or expect_regex to something, or use type = \"tcp\"")
 	}

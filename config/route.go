@@ -89,7 +89,7 @@ func buildRoute(l *layer, own rawTable, v *VIP, health rawTable) Route {
 	r := Route{Line: l.p.lines.line(l.own), Algorithm: v.Algorithm}
 	resolveKeys(l, routeKeys, own, nil, &r)
 	hl := newLayer(l.p, l.vip, l.own+".health", l.def+".health")
-	r.Health = buildHealth(hl, own.table("health"), health, v.Protocol, sentProxyProtocol(v))
+	r.Health = buildHealth(hl, own.table("health"), health, v.Protocol, sentProxyProtocol(v), firstExactName(r.Names))
 	r.Backends = buildBackends(l, own.tables("backend"))
 	checkRouteMatch(l, &r, v)
 	for j, b := range r.Backends {
@@ -146,6 +146,16 @@ func checkStartupValue(s string) error {
 		return fmt.Errorf("\"*\" only at the end (a prefix), and no NUL")
 	}
 	return nil
+}
+
+// firstExactName is the first of names without a wildcard, or "".
+func firstExactName(names []string) string {
+	for _, n := range names {
+		if !strings.HasPrefix(n, "*.") {
+			return n
+		}
+	}
+	return ""
 }
 
 // checkServerName accepts a DNS name, or "*." and a DNS name of two

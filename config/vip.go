@@ -17,7 +17,7 @@ func buildVIP(p *problems, i int, own, def rawTable, c *Config) VIP {
 	l := newLayer(p, get[string](own, "name").val, path, "defaults")
 	v := VIP{Line: p.lines.line(path)}
 	resolveKeys(l, vipKeys, own, def, &v)
-	v.Health = buildHealth(l.sub("health"), own.table("health"), def.table("health"), v.Protocol, sentProxyProtocol(&v))
+	v.Health = buildHealth(l.sub("health"), own.table("health"), def.table("health"), v.Protocol, sentProxyProtocol(&v), "")
 	v.Backends = buildBackends(l, own.tables("backend"))
 	v.Routes = buildRoutes(l, own, def, &v)
 	checkScopes(l, &v)

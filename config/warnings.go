@@ -80,7 +80,7 @@ func warnHiddenConnLog(w vipWarner, v *VIP, c *Config) {
 }
 
 func warnUDPProbePort(w vipWarner, v *VIP, _ *Config) {
-	if v.Protocol == l4.UDP && v.Health.Port == 0 && (v.Health.Type == l4.CheckHTTP || v.Health.Type == l4.CheckSendExpect) {
+	if v.Protocol == l4.UDP && v.Health.Port == 0 && (v.Health.Type == l4.CheckHTTP || v.Health.Type == l4.CheckSendExpect || v.Health.Type == l4.CheckTLS) {
 		w.at("health.type", "%s probes TCP port %d of each backend of this udp VIP: set health.port if the check listens elsewhere",
 			v.Health.Type, v.Listen.Port())
 	}

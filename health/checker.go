@@ -43,6 +43,12 @@ func NewChecker(spec Spec) (Checker, error) {
 		return newRedis(s), nil
 	case l4.CheckHTTP:
 		return newHTTP(s), nil
+	case l4.CheckUDP:
+		return newUDP(s), nil
+	case l4.CheckDNS:
+		return newDNS(s), nil
+	case l4.CheckTLS:
+		return newTLS(s), nil
 	}
 	return nil, fmt.Errorf("health spec: unknown check type %s", s.Type)
 }

@@ -3,7 +3,7 @@
 // It has four parts, each usable alone:
 //
 //   - Checkers (one file per type: tcp, send_expect, postgres, mysql, redis,
-//     http) run one probe and return a Result: OK, a reason a human can act
+//     http, tls; udp.go for udp and dns) run one probe and return a Result: OK, a reason a human can act
 //     on, the TCP handshake time (the kernel's own SYN to SYN-ACK sample from
 //     TCP_INFO when it has one), the time to the first reply byte, and the
 //     whole duration. A check never logs; the caller does.
@@ -18,6 +18,11 @@
 //     jitters every cycle, and reports every result and every transition
 //     through one callback.
 //   - SlowStartWeight ramps a recovered backend's weight.
+//   - The agent check (HAProxy agent-check) runs beside a target's check
+//     when its spec has an agent port: ParseAgentReply reads the agent's
+//     line, AgentState holds what the agent asks for (weight share, cap,
+//     drain, maint, down), reported through the same callback; a failed
+//     agent check changes nothing.
 //
 // Hazards:
 //
@@ -42,8 +47,10 @@
 //     callback delays every target's tcp probes) and must not call Set,
 //     Remove, Close or the Passive methods (State is fine).
 //
-// Non-goals: TLS probes (the postgres credentialed check may negotiate TLS,
-// nothing else does), UDP probes, DNS names (targets are addresses), logging
+// Non-goals: TLS beyond a handshake (the tls check verifies a certificate
+// only when asked; the postgres credentialed check may negotiate TLS), UDP
+// probes beyond one datagram and its reply, DNS names (targets are
+// addresses; the dns check asks a server a question), logging
 // and metrics (callers own both), and weights (SlowStartWeight computes one;
 // the runtime applies it).
 package health

@@ -45,6 +45,12 @@ type Event struct {
 	Old, New l4.Health
 	// Reason is why the state changed; set on transitions only.
 	Reason string
+	// Agent: the event is an agent check's (Result, RTT and the
+	// transition fields are zero): AgentState is what the agent asks for
+	// now, AgentChanged tells that a reply changed it.
+	Agent        bool
+	AgentState   AgentState
+	AgentChanged bool
 }
 
 // Changed reports whether the event is a state transition.
@@ -67,6 +73,9 @@ type Status struct {
 	PassiveFails   int    // passive failures within FailTimeout now
 	PassiveDown    bool   // the current Down came from a passive mark
 	Trial          bool   // Unknown because an expired passive mark put it on trial
+	// AgentOn: the spec has an agent check; Agent is what it asks for.
+	AgentOn bool
+	Agent   AgentState
 }
 
 // Manager probes targets and reports through one callback. tcp checks of
@@ -144,6 +153,7 @@ func (m *Manager) Set(key TargetKey, addr netip.AddrPort, spec Spec) error {
 	if checker != nil && !m.startOnLoop(t) {
 		t.start(m, checker)
 	}
+	t.startAgent(m)
 	// Published only now: the Passive methods and State never see a
 	// target without a tracker.
 	m.mu.Lock()

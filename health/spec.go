@@ -76,6 +76,21 @@ type Spec struct {
 	// disable. prefer against a server without TLS costs a second connect.
 	PostgresSSLMode string
 
+	// dns: the question asked (DNSName, a name; DNSType, a query type,
+	// 0 = A). The reply must carry the query's ID and RCODE NOERROR.
+	DNSName string
+	DNSType uint16
+
+	// tls: TLSServerName is the ClientHello's server name (SNI; "" =
+	// none). TLSVerify checks the certificate chain against the system's
+	// roots and the name; off, any certificate passes.
+	TLSServerName string
+	TLSVerify     bool
+
+	// Agent, when its Port is not 0, runs HAProxy's agent check beside
+	// the check above (agent.go).
+	Agent AgentSpec
+
 	// Route, when not zero, is the data plane's route to the backend
 	// (set by the runtime, not the config): every check connection goes
 	// to Route.Addr with the probed port, from Route.Source, with socket
@@ -105,6 +120,7 @@ func (s Spec) withDefaults() Spec {
 	if s.PostgresSSLMode == "" {
 		s.PostgresSSLMode = "prefer"
 	}
+	s.Agent = s.Agent.withDefaults(s)
 	return s
 }
 
@@ -155,6 +171,18 @@ func (s Spec) Validate() error {
 	if s.ProxyHeader > l4.ProxyV2 {
 		bad("PROXY header version %d (want 0, 1 or 2)", s.ProxyHeader)
 	}
+	if s.Type == l4.CheckDNS && s.DNSName == "" {
+		bad("a dns check needs a name to ask for")
+	}
+	if s.Type == l4.CheckUDP && len(s.Send) == 0 {
+		bad("a udp check needs a datagram to send")
+	}
+	if s.TLSVerify && s.Type == l4.CheckTLS && s.TLSServerName == "" {
+		bad("tls_verify needs a server name to verify the certificate against")
+	}
+	if err := s.Agent.validate(); err != nil {
+		bad("agent: %w", err)
+	}
 	if s.PostgresSSLMode != "prefer" && s.PostgresSSLMode != "disable" {
 		bad("postgres sslmode %q (want prefer or disable)", s.PostgresSSLMode)
 	}
@@ -163,10 +191,10 @@ func (s Spec) Validate() error {
 
 // Equal reports whether two specs configure the same check.
 func (s Spec) Equal(o Spec) bool {
-	if !bytes.Equal(s.Send, o.Send) || !bytes.Equal(s.Expect, o.Expect) {
+	if !bytes.Equal(s.Send, o.Send) || !bytes.Equal(s.Expect, o.Expect) || !bytes.Equal(s.Agent.Send, o.Agent.Send) {
 		return false
 	}
-	s.Send, s.Expect, o.Send, o.Expect = nil, nil, nil, nil
+	s.Send, s.Expect, o.Send, o.Expect, s.Agent.Send, o.Agent.Send = nil, nil, nil, nil, nil, nil
 	return reflect.DeepEqual(s, o) // every other field is comparable
 }
 

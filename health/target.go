@@ -20,6 +20,9 @@ type target struct {
 	// Owned by Manager.ctl (Set, Remove, Close): the loop's handle.
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
+	// The agent check's goroutine (agent.go), when the spec has one.
+	stopAgent context.CancelFunc
+	agentDone chan struct{}
 
 	// emit serialises a state update together with its report, so that
 	// events of one target reach the callback in the order of the updates.
@@ -37,6 +40,7 @@ type target struct {
 	checks  uint64
 	expiry  *time.Timer // type none: ends a passive mark after FailTimeout
 	retired bool        // removed: drop every further update
+	agent   AgentState  // what the agent asks for (zero: nothing, or no agent)
 }
 
 // trackerConfig is the counting part of s.
@@ -48,6 +52,9 @@ func trackerConfig(s Spec) TrackerConfig {
 // type starts the state over; the event reports a resulting transition.
 func (t *target) reset(addr netip.AddrPort, spec Spec, now time.Time) (Event, bool) {
 	fresh := t.tr == nil || t.addr != addr || t.spec.Type != spec.Type
+	if t.addr != addr || t.spec.Agent.Port != spec.Agent.Port {
+		t.agent = AgentState{} // another agent: what the old one said is void
+	}
 	old := l4.HealthUnknown
 	if t.tr != nil {
 		old = t.tr.State()
@@ -76,21 +83,70 @@ func (t *target) start(m *Manager, checker Checker) {
 	go l.run(ctx, first, t.loopDone)
 }
 
-// cancelLoop asks the loop to stop without waiting (ctl held).
+// startAgent launches the agent loop (ctl held) when the spec has one.
+func (t *target) startAgent(m *Manager) {
+	if !t.spec.Agent.On() {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.stopAgent, t.agentDone = cancel, make(chan struct{})
+	addr := netip.AddrPortFrom(t.addr.Addr(), t.spec.Agent.Port)
+	l := agentLoop{m: m, t: t, checker: newAgentChecker(t.spec), addr: addr, interval: t.spec.Agent.Interval}
+	go l.run(ctx, t.agentDone)
+}
+
+// cancelLoop asks the loops to stop without waiting (ctl held).
 func (t *target) cancelLoop() {
 	if t.stopLoop != nil {
 		t.stopLoop()
 	}
+	if t.stopAgent != nil {
+		t.stopAgent()
+	}
 }
 
-// halt stops the loop and waits for it to end (ctl held). An in-flight
-// check is canceled: its sockets close at once.
+// halt stops the loops and waits for them to end (ctl held). An
+// in-flight check is canceled: its sockets close at once.
 func (t *target) halt() {
 	t.cancelLoop()
 	if t.loopDone != nil {
 		<-t.loopDone
 	}
-	t.stopLoop, t.loopDone = nil, nil
+	if t.agentDone != nil {
+		<-t.agentDone
+	}
+	t.stopLoop, t.loopDone, t.stopAgent, t.agentDone = nil, nil, nil, nil
+}
+
+// observeAgent applies one agent check (a reply, or err: no usable
+// reply, the state stays) and reports it.
+func (t *target) observeAgent(m *Manager, line string, reply AgentReply, err error) {
+	t.emit.Lock()
+	defer t.emit.Unlock()
+	t.mu.Lock()
+	if t.retired {
+		t.mu.Unlock()
+		return
+	}
+	old := t.agent
+	next := old
+	next.Reply, next.Error = clipWord(line), ""
+	if err != nil {
+		next.Error = err.Error()
+	} else {
+		next = next.Apply(reply)
+	}
+	t.agent = next
+	ev := Event{Key: t.key, Addr: t.spec.ProbeAddr(t.addr), Old: t.tr.State(), New: t.tr.State(),
+		Agent: true, AgentState: next, AgentChanged: agentPolicy(old) != agentPolicy(next)}
+	t.mu.Unlock()
+	m.report(ev)
+}
+
+// agentPolicy is the part of a state that decides where flows go.
+func agentPolicy(s AgentState) AgentState {
+	s.Reply, s.Error = "", ""
+	return s
 }
 
 // retire makes t drop every later update; waiting for emit means that a
@@ -258,6 +314,7 @@ func (t *target) status(now time.Time) Status {
 		Addr: t.spec.ProbeAddr(t.addr), Health: t.tr.State(), Since: t.since, Reason: t.reason,
 		Last: t.last, Checks: t.checks, OKRun: ok, FailRun: fail,
 		PassiveFails: t.tr.PassiveFails(now), PassiveDown: t.tr.PassiveDown(), Trial: t.tr.OnTrial(),
+		AgentOn: t.spec.Agent.On(), Agent: t.agent,
 	}
 }
 

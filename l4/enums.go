@@ -154,6 +154,9 @@ const (
 	CheckMySQL
 	CheckRedis
 	CheckHTTP // also WebSocket upgrades
+	CheckUDP  // send a datagram, expect a reply datagram
+	CheckDNS  // a DNS query over UDP, a NOERROR reply expected
+	CheckTLS  // a TLS handshake: ClientHello sent, ServerHello expected
 )
 
 var checkNames = [...]string{
@@ -164,6 +167,9 @@ var checkNames = [...]string{
 	CheckMySQL:      "mysql",
 	CheckRedis:      "redis",
 	CheckHTTP:       "http",
+	CheckUDP:        "udp",
+	CheckDNS:        "dns",
+	CheckTLS:        "tls",
 }
 
 func (c CheckType) String() string { return enumName(c, "check", checkNames[:]) }
@@ -178,6 +184,9 @@ func CheckTypeNames() []string { return checkNames[:] }
 
 // Database reports whether the check speaks a database protocol over TCP.
 func (c CheckType) Database() bool { return c == CheckPostgres || c == CheckMySQL || c == CheckRedis }
+
+// Datagram reports whether the check speaks UDP (no TCP connection).
+func (c CheckType) Datagram() bool { return c == CheckUDP || c == CheckDNS }
 
 // EndReason says why a proxied connection or UDP session ended: the end
 // field of the per-connection log (log_connections). The zero value is

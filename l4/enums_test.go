@@ -28,6 +28,7 @@ func TestConfigEnumNames(t *testing.T) {
 		{AttachModeNames(), func(v uint8) string { return AttachMode(v).String() }},
 		{LogLevelNames(), func(v uint8) string { return LogLevel(v).String() }},
 		{LogFormatNames(), func(v uint8) string { return LogFormat(v).String() }},
+		{DNSTypeNames(), func(v uint8) string { return DNSType(v).String() }},
 	} {
 		seen := map[string]bool{}
 		for i, n := range e.names {

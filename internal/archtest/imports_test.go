@@ -74,8 +74,10 @@ var allowedProject = map[string][]string{
 	"internal/bgp":     {"l4"},
 	// The metrics read the status wire types alone; the BGP wiring joins
 	// the speaker, the [bgp] table and those types, never the runtime.
-	"internal/metrics":  {"l4/plane", "l4", "l4/snapshot", "l4/balance"},
-	"internal/announce": {"config", "internal/bgp", "l4/plane", "l4", "l4/snapshot", "l4/balance"},
+	"internal/metrics": {"l4/plane", "l4", "l4/snapshot", "l4/balance", "internal/statuspage"},
+	// The status page reads the status wire types alone.
+	"internal/statuspage": {"l4/plane", "l4", "l4/snapshot", "l4/balance"},
+	"internal/announce":   {"config", "internal/bgp", "l4/plane", "l4", "l4/snapshot", "l4/balance"},
 }
 
 func deps(t *testing.T, pkg string) []string {

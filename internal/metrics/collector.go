@@ -17,6 +17,9 @@ import (
 type statusCollector struct {
 	status func() plane.Status
 	descs  map[string]*prometheus.Desc
+	// labels holds each series name the collector declares with its
+	// variable labels: what Names reports.
+	labels map[string][]string
 }
 
 var vipLabels, backendLabels = []string{"vip", "protocol"}, []string{"vip", "backend", "address"}
@@ -25,10 +28,12 @@ var vipLabels, backendLabels = []string{"vip", "protocol"}, []string{"vip", "bac
 var nameLabels = []string{"vip", "backend", "name"}
 
 func newStatusCollector(status func() plane.Status) *statusCollector {
+	c := &statusCollector{status: status, labels: map[string][]string{}}
 	d := func(name, help string, labels []string) *prometheus.Desc {
+		c.labels["l4lb_"+name] = labels
 		return prometheus.NewDesc("l4lb_"+name, help, labels, nil)
 	}
-	c := &statusCollector{status: status, descs: map[string]*prometheus.Desc{
+	c.descs = map[string]*prometheus.Desc{
 		"build":       d("build_info", "Always 1; the labels describe the running binary.", []string{"version", "commit", "goversion"}),
 		"started":     d("start_time_seconds", "When the process started, in Unix seconds.", nil),
 		"reload_time": d("last_reload_timestamp_seconds", "When the last reload (SIGHUP) was tried, in Unix seconds; absent before the first.", nil),
@@ -70,7 +75,7 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 		"bgp_sent":    d("bgp_peer_prefixes_sent", "Routes sent to the BGP peer.", []string{"peer"}),
 		"bgp_routes":  d("bgp_announced_prefixes", "Host routes l4lb announces (VIP addresses with an eligible backend).", nil),
 		"announced":   d("vip_announced", "1 while the VIP's address is announced over BGP; absent without [bgp].", vipLabels),
-	}}
+	}
 	c.declareCounters(d)
 	return c
 }
@@ -284,4 +289,15 @@ func announcedAddr(st *plane.BGPStatus, addr netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// Names are the l4lb_* series l4lb exports, each with its variable
+// labels (besides the job and instance a scrape adds): the one list
+// dashboards and alert rules may name (contrib/ is tested against it).
+func Names() map[string][]string {
+	out := map[string][]string{}
+	for name, labels := range newStatusCollector(nil).labels {
+		out[name] = append([]string(nil), labels...)
+	}
+	return out
 }

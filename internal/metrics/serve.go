@@ -1,4 +1,5 @@
-// The /metrics endpoint: an HTTP server on metrics_listen.
+// The metrics listener: an HTTP server on metrics_listen with /metrics
+// and the status page.
 
 package metrics
 
@@ -14,13 +15,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/l4lb/l4lb/internal/statuspage"
 	"github.com/l4lb/l4lb/l4/plane"
 )
 
 // Serve serves /metrics on addr (on ln when an earlier l4lb passed its
 // listener) with l4lb's metrics, read from status at each scrape, and the
-// Go runtime's and the process's.
+// Go runtime's and the process's; and the live status page (/ and
+// /status, with its status.json: internal/statuspage).
 func Serve(addr string, ln net.Listener, status func() plane.Status, log *zap.Logger) (*http.Server, *net.TCPListener, error) {
+	mux := http.NewServeMux()
+	if err := statuspage.Register(mux, status); err != nil {
+		return nil, nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newStatusCollector(status), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if ln == nil {
@@ -34,7 +41,6 @@ func Serve(addr string, ln net.Listener, status func() plane.Status, log *zap.Lo
 		ln.Close()
 		return nil, nil, fmt.Errorf("metrics listener %s: not TCP", addr)
 	}
-	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

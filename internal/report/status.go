@@ -174,6 +174,9 @@ func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus
 			health += "/KEPT"
 			last = strings.TrimSpace(last + " (kept in: max_ejected)")
 		}
+		if b.Agent != nil {
+			last = strings.TrimSpace(last + " (" + b.Agent.Text() + ")")
+		}
 		if b.Override != "" {
 			health += "/" + strings.ToUpper(b.Override)
 			last = strings.TrimSpace(fmt.Sprintf("%s (%s by %s at %s)", last, b.Override, b.OverrideBy, b.OverrideSince.Format(time.RFC3339)))

@@ -136,6 +136,8 @@ type BackendStatus struct {
 	LastCheck string    `json:"last_check,omitempty"`
 	Since     time.Time `json:"since,omitzero"`
 	ReplicaLag
+	// Agent is the backend's agent check (agent_port); absent without one.
+	Agent *AgentStatus `json:"agent,omitempty"`
 }
 
 // ReplicaLag is a replica's replication lag as its last check read it

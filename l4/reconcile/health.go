@@ -26,6 +26,8 @@ func healthSpec(h config.Health, metric l4.RTTMetric) health.Spec {
 		Path: h.Path, Host: h.Host, Status: h.Status, WebSocket: h.WebSocket,
 		User: h.User, Password: h.Password, Database: h.Database, Role: h.Role,
 		MaxLag: h.MaxLag, ProxyHeader: h.SendProxy,
+		DNSName: h.DNSName, DNSType: h.DNSType.Code(), TLSServerName: h.TLSServerName, TLSVerify: h.TLSVerify,
+		Agent: health.AgentSpec{Port: uint16(h.AgentPort), Interval: h.AgentInterval, Timeout: h.AgentTimeout, Send: h.AgentSend},
 	}
 }
 
@@ -66,6 +68,10 @@ func (r *Runtime) syncHealth(v *vip, removed []l4.BackendID) {
 func (r *Runtime) onHealth(ev health.Event) {
 	v := r.lookupVIP(ev.Key.VIP)
 	if v == nil {
+		return
+	}
+	if ev.Agent {
+		v.setAgent(ev.Key.Backend, ev.AgentState, ev.AgentChanged)
 		return
 	}
 	if ev.RTT > 0 {
@@ -138,16 +144,7 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string, passive boo
 	}
 	v.log.Log(level, "backend health changed", zap.String("backend", string(id)), zap.Stringer("from", old), zap.Stringer("to", h), zap.String("reason", reason))
 	if h == l4.HealthDown {
-		go v.dp.BackendDown(b.b) // a purge walks the flow table: not on the probe goroutine
-	}
-	if h == l4.HealthDown && vc.Health.OnDown == l4.OnDownReset {
-		go func() {
-			n := v.dp.ResetWhere(func(x *l4.Backend) bool { return x == b.b }, l4.EndOnDown)
-			v.log.Info("on_down reset: sessions closed", zap.String("backend", string(id)), zap.Int("reset", n))
-		}()
-	}
-	if h == l4.HealthDown && vc.Health.OnDown == l4.OnDownGraceful {
-		go v.closeGracefully(b.b)
+		v.wentDown(b, vc)
 	}
 	if h == l4.HealthUp && vc.Health.SlowStart > 0 {
 		v.startRamp()

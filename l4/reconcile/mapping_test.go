@@ -195,6 +195,14 @@ var mappingRows = []mappingRow{
 	{key: "health.role", set: func(v *config.VIP) { v.Health.Role = l4.RolePrimary }, path: "Health.Role", want: l4.RolePrimary},
 	{key: "health.max_lag", set: func(v *config.VIP) { v.Health.MaxLag = 3 * time.Second }, path: "Health.MaxLag", want: 3 * time.Second},
 	{key: "health.send_proxy", set: func(v *config.VIP) { v.Health.SendProxy = l4.ProxyV2 }, path: "Health.ProxyHeader", want: l4.ProxyV2},
+	{key: "health.dns_name", set: func(v *config.VIP) { v.Health.DNSName = "db.example" }, path: "Health.DNSName", want: "db.example"},
+	{key: "health.dns_type", set: func(v *config.VIP) { v.Health.DNSType = l4.DNSTypeAAAA }, path: "Health.DNSType", want: uint16(28)},
+	{key: "health.tls_server_name", set: func(v *config.VIP) { v.Health.TLSServerName = "db.example" }, path: "Health.TLSServerName", want: "db.example"},
+	{key: "health.tls_verify", set: func(v *config.VIP) { v.Health.TLSVerify = true }, path: "Health.TLSVerify", want: true},
+	{key: "health.agent_port", set: func(v *config.VIP) { v.Health.AgentPort = 5555 }, path: "Health.Agent.Port", want: uint16(5555)},
+	{key: "health.agent_interval", set: func(v *config.VIP) { v.Health.AgentInterval = 3 * time.Second }, path: "Health.Agent.Interval", want: 3 * time.Second},
+	{key: "health.agent_timeout", set: func(v *config.VIP) { v.Health.AgentTimeout = 300 * time.Millisecond }, path: "Health.Agent.Timeout", want: 300 * time.Millisecond},
+	{key: "health.agent_send", set: func(v *config.VIP) { v.Health.AgentSend = []byte("hi\n") }, path: "Health.Agent.Send", want: []byte("hi\n")},
 }
 
 // notMapped are the plane's settings no config key sets, with the reason.

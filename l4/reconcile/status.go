@@ -101,6 +101,7 @@ func (v *vip) status() plane.VIPStatus {
 		bs := b.status()
 		bs.EffectiveWeight = effective[b.b]
 		bs.Backup = b.conf.Backup
+		bs.Agent = agentStatus(vc.Health.AgentPort != 0, b.agent)
 		s.Backends = append(s.Backends, bs)
 		if b.conf.Backup || vc.BackupMode == l4.BackupSticky || v.serving == servingPanic {
 			s.Serving = v.serving

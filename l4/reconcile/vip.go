@@ -86,6 +86,9 @@ type backend struct {
 	// reload leaves it unchanged.
 	conf     config.Backend
 	override overrideState
+	// agent is what the backend's agent check asks for (agent.go); the
+	// zero value asks nothing.
+	agent health.AgentState
 	// passive: the current Down came from a passive mark (an active
 	// check has not failed since), at downAt; ejectKept: max_ejected
 	// keeps it in all the same (failover.go).
@@ -104,7 +107,7 @@ type overrideState struct {
 
 // eligible reports whether new flows may go to b.
 func (b *backend) eligible() bool {
-	return b.weight > 0 && !b.down() && b.override.state == l4.OverrideNone && (!b.stall.degraded || b.stall.kept)
+	return b.weight > 0 && !b.down() && b.override.state == l4.OverrideNone && (!b.stall.degraded || b.stall.kept) && b.agent.Admits()
 }
 
 // keepsPinned reports whether flows already pinned to b (UDP sessions,
@@ -112,7 +115,7 @@ func (b *backend) eligible() bool {
 // HAProxy's drain state keeps persistent clients; weight 0 in the file,
 // a health failure, a disable or a removal moves them on their next packet.
 func (b *backend) keepsPinned() bool {
-	return b.eligible() || (b.override.state == l4.OverrideDrain && b.weight > 0 && !b.down())
+	return b.eligible() || (b.override.state == l4.OverrideDrain || b.agentDrains()) && b.weight > 0 && !b.down() && !b.agent.Down && b.agent.Admin != health.AgentMaint
 }
 
 // down reports whether health takes b out: down, and not kept in by
@@ -233,6 +236,9 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 			nb.b, nb.health, nb.upSince, nb.trial, nb.scale = old.b, old.health, old.upSince, old.trial, old.scale
 			nb.passive, nb.downAt, nb.ejectKept = old.passive, old.downAt, old.ejectKept
 			nb.stall = old.stall
+			if sameAgent(v.conf.Load(), vc) {
+				nb.agent = old.agent
+			}
 			if readsLag(&vc.Health) {
 				nb.lag = old.lag
 			}
@@ -316,9 +322,13 @@ func (v *vip) commit(p *plan) error {
 			continue
 		}
 		keepLag := readsLag(&p.conf.Health)
-		if nb.health != old.health || nb.trial != old.trial || nb.stall != old.stall || nb.passive != old.passive || keepLag && nb.lag != old.lag {
+		keepAgent := sameAgent(v.conf.Load(), p.conf)
+		if nb.health != old.health || nb.trial != old.trial || nb.stall != old.stall || nb.passive != old.passive || keepLag && nb.lag != old.lag || keepAgent && nb.agent != old.agent {
 			nb.health, nb.upSince, nb.trial, nb.stall, stale = old.health, old.upSince, old.trial, old.stall, true
 			nb.passive, nb.downAt = old.passive, old.downAt
+			if keepAgent {
+				nb.agent = old.agent
+			}
 			if keepLag {
 				nb.lag = old.lag
 			}
@@ -349,7 +359,7 @@ func (v *vip) commit(p *plan) error {
 	}
 	for _, b := range p.backends {
 		b.b.SetEligible(b.keepsPinned())
-		b.b.SetMaxFlows(backendCap(p.conf, &b.conf))
+		b.b.SetMaxFlows(b.flowCap(p.conf))
 		b.b.SetMaxConnRate(backendRate(p.conf, &b.conf))
 	}
 	v.backends = p.backends
@@ -399,10 +409,10 @@ func effectiveMembers(bs map[l4.BackendID]*backend, vc *config.VIP, st *stickySt
 	return ms, serving
 }
 
-// weightAt is b's weight with slow start and lag_weight applied: the ramp
-// scaled down by the lag.
+// weightAt is b's weight with its agent's share, slow start and
+// lag_weight applied: the agent's weight ramped, scaled down by the lag.
 func (b *backend) weightAt(now time.Time, h *config.Health) uint32 {
-	w := health.SlowStartWeight(b.weight, b.upSince, now, h.SlowStart)
+	w := health.SlowStartWeight(b.agent.Scale(b.weight), b.upSince, now, h.SlowStart)
 	return health.LagWeight(w, b.lag, h.LagWeight, h.MaxLag)
 }
 
