@@ -254,6 +254,14 @@ type VIP struct {
 	// default) or "all" (HAProxy `option allbackups`, nginx); default
 	// "first".
 	BackupMode l4.BackupMode
+	// OnBackupRecovered is what happens to the backups' established
+	// connections when new flows go back to the primaries: keep (default),
+	// close (reset), graceful (FIN at a boundary). Proxy mode.
+	OnBackupRecovered l4.OnBackupRecovered
+	// RetryOnReset says when a connection whose backend accepted and then
+	// reset or closed before answering is retried on another backend
+	// (under Retries): off, unsent (default), unanswered. TCP proxy VIPs.
+	RetryOnReset l4.RetryOnReset
 
 	Health   Health
 	Backends []Backend
@@ -285,6 +293,14 @@ type Health struct {
 	FailTimeout time.Duration
 	SlowStart   time.Duration // ramp the weight over this after recovery; 0 = off (default); up to 1h
 	OnDown      l4.OnDown     // keep | reset | graceful; default keep
+	// MaxEjected caps, in percent of the VIP's backends (rounded down, at
+	// least one unless 0), how many passive marks take out at once
+	// (Envoy's max_ejection_percent); default 50; 0..100 (100 = no cap).
+	MaxEjected int
+	// PanicMode: when health would leave the VIP no backend for new
+	// flows, the backends down by health take them anyway (Envoy's panic
+	// routing); default false (down means down, as in HAProxy).
+	PanicMode bool
 	// SendProxy is the PROXY protocol header every check connection
 	// starts with (HAProxy's check-send-proxy): off, v1 or v2, the VIP's
 	// proxy_protocol version. The file's send_proxy (true or false)

@@ -49,6 +49,13 @@ var healthKeys = append([]key[Health]{
 	{name: "on_down", val: enumOf(func(h *Health) *l4.OnDown { return &h.OnDown }, l4.OnDownKeep, l4.OnDownNames()),
 		effect: EffectNow, note: "for backends that go down from now on",
 		doc: `What happens to a backend's established connections when its check marks it down: keep, they continue; reset, they are reset; graceful, they are closed (FIN both ways) at the next boundary of the VIP's app_protocol (an idle session, a WebSocket Close frame; within 10 s or idle_timeout, then closed anyway), at once on a VIP without one.`},
+	// The outlier cap and panic mode (issue 28).
+	{name: "max_ejected", val: intOf(func(h *Health) *int { return &h.MaxEjected }, 50, span[int64](0, 100)),
+		effect: EffectNow, note: "backends marked from now on; the next rebuild of the VIP's table re-counts",
+		doc: `Passive marks (max_fails) take at most this percent of the VIP's backends out at once, rounded down but at least one (Envoy's max_ejection_percent): a mark beyond it is logged and the backend stays in, until an active check fails it or an earlier mark ends; 100 = no cap; 0 = passive marks never take a backend out. With the default 50, passive marks alone never take out more than half of a pool of two or more.`},
+	{name: "panic_mode", val: boolOf(func(h *Health) *bool { return &h.PanicMode }, false),
+		effect: EffectNow, note: "the next rebuild of the VIP's table",
+		doc: `When health (checks or passive marks) would leave the VIP no backend for new flows, the backends down by health take them anyway, balanced as usual (Envoy's panic routing at 0% healthy), logged as an error and shown in status (serving "panic") until one is up again, so that a broken check cannot black-hole the service. Off by default: down means down (HAProxy), a role check's down replica must not take writes, and failover_hold can wait for a backend instead. Backends an operator disabled or drained, or with weight 0, stay out.`},
 	{name: "send", scope: sendExpect, val: healthSend(),
 		effect: EffectNow, note: probesRestart,
 		doc: `send_expect, udp: the bytes sent, as text (send and send_hex are one setting: at most one of them, at most 4096 bytes); udp: the datagram, required.`},

@@ -223,6 +223,7 @@ const (
 	EndSNITimeout                 // reset: no complete TLS ClientHello within sni_timeout (a VIP with SNI routes); no backend was dialed
 	EndSNINoMatch                 // reset: the ClientHello matched no SNI route (not TLS, no server name, or an unlisted one), or (postgres VIPs) the startup packet no route, and sni_no_match = "close"
 	EndStartupMalformed           // reset: a postgres VIP with routes got a first packet PostgreSQL would refuse (malformed, over 10000 bytes, not protocol 3); no backend was dialed
+	EndPrimaryBack                // reset (or closed, on_backup_recovered = "graceful"): its backend is a backup and new flows went back to the primaries
 )
 
 var endNames = [...]string{
@@ -254,6 +255,7 @@ var endNames = [...]string{
 	EndSNITimeout:       "sni_timeout",
 	EndSNINoMatch:       "sni_no_match",
 	EndStartupMalformed: "startup_malformed",
+	EndPrimaryBack:      "primary_back",
 }
 
 func (r EndReason) String() string { return enumName(r, "end", endNames[:]) }
@@ -387,9 +389,15 @@ type BackupMode uint8
 const (
 	BackupFirst BackupMode = iota // the first eligible one in file order (HAProxy's default)
 	BackupAll                     // every eligible one (HAProxy option allbackups, nginx)
+	// BackupSticky: one backend serves at a time, primaries and backups
+	// alike, and new flows stay on it until it is no longer eligible; then
+	// the next eligible one in the running order takes over, and a backend
+	// that comes back joins the end of that order (non-preemptive
+	// failover, for a database primary).
+	BackupSticky
 )
 
-var backupModeNames = [...]string{BackupFirst: "first", BackupAll: "all"}
+var backupModeNames = [...]string{BackupFirst: "first", BackupAll: "all", BackupSticky: "sticky"}
 
 func (m BackupMode) String() string { return enumName(m, "backup_mode", backupModeNames[:]) }
 
@@ -413,6 +421,53 @@ func (o OnDown) String() string { return enumName(o, "on_down", onDownNames[:]) 
 
 // OnDownNames lists the actions as the config names them.
 func OnDownNames() []string { return onDownNames[:] }
+
+// OnBackupRecovered is what happens to the established connections of
+// backup backends when new flows go back to the primaries
+// (on_backup_recovered; HAProxy's on-marked-up shutdown-backup-sessions).
+type OnBackupRecovered uint8
+
+// On-backup-recovered actions.
+const (
+	BackupRecoveredKeep     OnBackupRecovered = iota // they continue
+	BackupRecoveredClose                             // they are reset, so that clients reconnect to a primary
+	BackupRecoveredGraceful                          // they are closed (FIN) at the next boundary of the VIP's app_protocol
+)
+
+var onBackupRecoveredNames = [...]string{BackupRecoveredKeep: "keep", BackupRecoveredClose: "close", BackupRecoveredGraceful: "graceful"}
+
+func (o OnBackupRecovered) String() string {
+	return enumName(o, "on_backup_recovered", onBackupRecoveredNames[:])
+}
+
+// OnBackupRecoveredNames lists the actions as the config names them.
+func OnBackupRecoveredNames() []string { return onBackupRecoveredNames[:] }
+
+// RetryOnReset says when a TCP connection whose backend accepted and
+// then reset (or closed) is retried on another backend (retry_on_reset).
+type RetryOnReset uint8
+
+// Retry-on-reset policies.
+const (
+	// RetryResetOff: the reset is passed to the client, as before.
+	RetryResetOff RetryOnReset = iota
+	// RetryResetUnsent: retried while no client byte was written to the
+	// backend's socket and the backend sent none: nothing reached its
+	// application, so a retry cannot repeat anything.
+	RetryResetUnsent
+	// RetryResetUnanswered: also after client bytes were written, while
+	// the backend sent none back and l4lb still holds every client byte
+	// it read (up to 16 KiB): they are sent again to the next backend. A
+	// backend that read them and died before answering sees them twice.
+	RetryResetUnanswered
+)
+
+var retryOnResetNames = [...]string{RetryResetOff: "off", RetryResetUnsent: "unsent", RetryResetUnanswered: "unanswered"}
+
+func (r RetryOnReset) String() string { return enumName(r, "retry_on_reset", retryOnResetNames[:]) }
+
+// RetryOnResetNames lists the policies as the config names them.
+func RetryOnResetNames() []string { return retryOnResetNames[:] }
 
 // DBRole is the replication role a postgres or mysql check wants of its
 // backend (role).

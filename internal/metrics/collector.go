@@ -98,7 +98,7 @@ func newStatusCollector(status func() plane.Status) *statusCollector {
 // (plane.Counter): one per metric name, split by its label if it has
 // one, with the help of the first field that names it.
 func (c *statusCollector) declareCounters(d func(name, help string, labels []string) *prometheus.Desc) {
-	for _, s := range []any{&plane.TCPStatus{}, &plane.UDPStatus{}, &plane.XDPVIPStatus{}, &plane.StartupStatus{}} {
+	for _, s := range []any{&plane.TCPStatus{}, &plane.UDPStatus{}, &plane.XDPVIPStatus{}, &plane.StartupStatus{}, &plane.FailoverStatus{}} {
 		for _, k := range plane.Counters(s) {
 			if k.Metric == "" || c.descs[k.Metric] != nil {
 				continue
@@ -200,7 +200,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if v.XDP == nil {
 			ch <- prometheus.MustNewConstMetric(c.descs["log_drop"], counter, float64(v.ConnLogDropped), vl...)
 		}
-		for _, cs := range [][]plane.Counter{plane.Counters(v.TCP), plane.Counters(v.XDP), plane.Counters(v.XDPGuard), plane.Counters(v.UDP)} {
+		for _, cs := range [][]plane.Counter{plane.Counters(v.TCP), plane.Counters(v.XDP), plane.Counters(v.XDPGuard), plane.Counters(v.UDP), plane.Counters(v.Failover)} {
 			c.collectCounters(ch, vl, cs)
 		}
 		c.collectBackends(ch, v.Name, v.XDP != nil, v.UDP != nil, v.Backends)

@@ -77,7 +77,7 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 		case v.Draining:
 			draining = "  DRAINING (removed by a reload)"
 		}
-		if v.Serving == "backups" || v.Serving == "none" {
+		if v.Serving == "backups" || v.Serving == "none" || v.Serving == "panic" {
 			draining += "  serving: " + strings.ToUpper(v.Serving) // the primaries are all out
 		}
 		fmt.Fprintf(w, "VIP %s  %s/%s  %s  eligible %d/%d  active %d  accepted %d  no-backend %d%s\n",
@@ -91,6 +91,7 @@ func Status(w io.Writer, st plane.Status, view StatusView) {
 		printLines(w, plane.CounterLines("  ", plane.Counters(v.XDP), false))
 		printLines(w, plane.CounterLines("  ", plane.Counters(v.XDPGuard), true))
 		printLines(w, plane.CounterLines("  ", plane.Counters(v.UDP), false))
+		printLines(w, plane.CounterLines("  ", plane.Counters(v.Failover), false))
 		if rb := v.Rebalance; rb != nil {
 			fmt.Fprintf(w, "  rebalance %s: %s\n", rb.State, rebalanceSummary(*rb))
 		}
@@ -174,6 +175,10 @@ func backendTable(w io.Writer, indent string, udp bool, bs []plane.BackendStatus
 				kept = "; kept: the last eligible backend"
 			}
 			last = strings.TrimSpace(fmt.Sprintf("%s (degraded since %s: %s%s)", last, b.DegradedSince.Format(time.RFC3339), b.Degraded, kept))
+		}
+		if b.EjectKept {
+			health += "/KEPT"
+			last = strings.TrimSpace(last + " (kept in: max_ejected)")
 		}
 		if b.Agent != nil {
 			last = strings.TrimSpace(last + " (" + b.Agent.Text() + ")")

@@ -47,9 +47,14 @@ type VIPStatus struct {
 	Denied        uint64 `json:"denied,omitempty"`
 	ClientLimited uint64 `json:"client_limited,omitempty"`
 	// Serving is the set of backends new flows go to: "primaries",
-	// "backups" (no primary is eligible) or "none"; absent when the VIP
-	// has no backup backend.
+	// "backups" (no primary is eligible), "panic" (health left none and
+	// panic_mode sends new flows to backends down by health) or "none";
+	// absent when the VIP has no backup backend, is not backup_mode
+	// "sticky" and is not in panic.
 	Serving string `json:"serving,omitempty"`
+	// Failover counts panic mode, passive marks max_ejected overruled and
+	// the backups' connections on_backup_recovered ended.
+	Failover *FailoverStatus `json:"failover,omitempty"`
 	// Names are the DNS names of the VIP's named backends: each one's
 	// last good answer (its backends), its age, and the last error.
 	Names []NameStatus `json:"names,omitempty"`
@@ -124,8 +129,12 @@ type BackendStatus struct {
 	Degraded      string    `json:"degraded,omitempty"`
 	DegradedSince time.Time `json:"degraded_since,omitzero"`
 	DegradedKept  bool      `json:"degraded_kept,omitempty"`
-	LastCheck     string    `json:"last_check,omitempty"`
-	Since         time.Time `json:"since,omitzero"`
+	// EjectKept: a passive mark took the backend down (health "down"),
+	// but max_ejected keeps it in: that many of the VIP's backends are
+	// passively ejected already.
+	EjectKept bool      `json:"eject_kept,omitempty"`
+	LastCheck string    `json:"last_check,omitempty"`
+	Since     time.Time `json:"since,omitzero"`
 	ReplicaLag
 	// Change is an operator's run-time change to the backend (`l4lb
 	// backend add|set`), on top of the file: "added", "weight 7 (file
@@ -199,6 +208,10 @@ type TCPStatus struct {
 	HoldOverflows uint64 `json:"hold_overflows,omitempty" metric:"vip_failover_hold_full_total" help:"TCP clients reset at once because failover_hold held as many as it may (max_conns, else 4096)." text:"failover hold/full"`
 	// Retries counts connects begun on another backend after one failed.
 	Retries uint64 `json:"retries,omitempty" metric:"vip_connect_retries_total" help:"Backend connects begun on another backend after one failed (retries): the client did not see the failure." text:"events/retries,always"`
+	// EarlyResetRetries counts connections retried on another backend
+	// because theirs accepted and then reset or closed before sending a
+	// byte (retry_on_reset); each is one of Retries too.
+	EarlyResetRetries uint64 `json:"early_reset_retries,omitempty" metric:"vip_early_reset_retries_total" help:"TCP connections retried on another backend because theirs accepted and then reset or closed before sending a byte (retry_on_reset); counted in retries too." text:"events/early-reset-retries"`
 	// Closes asked of an app_protocol VIP's connections (rebalance,
 	// drain, on_down = "graceful", shutdown): made at a boundary of the
 	// protocol, or fallen back to a plain close; and the connections
@@ -206,6 +219,13 @@ type TCPStatus struct {
 	BoundaryCloses    uint64 `json:"boundary_closes,omitempty" metric:"vip_boundary_closes_total" help:"Connections of an app_protocol VIP closed at a boundary of the protocol (an idle session; a WebSocket Close frame) for a rebalance, drain, on_down = graceful or shutdown." text:"app closes/at-boundary"`
 	BoundaryFallbacks uint64 `json:"boundary_fallbacks,omitempty" metric:"vip_boundary_fallbacks_total" help:"Closes asked of an app_protocol VIP's connections that fell back to a plain close or reset: no boundary in time, framing lost, TLS." text:"app closes/fallbacks"`
 	FramingLost       uint64 `json:"framing_lost,omitempty" metric:"vip_framing_lost_total" help:"Connections of an app_protocol VIP whose server stream l4lb could not follow: TLS, or framing that made no sense." text:"app closes/framing-lost"`
+}
+
+// FailoverStatus holds a VIP's failover counters (either mode).
+type FailoverStatus struct {
+	Panics          uint64 `json:"panics,omitempty" metric:"vip_panics_total" help:"Times health left the VIP no backend for new flows and panic_mode sent them to the backends down by health." text:"failover/panics"`
+	EjectionsCapped uint64 `json:"ejections_capped,omitempty" metric:"vip_ejections_capped_total" help:"Passive marks that would have taken more than max_ejected percent of the VIP's backends out: the backend was kept in." text:"failover/ejections-capped"`
+	BackupCloses    uint64 `json:"backup_closes,omitempty" metric:"vip_backup_closes_total" help:"Connections and sessions of backup backends ended by on_backup_recovered when new flows went back to the primaries." text:"failover/backup-closes"`
 }
 
 // UDPStatus holds a UDP VIP's datagram counters (proxy.UDPStats says

@@ -94,6 +94,9 @@ func (s *TCPService) logConn(l *loop, c *evConn, why l4.EndReason) {
 	}
 	f = append(f, zap.Duration("duration", time.Duration(now-c.times.acceptAt)),
 		zap.Uint64("bytes_in", c.up.n), zap.Uint64("bytes_out", c.down.n), zap.Int("retries", max(int(c.pick.attempts)-1, 0)))
+	if c.pick.early > 0 {
+		f = append(f, zap.Int("early_resets", int(c.pick.early))) // of the retries, those after an early reset (evretry.go)
+	}
 	ce.Write(f...)
 	clear(f)
 }

@@ -121,6 +121,10 @@ type connPick struct {
 	// word for the two.
 	attempts int32
 	lastFail l4.EndReason
+	// early counts its retries after an early reset (evretry.go);
+	// replaying: the loop keeps a copy of the client's bytes for one.
+	early     uint8
+	replaying bool
 }
 
 // connTimes are a connection's times on the loop clock (nanoseconds) and
@@ -485,6 +489,11 @@ func (c *evConn) resetClient(l *loop, why l4.EndReason) {
 		l.forget(&c.clientSock.reg)
 		unix.Close(c.clientSock.fd)
 	}
+	c.endReplay(l)
+	if c.up.pipe != nil { // bytes an early-reset retry kept for a backend it did not find
+		l.pipes.pool.discard(c.up.pipe)
+		c.up.pipe = nil
+	}
 	c.state = evClosed
 	s.logConn(l, c, why)
 	l.shared.live.Add(-1)
@@ -543,8 +552,13 @@ func (c *evConn) open(l *loop) {
 	c.mustLive()
 	s := c.svc
 	c.state = evOpen
-	c.up = evDir{src: &c.clientSock, dst: &c.backendSock, bytes: &c.chosen.Stats.BytesIn}
+	carry := c.up // client bytes an early-reset retry kept (evretry.go)
+	c.up = evDir{src: &c.clientSock, dst: &c.backendSock, bytes: &c.chosen.Stats.BytesIn, pipe: carry.pipe, held: carry.held, pending: carry.pending}
 	c.down = evDir{src: &c.backendSock, dst: &c.clientSock, bytes: &c.chosen.Stats.BytesOut}
+	if c.pick.replaying {
+		c.resend(l)
+	}
+	c.startReplay(l)
 	if !s.trackEv(l, c) {
 		c.finish(l, true, true, l4.EndDrain) // the service is shutting down
 		return
@@ -690,13 +704,16 @@ func (c *evConn) move(l *loop, d *evDir) bool {
 			c.eof(l, d)
 			return false
 		}
+		if c.pick.replaying && d == &c.down {
+			c.endReplay(l) // the backend answered: no retry from now on
+		}
 		if d.splice {
 			if n < spliceMin {
 				d.splice = false // a trickle: copy from now on
 			}
 			continue // a short splice may be the pipe's limit, not the source's: read again
 		}
-		if n >= spliceMin && !d.track {
+		if n >= spliceMin && !d.track && !(c.pick.replaying && d == &c.up) {
 			d.splice = true // bulk: splice wins from about 16 KiB a chunk (BenchmarkChunk)
 		}
 		if n < copyChunk {
@@ -730,6 +747,9 @@ func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 	if err != nil || n == 0 {
 		return n, err, false
 	}
+	if c.pick.replaying && d == &c.up {
+		c.record(l, buf[:n])
+	}
 	out := n
 	if d.track {
 		out = c.followServer(l, buf, n)
@@ -743,6 +763,9 @@ func (c *evConn) copyChunk(l *loop, d *evDir) (n int, err error, dstErr bool) {
 			l.watchStalls()
 		}
 		if err != nil {
+			if d == &c.up && d.n == 0 && out > 0 {
+				c.hold(l, d, buf[:out]) // not lost: an early-reset retry sends them on (evretry.go)
+			}
 			return n, err, true
 		}
 	}
@@ -807,6 +830,7 @@ func (c *evConn) spliceChunk(l *loop, d *evDir) (n int, err error, dstErr bool) 
 			l.watchStalls()
 		}
 		if err != nil {
+			d.pending = n // still in the pipe (an early-reset retry sends them on)
 			return n, err, true
 		}
 	}
@@ -914,6 +938,9 @@ func (c *evConn) moved(l *loop, d *evDir, n int) {
 // eof: d's source sent FIN.
 func (c *evConn) eof(l *loop, d *evDir) {
 	c.mustLive()
+	if d == &c.down && c.earlyRetry(l) {
+		return
+	}
 	c.sawFIN(d)
 	d.eof = true
 	if d.pending == 0 {
@@ -955,18 +982,27 @@ func (c *evConn) sawFIN(d *evDir) {
 // srcFailed: d's source failed (reset); its peer learns by a reset.
 func (c *evConn) srcFailed(l *loop, d *evDir, err error) {
 	c.mustLive()
+	if d.src == &c.backendSock && c.earlyRetry(l) {
+		return
+	}
 	c.finish(l, d.src == &c.backendSock, d.src == &c.clientSock, c.resetOf(d.src == &c.clientSock))
 }
 
 // dstFailed: d's destination failed; whoever sent to it learns by a reset.
 func (c *evConn) dstFailed(l *loop, d *evDir, err error) {
 	c.mustLive()
+	if d.dst == &c.backendSock && c.earlyRetry(l) {
+		return
+	}
 	c.finish(l, d.src == &c.clientSock, d.src == &c.backendSock, c.resetOf(d.dst == &c.clientSock))
 }
 
 // failed: a socket reported an error outside any read or write.
 func (c *evConn) failed(l *loop, r *reg) {
 	c.mustLive()
+	if r == &c.backendSock.reg && c.earlyRetry(l) {
+		return
+	}
 	c.finish(l, r == &c.backendSock.reg, r == &c.clientSock.reg, c.resetOf(r == &c.clientSock.reg))
 }
 
@@ -1022,6 +1058,7 @@ func (c *evConn) finish(l *loop, resetClient, resetBackend bool, why l4.EndReaso
 	if c.kernel {
 		c.kernEnd(l)
 	}
+	c.endReplay(l)
 	c.state = evClosed
 	c.closeSock(l, &c.clientSock, resetClient)
 	c.closeSock(l, &c.backendSock, resetBackend)

@@ -100,11 +100,12 @@ type kernConn struct {
 // kernelReady reports whether c may enter the kernel now: it asks, it is
 // open, nothing it read waits to be written, neither side closed, and it
 // needs no byte in user space (app_protocol trackers, stall_timeout's
-// request clock).
+// request clock, retry_on_reset's copy of the client's bytes until the
+// backend answers).
 func (c *evConn) kernelReady() bool {
 	c.mustLive()
 	return c.st.KernelForward && c.svc.ev.kernel != nil && c.state == evOpen && !c.kernel &&
-		c.app == nil && c.st.AppProtocol == l4.AppNone && c.st.StallTimeout == 0 &&
+		c.app == nil && c.st.AppProtocol == l4.AppNone && c.st.StallTimeout == 0 && !c.pick.replaying &&
 		c.up.pending == 0 && c.down.pending == 0 && !c.up.eof && !c.down.eof &&
 		!c.clientSock.rdhup && !c.backendSock.rdhup
 }

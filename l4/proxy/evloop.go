@@ -150,6 +150,7 @@ type loop struct {
 	again    []againEntry // work left over: another turn after this round's events
 	again2   []againEntry // the list being worked through (reused)
 	flushes  []*udpSock   // UDP sockets with replies to send at the end of the round
+	replays  replayTable  // client bytes kept for a retry after an early reset (evretry.go)
 
 	posted loopPosted
 	shared loopShared

@@ -341,6 +341,7 @@ func (c *evConn) released(l *loop) {
 		}
 		c.putPipe(l, d) // empty
 	}
+	c.endReplay(l)
 	s := c.svc
 	s.release(c.chosen)
 	s.untrackEv(l, c)

@@ -28,12 +28,15 @@ import (
 // values they started with.
 type Settings struct {
 	Name           string
-	ConnectTimeout time.Duration   // 0 = 2s
-	Retries        int             // extra backends to try after a failed connect
-	IdleTimeout    time.Duration   // 0 = none
-	KeepAlive      time.Duration   // TCP keepalive idle on both sides; 0 = off
-	MaxConns       int             // 0 = unlimited
-	ProxyProtocol  l4.ProxyVersion // PROXY header sent to backends; ProxyOff = none
+	ConnectTimeout time.Duration // 0 = 2s
+	Retries        int           // extra backends to try after a failed connect
+	// RetryOnReset: when a backend that accepted and then reset (or
+	// closed) before sending a byte is retried under Retries (evretry.go).
+	RetryOnReset  l4.RetryOnReset
+	IdleTimeout   time.Duration   // 0 = none
+	KeepAlive     time.Duration   // TCP keepalive idle on both sides; 0 = off
+	MaxConns      int             // 0 = unlimited
+	ProxyProtocol l4.ProxyVersion // PROXY header sent to backends; ProxyOff = none
 	// AppProtocol is the application protocol the VIP declares; features
 	// that read its framing check it (AppNone: opaque bytes).
 	AppProtocol l4.AppProtocol
@@ -132,9 +135,7 @@ type ServiceStats struct {
 	StallDegraded atomic.Uint64
 	QueueStats
 	HoldStats
-	// Retries counts connects begun on another backend after one failed
-	// (retries; HAProxy's redispatches): the client did not see the failure.
-	Retries atomic.Uint64
+	RetryStats
 	// SNI routing (a VIP with routes): clients whose ClientHello was not
 	// TLS or malformed, had no server name or one no route lists, or was
 	// not complete within sni_timeout; and those the VIP's own backends
@@ -147,6 +148,15 @@ type ServiceStats struct {
 	// (evstartup.go).
 	Startup StartupStats
 	AppStats
+}
+
+// RetryStats count connects begun on another backend after one failed
+// (retries; HAProxy's redispatches): the client did not see the failure;
+// and of them, those after a backend accepted and then reset or closed
+// before sending a byte (retry_on_reset, evretry.go).
+type RetryStats struct {
+	Retries           atomic.Uint64
+	EarlyResetRetries atomic.Uint64
 }
 
 // ProxyHeaderStats count the PROXY headers refused

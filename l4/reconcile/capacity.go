@@ -103,7 +103,7 @@ func (v *vip) refusalLocked(b *backend, o l4.Override) string {
 	}
 	rest := maps.Clone(v.backends)
 	delete(rest, b.b.ID)
-	serving, _ := servingSet(rest, vc)
+	serving, _ := servingSet(rest, vc, nil)
 	if b.eligible() && len(serving) == 0 {
 		return fmt.Sprintf("%s %s leaves %s with no eligible backend", o, b.b.ID, vipNoun(vc))
 	}
@@ -185,7 +185,7 @@ func reloadShortfall(vs *plane.VIPStatus, vc *config.VIP) string {
 		}
 		next[l4.BackendID(bc.ID())] = nb
 	}
-	serving, _ := servingSet(next, vc)
+	serving, _ := servingSet(next, vc, nil)
 	if len(serving) == 0 && vs.Eligible > 0 {
 		return fmt.Sprintf("the reload leaves %s with no eligible backend", vipNoun(vc))
 	}

@@ -83,8 +83,10 @@ func (r *Runtime) onHealth(ev health.Event) {
 		v.setLag(ev.Key.Backend, ev.Result.Lag)
 	}
 	if ev.Changed() {
-		v.setHealth(ev.Key.Backend, ev.New, ev.Reason)
+		v.setHealth(ev.Key.Backend, ev.New, ev.Reason, ev.Passive)
 		r.stateChanged()
+	} else if !ev.Passive && !ev.Result.OK && ev.New == l4.HealthDown {
+		v.confirmDown(ev.Key.Backend)
 	}
 }
 
@@ -112,7 +114,7 @@ func (v *vip) setLag(id l4.BackendID, lag health.ReplicaLag) {
 
 // setHealth records a transition and publishes a snapshot without (or with)
 // the backend at once.
-func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
+func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string, passive bool) {
 	v.mu.Lock()
 	b, ok := v.backends[id]
 	if !ok || b.health == h {
@@ -124,11 +126,18 @@ func (v *vip) setHealth(id l4.BackendID, h l4.Health, reason string) {
 	if old == l4.HealthDown && h == l4.HealthUp {
 		b.upSince = time.Now()
 	}
+	b.passive, b.downAt = passive && h == l4.HealthDown, time.Now()
 	v.setTrial(b, old == l4.HealthDown && h == l4.HealthUnknown)
 	b.b.SetEligible(b.keepsPinned())
 	_ = v.rebuildLocked() // logged there
 	vc := v.cfg()
+	kept := b.ejectKept
 	v.mu.Unlock()
+	if kept {
+		v.log.Warn("backend health changed", zap.String("backend", string(id)), zap.Stringer("from", old), zap.Stringer("to", h),
+			zap.String("reason", reason), zap.String("kept_in", "max_ejected"))
+		return // not out: its connections stay, nothing else changes
+	}
 
 	level := zap.InfoLevel
 	if h == l4.HealthDown {
@@ -160,17 +169,20 @@ func (v *vip) setTrial(b *backend, on bool) {
 // failure keeps the previous snapshot (it cannot happen for a set that
 // built before); a data plane that cannot take it is logged and reported.
 func (v *vip) rebuildLocked() error {
+	v.capEjectionsLocked()
 	v.keepLastLocked()
 	opts, err := balanceOptions(v.cfg())
 	if err != nil {
 		v.log.Error("snapshot rebuild failed; previous one kept", zap.Error(err))
 		return err
 	}
-	snap, err := buildSnapshot(opts, v.effective(time.Now()))
+	ms, serving := v.effective(time.Now())
+	snap, err := buildSnapshot(opts, ms)
 	if err != nil {
 		v.log.Error("snapshot rebuild failed; previous one kept", zap.Error(err))
 		return err
 	}
+	v.servingChanged(serving)
 	if err := v.publishLocked(snap); err != nil {
 		v.log.Error("data plane did not take the new snapshot", zap.Error(err))
 		return err

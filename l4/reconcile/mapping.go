@@ -16,6 +16,7 @@ func tcpSettings(vc *config.VIP) proxy.TCPPlaneSettings {
 		Name:           vc.Name,
 		ConnectTimeout: vc.ConnectTimeout,
 		Retries:        vc.Retries,
+		RetryOnReset:   vc.RetryOnReset,
 		IdleTimeout:    vc.IdleTimeout,
 		KeepAlive:      vc.KeepAlive,
 		MaxConns:       vc.MaxConns,

@@ -129,6 +129,7 @@ var mappingRows = []mappingRow{
 	// TCP proxy.
 	{key: "connect_timeout", set: func(v *config.VIP) { v.ConnectTimeout = 750 * time.Millisecond }, path: "TCP.Service.ConnectTimeout", want: 750 * time.Millisecond},
 	{key: "retries", set: func(v *config.VIP) { v.Retries = 7 }, path: "TCP.Service.Retries", want: 7},
+	{key: "retry_on_reset", set: func(v *config.VIP) { v.RetryOnReset = l4.RetryResetUnanswered }, path: "TCP.Service.RetryOnReset", want: l4.RetryResetUnanswered},
 	{key: "idle_timeout", set: func(v *config.VIP) { v.IdleTimeout = 90 * time.Second }, path: "TCP.Service.IdleTimeout", want: 90 * time.Second},
 	{key: "keepalive", set: func(v *config.VIP) { v.KeepAlive = 40 * time.Second }, path: "TCP.Service.KeepAlive", want: 40 * time.Second},
 	{key: "defer_accept", set: func(v *config.VIP) { v.DeferAccept = true }, path: "TCP.DeferAccept", want: true},

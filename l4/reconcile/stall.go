@@ -77,7 +77,7 @@ func keepLast(bs map[l4.BackendID]*backend, vc *config.VIP) bool {
 		}
 	}
 	after := 0
-	if set, _ := servingSet(bs, vc); len(set) == 0 {
+	if set, _ := servingSet(bs, vc, nil); len(set) == 0 {
 		for _, b := range bs {
 			if b.stall.degraded {
 				b.stall.kept = true

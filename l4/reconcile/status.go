@@ -105,8 +105,8 @@ func (v *vip) status() plane.VIPStatus {
 		bs.Backup = b.conf.Backup
 		bs.Agent = agentStatus(vc.Health.AgentPort != 0, b.agent)
 		s.Backends = append(s.Backends, bs)
-		if b.conf.Backup && s.Serving == "" {
-			_, s.Serving = servingSet(v.backends, vc)
+		if b.conf.Backup || vc.BackupMode == l4.BackupSticky || v.serving == servingPanic {
+			s.Serving = v.serving
 		}
 	}
 	s.Backends = append(s.Backends, v.retiredStatusLocked()...)
@@ -120,6 +120,7 @@ func (v *vip) status() plane.VIPStatus {
 		st := rb.statusWith(rows)
 		s.Rebalance = &st
 	}
+	s.Failover = v.failoverStatus()
 	slices.SortFunc(s.Backends, func(a, b plane.BackendStatus) int { return cmp.Compare(a.ID, b.ID) })
 	v.dp.FillStatus(&s)
 	v.guard.FillStatus(&s)
@@ -172,5 +173,8 @@ func (b *backend) status() plane.BackendStatus {
 		bs.Override, bs.OverrideBy, bs.OverrideSince = b.override.state.String(), b.override.by, b.override.since
 	}
 	b.stallStatus(&bs)
+	if b.ejectKept {
+		bs.EjectKept = true
+	}
 	return bs
 }

@@ -53,6 +53,15 @@ type vip struct {
 	// routes are the VIP's SNI routes by name (route.go); changed only
 	// under the runtime's lock.
 	routes map[string]*vip
+
+	// Failover (failover.go), under mu: the sticky order, the serving set
+	// last published and since when panic mode runs; counters for status.
+	sticky       stickyState
+	serving      string
+	panicSince   time.Time
+	panics       atomic.Uint64 // times panic mode began
+	ejectCapped  atomic.Uint64 // passive marks max_ejected overruled
+	backupCloses atomic.Uint64 // backup connections ended by on_backup_recovered
 }
 
 // backend is a backend as the runtime tracks it.
@@ -80,6 +89,12 @@ type backend struct {
 	// agent is what the backend's agent check asks for (agent.go); the
 	// zero value asks nothing.
 	agent health.AgentState
+	// passive: the current Down came from a passive mark (an active
+	// check has not failed since), at downAt; ejectKept: max_ejected
+	// keeps it in all the same (failover.go).
+	passive   bool
+	downAt    time.Time
+	ejectKept bool
 }
 
 // overrideState is an operator's run-time state for a backend: what, who
@@ -92,7 +107,7 @@ type overrideState struct {
 
 // eligible reports whether new flows may go to b.
 func (b *backend) eligible() bool {
-	return b.weight > 0 && b.health != l4.HealthDown && b.override.state == l4.OverrideNone && (!b.stall.degraded || b.stall.kept) && b.agent.Admits()
+	return b.weight > 0 && !b.down() && b.override.state == l4.OverrideNone && (!b.stall.degraded || b.stall.kept) && b.agent.Admits()
 }
 
 // keepsPinned reports whether flows already pinned to b (UDP sessions,
@@ -100,8 +115,12 @@ func (b *backend) eligible() bool {
 // HAProxy's drain state keeps persistent clients; weight 0 in the file,
 // a health failure, a disable or a removal moves them on their next packet.
 func (b *backend) keepsPinned() bool {
-	return b.eligible() || (b.override.state == l4.OverrideDrain || b.agentDrains()) && b.weight > 0 && b.health != l4.HealthDown && !b.agent.Down && b.agent.Admin != health.AgentMaint
+	return b.eligible() || (b.override.state == l4.OverrideDrain || b.agentDrains()) && b.weight > 0 && !b.down() && !b.agent.Down && b.agent.Admin != health.AgentMaint
 }
+
+// down reports whether health takes b out: down, and not kept in by
+// max_ejected.
+func (b *backend) down() bool { return b.health == l4.HealthDown && !b.ejectKept }
 
 // sameInFile reports whether a reload leaves the backend as the file had
 // it (the line it is written on does not matter).
@@ -215,6 +234,7 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 		nb := &backend{weight: uint32(bc.Weight), conf: bc}
 		if ok && old.b.Addr == bc.Address {
 			nb.b, nb.health, nb.upSince, nb.trial, nb.scale = old.b, old.health, old.upSince, old.trial, old.scale
+			nb.passive, nb.downAt, nb.ejectKept = old.passive, old.downAt, old.ejectKept
 			nb.stall = old.stall
 			if sameAgent(v.conf.Load(), vc) {
 				nb.agent = old.agent
@@ -247,7 +267,9 @@ func (v *vip) plan(vc *config.VIP) (*plan, error) {
 	}
 	opts, err := balanceOptions(vc)
 	if err == nil {
-		p.snap, err = buildSnapshot(opts, effectiveMembers(next, vc, time.Now()))
+		capEjections(next, vc)
+		ms, _ := effectiveMembers(next, vc, v.sticky.clone(), time.Now())
+		p.snap, err = buildSnapshot(opts, ms)
 	}
 	if err != nil {
 		p.abandon(v.indexes)
@@ -301,8 +323,9 @@ func (v *vip) commit(p *plan) error {
 		}
 		keepLag := readsLag(&p.conf.Health)
 		keepAgent := sameAgent(v.conf.Load(), p.conf)
-		if nb.health != old.health || nb.trial != old.trial || nb.stall != old.stall || keepLag && nb.lag != old.lag || keepAgent && nb.agent != old.agent {
+		if nb.health != old.health || nb.trial != old.trial || nb.stall != old.stall || nb.passive != old.passive || keepLag && nb.lag != old.lag || keepAgent && nb.agent != old.agent {
 			nb.health, nb.upSince, nb.trial, nb.stall, stale = old.health, old.upSince, old.trial, old.stall, true
+			nb.passive, nb.downAt = old.passive, old.downAt
 			if keepAgent {
 				nb.agent = old.agent
 			}
@@ -331,6 +354,9 @@ func (v *vip) commit(p *plan) error {
 	if keepLast(p.backends, p.conf) {
 		stale = true
 	}
+	if _, capped := capEjections(p.backends, p.conf); capped || p.conf.BackupMode == l4.BackupSticky || p.conf.Health.PanicMode {
+		stale = true // the running order, the cap and panic are worked out on the running state
+	}
 	for _, b := range p.backends {
 		b.b.SetEligible(b.keepsPinned())
 		b.b.SetMaxFlows(b.flowCap(p.conf))
@@ -341,6 +367,8 @@ func (v *vip) commit(p *plan) error {
 	if stale {
 		return v.rebuildLocked()
 	}
+	_, serving := effectiveMembers(v.backends, p.conf, nil, time.Now())
+	v.servingChanged(serving)
 	return v.publishLocked(p.snap)
 }
 
@@ -351,9 +379,10 @@ func (v *vip) publishLocked(snap *snapshot.Snapshot) error {
 	return v.dp.Publish(snap)
 }
 
-// effective lists the members new flows may go to, with slow-start weights.
-func (v *vip) effective(now time.Time) []balance.Member {
-	return effectiveMembers(v.backends, v.cfg(), now)
+// effective lists the members new flows may go to, with slow-start
+// weights, and which set they are (v.mu held: it moves the sticky order).
+func (v *vip) effective(now time.Time) ([]balance.Member, string) {
+	return effectiveMembers(v.backends, v.cfg(), &v.sticky, now)
 }
 
 // effectiveMembers lists the eligible backends with the weights new flows
@@ -361,9 +390,14 @@ func (v *vip) effective(now time.Time) []balance.Member {
 // weight, and for xdp VIPs balanced by live flows or RTT, the
 // scales that stand in for those algorithms (in hundredths, so that a
 // scale below 1 still shifts a backend of weight 1).
-func effectiveMembers(bs map[l4.BackendID]*backend, vc *config.VIP, now time.Time) []balance.Member {
+func effectiveMembers(bs map[l4.BackendID]*backend, vc *config.VIP, st *stickyState, now time.Time) ([]balance.Member, string) {
 	dynamic := scalesWeights(vc)
-	set, _ := servingSet(bs, vc)
+	set, serving := servingSet(bs, vc, st)
+	if len(set) == 0 {
+		if set = panicSet(bs, vc); len(set) > 0 {
+			serving = servingPanic
+		}
+	}
 	ms := make([]balance.Member, 0, len(set))
 	for _, b := range set {
 		w := b.weightAt(now, &vc.Health)
@@ -372,7 +406,7 @@ func effectiveMembers(bs map[l4.BackendID]*backend, vc *config.VIP, now time.Tim
 		}
 		ms = append(ms, balance.Member{Backend: b.b, Weight: w})
 	}
-	return ms
+	return ms, serving
 }
 
 // weightAt is b's weight with its agent's share, slow start and
@@ -393,8 +427,13 @@ const (
 // order, and which set they are: the primaries while any is eligible,
 // else the backups (only the first eligible one with backup_mode
 // "first"). Each set gets a table of its own from the snapshot built over
-// it, so a failover and a failback each move flows once.
-func servingSet(bs map[l4.BackendID]*backend, vc *config.VIP) ([]*backend, string) {
+// it, so a failover and a failback each move flows once. With backup_mode
+// "sticky" it is the one backend st chooses (st moves; nil: the first
+// eligible one).
+func servingSet(bs map[l4.BackendID]*backend, vc *config.VIP, st *stickyState) ([]*backend, string) {
+	if vc.BackupMode == l4.BackupSticky {
+		return stickySet(bs, vc, st)
+	}
 	var primaries, backups []*backend
 	for _, bc := range vc.Backends {
 		b, ok := bs[l4.BackendID(bc.ID())]
@@ -416,6 +455,31 @@ func servingSet(bs map[l4.BackendID]*backend, vc *config.VIP) ([]*backend, strin
 		return backups, servingBackups
 	}
 	return backups[:1], servingBackups
+}
+
+// stickySet is servingSet for backup_mode "sticky".
+func stickySet(bs map[l4.BackendID]*backend, vc *config.VIP, st *stickyState) ([]*backend, string) {
+	all := make([]l4.BackendID, 0, len(vc.Backends))
+	var eligible []*backend
+	for _, bc := range vc.Backends {
+		id := l4.BackendID(bc.ID())
+		b, ok := bs[id]
+		if !ok {
+			continue
+		}
+		all = append(all, id)
+		if b.eligible() {
+			eligible = append(eligible, b)
+		}
+	}
+	b := st.choose(all, eligible)
+	switch {
+	case b == nil:
+		return nil, servingNone
+	case b.conf.Backup:
+		return []*backend{b}, servingBackups
+	}
+	return []*backend{b}, servingPrimaries
 }
 
 // scalesWeights reports whether vc's algorithm runs as scaled Maglev

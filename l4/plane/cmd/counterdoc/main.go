@@ -31,6 +31,7 @@ var sections = []struct {
 	{"UDP proxy VIPs", "udp", &plane.UDPStatus{}},
 	{"XDP VIPs", "xdp", &plane.XDPVIPStatus{}},
 	{"PostgreSQL VIPs with routes", "sni.startup", &plane.StartupStatus{}},
+	{"Failover (every VIP)", "failover", &plane.FailoverStatus{}},
 }
 
 func markdown() []byte {
