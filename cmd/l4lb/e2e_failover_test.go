@@ -178,20 +178,20 @@ func setsOn(t *testing.T, tp *testutil.Topology, rs [2]*testutil.Redis, n int) [
 	t.Helper()
 	var before [2]int
 	for i, r := range rs {
-		before[i] = setCalls(tp.Backends[i], r)
+		before[i] = serverSETs(tp.Backends[i], r)
 	}
 	if out, bad := redisBench(t, tp, "-t", "set", "-n", strconv.Itoa(n), "-c", "4"); bad {
 		t.Fatalf("redis-benchmark failed:\n%s", out)
 	}
 	var got [2]int
 	for i, r := range rs {
-		got[i] = setCalls(tp.Backends[i], r) - before[i]
+		got[i] = serverSETs(tp.Backends[i], r) - before[i]
 	}
 	return got
 }
 
-// setCalls is how many SETs r answered; 0 when it is stopped.
-func setCalls(ns *testutil.Netns, r *testutil.Redis) int {
+// serverSETs is how many SETs r answered; 0 when it is stopped.
+func serverSETs(ns *testutil.Netns, r *testutil.Redis) int {
 	out, err := ns.Command("redis-cli", "-h", r.Addr.Addr().String(), "-p", strconv.Itoa(int(r.Addr.Port())), "INFO", "commandstats").Output()
 	if err != nil {
 		return 0

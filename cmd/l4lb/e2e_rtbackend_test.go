@@ -503,3 +503,45 @@ func TestBackendRunTimeUpgrade(t *testing.T) {
 		t.Fatalf("new connections after the upgrade: %v, want be0 and be2 only", seen)
 	}
 }
+
+// TestStateFileKeepsHealth: a backend that health took down stays down
+// across a SIGKILL and a restart when the state file says so, although
+// its server is back by then (a fresh l4lb counts a backend up until its
+// checks say otherwise), and comes up only through its own checks (rise
+// 3 at 2 s); new connections meanwhile avoid it. Without the state
+// file's health the restarted l4lb would send a third of them there at
+// once.
+func TestStateFileKeepsHealth(t *testing.T) {
+	tp := testutil.NewTopology(t, 3)
+	for i := range 2 { // be2 serves nothing yet: its checks fail
+		namedEcho(t, tp, i, 7000)
+	}
+	stateFile := filepath.Join(t.TempDir(), "l4lb.state")
+	config := newConf(fmt.Sprintf("state_file = %q", stateFile)).
+		vip("a", ":80", `algorithm = "round_robin"`).
+		health(`type = "tcp"`, `interval = "2s"`, `timeout = "1s"`, "rise = 3", "fall = 1").
+		backends(3, 7000).String()
+	lb := startLB(t, tp, config)
+	lb.waitHealth(t, "a", "be2", "down")
+	testutil.Eventually(t, 10*time.Second, "the state file to hold be2 down", func() bool {
+		b, err := os.ReadFile(stateFile)
+		return err == nil && regexp.MustCompile(`"backend":\s*"be2"[^}]*"down":\s*true`).Match(b)
+	})
+	lb.signal(t, syscall.SIGKILL)
+	<-lb.exited
+
+	namedEcho(t, tp, 2, 7000) // be2 is back before l4lb is
+	lb = startLB(t, tp, config)
+	lb.waitLog(t, "state file restored")
+	restarted := time.Now()
+	if b := lb.backend(t, "a", "be2"); b.Health != "down" {
+		t.Fatalf("be2 after the restart: health %q, want down (from the state file)", b.Health)
+	}
+	if seen := backendsSeen(t, tp, 80, 12); seen["be2"] != 0 || seen["be0"]+seen["be1"] != 12 {
+		t.Fatalf("new connections after the restart went to %v, want be0 and be1 only", seen)
+	}
+	lb.waitHealth(t, "a", "be2", "up") // its own checks bring it back
+	if took := time.Since(restarted); took < 3*time.Second {
+		t.Fatalf("be2 came up %v after the restart: not through rise 3 at 2 s", took)
+	}
+}
