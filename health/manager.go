@@ -126,6 +126,18 @@ func NewManager(report func(Event)) *Manager {
 // the check type changed, which resets it to Unknown (reported as a
 // transition when it was not Unknown).
 func (m *Manager) Set(key TargetKey, addr netip.AddrPort, spec Spec) error {
+	return m.set(key, addr, spec, false)
+}
+
+// SetDown is Set for a target that was down in the process before this
+// one (l4lb's state file, an upgrade): a new target starts Down, so it
+// comes up after Rise passing checks, as it would have there, rather
+// than after the first. A target that exists already is Set as usual.
+func (m *Manager) SetDown(key TargetKey, addr netip.AddrPort, spec Spec) error {
+	return m.set(key, addr, spec, true)
+}
+
+func (m *Manager) set(key TargetKey, addr netip.AddrPort, spec Spec, down bool) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("health %s: %w", key, err)
 	}
@@ -149,7 +161,7 @@ func (m *Manager) Set(key TargetKey, addr netip.AddrPort, spec Spec) error {
 		t = &target{key: key}
 	}
 	t.halt()
-	m.reconfigure(t, addr, spec)
+	m.reconfigure(t, addr, spec, down)
 	if checker != nil && !m.startOnLoop(t) {
 		t.start(m, checker)
 	}
@@ -290,11 +302,11 @@ func (m *Manager) lookup(key TargetKey) *target {
 }
 
 // reconfigure applies a new address and spec to a halted target.
-func (m *Manager) reconfigure(t *target, addr netip.AddrPort, spec Spec) {
+func (m *Manager) reconfigure(t *target, addr netip.AddrPort, spec Spec, down bool) {
 	t.emit.Lock()
 	defer t.emit.Unlock()
 	t.mu.Lock()
-	ev, changed := t.reset(addr, spec, time.Now())
+	ev, changed := t.reset(addr, spec, down, time.Now())
 	t.mu.Unlock()
 	if changed {
 		m.report(ev)

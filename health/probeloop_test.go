@@ -290,7 +290,7 @@ func TestLoopProbeAllocs(t *testing.T) {
 	t.Cleanup(l.release)
 	tg := &target{key: TargetKey{"vip", "allocs"}}
 	spec := Spec{Type: l4.CheckTCP, Interval: time.Hour, Timeout: 10 * time.Second}.withDefaults()
-	m.reconfigure(tg, addr, spec)
+	m.reconfigure(tg, addr, spec, false)
 	p, _ := newLoopProbe(tg, addr, spec)
 	p.at = time.Now().Add(time.Hour)
 	heap.Push(&l.heap, p)

@@ -50,7 +50,7 @@ func trackerConfig(s Spec) TrackerConfig {
 
 // reset applies a new address and spec (mu held). A new address or check
 // type starts the state over; the event reports a resulting transition.
-func (t *target) reset(addr netip.AddrPort, spec Spec, now time.Time) (Event, bool) {
+func (t *target) reset(addr netip.AddrPort, spec Spec, down bool, now time.Time) (Event, bool) {
 	fresh := t.tr == nil || t.addr != addr || t.spec.Type != spec.Type
 	if t.addr != addr || t.spec.Agent.Port != spec.Agent.Port {
 		t.agent = AgentState{} // another agent: what the old one said is void
@@ -66,8 +66,13 @@ func (t *target) reset(addr netip.AddrPort, spec Spec, now time.Time) (Event, bo
 	}
 	t.stopExpiry()
 	t.tr = NewTracker(trackerConfig(spec))
+	reason := "reconfigured"
+	if down {
+		t.tr.StartDown()
+		reason = "down in the previous process"
+	}
 	t.since, t.reason, t.last, t.checks = now, "", Result{}, 0
-	ev := Event{Key: t.key, Addr: spec.ProbeAddr(addr), Old: old, New: l4.HealthUnknown, Reason: "reconfigured"}
+	ev := Event{Key: t.key, Addr: spec.ProbeAddr(addr), Old: old, New: t.tr.State(), Reason: reason}
 	return ev, ev.Changed()
 }
 

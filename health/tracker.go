@@ -88,6 +88,15 @@ func (t *Tracker) Reconfigure(cfg TrackerConfig) {
 // State returns the current state.
 func (t *Tracker) State() l4.Health { return t.state }
 
+// StartDown makes a tracker that has seen nothing Down, so that Rise
+// successes bring it up rather than the first: its target was down in
+// the process before this one (a state file, an upgrade).
+func (t *Tracker) StartDown() {
+	if t.state == l4.HealthUnknown && t.okRun == 0 && t.failRun == 0 {
+		t.state = l4.HealthDown
+	}
+}
+
 // Runs returns the consecutive active successes and failures (one is 0).
 func (t *Tracker) Runs() (ok, fail int) { return t.okRun, t.failRun }
 

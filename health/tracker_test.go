@@ -123,3 +123,21 @@ func TestTrackerCounts(t *testing.T) {
 		t.Fatal("rise 1 after reconfigure did not bring it up")
 	}
 }
+
+// TestTrackerStartDown: a tracker started down (its target was down in
+// the previous process) needs Rise successes, not the first; one that has
+// seen a result already is left as it is.
+func TestTrackerStartDown(t *testing.T) {
+	tr := NewTracker(TrackerConfig{Rise: 3, Fall: 2})
+	tr.StartDown()
+	for i, want := range []l4.Health{D, D, H} {
+		if tr.Observe(true); tr.State() != want {
+			t.Fatalf("success %d: %v, want %v", i+1, tr.State(), want)
+		}
+	}
+	seen := NewTracker(TrackerConfig{Rise: 3, Fall: 2})
+	seen.Observe(true)
+	if seen.StartDown(); seen.State() != H {
+		t.Fatalf("StartDown after a result: %v, want it left up", seen.State())
+	}
+}

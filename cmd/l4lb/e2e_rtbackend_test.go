@@ -540,7 +540,9 @@ func TestStateFileKeepsHealth(t *testing.T) {
 	if seen := backendsSeen(t, tp, 80, 12); seen["be2"] != 0 || seen["be0"]+seen["be1"] != 12 {
 		t.Fatalf("new connections after the restart went to %v, want be0 and be1 only", seen)
 	}
-	lb.waitHealth(t, "a", "be2", "up") // its own checks bring it back
+	lb.waitStatus(t, 30*time.Second, "be2 up through its own checks", func(st plane.Status) bool {
+		return backendOf(st, "a", "be2").Health == "up"
+	})
 	if took := time.Since(restarted); took < 3*time.Second {
 		t.Fatalf("be2 came up %v after the restart: not through rise 3 at 2 s", took)
 	}

@@ -46,8 +46,10 @@ func (r *Runtime) syncHealth(v *vip, removed []l4.BackendID) {
 	}
 	v.mu.Lock()
 	targets := make(map[l4.BackendID]*l4.Backend, len(v.backends))
+	down := map[l4.BackendID]bool{} // down already: carried over from the previous process
 	for id, b := range v.backends {
 		targets[id] = b.b
+		down[id] = b.health == l4.HealthDown
 	}
 	v.mu.Unlock()
 	router, _ := v.dp.(plane.ProbeRouter)
@@ -56,7 +58,11 @@ func (r *Runtime) syncHealth(v *vip, removed []l4.BackendID) {
 		if router != nil && spec.Type != l4.CheckNone {
 			spec.Route, _ = router.ProbeRoute(b)
 		}
-		if err := r.health.Set(v.target(id), b.Addr, spec); err != nil {
+		set := r.health.Set
+		if down[id] {
+			set = r.health.SetDown // a new target starts down; an existing one is as it is
+		}
+		if err := set(v.target(id), b.Addr, spec); err != nil {
 			r.log.Error("health check not started", zap.String("vip", vc.Name), zap.String("backend", string(id)), zap.Error(err))
 		}
 	}
