@@ -207,6 +207,9 @@ func TestBackendRunTimeRedisBenchmark(t *testing.T) {
 		}
 	}
 	shown := lb.verb(t, "status", "--show-config")
+	if !strings.Contains(shown, "# In force: the file with 3 run-time backend changes on top") || !strings.Contains(shown, "#  vip redis: backend r0: removed, by ") {
+		t.Errorf("--show-config does not head the config with the changes from the file:\n%s", shown)
+	}
 	if strings.Contains(shown, `name = "r0"`) || !strings.Contains(shown, `name = "r2"`) || !regexp.MustCompile(`name = "r1"\s+address = "[^"]+"\s+weight = 0`).MatchString(shown) {
 		t.Errorf("--show-config is not the config in force:\n%s", shown)
 	}

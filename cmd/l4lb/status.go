@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,7 +55,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
-	case *asJSON || *showConfig:
+	case *showConfig:
+		runTimeChangesAsComments(stdout, path)
+		stdout.Write(body)
+		return 0
+	case *asJSON:
 		stdout.Write(body)
 		return 0
 	}
@@ -102,4 +107,25 @@ func bareConfigFlag(args []string) (out []string, bare bool) {
 // adminGet asks the admin API at sock for endpoint.
 func adminGet(sock, endpoint string) ([]byte, error) {
 	return admin.Client{Socket: sock, Timeout: 5 * time.Second}.Do(context.Background(), "GET", endpoint, nil, nil)
+}
+
+// runTimeChangesAsComments heads --show-config's TOML with the run-time
+// backend changes it holds, as TOML comments: what differs from the file.
+// Nothing when there are none or the status cannot be read.
+func runTimeChangesAsComments(w io.Writer, sock string) {
+	body, err := adminGet(sock, "/status")
+	if err != nil {
+		return
+	}
+	var st plane.Status
+	if json.Unmarshal(body, &st) != nil || len(st.BackendChanges) == 0 {
+		return
+	}
+	var list bytes.Buffer
+	report.BackendChanges(&list, st.BackendChanges)
+	fmt.Fprintf(w, "# In force: the file with %d run-time backend changes on top (l4lb backend),\n"+
+		"# kept until a reload changes the backend in the file or --reset:\n", len(st.BackendChanges))
+	for _, line := range strings.Split(strings.TrimRight(list.String(), "\n"), "\n") {
+		fmt.Fprintf(w, "#%s\n", line)
+	}
 }
