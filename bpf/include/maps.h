@@ -16,6 +16,34 @@ struct {
 	__type(value, struct vip_value);
 } vips SEC(".maps");
 
+/* VIP index -> the VIP's key and value (struct vip_ref), written by the
+ * control plane beside vips: a conntrack hit finds its VIP here through
+ * flow_state.vip, an array lookup the verifier inlines, rather than in
+ * the vips hash (a helper call and a jhash). Go writes an entry before
+ * the vips entry that uses its index and zeroes it when the VIP leaves
+ * the index. An array entry is copied, not swapped: a packet that races
+ * the write may see some fields old and some new, each one whole (they
+ * are single bytes but index, which does not change in place). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, __u32);
+	__type(value, struct vip_ref);
+} vip_refs SEC(".maps");
+
+/* Destination ports of the VIPs the balancer forwards for (not the
+ * guard-only ones): bit (port & 63) of word port >> 6, the port taken as
+ * it sits in the packet (network order read natively). Only a packet to
+ * such a port looks the conntrack up before the VIP (a hit then skips the
+ * vips lookup); every other packet keeps the one vips lookup of the pass
+ * path. Go rebuilds it from vips; a stale bit costs a lookup, no verdict. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} vip_ports SEC(".maps");
+
 /* Flow -> backend. One LRU shared by all CPUs (see doc.go for why not
  * Katran's per-CPU LRUs). Under memory pressure the kernel evicts the least
  * recently used flows; an evicted flow rehashes, which Maglev keeps cheap. */
