@@ -166,10 +166,13 @@
 // the verifier inlines) takes the VIP from there, and the hit costs one
 // hash lookup instead of two. A miss, or an entry whose index now holds
 // another VIP or none, looks the VIP up in vips (and the hit re-labels
-// its entry). Every other packet, the pass path included, keeps its one
-// vips lookup and no conntrack lookup; a packet to a VIP port of an
-// address that is no VIP pays one conntrack lookup more. SetVIP writes
-// vip_refs before vips, DeleteVIP clears it before removing the VIP.
+// its entry). vip_ports has a second bit per port, set when any VIP (a
+// guard-only one too) uses it: only then is vips looked up at all, so a
+// packet to any other port passes (or goes to the NAT reply check) after
+// one inlined load and no hash lookup; a packet to a VIP port of an
+// address that is no VIP pays one conntrack lookup more. SetVIP sets a
+// port's bits and writes vip_refs before vips; DeleteVIP clears vip_refs
+// before removing the VIP and the port's bits after.
 //
 // Why one shared LRU rather than Katran's per-CPU LRUs: a flow's packets
 // may arrive on any CPU (RSS changes with NIC queue counts, XDP generic

@@ -52,8 +52,8 @@
  * Which VIP: a packet to a port some forwarding VIP uses (vip_ports) looks
  * its flow up in the conntrack first; a hit whose vip_refs entry still
  * names the flow's VIP takes that entry and skips the vips hash. Anything
- * else (a miss, a stale entry, another port) looks the VIP up in vips, as
- * the pass path always does. */
+ * else (a miss, a stale entry) to a port of any VIP looks the VIP up in
+ * vips; a packet to a port no VIP uses is not a VIP without a lookup. */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -95,14 +95,17 @@ static __always_inline struct vip_value *lookup_vip(const struct packet *p)
 	return bpf_map_lookup_elem(&vips, &key);
 }
 
-/* vip_port_used says whether a forwarding VIP uses the packet's
- * destination port (vip_ports). */
-static __always_inline int vip_port_used(const struct packet *p)
+#define VIP_PORT_FORWARD 1	/* a forwarding VIP uses the port */
+#define VIP_PORT_ANY 2		/* some VIP (guard-only too) uses it */
+
+/* vip_port says which VIPs use the packet's destination port (vip_ports):
+ * VIP_PORT_FORWARD and VIP_PORT_ANY bits. */
+static __always_inline __u32 vip_port(const struct packet *p)
 {
 	__u32 port = p->flow.vip_port;
-	__u32 word = port >> 6;
+	__u32 word = port >> 5;
 	__u64 *bits = bpf_map_lookup_elem(&vip_ports, &word);
-	return bits && ((*bits >> (port & 63)) & 1);
+	return bits ? (*bits >> (2 * (port & 31))) & 3 : 0;
 }
 
 /* vip_of_flow returns the VIP a conntrack entry was pinned under, from
@@ -187,14 +190,15 @@ static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 	struct flow_state *st = NULL;
 	struct vip_value *vip = NULL;
 	int looked = 0;
+	__u32 used = vip_port(p);
 
-	if (vip_port_used(p)) {
+	if (used & VIP_PORT_FORWARD) {
 		st = bpf_map_lookup_elem(&conntrack, &p->flow);
 		looked = 1;
 		if (st)
 			vip = vip_of_flow(p, st);
 	}
-	if (!vip)
+	if (!vip && (used & VIP_PORT_ANY))
 		vip = lookup_vip(p);
 	if (!vip)
 		return nat_reply(ctx, p);

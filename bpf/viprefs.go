@@ -8,11 +8,24 @@ import (
 )
 
 // vipRefs keeps vip_refs and vip_ports in step with vips (maps.h): a
-// conntrack hit reads its VIP from vip_refs by index, and only packets to
-// a port in vip_ports look the conntrack up before the VIP.
+// conntrack hit reads its VIP from vip_refs by index, only packets to a
+// forwarding VIP's port look the conntrack up before the VIP, and only
+// packets to some VIP's port look vips up at all.
 type vipRefs struct {
-	ports map[lbVipKey]uint16 // forwarding (not guard-only) VIPs -> port as vip_ports indexes it
-	words [1024]uint64        // vip_ports as last written
+	ports map[lbVipKey]portUse // every VIP
+	words [2048]uint64         // vip_ports as last written
+}
+
+// portUse is a VIP's port as vip_ports indexes it (the network-order
+// bytes read natively, lbVipKey.Port) and whether the VIP forwards.
+type portUse struct {
+	port    uint16
+	forward bool
+}
+
+// use is v's entry in vipRefs.ports.
+func use(k *lbVipKey, v *lbVipValue) portUse {
+	return portUse{port: k.Port, forward: v.Flags&uint8(lbVipFlagVIP_GUARD_ONLY) == 0}
 }
 
 // putVIP writes a VIP's vip_refs entry, then its vips entry (the one that
@@ -26,6 +39,13 @@ func (lb *LB) putVIP(k *lbVipKey, v *lbVipValue, flags ebpf.MapUpdateFlags) erro
 	if !hadOld && flags == ebpf.UpdateExist {
 		return fmt.Errorf("vips: %w", ebpf.ErrKeyNotExist)
 	}
+	// The port's bits first: a packet to a port without VIP_PORT_ANY
+	// never looks vips up.
+	prev, hadPrev := lb.refs.ports[*k]
+	lb.refs.ports[*k] = use(k, v)
+	if err := lb.syncPort(k.Port); err != nil {
+		return err
+	}
 	if err := lb.objs.VipRefs.Put(v.Index, &lbVipRef{Key: *k, Value: *v}); err != nil {
 		return fmt.Errorf("vip_refs %d: %w", v.Index, err)
 	}
@@ -37,19 +57,19 @@ func (lb *LB) putVIP(k *lbVipKey, v *lbVipValue, flags ebpf.MapUpdateFlags) erro
 		if !hadOld || old.Index != v.Index {
 			err = errors.Join(err, lb.clearRef(k, v.Index))
 		}
-		return err
+		if hadPrev {
+			lb.refs.ports[*k] = prev
+		} else {
+			delete(lb.refs.ports, *k)
+		}
+		return errors.Join(err, lb.syncPort(k.Port))
 	}
 	if hadOld && old.Index != v.Index {
 		if err := lb.clearRef(k, old.Index); err != nil {
 			return err
 		}
 	}
-	if v.Flags&uint8(lbVipFlagVIP_GUARD_ONLY) == 0 {
-		lb.refs.ports[*k] = k.Port
-	} else {
-		delete(lb.refs.ports, *k)
-	}
-	return lb.syncPort(k.Port)
+	return nil
 }
 
 // dropVIP clears a VIP's vip_refs entry, deletes its vips entry and
@@ -82,13 +102,19 @@ func (lb *LB) clearRef(k *lbVipKey, index uint32) error {
 	return nil
 }
 
-// syncPort writes port's word of vip_ports when it changed (refMu held).
+// syncPort writes port's word of vip_ports when it changed (refMu held):
+// two bits per port, VIP_PORT_FORWARD and VIP_PORT_ANY (lb.c).
 func (lb *LB) syncPort(port uint16) error {
-	w := uint32(port >> 6)
+	w := uint32(port >> 5)
 	var bits uint64
-	for _, p := range lb.refs.ports {
-		if p>>6 == port>>6 {
-			bits |= 1 << (p & 63)
+	for _, u := range lb.refs.ports {
+		if u.port>>5 != port>>5 {
+			continue
+		}
+		shift := 2 * (u.port & 31)
+		bits |= 2 << shift
+		if u.forward {
+			bits |= 1 << shift
 		}
 	}
 	if bits == lb.refs.words[w] {
@@ -106,7 +132,7 @@ func (lb *LB) syncPort(port uint16) error {
 func (lb *LB) loadVIPRefs() error {
 	lb.refMu.Lock()
 	defer lb.refMu.Unlock()
-	lb.refs.ports = map[lbVipKey]uint16{}
+	lb.refs.ports = map[lbVipKey]portUse{}
 	var (
 		k lbVipKey
 		v lbVipValue
@@ -116,15 +142,13 @@ func (lb *LB) loadVIPRefs() error {
 		if err := lb.objs.VipRefs.Put(v.Index, &lbVipRef{Key: k, Value: v}); err != nil {
 			return fmt.Errorf("vip_refs %d: %w", v.Index, err)
 		}
-		if v.Flags&uint8(lbVipFlagVIP_GUARD_ONLY) == 0 {
-			lb.refs.ports[k] = k.Port
-		}
+		lb.refs.ports[k] = use(&k, &v)
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("vips: %w", err)
 	}
-	for _, p := range lb.refs.ports {
-		if err := lb.syncPort(p); err != nil {
+	for _, u := range lb.refs.ports {
+		if err := lb.syncPort(u.port); err != nil {
 			return err
 		}
 	}

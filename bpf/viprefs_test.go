@@ -20,13 +20,14 @@ func rawFlow(t *testing.T, lb *LB, f l4.Flow) lbFlowState {
 	return st
 }
 
-// portBit says whether vip_ports has port (host order).
-func portBit(t *testing.T, lb *LB, port uint16) bool {
+// portBits returns port's (host order) two bits of vip_ports: 1 a
+// forwarding VIP uses it, 2 any VIP does.
+func portBits(t *testing.T, lb *LB, port uint16) uint64 {
 	t.Helper()
 	raw := ntohs(port) // as the program reads the packet's bytes natively
 	var bits uint64
-	must(t, lb.objs.VipPorts.Lookup(uint32(raw>>6), &bits))
-	return bits>>(raw&63)&1 == 1
+	must(t, lb.objs.VipPorts.Lookup(uint32(raw>>5), &bits))
+	return bits >> (2 * (raw & 31)) & 3
 }
 
 // TestVIPRefs: a hit follows the VIP as SetVIP and DeleteVIP leave it: a
@@ -34,7 +35,8 @@ func portBit(t *testing.T, lb *LB, port uint16) bool {
 // the new index), an entry naming an index that holds another VIP does
 // not get that VIP's settings, a changed VIP (guard only) and a deleted
 // one (not a VIP) take effect on established flows at once; vip_ports
-// holds the ports of forwarding VIPs only. Another forwarding VIP on the
+// has a port's forwarding bit while a forwarding VIP uses it and its
+// any-VIP bit while any VIP does. Another forwarding VIP on the
 // same port keeps port 80 in vip_ports throughout, so every hit below
 // reads vip_refs first.
 func TestVIPRefs(t *testing.T) {
@@ -47,8 +49,8 @@ func TestVIPRefs(t *testing.T) {
 	if st := rawFlow(t, e.lb, f); st.Vip != 0 {
 		t.Fatalf("entry names vip %d, want 0", st.Vip)
 	}
-	if !portBit(t, e.lb, vip4TCP.Addr.Port()) || portBit(t, e.lb, 22) {
-		t.Fatal("vip_ports: want port 80 set, 22 clear")
+	if portBits(t, e.lb, vip4TCP.Addr.Port()) != 3 || portBits(t, e.lb, 22) != 0 {
+		t.Fatal("vip_ports: want port 80 forwarding, 22 clear")
 	}
 
 	// Moved to index 2: the hit finds index 0 empty, looks the VIP up
@@ -94,15 +96,15 @@ func TestVIPRefs(t *testing.T) {
 		}
 	})
 	onlyCounters(t, d, CounterPassNotVIP)
-	if !portBit(t, e.lb, vip4TCP.Addr.Port()) {
-		t.Error("vip_ports: port 80 clear with a forwarding VIP on it")
+	if portBits(t, e.lb, vip4TCP.Addr.Port()) != 3 {
+		t.Error("vip_ports: port 80 not forwarding with a forwarding VIP on it")
 	}
 	must(t, e.lb.SetVIP(other, VIPEntry{Index: 3, Forward: l4.ForwardL2, HashKey: l4.HashFiveTuple, GuardOnly: true}))
-	if portBit(t, e.lb, vip4TCP.Addr.Port()) {
-		t.Error("vip_ports: port 80 set with only a guard-only VIP on it")
+	if got := portBits(t, e.lb, vip4TCP.Addr.Port()); got != 2 {
+		t.Errorf("vip_ports: port 80 bits %b with only a guard-only VIP on it, want 10", got)
 	}
 	must(t, e.lb.DeleteVIP(other))
-	if portBit(t, e.lb, vip4TCP.Addr.Port()) {
-		t.Error("vip_ports: port 80 set with no VIP on it")
+	if got := portBits(t, e.lb, vip4TCP.Addr.Port()); got != 0 {
+		t.Errorf("vip_ports: port 80 bits %b with no VIP on it", got)
 	}
 }

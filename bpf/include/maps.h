@@ -31,15 +31,19 @@ struct {
 	__type(value, struct vip_ref);
 } vip_refs SEC(".maps");
 
-/* Destination ports of the VIPs the balancer forwards for (not the
- * guard-only ones): bit (port & 63) of word port >> 6, the port taken as
- * it sits in the packet (network order read natively). Only a packet to
- * such a port looks the conntrack up before the VIP (a hit then skips the
- * vips lookup); every other packet keeps the one vips lookup of the pass
- * path. Go rebuilds it from vips; a stale bit costs a lookup, no verdict. */
+/* Destination ports of the VIPs, two bits per port: word port >> 5, bit
+ * 2 * (port & 31) (VIP_PORT_FORWARD) when a VIP the balancer forwards for
+ * uses it, the bit above (VIP_PORT_ANY) when any VIP does (guard-only
+ * ones too); the port taken as it sits in the packet (network order read
+ * natively). Only a packet to a forwarding port looks the conntrack up
+ * before the VIP (a hit then skips the vips lookup); only a packet to a
+ * port of any VIP looks vips up at all: the pass path of every other
+ * port is this one inlined load. Go sets a port's bits before the vips
+ * entry that needs them and clears them after the last one goes, and
+ * rebuilds the map from vips at load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1024);
+	__uint(max_entries, 2048);
 	__type(key, __u32);
 	__type(value, __u64);
 } vip_ports SEC(".maps");
