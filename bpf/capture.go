@@ -137,7 +137,7 @@ func (lb *LB) markCapture(key l4.VIPKey, on bool) error {
 	if on {
 		v.Flags |= uint8(lbVipFlagVIP_CAPTURE)
 	}
-	return lb.objs.Vips.Update(&k, &v, ebpf.UpdateExist)
+	return lb.putVIP(&k, &v, ebpf.UpdateExist)
 }
 
 // capturing says whether key is the VIP a capture samples: SetVIP keeps

@@ -67,7 +67,7 @@
 //
 // # Guards
 //
-// Before any conntrack lookup or backend choice (guard.h), a TCP or UDP
+// Before any conntrack write or backend choice (guard.h), a TCP or UDP
 // packet to an entry of vips meets:
 //
 //   - its VIP's access list, when the entry has VIP_ACL: one LPM trie (acl)
@@ -158,6 +158,21 @@
 //   - a TCP SYN without ACK always takes the Maglev choice, rewriting an
 //     existing entry in place;
 //   - a miss takes the Maglev choice and inserts it (not for RST).
+//
+// Which VIP a packet is for: a packet to a destination port that some
+// forwarding (not guard-only) VIP uses (vip_ports, a 65536-bit array) looks
+// its flow up first; a hit whose entry's VIP index (flow_state.vip) holds
+// that very VIP in vip_refs (key and value beside vips, an array lookup
+// the verifier inlines) takes the VIP from there, and the hit costs one
+// hash lookup instead of two. A miss, or an entry whose index now holds
+// another VIP or none, looks the VIP up in vips (and the hit re-labels
+// its entry). vip_ports has a second bit per port, set when any VIP (a
+// guard-only one too) uses it: only then is vips looked up at all, so a
+// packet to any other port passes (or goes to the NAT reply check) after
+// one inlined load and no hash lookup; a packet to a VIP port of an
+// address that is no VIP pays one conntrack lookup more. SetVIP sets a
+// port's bits and writes vip_refs before vips; DeleteVIP clears vip_refs
+// before removing the VIP and the port's bits after.
 //
 // Why one shared LRU rather than Katran's per-CPU LRUs: a flow's packets
 // may arrive on any CPU (RSS changes with NIC queue counts, XDP generic

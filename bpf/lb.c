@@ -46,8 +46,14 @@
  *
  * Every XDP_PASS leaves the frame byte for byte as it came: the kernel
  * handles it (a proxy-mode VIP may share the address, SSH must work).
- * The guards (guard.h) run before any conntrack lookup or backend choice;
- * ICMP errors skip them (the quoted client did not send them). */
+ * The guards (guard.h) run before any conntrack write or backend choice;
+ * ICMP errors skip them (the quoted client did not send them).
+ *
+ * Which VIP: a packet to a port some forwarding VIP uses (vip_ports) looks
+ * its flow up in the conntrack first; a hit whose vip_refs entry still
+ * names the flow's VIP takes that entry and skips the vips hash. Anything
+ * else (a miss, a stale entry) to a port of any VIP looks the VIP up in
+ * vips; a packet to a port no VIP uses is not a VIP without a lookup. */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -89,6 +95,31 @@ static __always_inline struct vip_value *lookup_vip(const struct packet *p)
 	return bpf_map_lookup_elem(&vips, &key);
 }
 
+#define VIP_PORT_FORWARD 1	/* a forwarding VIP uses the port */
+#define VIP_PORT_ANY 2		/* some VIP (guard-only too) uses it */
+
+/* vip_port says which VIPs use the packet's destination port (vip_ports):
+ * VIP_PORT_FORWARD and VIP_PORT_ANY bits. */
+static __always_inline __u32 vip_port(const struct packet *p)
+{
+	__u32 port = p->flow.vip_port;
+	__u32 word = port >> 5;
+	__u64 *bits = bpf_map_lookup_elem(&vip_ports, &word);
+	return bits ? (*bits >> (2 * (port & 31))) & 3 : 0;
+}
+
+/* vip_of_flow returns the VIP a conntrack entry was pinned under, from
+ * vip_refs, when that entry is still the packet's VIP; else NULL. */
+static __always_inline struct vip_value *vip_of_flow(const struct packet *p, const struct flow_state *st)
+{
+	__u32 i = st->vip;
+	struct vip_ref *r = bpf_map_lookup_elem(&vip_refs, &i);
+	if (!r || r->key.port != p->flow.vip_port || r->key.proto != p->flow.proto ||
+	    !addr_eq(r->key.addr, p->flow.vip))
+		return NULL;
+	return &r->value;
+}
+
 /* handover_pass says whether a packet of a VIP whose mode a reload changes
  * belongs to the kernel, where the proxy plane serves, rather than to the
  * balancer. xdp -> proxy (VIP_CT_ONLY): every SYN (a reused 4-tuple's old
@@ -115,7 +146,7 @@ static __always_inline int handover_pass(const struct packet *p, const struct vi
 /* balance_vip forwards a parsed packet for its VIP, or says why not;
  * *backend is the backend chosen (0: none). */
 static __always_inline __u32 balance_vip(struct xdp_md *ctx, struct packet *p, struct vip_value *vip,
-					 __u32 *backend)
+					 struct flow_state *st, int looked, __u32 *backend)
 {
 	if (!p->icmp) {
 		__u32 g = guard(p, vip);
@@ -126,15 +157,20 @@ static __always_inline __u32 balance_vip(struct xdp_md *ctx, struct packet *p, s
 	}
 	if (vip->flags & VIP_GUARD_ONLY)
 		return COUNTER_PASS_GUARDED;
-	if ((vip->flags & (VIP_CT_ONLY | VIP_KERNEL_FLOWS)) && handover_pass(p, vip))
-		return COUNTER_PASS_HANDOVER;
+	if (vip->flags & (VIP_CT_ONLY | VIP_KERNEL_FLOWS)) {
+		if (handover_pass(p, vip))
+			return COUNTER_PASS_HANDOVER;
+		looked = 0; /* handover_pass may have deleted the entry */
+	}
+	if (!looked)
+		st = bpf_map_lookup_elem(&conntrack, &p->flow);
 	if (p->icmp && vip->forward == FORWARD_NAT)
 		return COUNTER_PASS_ICMP; /* its quote names the VIP, not the backend's view */
 
 	__u32 idx = 0;
 	__u8 new_flow = 0;
 	__u32 r = COUNTER_DROP_NO_BACKEND;
-	struct backend *be = select_backend(p, vip, &idx, &new_flow);
+	struct backend *be = select_backend(p, vip, st, &idx, &new_flow);
 	if (be && vip->forward == FORWARD_NAT)
 		r = nat_forward(ctx, p, be, idx);
 	else if (be)
@@ -151,13 +187,28 @@ static __always_inline __u32 balance_vip(struct xdp_md *ctx, struct packet *p, s
  * being captured has its packet sampled (capture.h). */
 static __always_inline __u32 balance(struct xdp_md *ctx, struct packet *p)
 {
-	struct vip_value *vip = lookup_vip(p);
+	struct flow_state *st = NULL;
+	struct vip_value *vip = NULL;
+	int looked = 0;
+	__u32 used = vip_port(p);
+
+	if (used & VIP_PORT_FORWARD) {
+		st = bpf_map_lookup_elem(&conntrack, &p->flow);
+		looked = 1;
+		if (st)
+			vip = vip_of_flow(p, st);
+	}
+	if (!vip && (used & VIP_PORT_ANY))
+		vip = lookup_vip(p);
 	if (!vip)
 		return nat_reply(ctx, p);
+	/* One copy, whichever map it came from: the verifier then walks the
+	 * balancer once for both, and the packet sees one set of values. */
+	struct vip_value v = *vip;
 	__u32 backend = 0;
-	capture_begin(ctx, p, vip);
-	__u32 r = balance_vip(ctx, p, vip, &backend);
-	capture_end(vip, r, verdict(r), backend);
+	capture_begin(ctx, p, &v);
+	__u32 r = balance_vip(ctx, p, &v, st, looked, &backend);
+	capture_end(&v, r, verdict(r), backend);
 	return r;
 }
 

@@ -35,6 +35,9 @@ type LB struct {
 
 	cfgMu sync.Mutex // read-modify-write of the config entry (SetSource, SetSYNRate)
 
+	refMu sync.Mutex // vip_refs and vip_ports beside vips (viprefs.go); taken after capMu
+	refs  vipRefs
+
 	capMu    sync.Mutex // the capture's VIP flag against SetVIP (capture.go)
 	captured *l4.VIPKey // the VIP a capture samples; nil: none
 	nhMu     sync.Mutex // a backend's address and its next hop change together (SetBackend, SetNextHop)
@@ -73,6 +76,10 @@ func load(opts Options, version int) (*LB, error) {
 		lb.objs.Close()
 		return nil, err
 	}
+	if err := lb.loadVIPRefs(); err != nil {
+		lb.objs.Close()
+		return nil, fmt.Errorf("load xdp_lb: %w", err)
+	}
 	return lb, nil
 }
 
@@ -83,7 +90,7 @@ func sizeMaps(spec *ebpf.CollectionSpec, o Options) {
 	spec.Maps[lbMapSynSources].MaxEntries = o.SYNSources
 	spec.Maps[lbMapNatFlows].MaxEntries = o.ConntrackSize
 	spec.Maps[lbMapNatReverse].MaxEntries = o.ConntrackSize
-	for _, m := range []string{lbMapVips, lbMapMaglev, lbMapVipStats, lbMapVipRates} {
+	for _, m := range []string{lbMapVips, lbMapVipRefs, lbMapMaglev, lbMapVipStats, lbMapVipRates} {
 		spec.Maps[m].MaxEntries = o.MaxVIPs
 	}
 	for _, m := range []string{lbMapBackends, lbMapBackendStats, lbMapNexthops} {
@@ -291,7 +298,7 @@ func (lb *LB) Unpin() error {
 
 func (lb *LB) pinnedMapObjs() []*ebpf.Map {
 	o := &lb.objs
-	return []*ebpf.Map{o.Vips, o.Conntrack, o.Maglev, o.Backends, o.Config, o.VipStats, o.BackendStats, o.Counters,
+	return []*ebpf.Map{o.Vips, o.VipRefs, o.Conntrack, o.Maglev, o.Backends, o.Config, o.VipStats, o.BackendStats, o.Counters,
 		o.Acl, o.SynSources, o.VipRates, o.NatFlows, o.NatReverse}
 }
 

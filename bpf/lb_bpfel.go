@@ -144,7 +144,7 @@ type lbFlowState struct {
 	Backend  uint32
 	Flags    uint32
 	Touched  uint32
-	Pad      uint32
+	Vip      uint32
 }
 
 type lbForward uint32
@@ -269,6 +269,12 @@ type lbVipKey struct {
 	Pad   uint8
 }
 
+type lbVipRef struct {
+	_     structs.HostLayout
+	Key   lbVipKey
+	Value lbVipValue
+}
+
 type lbVipValue struct {
 	_               structs.HostLayout
 	Index           uint32
@@ -308,7 +314,9 @@ const (
 	lbMapNatReverse          = "nat_reverse"
 	lbMapNexthops            = "nexthops"
 	lbMapSynSources          = "syn_sources"
+	lbMapVipPorts            = "vip_ports"
 	lbMapVipRates            = "vip_rates"
+	lbMapVipRefs             = "vip_refs"
 	lbMapVipStats            = "vip_stats"
 	lbMapVips                = "vips"
 	lbProgXdpLb              = "xdp_lb"
@@ -388,7 +396,9 @@ type lbMapSpecs struct {
 	NatReverse     *ebpf.MapSpec `ebpf:"nat_reverse"`
 	Nexthops       *ebpf.MapSpec `ebpf:"nexthops"`
 	SynSources     *ebpf.MapSpec `ebpf:"syn_sources"`
+	VipPorts       *ebpf.MapSpec `ebpf:"vip_ports"`
 	VipRates       *ebpf.MapSpec `ebpf:"vip_rates"`
+	VipRefs        *ebpf.MapSpec `ebpf:"vip_refs"`
 	VipStats       *ebpf.MapSpec `ebpf:"vip_stats"`
 	Vips           *ebpf.MapSpec `ebpf:"vips"`
 }
@@ -444,7 +454,9 @@ type lbMaps struct {
 	NatReverse     *ebpf.Map `ebpf:"nat_reverse"`
 	Nexthops       *ebpf.Map `ebpf:"nexthops"`
 	SynSources     *ebpf.Map `ebpf:"syn_sources"`
+	VipPorts       *ebpf.Map `ebpf:"vip_ports"`
 	VipRates       *ebpf.Map `ebpf:"vip_rates"`
+	VipRefs        *ebpf.Map `ebpf:"vip_refs"`
 	VipStats       *ebpf.Map `ebpf:"vip_stats"`
 	Vips           *ebpf.Map `ebpf:"vips"`
 }
@@ -466,7 +478,9 @@ func (m *lbMaps) Close() error {
 		m.NatReverse,
 		m.Nexthops,
 		m.SynSources,
+		m.VipPorts,
 		m.VipRates,
+		m.VipRefs,
 		m.VipStats,
 		m.Vips,
 	)

@@ -185,7 +185,7 @@ func (lb *LB) SetVIP(key l4.VIPKey, e VIPEntry) error {
 	if lb.capturing(key) {
 		v.Flags |= uint8(lbVipFlagVIP_CAPTURE)
 	}
-	err = lb.objs.Vips.Put(&k, &v)
+	err = lb.putVIP(&k, &v, ebpf.UpdateAny)
 	lb.capMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("set vip %v: %w", key, err)
@@ -209,7 +209,7 @@ func (lb *LB) DeleteVIP(key l4.VIPKey) error {
 	if err := lb.objs.Vips.Lookup(&k, &v); err != nil {
 		return fmt.Errorf("delete vip %v: %w", key, notFound(err))
 	}
-	if err := lb.objs.Vips.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := lb.dropVIP(&k, v.Index); err != nil {
 		return fmt.Errorf("delete vip %v: %w", key, err)
 	}
 	if err := lb.objs.Maglev.Delete(v.Index); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {

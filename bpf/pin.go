@@ -29,7 +29,7 @@ const layoutVersion = 1
 // control plane writes is among them, so a restart that dies before it
 // rewrites the maps still forwards as before.
 var pinnedMaps = []string{
-	lbMapVips, lbMapConntrack, lbMapMaglev, lbMapBackends,
+	lbMapVips, lbMapVipRefs, lbMapConntrack, lbMapMaglev, lbMapBackends,
 	lbMapConfig, lbMapVipStats, lbMapBackendStats, lbMapCounters,
 	lbMapAcl, lbMapSynSources, lbMapVipRates,
 	lbMapNatFlows, lbMapNatReverse,

@@ -78,13 +78,14 @@ static __always_inline void ct_touch(struct flow_state *st, const struct packet 
 	}
 }
 
-/* ct_insert pins a new flow to idx. */
-static __always_inline void ct_insert(const struct packet *p, __u32 idx, __u64 now)
+/* ct_insert pins a new flow of VIP vip_index to idx. */
+static __always_inline void ct_insert(const struct packet *p, __u32 vip_index, __u32 idx, __u64 now)
 {
 	struct flow_state st = {
 		.last_seen = now,
 		.touched = bpf_jiffies64(),
 		.backend = idx,
+		.vip = vip_index,
 		.flags = (p->tcp_flags & TH_FIN) ? FLOW_FIN : 0,
 	};
 	if (bpf_map_update_elem(&conntrack, &p->flow, &st, BPF_ANY))
@@ -96,12 +97,13 @@ static __always_inline void ct_insert(const struct packet *p, __u32 idx, __u64 n
 /* select_backend returns the flow's backend (NULL: none usable) and its
  * index; *new_flow says the flow was (re)pinned (NEW_PINNED) or forwarded
  * without an entry because the VIP is over its new_flow_rate
- * (NEW_UNTRACKED). */
+ * (NEW_UNTRACKED). st is the flow's conntrack entry (NULL: none), looked
+ * up by the caller. */
 static __always_inline struct backend *select_backend(const struct packet *p,
 						      const struct vip_value *vip,
+						      struct flow_state *st,
 						      __u32 *idx, __u8 *new_flow)
 {
-	struct flow_state *st = bpf_map_lookup_elem(&conntrack, &p->flow);
 	int syn = is_syn(p);
 	__u64 now = 0;
 	struct backend *be;
@@ -111,8 +113,11 @@ static __always_inline struct backend *select_backend(const struct packet *p,
 		be = usable_backend(*idx);
 		if (be) {
 			count(COUNTER_CT_HIT);
-			if (!p->icmp)
+			if (!p->icmp) {
+				if (st->vip != vip->index)
+					st->vip = vip->index; /* pinned before vip_refs, or the VIP moved */
 				ct_touch(st, p);
+			}
 			return be;
 		}
 		count(COUNTER_CT_STALE);
@@ -131,12 +136,13 @@ static __always_inline struct backend *select_backend(const struct packet *p,
 		/* The entry exists: rewrite it in place. An update would pop a
 		 * free LRU node and push the old one back, for the same key. */
 		st->backend = *idx;
+		st->vip = vip->index;
 		st->flags = 0;
 		st->last_seen = now;
 		st->touched = bpf_jiffies64();
 		count(COUNTER_CT_SYN);
 	} else if (new_flow_admitted(vip, now)) {
-		ct_insert(p, *idx, now);
+		ct_insert(p, vip->index, *idx, now);
 	} else {
 		count(COUNTER_CT_UNTRACKED);
 		*new_flow = NEW_UNTRACKED;

@@ -16,6 +16,38 @@ struct {
 	__type(value, struct vip_value);
 } vips SEC(".maps");
 
+/* VIP index -> the VIP's key and value (struct vip_ref), written by the
+ * control plane beside vips: a conntrack hit finds its VIP here through
+ * flow_state.vip, an array lookup the verifier inlines, rather than in
+ * the vips hash (a helper call and a jhash). Go writes an entry before
+ * the vips entry that uses its index and zeroes it when the VIP leaves
+ * the index. An array entry is copied, not swapped: a packet that races
+ * the write may see some fields old and some new, each one whole (they
+ * are single bytes but index, which does not change in place). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DEFAULT_MAX_VIPS);
+	__type(key, __u32);
+	__type(value, struct vip_ref);
+} vip_refs SEC(".maps");
+
+/* Destination ports of the VIPs, two bits per port: word port >> 5, bit
+ * 2 * (port & 31) (VIP_PORT_FORWARD) when a VIP the balancer forwards for
+ * uses it, the bit above (VIP_PORT_ANY) when any VIP does (guard-only
+ * ones too); the port taken as it sits in the packet (network order read
+ * natively). Only a packet to a forwarding port looks the conntrack up
+ * before the VIP (a hit then skips the vips lookup); only a packet to a
+ * port of any VIP looks vips up at all: the pass path of every other
+ * port is this one inlined load. Go sets a port's bits before the vips
+ * entry that needs them and clears them after the last one goes, and
+ * rebuilds the map from vips at load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2048);
+	__type(key, __u32);
+	__type(value, __u64);
+} vip_ports SEC(".maps");
+
 /* Flow -> backend. One LRU shared by all CPUs (see doc.go for why not
  * Katran's per-CPU LRUs). Under memory pressure the kernel evicts the least
  * recently used flows; an evicted flow rehashes, which Maglev keeps cheap. */

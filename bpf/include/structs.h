@@ -29,6 +29,15 @@ struct vip_value {
 	__u32 new_flow_interval;	/* ns between conntrack inserts at the VIP's new_flow_rate; 0 = no cap */
 };
 
+/* An entry of vip_refs: a VIP's key and value under its index, as in
+ * vips. A conntrack hit whose VIP key matches the flow's takes the value
+ * from here (lb.c, vip_of_flow); any mismatch (an index reused, a VIP
+ * gone) sends it to the vips lookup. */
+struct vip_ref {
+	struct vip_key key;
+	struct vip_value value;
+};
+
 /* What the guards do for a VIP. A VIP without VIP_ACL costs no trie
  * lookup. */
 enum vip_flag {
@@ -111,7 +120,8 @@ struct flow_state {
 	__u32 flags;		/* enum flow_flag */
 	__u32 touched;		/* low 32 bits of jiffies at the last refresh of last_seen: a hit
 				 * compares them (one inlined load) instead of reading the clock */
-	__u32 pad;
+	__u32 vip;		/* the VIP's index when the flow was pinned: a hit reads that VIP
+				 * from vip_refs (an inlined array load) instead of the vips hash */
 };
 
 enum flow_flag {
