@@ -129,6 +129,8 @@ func (c *evConn) earlyRetry(l *loop) bool {
 	switch {
 	case c.st.RetryOnReset == l4.RetryResetOff, c.state != evOpen, c.chosen == nil:
 		return false
+	case c.kernel: // the kernel moves its bytes: c.up and c.down do not see them
+		return false
 	case c.down.n > 0 || c.down.pending > 0 || c.down.eof: // the backend sent something
 		return false
 	case c.up.eof: // the client closed its side: the backend's close may answer it
