@@ -25,13 +25,13 @@ var flowSyncKeys = []key[FlowSync]{
 		doc: "The secret every balancer shares, at least 16 bytes: each datagram carries an HMAC-SHA256 of it, and a datagram without a valid one is dropped and counted. `l4lb status --show-config` shows it as " + Redacted + "."},
 	{name: "interval", val: durationOf(func(f *FlowSync) *time.Duration { return &f.Interval }, time.Second, span(100*time.Millisecond, time.Minute)),
 		reload: flowSyncReload,
-		doc:    `How often the flows that saw a packet since the last round are sent. A flow pinned less than this long before its balancer dies is not on the peers yet.`},
+		doc:    `How often the flows that saw a packet since the last round are sent, with every live affinity pin of the proxy VIPs that have affinity_timeout. A flow or pin made less than this long before its balancer dies is not on the peers yet.`},
 	{name: "max_rate", val: intOf(func(f *FlowSync) *int { return &f.MaxRate }, 50000, span[int64](1, 10_000_000)),
 		reload: flowSyncReload,
 		doc:    `Flows sent per second (the rest of a round waits for the next) and, apart, flows installed from peers per second (the rest are dropped and counted).`},
 	{name: "max_entries", val: intOf(func(f *FlowSync) *int { return &f.MaxEntries }, 262144, span[int64](1, 1<<26)),
 		reload: flowSyncReload,
-		doc:    `Entries from peers the flow table may hold; past it, a peer's flows are dropped and counted. Keep it below [xdp] conntrack_size, so that the peers' flows cannot evict this balancer's own.`},
+		doc:    `Entries from peers the flow table may hold; past it, a peer's flows are dropped and counted. Keep it below [xdp] conntrack_size, so that the peers' flows cannot evict this balancer's own. The peers' affinity pins count against it too.`},
 }
 
 // flowSyncReload is when a reload applies a [flow_sync] change.

@@ -116,7 +116,7 @@ var vipKeys = []key[VIP]{
 		doc: `The VIP's SNI routes (tcp VIPs in proxy mode); on a VIP with app_protocol = "postgres" also routes by the StartupMessage's database and user.`},
 	{name: "affinity_timeout", scope: tcpProxy, val: durationOf(func(v *VIP) *time.Duration { return &v.AffinityTimeout }, 0, span(0, 24*time.Hour)),
 		effect: EffectNewFlows, note: "the affinity table starts empty: clients' pins are forgotten",
-		doc: `A client address's new connections go to the backend it used last, while that backend is eligible, for this long; 0 = off.`},
+		doc: `A client address's new connections go to the backend it used last, while that backend is eligible, for this long; 0 = off. With [flow_sync] the pins go to the peers too, so a client keeps its backend through another balancer.`},
 	{name: "rebalance_rate", scope: tcpProxy, refused: "applies only to tcp VIPs in proxy mode (l4lb rebalance closes proxied connections)",
 		val:    intOf(func(v *VIP) *int { return &v.RebalanceRate }, 10, span[int64](0, MaxRebalanceRate)),
 		effect: EffectNow, note: "the next rebalance; 0 refuses rebalances and stops a running one",

@@ -1,5 +1,6 @@
 // Package flowsync shares pinned flows between l4lb balancers: each sends
-// the flows its XDP flow table pinned to its peers, and installs theirs,
+// the flows its XDP flow table pinned, and the affinity pins of its proxy
+// TCP VIPs, to its peers, and installs theirs,
 // so that a flow keeps its backend when the router moves it to another
 // balancer, even after the backend sets changed during its life (Maglev
 // alone then sends about 1/N of the moved flows elsewhere).
@@ -18,7 +19,7 @@
 // as local ones do (the XDP program's LRU).
 //
 // Non-goals: proxy-mode connections (they end in their balancer's
-// sockets and cannot move), encryption (the flows' addresses travel in
+// sockets and cannot move; only their client pins are shared), encryption (the flows' addresses travel in
 // clear), flows that saw no packet since the last round (a peer that
 // restarts gets the active ones only).
 package flowsync

@@ -35,6 +35,10 @@ const (
 	flagClosing  = 1 << 0
 	flagFlow4    = 1 << 1 // client and VIP are IPv4
 	flagBackend4 = 1 << 2 // the backend is IPv4
+	// flagPin: a proxy VIP's affinity pin (TCP, client port 0, never
+	// closing). A receiver that predates it refuses the entry alone (an
+	// unknown flag) and counts it malformed: no version change needed.
+	flagPin = 1 << 3
 )
 
 // Why Decode refused a datagram; callers count them by kind.
@@ -93,6 +97,9 @@ func putEntry(b []byte, f *plane.SyncedFlow) {
 	if f.Backend.Addr().Is4() {
 		b[1] |= flagBackend4
 	}
+	if f.Pin {
+		b[1] |= flagPin
+	}
 	binary.BigEndian.PutUint32(b[4:], uint32(min(max(f.Age, 0), MaxAge)/time.Millisecond))
 	a := f.Flow.Src.Addr().As16()
 	copy(b[8:24], a[:])
@@ -138,16 +145,18 @@ func entry(entries []byte, i int) (plane.SyncedFlow, bool) {
 	b := entries[i*EntryLen : (i+1)*EntryLen]
 	var f plane.SyncedFlow
 	proto := l4.Protocol(b[0])
-	if (proto != l4.TCP && proto != l4.UDP) || b[1]&^(flagClosing|flagFlow4|flagBackend4) != 0 || b[2] != 0 || b[3] != 0 || b[30] != 0 || b[31] != 0 {
+	if (proto != l4.TCP && proto != l4.UDP) || b[1]&^(flagClosing|flagFlow4|flagBackend4|flagPin) != 0 || b[2] != 0 || b[3] != 0 || b[30] != 0 || b[31] != 0 {
 		return f, false
 	}
 	client, ok1 := addrOf(b[8:24], b[1]&flagFlow4 != 0)
 	vip, ok2 := addrOf(b[32:48], b[1]&flagFlow4 != 0)
 	be, ok3 := addrOf(b[48:64], b[1]&flagBackend4 != 0)
 	cp, vp, bp := binary.BigEndian.Uint16(b[24:]), binary.BigEndian.Uint16(b[26:]), binary.BigEndian.Uint16(b[28:])
-	if !ok1 || !ok2 || !ok3 || cp == 0 || vp == 0 || bp == 0 {
+	pin := b[1]&flagPin != 0
+	if !ok1 || !ok2 || !ok3 || vp == 0 || bp == 0 || (cp == 0) != pin || (pin && (proto != l4.TCP || b[1]&flagClosing != 0)) {
 		return f, false
 	}
+	f.Pin = pin
 	f.Flow = l4.Flow{Src: netip.AddrPortFrom(client, cp), Dst: netip.AddrPortFrom(vip, vp), Proto: proto}
 	f.Backend = netip.AddrPortFrom(be, bp)
 	f.Age = time.Duration(binary.BigEndian.Uint32(b[4:])) * time.Millisecond

@@ -19,6 +19,8 @@ func testFlows() []plane.SyncedFlow {
 			Backend: netip.MustParseAddrPort("198.18.1.11:80"), Age: 1500 * time.Millisecond},
 		{Flow: l4.Flow{Src: netip.MustParseAddrPort("[2001:db8::2]:53000"), Dst: netip.MustParseAddrPort("[2001:db8:2::10]:53"), Proto: l4.UDP},
 			Backend: netip.MustParseAddrPort("198.18.1.12:53"), Closing: true},
+		{Flow: l4.Flow{Src: netip.MustParseAddrPort("198.18.0.3:0"), Dst: netip.MustParseAddrPort("198.18.2.10:443"), Proto: l4.TCP},
+			Backend: netip.MustParseAddrPort("198.18.1.13:443"), Age: 42 * time.Second, Pin: true},
 	}
 }
 
@@ -27,11 +29,11 @@ func TestWireRoundTrip(t *testing.T) {
 	buf := make([]byte, MaxLen)
 	h := Header{Sender: 7, Seq: 9, Time: 123456789}
 	n := c.encode(buf, h, testFlows())
-	if n != HeaderLen+2*EntryLen+MACLen {
+	if n != HeaderLen+3*EntryLen+MACLen {
 		t.Fatalf("length %d", n)
 	}
 	gh, entries, err := newCodec(testKey).decode(buf[:n])
-	if err != nil || gh != h || len(entries) != 2*EntryLen {
+	if err != nil || gh != h || len(entries) != 3*EntryLen {
 		t.Fatalf("decode: %+v %d %v", gh, len(entries), err)
 	}
 	for i, want := range testFlows() {
@@ -55,7 +57,7 @@ func TestWireRefuses(t *testing.T) {
 		{"empty", func(b []byte) []byte { return nil }, ErrMalformed},
 		{"magic", func(b []byte) []byte { b[0] = 'X'; return b }, ErrMalformed},
 		{"version 2", func(b []byte) []byte { b[4] = 2; return b }, ErrVersion},
-		{"count beyond the datagram", func(b []byte) []byte { b[7] = 3; return b }, ErrMalformed},
+		{"count beyond the datagram", func(b []byte) []byte { b[7] = 4; return b }, ErrMalformed},
 		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }, ErrMalformed},
 		{"a flipped flow byte", func(b []byte) []byte { b[HeaderLen+9] ^= 1; return b }, ErrAuth},
 		{"a flipped seq", func(b []byte) []byte { b[23] ^= 1; return b }, ErrAuth},
@@ -81,6 +83,37 @@ func TestWireRefuses(t *testing.T) {
 	}
 	if _, ok := entry(entries, 1); !ok {
 		t.Error("the good flow beside it was refused")
+	}
+}
+
+// TestWirePins: an affinity pin is a TCP entry with client port 0 and
+// the pin flag; either without the other, or a closing or UDP pin, is
+// refused on its own.
+func TestWirePins(t *testing.T) {
+	c := newCodec(testKey)
+	flows := testFlows()
+	pin, flow := flows[2], flows[0]
+	for _, tc := range []struct {
+		name string
+		f    plane.SyncedFlow
+		ok   bool
+	}{
+		{"pin", pin, true},
+		{"flow", flow, true},
+		{"pin with a client port", func() plane.SyncedFlow { f := pin; f.Flow.Src = flow.Flow.Src; return f }(), false},
+		{"flow with client port 0", func() plane.SyncedFlow { f := flow; f.Flow.Src = pin.Flow.Src; return f }(), false},
+		{"closing pin", func() plane.SyncedFlow { f := pin; f.Closing = true; return f }(), false},
+		{"udp pin", func() plane.SyncedFlow { f := pin; f.Flow.Proto = l4.UDP; return f }(), false},
+	} {
+		buf := make([]byte, MaxLen)
+		_, entries, err := c.decode(buf[:c.encode(buf, Header{Sender: 1, Seq: 1, Time: 1}, []plane.SyncedFlow{tc.f})])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := entry(entries, 0)
+		if ok != tc.ok || (ok && got != tc.f) {
+			t.Errorf("%s: %+v, %v; want ok %v", tc.name, got, ok, tc.ok)
+		}
 	}
 }
 

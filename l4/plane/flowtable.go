@@ -17,6 +17,9 @@ type SyncedFlow struct {
 	Backend netip.AddrPort // the backend it is pinned to
 	Age     time.Duration  // since the flow's last packet (as the table knows it)
 	Closing bool           // a FIN was seen
+	// Pin: a proxy VIP's affinity pin, not a flow: Flow.Src's port is 0
+	// (the pin is the client address's), Age is its idle time.
+	Pin bool
 }
 
 // InstallResult is what became of a peer's flow.
@@ -26,7 +29,7 @@ type InstallResult uint8
 const (
 	Installed             InstallResult = iota
 	InstallKnown                        // the table has the flow already: the local entry wins
-	InstallForeignVIP                   // no xdp VIP here has the flow's address, port and protocol (or it is a NAT VIP)
+	InstallForeignVIP                   // no xdp VIP here has the flow's address, port and protocol (or it is a NAT VIP); for a pin, no proxy VIP with affinity_timeout
 	InstallUnknownBackend               // the VIP here has no such backend (or it is retired)
 	InstallFailed                       // the map refused the write
 )
@@ -43,4 +46,16 @@ type FlowTable interface {
 	// table has it, with last-seen now - Age; results[i] says what
 	// became of flows[i] (len(results) >= len(flows)).
 	InstallFlows(flows []SyncedFlow, results []InstallResult)
+}
+
+// PinTable is a plane whose client pins flow sync shares (a proxy TCP
+// VIP's affinity pins).
+type PinTable interface {
+	// SyncedPins calls fn, until it returns false, for every pin made
+	// here (not installed from a peer) used within the last `within`; it
+	// returns how many pins came from peers.
+	SyncedPins(within time.Duration, fn func(SyncedFlow) bool) (fromPeers int)
+	// InstallPin installs a peer's pin f (f.Pin) unless the client has
+	// one here; the backend must be one this VIP can pick now.
+	InstallPin(f SyncedFlow) InstallResult
 }
