@@ -62,7 +62,7 @@ func (h *handlers) backendAdd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := c.AddBackend(r.PathValue("vip"), l4.BackendChange{Address: req.Address, Name: req.Name, Weight: req.Weight, MaxConns: req.MaxConns, Backup: req.Backup}, by)
-	writeChange(w, res, err)
+	writeAnswer(w, res, err)
 }
 
 func (h *handlers) backendSet(w http.ResponseWriter, r *http.Request) {
@@ -87,7 +87,7 @@ func (h *handlers) backendSet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := c.SetBackend(r.PathValue("vip"), r.PathValue("backend"), reconcile.BackendSet{Weight: req.Weight, MaxConns: req.MaxConns, Reset: req.Reset}, by)
-	writeChange(w, res, err)
+	writeAnswer(w, res, err)
 }
 
 func (h *handlers) backendRemove(w http.ResponseWriter, r *http.Request) {
@@ -113,23 +113,5 @@ func (h *handlers) backendRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := c.RemoveBackend(r.Context(), r.PathValue("vip"), r.PathValue("backend"), wait, req.Force, by)
-	writeChange(w, res, err)
-}
-
-// writeChange answers a backend verb: refusals by their kind, as JSON.
-func writeChange(w http.ResponseWriter, res plane.BackendChangeResult, err error) {
-	switch {
-	case errors.Is(err, reconcile.ErrInvalid):
-		writeError(w, http.StatusUnprocessableEntity, err)
-	case errors.Is(err, reconcile.ErrRefused), errors.Is(err, reconcile.ErrExists):
-		writeError(w, http.StatusConflict, err)
-	case errors.Is(err, reconcile.ErrNoVIP), errors.Is(err, reconcile.ErrNoBackend):
-		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, reconcile.ErrAmbiguous):
-		writeError(w, http.StatusBadRequest, err)
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
-	default:
-		writeJSON(w, http.StatusOK, res)
-	}
+	writeAnswer(w, res, err)
 }

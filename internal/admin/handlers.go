@@ -107,18 +107,7 @@ func (h *handlers) override(o l4.Override) http.HandlerFunc {
 			by += ": " + req.Reason
 		}
 		res, err := h.d.SetOverride(r.PathValue("vip"), r.PathValue("backend"), o, by, req.Force)
-		switch {
-		case errors.Is(err, reconcile.ErrRefused):
-			writeError(w, http.StatusConflict, err)
-		case errors.Is(err, reconcile.ErrNoVIP), errors.Is(err, reconcile.ErrNoBackend):
-			writeError(w, http.StatusNotFound, err)
-		case errors.Is(err, reconcile.ErrAmbiguous):
-			writeError(w, http.StatusBadRequest, err)
-		case err != nil:
-			writeError(w, http.StatusInternalServerError, err)
-		default:
-			writeJSON(w, http.StatusOK, res)
-		}
+		writeAnswer(w, res, err)
 	}
 }
 
@@ -142,16 +131,7 @@ func (h *handlers) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.d.Explain(r.PathValue("vip"), client)
-	switch {
-	case errors.Is(err, reconcile.ErrNoVIP):
-		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, plane.ErrBadClient):
-		writeError(w, http.StatusBadRequest, err)
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
-	default:
-		writeJSON(w, http.StatusOK, res)
-	}
+	writeAnswer(w, res, err)
 }
 
 // operator names who asks: the user behind the request's peer, and the
@@ -239,12 +219,12 @@ func (h *handlers) rebalance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := h.d.Rebalance(r.PathValue("vip"), reconcile.RebalanceOptions{Rate: req.Rate, Reset: req.Reset, By: by})
-	writeRebalance(w, st, err)
+	writeAnswer(w, st, err)
 }
 
 func (h *handlers) rebalanceStatus(w http.ResponseWriter, r *http.Request) {
 	st, err := h.d.RebalanceStatus(r.PathValue("vip"))
-	writeRebalance(w, st, err)
+	writeAnswer(w, st, err)
 }
 
 func (h *handlers) stopRebalance(w http.ResponseWriter, r *http.Request) {
@@ -253,22 +233,7 @@ func (h *handlers) stopRebalance(w http.ResponseWriter, r *http.Request) {
 	}
 	by, _ := operator(w, r, "")
 	st, err := h.d.StopRebalance(r.PathValue("vip"), by)
-	writeRebalance(w, st, err)
-}
-
-// writeRebalance answers with a rebalance's status, or its error: 404 no
-// such VIP, 409 the VIP cannot be rebalanced now.
-func writeRebalance(w http.ResponseWriter, st plane.RebalanceStatus, err error) {
-	switch {
-	case errors.Is(err, reconcile.ErrNoVIP):
-		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, plane.ErrCannotRebalance), errors.Is(err, reconcile.ErrRebalanceRunning):
-		writeError(w, http.StatusConflict, err)
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
-	default:
-		writeJSON(w, http.StatusOK, st)
-	}
+	writeAnswer(w, st, err)
 }
 
 // Capturer is a Daemon that can sample an xdp VIP's packets (POST
@@ -298,7 +263,7 @@ func (h *handlers) capture(w http.ResponseWriter, r *http.Request) {
 	end, err := c.Capture(r.Context(), r.PathValue("vip"), req, s.packet)
 	if !s.started {
 		if err != nil {
-			writeError(w, captureStatus(err), err)
+			writeError(w, errStatus(err), err)
 			return
 		}
 		s.start()
@@ -333,15 +298,31 @@ func (s *captureStream) packet(p plane.CapturedPacket) error {
 	return s.rc.Flush()
 }
 
-// captureStatus is the answer to a capture that could not start.
-func captureStatus(err error) int {
+// errStatus is the HTTP status of an error the daemon returned, one
+// table for every route: 404 no such VIP or backend, 409 refused in the
+// state things are in, 422 a change the config's checks refuse, 400 a
+// request that names nothing usable, 500 anything else.
+func errStatus(err error) int {
 	switch {
 	case errors.Is(err, reconcile.ErrNoVIP), errors.Is(err, reconcile.ErrNoBackend):
 		return http.StatusNotFound
-	case errors.Is(err, plane.ErrCannotCapture):
+	case errors.Is(err, reconcile.ErrRefused), errors.Is(err, reconcile.ErrExists),
+		errors.Is(err, reconcile.ErrRebalanceRunning), errors.Is(err, plane.ErrCannotRebalance),
+		errors.Is(err, plane.ErrCannotCapture):
 		return http.StatusConflict
-	case errors.Is(err, plane.ErrBadCapture), errors.Is(err, reconcile.ErrAmbiguous):
+	case errors.Is(err, reconcile.ErrInvalid):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, reconcile.ErrAmbiguous), errors.Is(err, plane.ErrBadClient), errors.Is(err, plane.ErrBadCapture):
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
+}
+
+// writeAnswer answers with res as JSON, or with err under its status.
+func writeAnswer(w http.ResponseWriter, res any, err error) {
+	if err != nil {
+		writeError(w, errStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
